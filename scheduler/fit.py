@@ -1,0 +1,32 @@
+"""The one rule that decides whether a task still fits on a node *now*.
+
+It covers everything that changes while tasks come and go: node readiness and
+availability, free capacity in every resource, host ports, and ``max_per_node``.
+Static properties (constraints, platform, plugins) are checked by the filters only.
+
+``lua/commit.lua`` enforces exactly this rule, in this order, when a placement is
+committed; ``tests/test_fit_agreement.py`` checks the two agree on random cases.
+"""
+
+from __future__ import annotations
+
+from . import reasons
+from .model import ACTIVE, DRAIN, READY, Node
+
+
+def misfit(node: Node, resources: dict[str, int], ports, max_per_node: int, job_on_node: int) -> str | None:
+    """The reason ``node`` cannot take one more task with these needs, or None if it fits."""
+    if node.status != READY:
+        return reasons.NODE_DOWN
+    if node.availability != ACTIVE:
+        return reasons.NODE_DRAINED if node.availability == DRAIN else reasons.NODE_PAUSED
+    capacity, allocated = node.capacity, node.allocated
+    for resource, amount in resources.items():
+        if amount > 0 and allocated.get(resource, 0) + amount > capacity.get(resource, 0):
+            return reasons.insufficient(resource)
+    for port in ports:
+        if port in node.ports:
+            return reasons.port_in_use(port)
+    if max_per_node and job_on_node >= max_per_node:
+        return reasons.MAX_PER_NODE
+    return None

@@ -1,0 +1,58 @@
+"""Why a node was not chosen: named reasons, counted per node, so "why is it pending"
+reads like kube-scheduler's ``0/12 nodes available: 7 insufficient cpu, 2 drained``.
+
+Fixed reasons are constants; reasons that name a resource, port or constraint are built
+by the small functions below so that the same wording is used everywhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+NODE_DOWN = "node down"
+NODE_PAUSED = "node paused"
+NODE_DRAINED = "node drained"
+NODE_GONE = "node removed"
+MAX_PER_NODE = "max_per_node reached"
+STALE_LEASE = "lease expired"
+NO_NODES = "no nodes registered"
+PLATFORM_MISMATCH = "platform mismatch"
+
+
+def insufficient(resource: str) -> str:
+    return f"insufficient {resource}"
+
+
+def port_in_use(port: int) -> str:
+    return f"host port {port} in use"
+
+
+def missing_plugin(plugin: str) -> str:
+    return f"missing plugin {plugin}"
+
+
+def constraint_not_met(text: str) -> str:
+    return f"constraint {text} not met"
+
+
+@dataclass(slots=True)
+class Explanation:
+    """Counts of reasons over the nodes evaluated for one task (or one group of identical tasks)."""
+
+    nodes_evaluated: int = 0
+    reasons: dict[str, int] = field(default_factory=dict)
+    available: int = 0
+
+    def add(self, reason: str, count: int = 1) -> None:
+        self.reasons[reason] = self.reasons.get(reason, 0) + count
+
+    def message(self) -> str:
+        if self.nodes_evaluated == 0 and not self.reasons:
+            return f"0/0 nodes available: {NO_NODES}."
+        parts = sorted(self.reasons.items(), key=lambda item: (-item[1], item[0]))
+        detail = ", ".join(f"{count} {reason}" for reason, count in parts)
+        head = f"{self.available}/{self.nodes_evaluated} nodes available"
+        return f"{head}: {detail}." if detail else f"{head}."
+
+    def to_dict(self) -> dict:
+        return {"nodes_evaluated": self.nodes_evaluated, "reasons": dict(self.reasons), "message": self.message()}
