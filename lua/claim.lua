@@ -1,0 +1,30 @@
+-- claim.lua: lease up to N tasks from the head of the active queue.
+-- The tasks move to q:inflight scored by their lease deadline (Redis TIME + lease),
+-- and each is recorded in the leases hash with this claim's fencing token. The token is
+-- the new value of the scheduling-cycle counter, so it also tells the failure path
+-- whether a cluster event happened after the claim (kube's moveRequestCycle rule).
+--
+-- KEYS[1] q:active       ZSET  task id -> queue score (priority, then age)
+-- KEYS[2] q:inflight     ZSET  task id -> lease deadline (ms)
+-- KEYS[3] q:leases       HASH  task id -> fencing token
+-- KEYS[4] q:cycle        STRING scheduling cycle counter
+-- ARGV[1] how many tasks at most
+-- ARGV[2] lease length (ms)
+-- Returns {now_ms} when the queue is empty, else {now_ms, token, task id, ...}.
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local popped = redis.call('ZPOPMIN', KEYS[1], tonumber(ARGV[1]))
+if #popped == 0 then
+  return {now}
+end
+local token = redis.call('INCR', KEYS[4])
+local deadline = now + tonumber(ARGV[2])
+local out = {now, token}
+for i = 1, #popped, 2 do
+  local id = popped[i]
+  redis.call('ZADD', KEYS[2], deadline, id)
+  redis.call('HSET', KEYS[3], id, token)
+  out[#out + 1] = id
+end
+return out

@@ -1,0 +1,64 @@
+-- fail.lua: requeue claimed tasks that could not be placed in this attempt.
+-- Each goes to q:backoff (expiry now + initial * 2^(attempts-1), capped) when a cluster
+-- event happened since it was claimed (move_cycle >= token: kube's moveRequestCycle
+-- rule, the event may have made room), otherwise to q:unschedulable until an event or
+-- the periodic flush moves it back. The explanation is stored on the task.
+--
+-- KEYS[1] q:inflight       ZSET
+-- KEYS[2] q:leases         HASH
+-- KEYS[3] q:backoff        ZSET  task id -> backoff expiry (ms)
+-- KEYS[4] q:unschedulable  ZSET  task id -> time it entered (ms)
+-- KEYS[5] q:move_cycle     STRING
+-- KEYS[6 ..]               task HASH of each task, in the order of the ids in ARGV
+-- ARGV[1] fencing token of the claim
+-- ARGV[2] now (ms), or "" for Redis TIME
+-- ARGV[3] initial backoff (ms)
+-- ARGV[4] maximum backoff (ms)
+-- ARGV[5] events channel
+-- ARGV[6 ..] pairs: task id, explanation (JSON)
+-- Returns one entry per task: "backoff", "unschedulable", or "lease expired" (not ours).
+
+local now
+if ARGV[2] == '' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+else
+  now = tonumber(ARGV[2])
+end
+local token = ARGV[1]
+local initial, cap = tonumber(ARGV[3]), tonumber(ARGV[4])
+local moved = tonumber(redis.call('GET', KEYS[5]) or '0')
+local out = {}
+local k = 6
+for i = 6, #ARGV, 2 do
+  local id, explanation = ARGV[i], ARGV[i + 1]
+  local task = KEYS[k]
+  k = k + 1
+  if redis.call('HGET', KEYS[2], id) ~= token then
+    out[#out + 1] = 'lease expired'
+  else
+    redis.call('ZREM', KEYS[1], id)
+    redis.call('HDEL', KEYS[2], id)
+    local attempts = redis.call('HINCRBY', task, 'attempts', 1)
+    local delay = initial
+    for _ = 2, attempts do
+      delay = delay * 2
+      if delay >= cap then break end
+    end
+    if delay > cap then delay = cap end
+    redis.call('HSET', task, 'state', 'pending', 'explanation', explanation,
+      'backoff_until', string.format('%d', now + delay), 'last_cycle', token)
+    local where
+    if moved >= tonumber(token) then
+      redis.call('ZADD', KEYS[3], now + delay, id)
+      where = 'backoff'
+    else
+      redis.call('ZADD', KEYS[4], now, id)
+      where = 'unschedulable'
+    end
+    out[#out + 1] = where
+    redis.call('PUBLISH', ARGV[5], '{"type":"task","id":' .. cjson.encode(id) ..
+      ',"state":"pending","queue":"' .. where .. '","ts":' .. string.format('%d', now) .. '}')
+  end
+end
+return out

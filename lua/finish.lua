@@ -1,0 +1,78 @@
+-- finish.lua: end tasks, from wherever they are, in one atomic step.
+-- A pending task leaves every queue (and loses its lease, so an in-flight commit of it is
+-- refused). A live task (assigned or running) gives back exactly what commit.lua took:
+-- the allocation and host ports recorded on the task, and its tallies. Freed resources
+-- are a cluster event: move_cycle catches up with the scheduling cycle.
+-- A task already in a terminal state is left alone.
+--
+-- KEYS[1] q:active  KEYS[2] q:backoff  KEYS[3] q:unschedulable  KEYS[4] q:inflight
+-- KEYS[5] q:leases  KEYS[6] tally:tasks  KEYS[7] nodes:changes  KEYS[8] nodes:seq
+-- KEYS[9] q:cycle   KEYS[10] q:move_cycle
+-- KEYS[11 .. 10+R] free:<resource> ZSET for each resource name in ARGV
+-- then 4 keys per task p (0-based), from b = 11+R:
+--   task HASH, node HASH, node tasks SET, tally:job:<job> ZSET, for the node named in ARGV
+-- ARGV[1] events channel
+-- ARGV[2] R, then R resource names
+-- then per task: id, new state, message, the node the task is on ("" while pending)
+-- Returns per task: the state it left, or "absent", "terminal:<state>", or "elsewhere"
+-- (it is not on the node given: it was placed or moved since the caller looked).
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local nowtxt = string.format('%d', now)
+local channel = ARGV[1]
+local R = tonumber(ARGV[2])
+local free = {}
+for r = 1, R do free[ARGV[2 + r]] = KEYS[10 + r] end
+local kb = 11 + R
+local out = {}
+local freed = false
+local p = 0
+for a = 3 + R, #ARGV, 4 do
+  local id, state, message, expected = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
+  local base = kb + 4 * p
+  local task, node, node_tasks, tally_job = KEYS[base], KEYS[base + 1], KEYS[base + 2], KEYS[base + 3]
+  p = p + 1
+  local cur = redis.call('HMGET', task, 'state', 'node', 'alloc', 'ports', 'job')
+  local was, on = cur[1], cur[2] or ''
+  if not was then
+    out[#out + 1] = 'absent'
+  elseif was ~= 'pending' and was ~= 'assigned' and was ~= 'running' then
+    out[#out + 1] = 'terminal:' .. was
+  elseif (was == 'pending' and expected ~= '') or (was ~= 'pending' and on ~= expected) then
+    out[#out + 1] = 'elsewhere'
+  else
+    if was == 'pending' then
+      for q = 1, 4 do redis.call('ZREM', KEYS[q], id) end
+      redis.call('HDEL', KEYS[5], id)
+    else
+      local name = on
+      if redis.call('SREM', node_tasks, id) == 1 then
+        for pair in string.gmatch(cur[3] or '', '[^,]+') do
+          local r, amount = string.match(pair, '^(.-)=(%d+)$')
+          redis.call('HINCRBY', node, 'alloc:' .. r, -tonumber(amount))
+          if free[r] then redis.call('ZINCRBY', free[r], tonumber(amount), name) end
+        end
+        for port in string.gmatch(cur[4] or '', '[^,]+') do
+          if redis.call('HGET', node, 'port:' .. port) == id then
+            redis.call('HDEL', node, 'port:' .. port)
+          end
+        end
+        redis.call('HINCRBY', node, 'tasks', -1)
+        redis.call('ZADD', KEYS[7], redis.call('INCR', KEYS[8]), name)
+      end
+      if tonumber(redis.call('ZINCRBY', tally_job, -1, name)) <= 0 then redis.call('ZREM', tally_job, name) end
+      if tonumber(redis.call('ZINCRBY', KEYS[6], -1, name)) <= 0 then redis.call('ZREM', KEYS[6], name) end
+      freed = true
+    end
+    redis.call('HSET', task, 'state', state, 'ended_at', nowtxt, 'message', message)
+    out[#out + 1] = was
+    redis.call('PUBLISH', channel, '{"type":"task","id":' .. cjson.encode(id) .. ',"job":' ..
+      cjson.encode(cur[5] or '') .. ',"state":' .. cjson.encode(state) .. ',"node":' .. cjson.encode(on) ..
+      ',"ts":' .. nowtxt .. '}')
+  end
+end
+if freed then
+  redis.call('SET', KEYS[10], redis.call('GET', KEYS[9]) or '0')
+end
+return out

@@ -1,0 +1,51 @@
+-- node_put.lua: register a node, or update its description, keeping what is placed on it.
+-- Allocations, host ports and task counts survive an update; capacity is replaced, and
+-- free:<resource> becomes capacity minus allocation for every resource named. A node
+-- that (re)appears or changes is a cluster event: move_cycle catches up with the cycle.
+--
+-- KEYS[1] node HASH
+-- KEYS[2] nodes SET
+-- KEYS[3] nodes:changes ZSET
+-- KEYS[4] nodes:seq STRING
+-- KEYS[5] q:cycle STRING
+-- KEYS[6] q:move_cycle STRING
+-- KEYS[7] resources SET
+-- KEYS[8 .. 7+R] free:<resource> ZSET for each resource name in ARGV
+-- ARGV[1] events channel
+-- ARGV[2] node name
+-- ARGV[3] R, then R pairs (resource name, capacity; "" = the node no longer has it)
+-- then field/value pairs of the description (hostname, role, os, arch, labels, ...)
+-- Returns 1 when the node is new, 0 when it was updated.
+
+local name = ARGV[2]
+local R = tonumber(ARGV[3])
+local is_new = redis.call('EXISTS', KEYS[1]) == 0
+if is_new then
+  redis.call('HSET', KEYS[1], 'name', name, 'availability', 'active', 'status', 'ready', 'tasks', 0)
+end
+for r = 1, R do
+  local resource, cap = ARGV[2 + 2 * r], ARGV[3 + 2 * r]
+  local alloc = tonumber(redis.call('HGET', KEYS[1], 'alloc:' .. resource) or '0')
+  if cap == '' then
+    redis.call('HDEL', KEYS[1], 'cap:' .. resource)
+    if alloc == 0 then
+      redis.call('ZREM', KEYS[7 + r], name)
+    else
+      redis.call('ZADD', KEYS[7 + r], -alloc, name)
+    end
+  else
+    redis.call('HSET', KEYS[1], 'cap:' .. resource, cap)
+    redis.call('ZADD', KEYS[7 + r], tonumber(cap) - alloc, name)
+    redis.call('SADD', KEYS[7], resource)
+  end
+end
+for a = 4 + 2 * R, #ARGV, 2 do
+  redis.call('HSET', KEYS[1], ARGV[a], ARGV[a + 1])
+end
+redis.call('SADD', KEYS[2], name)
+redis.call('ZADD', KEYS[3], redis.call('INCR', KEYS[4]), name)
+redis.call('SET', KEYS[6], redis.call('GET', KEYS[5]) or '0')
+local t = redis.call('TIME')
+redis.call('PUBLISH', ARGV[1], '{"type":"node","name":' .. cjson.encode(name) .. ',"event":"' ..
+  (is_new and 'added' or 'updated') .. '","ts":' .. string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) .. '}')
+return is_new and 1 or 0

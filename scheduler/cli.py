@@ -1,0 +1,367 @@
+"""``sched``: the command line.
+
+One click group; global options pick the Redis and the namespace, and the connection is
+made only when a command needs it. Every listing takes ``--json`` and then prints only
+JSON on stdout. Errors a user can cause print one sentence and exit 2.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+import orjson
+import yaml
+
+from . import reconcile
+from .app import App, default_namespace
+from .errors import SchedError, SpecError
+from .model import TASK_STATES, make_node, parse_job
+from .quantities import parse_resources
+from .render import print_json, print_table, usage
+
+
+class SchedGroup(click.Group):
+    """Turns the scheduler's own errors into one line on stderr and a non-zero exit."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except SchedError as exc:
+            click.echo(f"Error: {exc}", err=True)
+            ctx.exit(exc.exit_code)
+
+
+def json_option(f):
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON only, for scripts.")(f)
+
+
+pass_app = click.make_pass_decorator(App)
+
+
+@click.group(cls=SchedGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--redis-url", envvar="SCHED_REDIS_URL", default=None, metavar="URL",
+              help="Redis to use (also SCHED_REDIS_URL, then REDIS_URL). Default: a private embedded "
+                   "redis-server under ~/.local/state/sched (SCHED_HOME), started on first use.")
+@click.option("--namespace", "-n", default=None, metavar="NS",
+              help="Namespace: independent clusters in one Redis (also SCHED_NAMESPACE). Default: default.")
+@click.pass_context
+def main(ctx, redis_url, namespace):
+    """A Redis-backed cluster scheduler.
+
+    Register nodes, submit jobs of identical tasks, and run workers that place the tasks
+    on nodes that fit, spread or pack them as asked, and explain what is still pending.
+
+    \b
+    Quick start (uses the embedded Redis):
+      sched node add n1 --cpu 4 --memory 8GiB --label zone=eu-1
+      sched job submit web.yaml
+      sched worker --until-idle
+      sched task ls
+      sched task explain web.0
+    """
+    ctx.obj = App(redis_url=redis_url, namespace=namespace or default_namespace())
+
+
+# ----------------------------------------------------------------------------- nodes
+@main.group()
+def node():
+    """Register, list and change nodes."""
+
+
+@node.command("add")
+@click.argument("name")
+@click.option("--cpu", required=True, help="Cores, e.g. 4, 0.5 or 500m.")
+@click.option("--memory", required=True, help="Memory, e.g. 8GiB, 512Mi or 2G.")
+@click.option("--gpu", default=None, help="GPUs (a generic resource).")
+@click.option("--resource", "resources", multiple=True, metavar="NAME=N", help="Another generic resource.")
+@click.option("--label", "labels", multiple=True, metavar="K=V", help="Node label (node.labels.K).")
+@click.option("--engine-label", "engine_labels", multiple=True, metavar="K=V", help="Engine label (engine.labels.K).")
+@click.option("--os", "os_", default="linux", show_default=True, help="node.platform.os")
+@click.option("--arch", default="amd64", show_default=True, help="node.platform.arch")
+@click.option("--role", default="worker", show_default=True, help="node.role")
+@click.option("--plugin", "plugins", multiple=True, help="A plugin the node provides (jobs may require it).")
+@pass_app
+def node_add(app, name, cpu, memory, gpu, resources, labels, engine_labels, os_, arch, role, plugins):
+    """Register a node, or update an existing one (what runs on it is kept).
+
+    A node added this way has no agent: it stays ready until changed, which is what
+    simulations and benchmarks want. `sched agent NAME` registers a node that runs work.
+    """
+    extra = {}
+    for item in resources:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SpecError(f"--resource {item!r} must look like NAME=N.")
+        extra[key.strip()] = value.strip()
+    if gpu is not None:
+        extra["gpu"] = gpu
+    node = make_node(name, cpu=cpu, memory=memory, resources=extra, labels=list(labels),
+                     engine_labels=list(engine_labels), os=os_, arch=arch, role=role, plugins=list(plugins))
+    created = app.store.put_node(node)
+    click.echo(f"node {name} {'added' if created else 'updated'}")
+
+
+def node_record(n, tasks: int) -> dict:
+    return {"name": n.name, "capacity": n.capacity, "allocated": {r: n.allocated.get(r, 0) for r in n.capacity},
+            "labels": n.labels, "availability": n.availability, "status": n.status, "tasks": tasks,
+            "platform": {"os": n.os, "arch": n.arch}, "role": n.role, "plugins": sorted(n.plugins)}
+
+
+@node.command("ls")
+@json_option
+@pass_app
+def node_ls(app, as_json):
+    """List nodes with their capacity, allocation and task count.
+
+    In --json, cpu is in millicores, memory in bytes, other resources in units.
+    """
+    records = [node_record(n, n.tasks) for n in app.store.nodes()]
+    if as_json:
+        return print_json(records)
+    rows = [[r["name"], r["status"], r["availability"], r["tasks"], usage(r["capacity"], r["allocated"]),
+             ",".join(f"{k}={v}" for k, v in sorted(r["labels"].items()))] for r in records]
+    print_table(["NAME", "STATUS", "AVAILABILITY", "TASKS", "ALLOCATED/CAPACITY", "LABELS"], rows)
+
+
+def _availability_command(name: str, value: str, doc: str):
+    @node.command(name, help=doc)
+    @click.argument("node_name", metavar="NAME")
+    @pass_app
+    def command(app, node_name):
+        before = app.store.set_availability(node_name, value)
+        if value == "drain":
+            moved = reconcile.drain_node(app.store, node_name)
+            click.echo(f"node {node_name} drained ({len(moved)} task(s) moved elsewhere)")
+        else:
+            click.echo(f"node {node_name}: {before} -> {value}")
+    return command
+
+
+_availability_command("drain", "drain", "Stop placing tasks on a node and move its service tasks elsewhere.")
+_availability_command("pause", "pause", "Stop placing new tasks on a node; what runs there stays.")
+_availability_command("activate", "active", "Let the scheduler place tasks on a node again.")
+
+
+@node.command("rm")
+@click.argument("name")
+@pass_app
+def node_rm(app, name):
+    """Remove a node that runs no tasks (drain it first)."""
+    app.store.remove_node(name)
+    click.echo(f"node {name} removed")
+
+
+# ----------------------------------------------------------------------------- jobs
+@main.group()
+def job():
+    """Submit, list, scale and stop jobs."""
+
+
+def load_spec(file) -> dict:
+    text = file.read()
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise SpecError(f"the job spec is not valid YAML or JSON{where}.") from None
+    return raw
+
+
+@job.command("submit")
+@click.argument("file", type=click.File("r"))
+@json_option
+@pass_app
+def job_submit(app, file, as_json):
+    """Submit a job spec (YAML or JSON; - reads stdin) and print its id.
+
+    \b
+    id: web                  # optional
+    type: service            # service | batch | global
+    priority: 50             # 0..1000, higher goes first
+    replicas: 3
+    resources: {cpu: 0.5, memory: 256MiB}
+    constraints: ["node.labels.zone==eu-1"]
+    preferences: [{spread: node.labels.zone}]
+    ports: [8080]
+    strategy: spread         # spread | binpack
+    max_per_node: 2
+    run: {command: ["sleep", "1"]}
+    """
+    spec = parse_job(load_spec(file))
+    result = reconcile.submit(app.store, spec)
+    if as_json:
+        return print_json(result)
+    click.echo(spec.id)
+
+
+@job.command("ls")
+@json_option
+@pass_app
+def job_ls(app, as_json):
+    """List jobs with their task counts by state."""
+    records = []
+    for job_id in app.store.job_ids():
+        job = app.store.get_job(job_id)
+        counts: dict[str, int] = {}
+        for task in app.store.tasks(app.store.job_task_ids(job_id)):
+            counts[task["state"]] = counts.get(task["state"], 0) + 1
+        spec = job["spec"]
+        records.append({"id": job_id, "type": spec["type"], "priority": spec["priority"],
+                        "replicas": spec["replicas"], "version": job["version"], "status": job["status"],
+                        "tasks": counts})
+    if as_json:
+        return print_json(records)
+    rows = [[r["id"], r["type"], r["status"], r["priority"], r["replicas"], r["version"],
+             " ".join(f"{s}={n}" for s, n in sorted(r["tasks"].items()))] for r in records]
+    print_table(["ID", "TYPE", "STATUS", "PRIORITY", "REPLICAS", "VERSION", "TASKS"], rows)
+
+
+@job.command("show")
+@click.argument("job_id", metavar="ID")
+@json_option
+@pass_app
+def job_show(app, job_id, as_json):
+    """Show a job's spec and status."""
+    job = app.store.get_job(job_id)
+    if as_json:
+        return print_json(job)
+    click.echo(yaml.safe_dump({"status": job["status"], "version": job["version"], **job["spec"]},
+                              sort_keys=False).rstrip())
+
+
+@job.command("scale")
+@click.argument("job_id", metavar="ID")
+@click.argument("replicas", type=click.IntRange(0, 1_000_000))
+@json_option
+@pass_app
+def job_scale(app, job_id, replicas, as_json):
+    """Set a job's replicas: add tasks, or stop the newest."""
+    result = reconcile.scale(app.store, job_id, replicas)
+    if as_json:
+        return print_json(result)
+    click.echo(f"job {job_id}: {len(result['added'])} added, {len(result['stopped'])} stopped")
+
+
+@job.command("stop")
+@click.argument("job_id", metavar="ID")
+@pass_app
+def job_stop(app, job_id):
+    """Stop every task of a job and release what they hold."""
+    result = reconcile.stop(app.store, job_id)
+    click.echo(f"job {job_id} stopped ({len(result['stopped'])} task(s))")
+
+
+# ----------------------------------------------------------------------------- tasks
+@main.group()
+def task():
+    """List tasks and explain why one is pending."""
+
+
+def task_record(t: dict) -> dict:
+    return {"id": t["id"], "job": t["job"], "state": t["state"], "node": t.get("node") or None,
+            "priority": int(t.get("priority", 0)), "attempts": int(t.get("attempts", 0))}
+
+
+@task.command("ls")
+@click.option("--job", "job_id", default=None, help="Only this job's tasks.")
+@click.option("--state", type=click.Choice(TASK_STATES), default=None, help="Only tasks in this state.")
+@click.option("--node", "node_name", default=None, help="Only tasks on this node.")
+@json_option
+@pass_app
+def task_ls(app, job_id, state, node_name, as_json):
+    """List tasks (id, job, state, node, priority)."""
+    store = app.store
+    if job_id is not None:
+        store.get_job(job_id)
+        ids = store.job_task_ids(job_id)
+    elif node_name is not None:
+        store.get_node(node_name)
+        ids = store.node_task_ids(node_name)
+    else:
+        ids = store.all_task_ids()
+    records = [task_record(t) for t in store.tasks(ids)]
+    records = [r for r in records if (state is None or r["state"] == state)
+               and (node_name is None or r["node"] == node_name)]
+    if as_json:
+        return print_json(records)
+    print_table(["ID", "JOB", "STATE", "NODE", "PRIORITY", "ATTEMPTS"],
+                [[r["id"], r["job"], r["state"], r["node"] or "", r["priority"], r["attempts"]] for r in records])
+
+
+@task.command("explain")
+@click.argument("task_id", metavar="ID")
+@json_option
+@pass_app
+def task_explain(app, task_id, as_json):
+    """Say why a task is where it is: for a pending task, what each node lacked."""
+    t = app.store.get_task(task_id)
+    explanation = orjson.loads(t["explanation"]) if t.get("explanation") else None
+    record = {"id": t["id"], "state": t["state"],
+              "nodes_evaluated": explanation["nodes_evaluated"] if explanation else 0,
+              "reasons": explanation["reasons"] if explanation else {},
+              "message": _explain_message(t, explanation)}
+    if t.get("nominated_node"):
+        record["nominated_node"] = t["nominated_node"]
+    if as_json:
+        return print_json(record)
+    click.echo(f"{record['id']}: {record['state']}")
+    click.echo(record["message"])
+
+
+def _explain_message(t: dict, explanation: dict | None) -> str:
+    if explanation:
+        return explanation["message"]
+    state = t["state"]
+    if state in ("assigned", "running"):
+        return f"placed on node {t.get('node')}."
+    if state == "pending":
+        return "waiting for a scheduler worker; no attempt has been made yet."
+    return t.get("message") or f"{state}."
+
+
+# ----------------------------------------------------------------------------- queue
+@main.group()
+def queue():
+    """Inspect the scheduling queue."""
+
+
+@queue.command("ls")
+@json_option
+@pass_app
+def queue_ls(app, as_json):
+    """Count the tasks in each queue: active, backoff, unschedulable, inflight."""
+    counts = app.queue.counts()
+    if as_json:
+        return print_json(counts)
+    print_table(["QUEUE", "TASKS", "KEY"], [[name, count, getattr(app.keys, name)] for name, count in counts.items()])
+
+
+# ----------------------------------------------------------------------------- events
+@main.command()
+@click.option("--count", type=int, default=None, help="Stop after this many events.")
+@pass_app
+def events(app, count):
+    """Follow the events channel: one JSON object per line (task and node changes)."""
+    pubsub = app.client.pubsub(ignore_subscribe_messages=True)
+    pubsub.subscribe(app.keys.events)
+    seen = 0
+    try:
+        for message in pubsub.listen():
+            click.echo(message["data"])
+            seen += 1
+            if count is not None and seen >= count:
+                break
+    except KeyboardInterrupt:
+        pass
+    finally:
+        pubsub.close()
+
+
+def run():
+    main(prog_name="sched")
+
+
+if __name__ == "__main__":
+    sys.exit(run())

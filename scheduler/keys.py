@@ -1,0 +1,124 @@
+"""The one place that builds Redis key names.
+
+Every key of a namespace carries the hash tag ``{ns}``, so a namespace lives in one
+Redis Cluster slot (multi-key Lua scripts stay legal) while namespaces spread out.
+Names are plain and readable, for ``redis-cli``: ``sched:{default}:q:active``.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+
+class Keys:
+    def __init__(self, namespace: str = "default"):
+        if not namespace or any(c in namespace for c in "{}: \t\n"):
+            raise ValueError(f"namespace {namespace!r} must be non-empty and free of braces, colons and spaces")
+        self.namespace = namespace
+        self.prefix = f"sched:{{{namespace}}}:"
+
+    def _key(self, *parts: str) -> str:
+        return self.prefix + ":".join(parts)
+
+    # The scheduling queue (see queue.py for how tasks move between these).
+    @cached_property
+    def active(self) -> str:
+        return self._key("q", "active")
+
+    @cached_property
+    def backoff(self) -> str:
+        return self._key("q", "backoff")
+
+    @cached_property
+    def unschedulable(self) -> str:
+        return self._key("q", "unschedulable")
+
+    @cached_property
+    def inflight(self) -> str:
+        return self._key("q", "inflight")
+
+    @cached_property
+    def leases(self) -> str:
+        """HASH task id -> fencing token of the claim that holds it."""
+        return self._key("q", "leases")
+
+    @cached_property
+    def cycle(self) -> str:
+        """Counter of claims (kube's schedulingCycle); each claim's value is its fencing token."""
+        return self._key("q", "cycle")
+
+    @cached_property
+    def move_cycle(self) -> str:
+        """The cycle at the last cluster event (kube's moveRequestCycle)."""
+        return self._key("q", "move_cycle")
+
+    # Nodes.
+    @cached_property
+    def nodes(self) -> str:
+        return self._key("nodes")
+
+    @cached_property
+    def node_changes(self) -> str:
+        """ZSET node -> sequence number of its last change: the worker caches' change feed."""
+        return self._key("nodes", "changes")
+
+    @cached_property
+    def node_seq(self) -> str:
+        return self._key("nodes", "seq")
+
+    @cached_property
+    def resources(self) -> str:
+        """SET of every resource name some node has (cpu, memory, gpu...)."""
+        return self._key("resources")
+
+    def node(self, name: str) -> str:
+        return self._key("node", name)
+
+    def node_tasks(self, name: str) -> str:
+        """SET of the live (assigned or running) task ids on a node."""
+        return self._key("node", name, "tasks")
+
+    def heartbeat(self, name: str) -> str:
+        return self._key("node", name, "heartbeat")
+
+    # Jobs and tasks.
+    @cached_property
+    def jobs(self) -> str:
+        return self._key("jobs")
+
+    def job(self, job_id: str) -> str:
+        return self._key("job", job_id)
+
+    def job_tasks(self, job_id: str) -> str:
+        """ZSET task id -> its index in the job (scale down stops the newest first)."""
+        return self._key("job", job_id, "tasks")
+
+    def task(self, task_id: str) -> str:
+        return self._key("task", task_id)
+
+    def faults(self, job_id: str) -> str:
+        """ZSET "node|task|attempt" -> failure time (ms): faulty-node detection per job."""
+        return self._key("faults", job_id)
+
+    # Tallies kept by the Lua commit and release.
+    def tally_job(self, job_id: str) -> str:
+        return self._key("tally", "job", job_id)
+
+    @cached_property
+    def tally_tasks(self) -> str:
+        return self._key("tally", "tasks")
+
+    def free(self, resource: str) -> str:
+        return self._key("free", resource)
+
+    # Pub/sub and agents.
+    @cached_property
+    def events(self) -> str:
+        return self._key("events")
+
+    def rq_queue_name(self, node: str) -> str:
+        """The RQ queue a node's agent works from (RQ adds its own ``rq:queue:`` prefix)."""
+        return f"sched-{self.namespace}-{node}"
+
+    def task_pattern(self) -> str:
+        return self._key("task", "*")

@@ -1,0 +1,144 @@
+"""Jobs to tasks: make the tasks of each job match what the job asks for.
+
+Desired state is the job (Nomad's evaluation, SwarmKit's orchestrator): ``replicas``
+live-or-pending tasks for a service or batch job, one task pinned to every eligible node
+for a global job. Submitting a changed spec gives the job a new version and replaces its
+tasks; scaling adds tasks or stops the newest; stopping ends every task.
+"""
+
+from __future__ import annotations
+
+import orjson
+import redis
+
+from .constraints import Constraint
+from .errors import SpecError
+from .model import GLOBAL, PENDING, STOPPED, TERMINAL_STATES, JobSpec, Node, parse_job
+from .store import Store, parse_stored
+
+RUNNING_JOB, STOPPED_JOB = "running", "stopped"
+
+
+def eligible_for_global(spec: JobSpec, node: Node) -> bool:
+    """Whether a global job wants a task on this node: its static requirements hold."""
+    constraints: tuple[Constraint, ...] = spec.constraints
+    return (all(c.matches(node) for c in constraints)
+            and all(p in node.plugins for p in spec.plugins))
+
+
+def submit(store: Store, spec: JobSpec) -> dict:
+    """Create or update a job and queue its tasks. Returns {id, version, tasks, created}."""
+    k = store.keys
+    key = k.job(spec.id)
+    raw = orjson.dumps(spec.raw).decode()
+    pins = None
+    if spec.type == GLOBAL:
+        pins = [node.name for node in store.nodes() if eligible_for_global(spec, node)]
+    with store.client.pipeline() as pipe:
+        while True:
+            try:
+                pipe.watch(key)
+                current = pipe.hgetall(key)
+                if current and current.get("spec") == raw and current.get("status") == RUNNING_JOB:
+                    pipe.unwatch()
+                    return {"id": spec.id, "version": int(current["version"]), "tasks": [], "created": False}
+                version = int(current.get("version", 0)) + 1
+                first = int(current.get("next_index", 0))
+                count = len(pins) if pins is not None else spec.replicas
+                now = store.now_ms()
+                pipe.multi()
+                pipe.hset(key, mapping={"id": spec.id, "spec": raw, f"spec:{version}": raw, "version": version,
+                                        "status": RUNNING_JOB, "created": current.get("created", now),
+                                        "updated": now, "next_index": first + count})
+                pipe.sadd(k.jobs, spec.id)
+                new_ids = store.new_tasks(pipe, spec, version, first, count, now, pins)
+                pipe.execute()
+                break
+            except redis.WatchError:
+                continue
+    if current:
+        old = [t["id"] for t in store.tasks(store.job_task_ids(spec.id))
+               if t["state"] not in TERMINAL_STATES and int(t["version"]) < version]
+        store.finish_ids(old, STOPPED, f"replaced by version {version}")
+    return {"id": spec.id, "version": version, "tasks": new_ids, "created": not current}
+
+
+def open_tasks(store: Store, job_id: str) -> list[dict]:
+    """Tasks of the job that are pending or live, oldest first."""
+    tasks = store.tasks(store.job_task_ids(job_id))
+    return sorted((t for t in tasks if t["state"] not in TERMINAL_STATES), key=lambda t: int(t["index"]))
+
+
+def add_tasks(store: Store, job_id: str, count: int, spec: JobSpec | None = None) -> list[str]:
+    """Queue ``count`` more tasks of the job's current version (optionally saving ``spec``
+    as that version's spec first, as scaling does)."""
+    k = store.keys
+    with store.client.pipeline() as pipe:
+        while True:
+            try:
+                pipe.watch(k.job(job_id))
+                fields = pipe.hgetall(k.job(job_id))
+                first = int(fields.get("next_index", 0))
+                version = int(fields["version"])
+                current = spec or parse_stored(fields["spec"])
+                now = store.now_ms()
+                pipe.multi()
+                mapping = {"next_index": first + count, "updated": now}
+                if spec is not None:
+                    text = orjson.dumps(spec.raw).decode()
+                    mapping.update({"spec": text, f"spec:{version}": text})
+                pipe.hset(k.job(job_id), mapping=mapping)
+                added = store.new_tasks(pipe, current, version, first, count, now)
+                pipe.execute()
+                return added
+            except redis.WatchError:
+                continue
+
+
+def scale(store: Store, job_id: str, replicas: int) -> dict:
+    """Add tasks, or stop the newest (pending ones before live ones), to reach ``replicas``."""
+    job = store.get_job(job_id)
+    if job["spec"]["type"] == GLOBAL:
+        raise SpecError(f"job {job_id} is global: it runs one task per eligible node and cannot be scaled.")
+    new_spec = parse_job(dict(job["spec"], replicas=replicas))
+    current = open_tasks(store, job_id)
+    added = add_tasks(store, job_id, max(0, replicas - len(current)), new_spec)
+    stopped: list[str] = []
+    if len(current) > replicas:
+        surplus = sorted(current, key=lambda t: (t["state"] != PENDING, -int(t["index"])))[: len(current) - replicas]
+        stopped = [t["id"] for t in surplus]
+        store.finish_ids(stopped, STOPPED, f"scaled down to {replicas}")
+    return {"id": job_id, "replicas": replicas, "added": added, "stopped": stopped}
+
+
+def replace(store: Store, tasks: list[dict], state: str, message: str) -> dict:
+    """End live tasks in ``state`` (lost, stopped by a drain...) and queue a replacement for
+    each task of a service or batch job that is still running. Global jobs get none: their
+    task belongs to that node."""
+    ended = store.finish(tasks, state, message)
+    replaced: dict[str, list[str]] = {}
+    by_job: dict[str, int] = {}
+    for task, result in zip(tasks, ended):
+        if result in ("assigned", "running"):
+            by_job[task["job"]] = by_job.get(task["job"], 0) + 1
+    for job_id, count in by_job.items():
+        job = store.get_job(job_id)
+        if job["status"] == RUNNING_JOB and job["spec"]["type"] != GLOBAL:
+            replaced[job_id] = add_tasks(store, job_id, count)
+    return replaced
+
+
+def drain_node(store: Store, name: str) -> list[str]:
+    """Move every task off a drained node: each ends as stopped and is replaced elsewhere."""
+    tasks = store.tasks(store.node_task_ids(name))
+    replaced = replace(store, tasks, STOPPED, f"node {name} drained")
+    return [task_id for ids in replaced.values() for task_id in ids]
+
+
+def stop(store: Store, job_id: str) -> dict:
+    """Stop every task of the job and release what they hold."""
+    store.get_job(job_id)
+    store.client.hset(store.keys.job(job_id), "status", STOPPED_JOB)
+    ids = [t["id"] for t in open_tasks(store, job_id)]
+    store.finish_ids(ids, STOPPED, "job stopped")
+    return {"id": job_id, "stopped": ids}

@@ -1,0 +1,246 @@
+"""Reading and writing nodes, jobs and tasks in Redis.
+
+Hashes are kept flat and readable (``redis-cli HGETALL sched:{default}:node:n1`` shows
+``cap:cpu``, ``alloc:cpu``, ``port:8080``...). Every change that must be atomic with the
+queue or the tallies goes through a Lua script; simple writes use MULTI transactions.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import orjson
+import redis
+
+from .errors import NotFound, SpecError
+from .keys import Keys
+from .model import (ACTIVE, AVAILABILITIES, DOWN, LIVE_STATES, PENDING, READY, STOPPED, JobSpec, Node,
+                    check_job_id, check_node_name, parse_job)
+from .queue import queue_score
+from .scripts import Scripts
+
+_DESCRIPTION = ("hostname", "role", "os", "arch")
+
+
+def node_from_hash(fields: dict[str, str]) -> Node:
+    """Decode a node hash (see :func:`node_fields`) into a :class:`Node`."""
+    capacity, allocated, ports = {}, {}, {}
+    for field, value in fields.items():
+        if field.startswith("cap:"):
+            capacity[field[4:]] = int(value)
+        elif field.startswith("alloc:"):
+            allocated[field[6:]] = int(value)
+        elif field.startswith("port:"):
+            ports[int(field[5:])] = value
+    return Node(
+        name=fields["name"],
+        capacity=capacity,
+        allocated=allocated,
+        labels=orjson.loads(fields.get("labels", "{}")),
+        engine_labels=orjson.loads(fields.get("engine_labels", "{}")),
+        hostname=fields.get("hostname", ""),
+        role=fields.get("role", "worker"),
+        os=fields.get("os", "linux"),
+        arch=fields.get("arch", "amd64"),
+        plugins=frozenset(orjson.loads(fields.get("plugins", "[]"))),
+        availability=fields.get("availability", ACTIVE),
+        status=fields.get("status", READY),
+        ports=ports,
+        tasks=int(fields.get("tasks", 0)),
+    )
+
+
+def node_fields(node: Node) -> list[str]:
+    """The description part of a node hash, as field/value pairs (capacity goes separately)."""
+    out = []
+    for name in _DESCRIPTION:
+        out += [name, getattr(node, name)]
+    out += ["labels", orjson.dumps(node.labels).decode(), "engine_labels", orjson.dumps(node.engine_labels).decode(),
+            "plugins", orjson.dumps(sorted(node.plugins)).decode()]
+    return out
+
+
+class Store:
+    def __init__(self, client: redis.Redis, keys: Keys, scripts: Scripts | None = None):
+        self.client = client
+        self.keys = keys
+        self.scripts = scripts or Scripts(client)
+
+    # Nodes.
+    def resource_names(self) -> list[str]:
+        return sorted(self.client.smembers(self.keys.resources))
+
+    def put_node(self, node: Node) -> bool:
+        """Register or update a node; returns True when it is new."""
+        k = self.keys
+        current = self.client.hgetall(k.node(node.name))
+        old = {f[4:] for f in current if f.startswith("cap:")}
+        names = sorted(old | set(node.capacity))
+        args = [k.events, node.name, len(names)]
+        for name in names:
+            args += [name, node.capacity.get(name, "")]
+        args += node_fields(node)
+        return bool(self.scripts.node_put(
+            keys=[k.node(node.name), k.nodes, k.node_changes, k.node_seq, k.cycle, k.move_cycle, k.resources,
+                  *(k.free(name) for name in names)],
+            args=args))
+
+    def get_node(self, name: str) -> Node:
+        fields = self.client.hgetall(self.keys.node(name))
+        if not fields:
+            raise NotFound(f"node {name!r} does not exist.")
+        return node_from_hash(fields)
+
+    def node_names(self) -> list[str]:
+        return sorted(self.client.smembers(self.keys.nodes))
+
+    def nodes(self, names: list[str] | None = None) -> list[Node]:
+        names = self.node_names() if names is None else names
+        with self.client.pipeline(transaction=False) as pipe:
+            for name in names:
+                pipe.hgetall(self.keys.node(name))
+            replies = pipe.execute()
+        return [node_from_hash(fields) for fields in replies if fields]
+
+    def _set_node(self, name: str, field: str, value: str) -> str:
+        k = self.keys
+        check_node_name(name)
+        before = self.scripts.node_set(keys=[k.node(name), k.node_changes, k.node_seq, k.cycle, k.move_cycle],
+                                       args=[k.events, name, field, value])
+        if before is None:
+            raise NotFound(f"node {name!r} does not exist.")
+        return before
+
+    def set_availability(self, name: str, availability: str) -> str:
+        if availability not in AVAILABILITIES:
+            raise SpecError(f"availability {availability!r} is not one of {', '.join(AVAILABILITIES)}.")
+        return self._set_node(name, "availability", availability)
+
+    def set_status(self, name: str, status: str) -> str:
+        if status not in (READY, DOWN):
+            raise SpecError(f"status {status!r} is not one of ready, down.")
+        return self._set_node(name, "status", status)
+
+    def remove_node(self, name: str) -> None:
+        k = self.keys
+        check_node_name(name)
+        result = self.scripts.node_rm(
+            keys=[k.node(name), k.nodes, k.node_tasks(name), k.node_changes, k.node_seq, k.tally_tasks,
+                  k.heartbeat(name), *(k.free(r) for r in self.resource_names())],
+            args=[k.events, name])
+        if result == 0:
+            raise NotFound(f"node {name!r} does not exist.")
+        if result == -1:
+            raise SpecError(f"node {name!r} still runs tasks; drain it and wait for them to move first.")
+
+    def node_task_ids(self, name: str) -> list[str]:
+        return sorted(self.client.smembers(self.keys.node_tasks(name)))
+
+    # Jobs.
+    def job_exists(self, job_id: str) -> bool:
+        return bool(self.client.exists(self.keys.job(job_id)))
+
+    def get_job(self, job_id: str) -> dict:
+        check_job_id(job_id)
+        fields = self.client.hgetall(self.keys.job(job_id))
+        if not fields:
+            raise NotFound(f"job {job_id!r} does not exist.")
+        return {"id": job_id, "version": int(fields["version"]), "status": fields.get("status", "running"),
+                "created": int(fields.get("created", 0)), "spec": orjson.loads(fields["spec"])}
+
+    def job_ids(self) -> list[str]:
+        return sorted(self.client.smembers(self.keys.jobs))
+
+    def job_spec(self, job_id: str, version: int | None = None) -> JobSpec:
+        """The parsed spec of a job at a version (specs of old versions are kept per version)."""
+        key = self.keys.job(job_id)
+        field = "spec" if version is None else f"spec:{version}"
+        raw = self.client.hget(key, field)
+        if raw is None:
+            raise NotFound(f"job {job_id!r} (version {version}) does not exist.")
+        return parse_stored(raw)
+
+    def new_tasks(self, pipe, spec: JobSpec, version: int, first_index: int, count: int, now_ms: int,
+                  pins: list[str] | None = None) -> list[str]:
+        """Queue ``count`` new pending tasks of a job in ``pipe`` (a MULTI). ``pins`` fixes each
+        task to one node (global jobs)."""
+        k = self.keys
+        score = queue_score(spec.priority, now_ms)
+        ids = []
+        for offset in range(count):
+            index = first_index + offset
+            task_id = f"{spec.id}.{index}"
+            fields = {"id": task_id, "job": spec.id, "version": version, "state": PENDING,
+                      "priority": spec.priority, "qscore": score, "created": now_ms, "attempts": 0,
+                      "index": index}
+            if pins is not None:
+                fields["pin"] = pins[offset]
+            pipe.hset(k.task(task_id), mapping=fields)
+            pipe.zadd(k.job_tasks(spec.id), {task_id: index})
+            pipe.zadd(k.active, {task_id: score})
+            pipe.publish(k.events, orjson.dumps({"type": "task", "id": task_id, "job": spec.id,
+                                                 "state": PENDING, "ts": now_ms}))
+            ids.append(task_id)
+        return ids
+
+    def now_ms(self) -> int:
+        seconds, micros = self.client.time()
+        return seconds * 1000 + micros // 1000
+
+    # Tasks.
+    def get_task(self, task_id: str) -> dict:
+        fields = self.client.hgetall(self.keys.task(task_id))
+        if not fields:
+            raise NotFound(f"task {task_id!r} does not exist.")
+        return fields
+
+    def tasks(self, task_ids: list[str]) -> list[dict]:
+        with self.client.pipeline(transaction=False) as pipe:
+            for task_id in task_ids:
+                pipe.hgetall(self.keys.task(task_id))
+            return [fields for fields in pipe.execute() if fields]
+
+    def job_task_ids(self, job_id: str) -> list[str]:
+        return self.client.zrange(self.keys.job_tasks(job_id), 0, -1)
+
+    def all_task_ids(self) -> list[str]:
+        ids: list[str] = []
+        for job_id in self.job_ids():
+            ids += self.job_task_ids(job_id)
+        return ids
+
+    def finish(self, tasks: list[dict], state: str, message: str = "") -> list[str]:
+        """End tasks (read with :meth:`tasks`) in ``state``: pending ones leave the queue, live
+        ones give their resources back. Returns, per task, what finish.lua reported."""
+        k = self.keys
+        resources = self.resource_names()
+        keys = [k.active, k.backoff, k.unschedulable, k.inflight, k.leases, k.tally_tasks, k.node_changes,
+                k.node_seq, k.cycle, k.move_cycle, *(k.free(r) for r in resources)]
+        args = [k.events, len(resources), *resources]
+        for task in tasks:
+            node = task.get("node", "") if task.get("state") in LIVE_STATES else ""
+            keys += [k.task(task["id"]), k.node(node), k.node_tasks(node), k.tally_job(task["job"])]
+            args += [task["id"], state, message, node]
+        return self.scripts.finish(keys=keys, args=args) if tasks else []
+
+    def finish_ids(self, task_ids: list[str], state: str = STOPPED, message: str = "", attempts: int = 3) -> dict:
+        """End tasks by id, re-reading any that were placed while we looked."""
+        outcome: dict[str, str] = {}
+        pending = list(task_ids)
+        for _ in range(attempts):
+            tasks = self.tasks(pending)
+            results = self.finish(tasks, state, message)
+            pending = []
+            for task, result in zip(tasks, results):
+                if result == "elsewhere":
+                    pending.append(task["id"])
+                else:
+                    outcome[task["id"]] = result
+            if not pending:
+                break
+        return outcome
+
+
+@lru_cache(maxsize=4096)
+def parse_stored(raw: str) -> JobSpec:
+    return parse_job(orjson.loads(raw))
