@@ -359,6 +359,39 @@ def events(app, count):
         pubsub.close()
 
 
+# ----------------------------------------------------------------------------- worker
+@main.command()
+@click.option("--concurrency", "-c", type=click.IntRange(1, 256), default=1, show_default=True,
+              help="Worker loops to run, each in its own process (placement is CPU-bound).")
+@click.option("--batch-size", "-b", type=click.IntRange(1, 100_000), default=256, show_default=True,
+              help="Tasks claimed per batch; identical tasks in a batch are placed together.")
+@click.option("--lease", "lease_s", type=click.FloatRange(0.1, 3600), default=30.0, show_default=True,
+              help="Seconds a claim is held before other workers may take the tasks back.")
+@click.option("--until-idle", is_flag=True, help="Exit once nothing is left that could be scheduled.")
+@click.option("--percentage-of-nodes", type=click.IntRange(0, 100), default=None,
+              help="Score only this share of nodes per task (0 = kube's adaptive default; unset = all).")
+@click.option("--seed", type=int, default=None, help="Seed for tie-breaking, to replay a run.")
+@json_option
+@pass_app
+def worker(app, concurrency, batch_size, lease_s, until_idle, percentage_of_nodes, seed, as_json):
+    """Run scheduler workers: claim pending tasks, place them, commit atomically.
+
+    Run as many as you like, on as many machines as you like, against the same Redis:
+    they coordinate only through it. SIGTERM (or Ctrl-C) lets each finish or hand back
+    its current batch, then exits 0.
+    """
+    from workers.scheduler_worker import WorkerConfig, run_workers
+    from .placement import PlacementOptions
+
+    config = WorkerConfig(batch_size=batch_size, lease_ms=int(lease_s * 1000), until_idle=until_idle,
+                          placement=PlacementOptions(percentage_of_nodes_to_score=percentage_of_nodes, seed=seed))
+    app.client  # connect (or start the embedded server) before forking workers
+    totals = run_workers(app.url, app.keys.namespace, concurrency, config)
+    if as_json:
+        return print_json(totals)
+    click.echo("workers stopped: " + ", ".join(f"{k} {v}" for k, v in totals.items()))
+
+
 def run():
     main(prog_name="sched")
 

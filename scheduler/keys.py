@@ -111,6 +111,11 @@ class Keys:
     def free(self, resource: str) -> str:
         return self._key("free", resource)
 
+    @cached_property
+    def stats(self) -> str:
+        """HASH of counters the workers keep (placed, refused, unplaced, batches...)."""
+        return self._key("stats")
+
     # Pub/sub and agents.
     @cached_property
     def events(self) -> str:

@@ -1,0 +1,64 @@
+"""A worker's local copy of every node, kept current from a change feed.
+
+Every script that changes a node (registration, commit, release, drain...) bumps
+``nodes:seq`` and records the node in the ``nodes:changes`` sorted set with the new
+sequence number. A sorted set deduplicates: a node changed a thousand times since we
+last looked appears once. So a refresh costs one ``ZRANGEBYSCORE`` plus one ``HGETALL``
+per node that changed — O(changed nodes), never O(all nodes) — and a node whose hash is
+gone has been removed.
+
+The placement engine writes its own decisions into the cached nodes (SwarmKit's local
+state); the commit's effects come back through the feed and overwrite them with what
+Redis holds. Nodes whose placements were refused are re-read explicitly, since a
+refusal for an expired lease changes nothing in Redis.
+"""
+
+from __future__ import annotations
+
+from .model import Node
+from .store import Store, node_from_hash
+
+
+class NodeCache:
+    def __init__(self, store: Store):
+        self.store = store
+        self.nodes: dict[str, Node] = {}
+        self.seq = -1
+        self._dirty: set[str] = set()
+        self.reads = 0  # node hashes read, for the benchmark's cost accounting
+
+    def refresh(self) -> dict[str, Node]:
+        """Bring the copy up to date; returns the name -> Node mapping."""
+        keys, client = self.store.keys, self.store.client
+        if self.seq < 0:
+            # Read the sequence first: anything that changes during the full load shows
+            # up in the feed again, so the copy can only be too fresh, never stale.
+            self.seq = int(client.get(keys.node_seq) or 0)
+            self.nodes = {node.name: node for node in self.store.nodes()}
+            self.reads += len(self.nodes)
+            self._dirty.clear()
+            return self.nodes
+        changed = client.zrangebyscore(keys.node_changes, f"({self.seq}", "+inf", withscores=True)
+        names = set(self._dirty)
+        for name, score in changed:
+            names.add(name)
+            if score > self.seq:
+                self.seq = int(score)
+        self._dirty.clear()
+        if names:
+            ordered = sorted(names)
+            with client.pipeline(transaction=False) as pipe:
+                for name in ordered:
+                    pipe.hgetall(keys.node(name))
+                replies = pipe.execute()
+            self.reads += len(ordered)
+            for name, fields in zip(ordered, replies):
+                if fields:
+                    self.nodes[name] = node_from_hash(fields)
+                else:
+                    self.nodes.pop(name, None)
+        return self.nodes
+
+    def invalidate(self, names) -> None:
+        """Re-read these nodes on the next refresh, whatever the feed says."""
+        self._dirty.update(names)

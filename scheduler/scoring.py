@@ -1,0 +1,164 @@
+"""Scoring: of the nodes that fit, which should take the next task of this job.
+
+A ranking is a chain of named scorers with weights. Scores are "higher is better", as in
+kube-scheduler. Scorers are grouped in tiers compared in order, and within a tier their
+weighted scores are summed: SwarmKit's comparator is lexicographic (tasks of the job
+first, total tasks only to break ties), and a weighted sum cannot promise that without
+weights that depend on the counts.
+
+Every score depends on the node alone. Resource scores are normalised to
+0..MAX_NODE_SCORE against the node's own capacity, as kube's NodeResourcesFit does; count
+scores are the negated count, because normalising them against the maximum over all
+nodes (kube's DefaultNormalizeScore) would change every node's score whenever one node
+is placed on, and the batch heaps rely on a placement re-scoring only the chosen node.
+
+Ties left after every tier are broken at random (see :mod:`scheduler.placement`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+from .model import BINPACK, JobSpec, Node
+from .quantities import CPU, MEMORY
+
+MAX_NODE_SCORE = 100
+
+ScoreFn = Callable[[Node, int], float]  # (node, tasks of this job on it) -> score
+KeyFn = Callable[[Node, int], tuple]  # (node, tasks of this job on it) -> sort key, lower is better
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """What scorers may read besides the node: set once per batch."""
+
+    job: JobSpec
+    faults: Mapping[str, int] = field(default_factory=dict)
+    faulty_threshold: int = 5
+
+
+def faulty_nodes(ctx: Context) -> frozenset[str]:
+    """Nodes where this job failed ``faulty_threshold`` times recently (SwarmKit's faulty nodes)."""
+    limit = ctx.faulty_threshold
+    if limit <= 0:
+        return frozenset()
+    return frozenset(name for name, failures in ctx.faults.items() if failures >= limit)
+
+
+class Scorer:
+    """``bind`` returns the per-node score function for a batch, or None to sit this job out."""
+
+    name = ""
+
+    def bind(self, ctx: Context) -> ScoreFn | None:
+        raise NotImplementedError
+
+
+class FaultyNode(Scorer):
+    """A node where this job keeps failing sorts after every healthy one."""
+
+    name = "faulty_node"
+
+    def bind(self, ctx):
+        bad = faulty_nodes(ctx)
+        if not bad:
+            return None
+        return lambda node, job_on_node: 0 if node.name in bad else MAX_NODE_SCORE
+
+
+class JobSpread(Scorer):
+    """Fewest tasks of this job on the node (SwarmKit's spread)."""
+
+    name = "job_spread"
+
+    def bind(self, ctx):
+        return lambda node, job_on_node: -job_on_node
+
+
+class LeastTasks(Scorer):
+    """Fewest tasks in total on the node (SwarmKit's tie-break)."""
+
+    name = "least_tasks"
+
+    def bind(self, ctx):
+        return lambda node, job_on_node: -node.tasks
+
+
+class BinPack(Scorer):
+    """The node left fullest after placing the task, over cpu and memory (Nomad's ScoreFit).
+
+    ``20 - (10^free_cpu + 10^free_memory)`` with free fractions after placement, scaled
+    to 0..MAX_NODE_SCORE: an exactly full node scores 100, an empty one 0, and a node
+    full in one dimension but idle in the other scores below one half-full in both.
+    """
+
+    name = "binpack"
+
+    def bind(self, ctx):
+        cpu = ctx.job.resources.get(CPU, 0)
+        memory = ctx.job.resources.get(MEMORY, 0)
+        scale = MAX_NODE_SCORE / 18
+
+        def score(node, job_on_node):
+            total = 0.0
+            for resource, need in ((CPU, cpu), (MEMORY, memory)):
+                capacity = node.capacity.get(resource, 0)
+                free = 1 - (node.allocated.get(resource, 0) + need) / capacity if capacity > 0 else 0.0
+                total += 10 ** min(max(free, 0.0), 1.0)
+            return (20 - total) * scale
+
+        return score
+
+
+Tier = tuple[tuple[Scorer, float], ...]
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """Tiers of (scorer, weight), compared in order; weighted sums within a tier."""
+
+    tiers: tuple[Tier, ...]
+
+    def names(self) -> list[list[str]]:
+        return [[scorer.name for scorer, _ in tier] for tier in self.tiers]
+
+    def bind(self, ctx: Context) -> KeyFn:
+        """The sort key for this batch: a tuple of negated tier scores, lower is better."""
+        tiers = []
+        for tier in self.tiers:
+            parts = [(fn, weight) for scorer, weight in tier if (fn := scorer.bind(ctx)) is not None]
+            if parts:
+                tiers.append(_weighted(parts))
+        return _key(tiers)
+
+
+def ranking(job: JobSpec) -> Ranking:
+    """The scorer chain for a job's strategy."""
+    faulty = ((FaultyNode(), 1),)  # first: a faulty node loses to any healthy one
+    if job.strategy == BINPACK:
+        # Fill the fullest node; among equally full ones (a job asking no cpu or memory)
+        # fall back to spreading, so such a job does not pile onto one node.
+        return Ranking((faulty, ((BinPack(), 1),), ((JobSpread(), 1),), ((LeastTasks(), 1),)))
+    return Ranking((faulty, ((JobSpread(), 1),), ((LeastTasks(), 1),)))
+
+
+def _weighted(parts: list[tuple[ScoreFn, float]]) -> ScoreFn:
+    if len(parts) == 1:
+        fn, weight = parts[0]
+        return fn if weight == 1 else (lambda node, n: weight * fn(node, n))
+    return lambda node, n: sum(weight * fn(node, n) for fn, weight in parts)
+
+
+def _key(tiers: list[ScoreFn]) -> KeyFn:
+    # Written out for the usual lengths: this runs once per node per batch.
+    if len(tiers) == 1:
+        (a,) = tiers
+        return lambda node, n: (-a(node, n),)
+    if len(tiers) == 2:
+        a, b = tiers
+        return lambda node, n: (-a(node, n), -b(node, n))
+    if len(tiers) == 3:
+        a, b, c = tiers
+        return lambda node, n: (-a(node, n), -b(node, n), -c(node, n))
+    return lambda node, n: tuple(-fn(node, n) for fn in tiers)

@@ -1,0 +1,109 @@
+"""The tree a batch of identical tasks is placed through: SwarmKit's tree of heaps.
+
+Each placement preference (``spread: node.labels.dc``, then ``node.labels.row``, ...) is
+one level of the tree, and a node's values for them are its path. A node without the
+label has the value "" and so sits in a group of its own, which gets its equal share,
+as SwarmKit specifies. A leaf is a heap of nodes that fit, best first (the ranking's
+key); a branch is a heap of its children ordered by
+
+    (only penalised nodes left below, tasks of the job below, random)
+
+so a task goes, level by level, to the group with the fewest tasks of the job. Counts
+then stay within one of each other at every level for as long as the groups have room;
+a group without room leaves its parent's heap and the others share what remains.
+
+Placing one task re-keys one node and one child per level: O(depth * log n) per task.
+Leaves are cut to the batch size when built (no leaf can need more nodes than tasks: a
+node leaves a heap only after taking a task), so later pops stay cheap.
+"""
+
+from __future__ import annotations
+
+from heapq import heapify, heappop, heapreplace, nsmallest
+from typing import Callable, Mapping
+
+from .model import Node
+
+# Leaf entries are (key, random, index, node): key from the ranking, random breaks ties
+# (the batch form of kube's selectHost), index keeps nodes themselves from being compared.
+Pick = Callable[[list], "Node | None"]
+Penalised = Callable[[Node], bool] | None
+
+
+class Leaf:
+    __slots__ = ("heap",)
+
+    def __init__(self, heap: list):
+        self.heap = heap
+
+
+class Branch:
+    """Children as (penalty, tasks of the job below, random, index, child)."""
+
+    __slots__ = ("heap",)
+
+    def __init__(self, heap: list):
+        self.heap = heap
+
+
+def build(leaves: Mapping[tuple, list], counts: Mapping[tuple, int], penalised: Penalised,
+          random: Callable[[], float], bound: int) -> Leaf | Branch | None:
+    """The tree over ``leaves`` (path -> leaf entries). ``counts`` maps every path prefix to
+    the tasks of the job below it; ``bound`` is the most tasks any leaf can receive."""
+    if not leaves:
+        return None
+    if () in leaves:  # no preferences: one heap
+        return _leaf(leaves[()], bound)
+    root: dict = {}
+    for path, entries in leaves.items():
+        level = root
+        for value in path[:-1]:
+            level = level.setdefault(value, {})
+        level[path[-1]] = entries
+    return _branch((), root, counts, penalised, random, bound)
+
+
+def _leaf(entries: list, bound: int) -> Leaf:
+    if len(entries) > bound:
+        return Leaf(nsmallest(bound, entries))  # sorted, hence already a heap
+    heapify(entries)
+    return Leaf(entries)
+
+
+def _branch(prefix, level: dict, counts, penalised, random, bound) -> Branch:
+    children = []
+    for index, (value, sub) in enumerate(level.items()):
+        path = prefix + (value,)
+        child = _leaf(sub, bound) if isinstance(sub, list) else _branch(path, sub, counts, penalised, random, bound)
+        children.append((penalty(child, penalised), counts.get(path, 0), random(), index, child))
+    heapify(children)
+    return Branch(children)
+
+
+def penalty(group: Leaf | Branch, penalised: Penalised) -> bool:
+    """True when every node left below ``group`` is penalised (faulty for this job)."""
+    if penalised is None or not group.heap:
+        return False
+    if type(group) is Leaf:
+        return penalised(group.heap[0][3])  # penalised nodes sort last, so the best one decides
+    return group.heap[0][0]
+
+
+def take(group: Leaf | Branch, pick: Pick, penalised: Penalised) -> Node | None:
+    """Place one task below ``group``; the node, or None when no node below has room.
+
+    ``pick`` places the task on the best node of a leaf heap and keeps the heap true (the
+    node re-keyed, or removed once it has no room left)."""
+    if type(group) is Leaf:
+        return pick(group.heap)
+    heap = group.heap
+    while heap:
+        _, tasks, rank, index, child = heap[0]
+        node = take(child, pick, penalised)
+        if child.heap:
+            heapreplace(heap, (penalty(child, penalised), tasks + (node is not None), rank, index, child))
+        else:
+            heappop(heap)  # no room left below this child
+        if node is not None:
+            return node
+    return None

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Idempotent developer/CI setup: ensures redis-server, a .venv with Python 3.11+,
+# and an editable install of the project with its test extras.
+# Quiet on success; prints captured output only when a step fails.
+set -euo pipefail
+
+cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.."
+ROOT="$PWD"
+VENV="$ROOT/.venv"
+STAMP="$VENV/.sched-install-stamp"
+
+LOG="$(mktemp)"
+trap 'rm -f "$LOG"' EXIT
+
+# Run a command with output captured; on failure, dump the output and exit.
+quiet() {
+    if ! "$@" >"$LOG" 2>&1; then
+        echo "setup.sh: command failed: $*" >&2
+        cat "$LOG" >&2
+        exit 1
+    fi
+}
+
+# --- redis-server -----------------------------------------------------------
+if ! command -v redis-server >/dev/null 2>&1; then
+    if [ "$(id -u)" -eq 0 ]; then
+        SUDO=()
+    elif command -v sudo >/dev/null 2>&1 && sudo -n true >/dev/null 2>&1; then
+        SUDO=(sudo -n)
+    else
+        echo "setup.sh: redis-server is missing; install it (e.g. 'sudo apt-get install -y redis-server') and re-run." >&2
+        exit 1
+    fi
+    if ! command -v apt-get >/dev/null 2>&1; then
+        echo "setup.sh: redis-server is missing and apt-get is unavailable; install redis-server with your package manager and re-run." >&2
+        exit 1
+    fi
+    quiet "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
+    quiet "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server
+    if ! command -v redis-server >/dev/null 2>&1; then
+        echo "setup.sh: redis-server still not found after apt-get install." >&2
+        exit 1
+    fi
+fi
+
+# --- virtualenv -------------------------------------------------------------
+is_py311() {
+    "$1" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' >/dev/null 2>&1
+}
+
+if [ ! -x "$VENV/bin/python" ] || ! is_py311 "$VENV/bin/python"; then
+    PY=""
+    for cand in python3 python3.13 python3.12 python3.11; do
+        if command -v "$cand" >/dev/null 2>&1 && is_py311 "$cand"; then
+            PY="$cand"
+            break
+        fi
+    done
+    if [ -z "$PY" ]; then
+        echo "setup.sh: Python 3.11+ is required (python3 not found or too old)." >&2
+        exit 1
+    fi
+    rm -rf "$VENV"
+    quiet "$PY" -m venv "$VENV"
+fi
+
+# --- project install (skipped when pyproject.toml is unchanged) ---------------
+HASH="$(sha256sum "$ROOT/pyproject.toml" | cut -d' ' -f1)"
+if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$HASH" ] || [ ! -x "$VENV/bin/pytest" ] || [ ! -x "$VENV/bin/sched" ]; then
+    rm -f "$STAMP"
+    quiet "$VENV/bin/python" -m pip install --disable-pip-version-check -q -e "$ROOT[test]"
+    echo "$HASH" >"$STAMP"
+fi

@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Run the test suite (pytest config lives in pyproject.toml) after setup.
+set -euo pipefail
+cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.."
+bash scripts/setup.sh
+exec .venv/bin/pytest "$@"

@@ -1,0 +1,66 @@
+"""Test fixtures: one real redis-server per test session, on a unix socket in a temporary
+folder (never the machine's default port), and a fresh namespace for every test."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from scheduler.app import App
+from scheduler.embedded import start_server
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory) -> str:
+    directory = tmp_path_factory.mktemp("redis")
+    socket = directory / "redis.sock"
+    process = start_server(directory, socket, daemonize=False)
+    yield f"unix://{socket}"
+    process.terminate()
+    process.wait(timeout=10)
+
+
+@pytest.fixture
+def namespace() -> str:
+    return "t" + uuid.uuid4().hex[:12]
+
+
+@pytest.fixture
+def app(redis_url, namespace) -> App:
+    """An App on the test server, in a namespace no other test uses."""
+    application = App(redis_url=redis_url, namespace=namespace)
+    yield application
+    client = application.client
+    for key in client.scan_iter(match=f"sched:{{{namespace}}}:*", count=1000):
+        client.delete(key)
+    client.close()
+
+
+class FakeClock:
+    """Milliseconds that only move when a test says so."""
+
+    def __init__(self, start_ms: int = 1_700_000_000_000):
+        self.now = start_ms
+
+    def __call__(self) -> int:
+        return self.now
+
+    def advance(self, ms: int) -> None:
+        self.now += ms
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def clocked_app(redis_url, namespace, clock) -> App:
+    """An App whose queue takes backoff and flush times from ``clock``."""
+    application = App(redis_url=redis_url, namespace=namespace, clock=clock)
+    yield application
+    client = application.client
+    for key in client.scan_iter(match=f"sched:{{{namespace}}}:*", count=1000):
+        client.delete(key)
+    client.close()

@@ -1,0 +1,344 @@
+"""Parsing what people write: quantities, constraints, node flags and job specs. No Redis."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler.constraints import parse_constraint, parse_constraints
+from scheduler.errors import SpecError
+from scheduler.model import Node, make_node, parse_job, parse_labels
+from scheduler.quantities import (MAX_BYTES, format_quantity, parse_cpu, parse_memory, parse_resources,
+                                  parse_units)
+
+MiB, GiB = 2**20, 2**30
+
+
+# ----------------------------------------------------------------------------- quantities
+@pytest.mark.parametrize("written, millicores", [
+    (0.5, 500),
+    ("0.5", 500),
+    ("500m", 500),
+    ("500 m", 500),
+    (2, 2000),
+    ("2", 2000),
+    (" 1.5 ", 1500),
+    (".25", 250),
+    ("1m", 1),
+    (0, 0),
+    ("1500m", 1500),
+])
+def test_cpu_quantities(written, millicores):
+    assert parse_cpu(written) == millicores
+
+
+@pytest.mark.parametrize("written, size", [
+    ("256MiB", 256 * MiB),
+    ("256Mi", 256 * MiB),
+    ("1Gi", GiB),
+    ("1GiB", GiB),
+    ("1.5Gi", GiB + GiB // 2),
+    ("2G", 2 * 10**9),
+    ("2GB", 2 * 10**9),
+    ("512Ki", 512 * 1024),
+    ("1 Gi", GiB),
+    (1024, 1024),
+    ("1024", 1024),
+    ("1Ti", 2**40),
+    ("1Pi", MAX_BYTES),  # the upper bound itself is accepted
+])
+def test_memory_quantities(written, size):
+    assert parse_memory(written) == size
+
+
+@pytest.mark.parametrize("parse, value", [
+    (parse_cpu, "-1"),
+    (parse_cpu, -1),
+    (parse_cpu, -0.5),
+    (parse_cpu, "lots"),
+    (parse_cpu, ""),
+    (parse_cpu, "500mm"),
+    (parse_cpu, "1e3"),
+    (parse_cpu, "1.2.3"),
+    (parse_cpu, True),
+    (parse_cpu, None),
+    (parse_cpu, [1]),
+    (parse_cpu, float("nan")),
+    (parse_cpu, float("inf")),
+    (parse_cpu, 10**7),          # ten million cores: a typo, not a machine
+    (parse_memory, "-256MiB"),
+    (parse_memory, -1),
+    (parse_memory, "8XB"),
+    (parse_memory, "big"),
+    (parse_memory, "1 G i"),
+    (parse_memory, "2Pi"),       # beyond a pebibyte
+    (parse_memory, 2**51),
+    (parse_memory, False),
+    (parse_units, 1.5),
+    (parse_units, "1.5"),
+    (parse_units, -2),
+    (parse_units, "two"),
+    (parse_units, 10**7),
+])
+def test_bad_quantities_are_spec_errors(parse, value):
+    with pytest.raises(SpecError) as info:
+        parse(value, "x")
+    assert str(info.value).startswith("x")
+
+
+def test_units_accept_whole_numbers_and_digit_strings():
+    assert parse_units(2, "gpu") == 2
+    assert parse_units("3", "gpu") == 3
+    assert parse_units(4.0, "gpu") == 4
+
+
+def test_parse_resources_dispatches_by_name():
+    assert parse_resources({"cpu": "250m", "memory": "1Gi", "gpu": 1}) == {"cpu": 250, "memory": GiB, "gpu": 1}
+    assert parse_resources(None) == {}
+
+
+@pytest.mark.parametrize("raw", [
+    ["cpu", 1],
+    "cpu=1",
+    {"CPU": 1},
+    {"1cpu": 1},
+    {"": 1},
+    {"cpu": "abc"},
+    {"gpu": -1},
+])
+def test_parse_resources_rejects(raw):
+    with pytest.raises(SpecError):
+        parse_resources(raw)
+
+
+@pytest.mark.parametrize("name, amount, text", [
+    ("cpu", 500, "500m"),
+    ("cpu", 2000, "2"),
+    ("memory", 256 * MiB, "256Mi"),
+    ("memory", 8 * GiB, "8Gi"),
+    ("memory", 1000, "1000"),
+    ("gpu", 3, "3"),
+])
+def test_format_quantity(name, amount, text):
+    assert format_quantity(name, amount) == text
+
+
+# ----------------------------------------------------------------------------- constraints
+def node(**kw) -> Node:
+    defaults = {"name": "n1", "capacity": {"cpu": 1000, "memory": GiB}}
+    return Node(**{**defaults, **kw})
+
+
+@pytest.mark.parametrize("text, key, op, value", [
+    ("node.labels.zone==eu-1", "node.labels.zone", "==", "eu-1"),
+    ("  node.labels.zone  ==  eu-1  ", "node.labels.zone", "==", "eu-1"),
+    ("node.platform.os!=windows", "node.platform.os", "!=", "windows"),
+    ("node.labels.size<=10", "node.labels.size", "<=", "10"),
+    ("node.labels.size>=10", "node.labels.size", ">=", "10"),
+    ("node.labels.size<10", "node.labels.size", "<", "10"),
+    ("node.labels.size>10", "node.labels.size", ">", "10"),
+    ("node.labels.zone in eu-1, eu-2", "node.labels.zone", "in", "eu-1, eu-2"),
+    ("node.labels.zone regexp ^eu-", "node.labels.zone", "regexp", "^eu-"),
+    ("node.labels.gpu is_set", "node.labels.gpu", "is_set", ""),
+    ("node.labels.gpu is_not_set", "node.labels.gpu", "is_not_set", ""),
+    ("engine.labels.storage==ssd", "engine.labels.storage", "==", "ssd"),
+    ("node.id==n1", "node.id", "==", "n1"),
+    ("node.hostname==h1", "node.hostname", "==", "h1"),
+    ("node.role==manager", "node.role", "==", "manager"),
+    ("node.platform.arch==arm64", "node.platform.arch", "==", "arm64"),
+    ("node.labels.a==b==c", "node.labels.a", "==", "b==c"),
+])
+def test_constraint_parsing(text, key, op, value):
+    c = parse_constraint(text)
+    assert (c.key, c.op, c.value) == (key, op, value)
+    assert c.text == text.strip()
+
+
+@pytest.mark.parametrize("text, match", [
+    ("node.labels.zone", "no operator"),
+    ("node.labels.zone=eu-1", "no operator"),
+    ("==eu-1", "no key"),
+    ("node.foo==bar", "not known"),
+    ("labels.zone==eu-1", "not known"),
+    ("node.labels.==x", "invalid label name"),
+    ("node.labels.zone!==x", "invalid key"),
+    ("node.labels.gpu is_set yes", "takes no value"),
+    ("node.labels.zone in", "needs a value"),
+    ("node.labels.zone regexp", "needs a value"),
+    ("node.labels.zone in ,", "comma-separated"),
+    ("node.labels.zone regexp (", "invalid regular expression"),
+    ("", "non-empty"),
+    ("   ", "non-empty"),
+])
+def test_bad_constraints(text, match):
+    with pytest.raises(SpecError, match=match):
+        parse_constraint(text)
+
+
+@pytest.mark.parametrize("raw", [5, None, ["ok"], {"a": 1}])
+def test_constraint_must_be_a_string(raw):
+    with pytest.raises(SpecError):
+        parse_constraint(raw)
+
+
+def test_constraints_must_be_a_list():
+    assert parse_constraints(None) == ()
+    with pytest.raises(SpecError, match="must be a list"):
+        parse_constraints("node.labels.zone==eu-1")
+
+
+@pytest.mark.parametrize("text, labels, expected", [
+    ("node.labels.zone==eu-1", {"zone": "eu-1"}, True),
+    ("node.labels.zone==eu-1", {"zone": "eu-2"}, False),
+    ("node.labels.zone==EU-1", {"zone": "eu-1"}, True),       # SwarmKit compares case-insensitively
+    ("node.labels.zone!=eu-1", {}, True),                     # a missing label compares as empty
+    ("node.labels.zone==eu-1", {}, False),
+    ("node.labels.zone==", {}, True),
+    ("node.labels.zone in eu-1, eu-2", {"zone": "eu-2"}, True),
+    ("node.labels.zone in eu-1, eu-2", {"zone": "eu-3"}, False),
+    ("node.labels.cores>8", {"cores": "16"}, True),           # numeric, not "16" < "8" as strings
+    ("node.labels.cores<8", {"cores": "16"}, False),
+    ("node.labels.cores>=16", {"cores": "16"}, True),
+    ("node.labels.cores<=15.5", {"cores": "16"}, False),
+    ("node.labels.cores<8", {}, False),                       # ordering never holds for a missing label
+    ("node.labels.tier>b", {"tier": "c"}, True),              # strings order as strings
+    ("node.labels.zone regexp ^eu-", {"zone": "eu-9"}, True),
+    ("node.labels.zone regexp ^eu-", {"zone": "us-1"}, False),
+    ("node.labels.gpu is_set", {"gpu": "a100"}, True),
+    ("node.labels.gpu is_set", {}, False),
+    ("node.labels.gpu is_not_set", {}, True),
+])
+def test_constraint_matching_labels(text, labels, expected):
+    assert parse_constraint(text).matches(node(labels=labels)) is expected
+
+
+def test_constraint_matching_fixed_keys():
+    n = node(name="n7", os="linux", arch="arm64", role="manager", engine_labels={"disk": "ssd"})
+    assert parse_constraint("node.id==n7").matches(n)
+    assert parse_constraint("node.hostname==n7").matches(n)   # hostname defaults to the name
+    assert parse_constraint("node.platform.os!=windows").matches(n)
+    assert not parse_constraint("node.platform.arch==amd64").matches(n)
+    assert parse_constraint("node.role==manager").matches(n)
+    assert parse_constraint("engine.labels.disk==ssd").matches(n)
+    assert not parse_constraint("node.labels.disk==ssd").matches(n)
+
+
+# ----------------------------------------------------------------------------- nodes
+def test_make_node_parses_flags():
+    n = make_node("n1", cpu="4", memory="8GiB", resources={"gpu": "2"}, labels=["zone=eu-1", "rack = r2"],
+                  plugins=["network", "network", "volume"])
+    assert n.capacity == {"cpu": 4000, "memory": 8 * GiB, "gpu": 2}
+    assert n.labels == {"zone": "eu-1", "rack": "r2"}
+    assert n.plugins == frozenset({"network", "volume"})
+    assert (n.availability, n.status, n.hostname) == ("active", "ready", "n1")
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"name": "bad name"}, "node name"),
+    ({"name": ""}, "node name"),
+    ({"cpu": None}, "needs a cpu"),
+    ({"memory": None}, "needs a memory"),
+    ({"cpu": "-1"}, "cpu"),
+    ({"memory": "lots"}, "memory"),
+    ({"labels": ["zone"]}, "key=value"),
+    ({"labels": ["bad key=x"]}, "not valid"),
+    ({"os": "linux os"}, "os"),
+    ({"plugins": ["bad plugin"]}, "plugin"),
+])
+def test_make_node_rejects(kwargs, match):
+    args = {"name": "n1", "cpu": "1", "memory": "1Gi", **kwargs}
+    with pytest.raises(SpecError, match=match):
+        make_node(args.pop("name"), **args)
+
+
+def test_parse_labels_forms():
+    assert parse_labels({"zone": "eu-1", "n": 3}) == {"zone": "eu-1", "n": "3"}
+    assert parse_labels(["a=b=c"]) == {"a": "b=c"}
+    assert parse_labels(None) == {}
+    with pytest.raises(SpecError):
+        parse_labels({"zone": True})
+    with pytest.raises(SpecError):
+        parse_labels("zone=eu-1")
+
+
+# ----------------------------------------------------------------------------- job specs
+def test_parse_job_defaults_and_normalised_form():
+    spec = parse_job({"id": "web", "resources": {"cpu": 0.5, "memory": "256MiB"}})
+    assert (spec.id, spec.type, spec.priority, spec.replicas, spec.strategy) == ("web", "service", 50, 1, "spread")
+    assert spec.resources == {"cpu": 500, "memory": 256 * MiB}
+    assert spec.raw["resources"] == {"cpu": "500m", "memory": 256 * MiB}
+    # The normalised form parses back to the same spec (the store relies on this).
+    again = parse_job(spec.raw)
+    assert again.raw == spec.raw
+    assert again.resources == spec.resources
+
+
+def test_parse_job_full_spec():
+    spec = parse_job({
+        "id": "web", "type": "batch", "priority": 900, "replicas": 3,
+        "resources": {"cpu": "250m", "memory": "1Gi", "gpu": 1},
+        "constraints": ["node.labels.zone==eu-1", "node.platform.os!=windows"],
+        "preferences": [{"spread": "node.labels.zone"}], "ports": [8080, 443], "plugins": ["network"],
+        "strategy": "binpack", "max_per_node": 2, "run": {"command": ["sleep", 1]},
+    })
+    assert spec.type == "batch" and spec.priority == 900 and spec.replicas == 3
+    assert [c.text for c in spec.constraints] == ["node.labels.zone==eu-1", "node.platform.os!=windows"]
+    assert [p.spread for p in spec.preferences] == ["node.labels.zone"]
+    assert spec.ports == (443, 8080)
+    assert spec.run == {"command": ["sleep", "1"]}
+    assert spec.max_per_node == 2 and spec.strategy == "binpack"
+
+
+def test_job_without_id_gets_a_fresh_one():
+    a, b = parse_job({}), parse_job({})
+    assert a.id.startswith("job-") and a.id != b.id
+
+
+def test_global_job_has_no_replicas():
+    assert parse_job({"id": "g", "type": "global"}).replicas == 0
+
+
+@pytest.mark.parametrize("raw, match", [
+    ([1, 2], "must be a mapping"),
+    ("web", "must be a mapping"),
+    (None, "must be a mapping"),
+    ({"id": "web", "replica": 3}, "unknown field 'replica'"),
+    ({"id": "bad id"}, "job id"),
+    ({"id": 7}, "job id"),
+    ({"id": "web", "type": "cron"}, "type 'cron'"),
+    ({"id": "web", "replicas": -1}, "replicas must be between"),
+    ({"id": "web", "replicas": 2.5}, "replicas must be a whole number"),
+    ({"id": "web", "replicas": True}, "replicas must be a whole number"),
+    ({"id": "web", "replicas": "3"}, "replicas must be a whole number"),
+    ({"id": "web", "priority": 1001}, "priority must be between"),
+    ({"id": "web", "priority": -1}, "priority must be between"),
+    ({"id": "web", "resources": {"cpu": -1}}, "must not be negative"),
+    ({"id": "web", "resources": {"cpu": "fast"}}, "not a cpu quantity"),
+    ({"id": "web", "resources": {"memory": "1Ei"}}, "not a memory quantity"),
+    ({"id": "web", "resources": {"cpu": 10**7}}, "larger than any machine"),
+    ({"id": "web", "resources": [1]}, "must be a mapping"),
+    ({"id": "web", "constraints": ["node.labels.zone"]}, "no operator"),
+    ({"id": "web", "constraints": ["node.colour==red"]}, "not known"),
+    ({"id": "web", "constraints": "node.labels.zone==eu-1"}, "must be a list"),
+    ({"id": "web", "preferences": [{"spread": "node.colour"}]}, "not known"),
+    ({"id": "web", "preferences": [{"pack": "node.labels.zone"}]}, "preference"),
+    ({"id": "web", "ports": [0]}, "port 0"),
+    ({"id": "web", "ports": [70000]}, "port 70000"),
+    ({"id": "web", "ports": [80, 80]}, "twice"),
+    ({"id": "web", "ports": 80}, "must be a list"),
+    ({"id": "web", "strategy": "random"}, "strategy"),
+    ({"id": "web", "max_per_node": -1}, "max_per_node"),
+    ({"id": "web", "run": {"func": "not a func"}}, "run.func"),
+    ({"id": "web", "run": {"func": "a:b", "command": ["x"]}}, "exactly one"),
+    ({"id": "web", "run": {"command": []}}, "run.command"),
+    ({"id": "web", "run": {"command": ["x"], "shell": True}}, "unknown field 'shell'"),
+    ({"id": "web", "run": {"command": ["x"], "timeout": 0}}, "timeout"),
+    ({"id": "web", "run": "sleep 1"}, "run must be"),
+    ({"id": "web", "plugins": "network"}, "plugins"),
+    ({"id": "web", "preemptible": "yes"}, "preemptible"),
+    ({"id": "web", "preempt": "always"}, "preempt"),
+    ({"id": "web", "restart_delay": -1}, "restart_delay"),
+    ({"id": "g", "type": "global", "replicas": 2}, "takes no replicas"),
+])
+def test_bad_job_specs(raw, match):
+    with pytest.raises(SpecError, match=match):
+        parse_job(raw)

@@ -1,0 +1,281 @@
+"""The scheduler worker: claim a batch, place it locally, commit it atomically, requeue the rest.
+
+Workers are stateless and optimistic (Nomad's model): each plans against its own cached
+copy of the nodes, and the Lua commit is the one serialised step that re-checks every
+placement and may refuse some. Refused tasks are placed again against refreshed nodes,
+up to ``commit_retries`` rounds, then go back to the queue with an explanation. A worker
+that dies holds nothing but leases, which expire and are reclaimed by the others.
+
+``sched worker --concurrency N`` runs N of these loops as N processes: placement is
+CPU-bound Python, so processes (not threads) are what use more than one core.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import queue
+import signal
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from scheduler import reasons
+from scheduler.app import App
+from scheduler.commit import Planned, commit
+from scheduler.errors import NotFound
+from scheduler.model import STOPPED, JobSpec
+from scheduler.node_cache import NodeCache
+from scheduler.placement import PlacementOptions, Placer
+from scheduler.queue import QueueConfig
+
+
+@dataclass
+class WorkerConfig:
+    batch_size: int = 256
+    lease_ms: int = 30_000
+    commit_retries: int = 5  # placement rounds per claim when commits are refused (Nomad uses 5)
+    maintain_every_s: float = 0.1
+    idle_sleep_max_s: float = 0.02
+    until_idle: bool = False
+    fault_window_ms: int = 300_000
+    placement: PlacementOptions = field(default_factory=PlacementOptions)
+
+
+@dataclass
+class Group:
+    """Identical tasks: same job, same spec version, same pinned node (global jobs)."""
+
+    spec: JobSpec
+    pin: str
+    task_ids: list[str]
+
+
+def _regroup(groups: list[Group], keep: set[str]) -> list[Group]:
+    kept = [Group(g.spec, g.pin, [t for t in g.task_ids if t in keep]) for g in groups]
+    return [g for g in kept if g.task_ids]
+
+
+@dataclass
+class WorkerStats:
+    batches: int = 0
+    claimed: int = 0
+    placed: int = 0
+    refused: int = 0
+    unplaced: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.__dict__)
+
+
+class SchedulerWorker:
+    def __init__(self, app: App, config: WorkerConfig | None = None, name: str | None = None):
+        self.app = app
+        self.config = config or WorkerConfig()
+        self.name = name or f"worker-{os.getpid()}"
+        self.cache = NodeCache(app.store)
+        self.placer = Placer(self.config.placement)
+        self.stats = WorkerStats()
+        self._specs: dict[tuple[str, int], JobSpec] = {}
+        self._stopping = False
+        self._last_maintain = 0.0
+
+    def stop(self, *_args) -> None:
+        """Finish the batch in hand (commit or requeue it), then return from :meth:`run`."""
+        self._stopping = True
+
+    def run(self) -> WorkerStats:
+        idle = 0.001
+        while not self._stopping:
+            self.maintain()
+            if self.step():
+                idle = 0.001
+                continue
+            if self.config.until_idle and self.idle():
+                break
+            time.sleep(idle)
+            idle = min(idle * 2, self.config.idle_sleep_max_s)
+        return self.stats
+
+    def maintain(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if force or now - self._last_maintain >= self.config.maintain_every_s:
+            self._last_maintain = now
+            self.app.queue.maintain()
+
+    def idle(self) -> bool:
+        """Nothing left that a worker could schedule: no active, backoff or in-flight tasks."""
+        self.maintain(force=True)
+        counts = self.app.queue.counts()
+        return counts["active"] == 0 and counts["backoff"] == 0 and counts["inflight"] == 0
+
+    # One batch.
+    def step(self) -> int:
+        """Claim, place, commit and requeue one batch; returns how many tasks it claimed."""
+        app, cfg = self.app, self.config
+        claim = app.queue.claim(cfg.batch_size, cfg.lease_ms)
+        if not claim.task_ids:
+            return 0
+        groups = self._group(claim.task_ids)
+        failures: dict[str, dict] = {}
+        placed = refused_total = 0
+        for _round in range(cfg.commit_retries):
+            if not groups:
+                break
+            nodes = self.cache.refresh()
+            counts, faults = self._tallies({group.spec.id for group in groups}, claim.now_ms)
+            plans: list[Planned] = []
+            for group in groups:
+                if group.pin:
+                    candidates = [nodes[group.pin]] if group.pin in nodes else []
+                else:
+                    candidates = list(nodes.values())
+                result = self.placer.place(candidates, group.spec, group.task_ids,
+                                           job_counts=counts[group.spec.id], faults=faults.get(group.spec.id))
+                plans += [Planned(task_id, node, group.spec) for task_id, node in result.assignments]
+                for task_id in result.unplaced:
+                    failures[task_id] = _explanation(result.explanation, candidates)
+            if not plans:
+                break
+            outcome = commit(app.scripts, app.keys, claim.token, plans)
+            placed += len(outcome.accepted)
+            refused_total += len(outcome.refused)
+            self.cache.invalidate(plan.node for plan, _ in outcome.refused)
+            retry = [(plan, reason) for plan, reason in outcome.refused if reason != reasons.STALE_LEASE]
+            for plan, reason in retry:
+                failures[plan.task_id] = {"nodes_evaluated": 1, "reasons": {reason: 1},
+                                          "message": f"placement on {plan.node} refused at commit: {reason}."}
+            # A stale lease means the task is no longer ours (reclaimed or stopped): drop it.
+            groups = _regroup(groups, {plan.task_id for plan, _ in retry})
+        if failures:
+            app.queue.fail(claim.token, list(failures.items()))
+        self._count(len(claim.task_ids), placed, refused_total, len(failures))
+        return len(claim.task_ids)
+
+    def _group(self, task_ids: list[str]) -> list[Group]:
+        """Group claimed tasks by job, spec version and pinned node: each group is a set of
+        identical tasks that the placement engine places from one node ordering."""
+        store = self.app.store
+        with store.client.pipeline(transaction=False) as pipe:
+            for task_id in task_ids:
+                pipe.hmget(store.keys.task(task_id), "job", "version", "pin")
+            rows = pipe.execute()
+        groups: dict[tuple[str, int, str], Group] = {}
+        orphans = []
+        for task_id, (job_id, version, pin) in zip(task_ids, rows):
+            spec = self._spec(job_id, version) if job_id and version else None
+            if spec is None:
+                orphans.append(task_id)
+                continue
+            key = (job_id, int(version), pin or "")
+            if key not in groups:
+                groups[key] = Group(spec, pin or "", [])
+            groups[key].task_ids.append(task_id)
+        if orphans:
+            store.finish_ids(orphans, STOPPED, "its job no longer exists")
+        return list(groups.values())
+
+    def _spec(self, job_id: str, version: str) -> JobSpec | None:
+        key = (job_id, int(version))
+        spec = self._specs.get(key)
+        if spec is None:
+            try:
+                spec = self.app.store.job_spec(job_id, int(version))
+            except NotFound:
+                return None
+            if len(self._specs) > 10_000:
+                self._specs.clear()
+            self._specs[key] = spec
+        return spec
+
+    def _tallies(self, job_ids: set[str], now_ms: int):
+        """Tasks of each job per node (for spread and max_per_node) and its recent failures."""
+        keys, client = self.app.keys, self.app.client
+        ordered = sorted(job_ids)
+        with client.pipeline(transaction=False) as pipe:
+            for job_id in ordered:
+                pipe.zrange(keys.tally_job(job_id), 0, -1, withscores=True)
+                pipe.zrangebyscore(keys.faults(job_id), now_ms - self.config.fault_window_ms, "+inf")
+            replies = pipe.execute()
+        counts: dict[str, dict[str, int]] = {}
+        faults: dict[str, dict[str, int]] = {}
+        for i, job_id in enumerate(ordered):
+            counts[job_id] = {node: int(n) for node, n in replies[2 * i]}
+            per_node: dict[str, int] = {}
+            for entry in replies[2 * i + 1]:
+                node = entry.split("|", 1)[0]
+                per_node[node] = per_node.get(node, 0) + 1
+            if per_node:
+                faults[job_id] = per_node
+        return counts, faults
+
+    def _count(self, claimed: int, placed: int, refused: int, unplaced: int) -> None:
+        s = self.stats
+        s.batches += 1
+        s.claimed += claimed
+        s.placed += placed
+        s.refused += refused
+        s.unplaced += unplaced
+        with self.app.client.pipeline(transaction=False) as pipe:
+            for name, value in (("batches", 1), ("claimed", claimed), ("placed", placed),
+                                ("refused", refused), ("unplaced", unplaced)):
+                if value:
+                    pipe.hincrby(self.app.keys.stats, name, value)
+            pipe.execute()
+
+
+def _explanation(explanation, candidates) -> dict:
+    if explanation is None:
+        return {"nodes_evaluated": len(candidates), "reasons": {}, "message": "no node had room in this batch."}
+    return explanation.to_dict()
+
+
+# Running workers.
+def _run_one(url: str, namespace: str, config: WorkerConfig, queue_config: QueueConfig | None) -> dict:
+    app = App(redis_url=url, namespace=namespace, queue_config=queue_config)
+    worker = SchedulerWorker(app, config)
+    signal.signal(signal.SIGTERM, worker.stop)
+    signal.signal(signal.SIGINT, worker.stop)
+    return worker.run().as_dict()
+
+
+def _child(url, namespace, config, queue_config, results):
+    results.put(_run_one(url, namespace, config, queue_config))
+
+
+def run_workers(url: str, namespace: str, concurrency: int, config: WorkerConfig,
+                queue_config: QueueConfig | None = None) -> dict[str, int]:
+    """Run ``concurrency`` workers (one in this process, or that many child processes) until
+    they stop; SIGTERM or Ctrl-C lets each finish its batch. Returns their summed stats."""
+    if concurrency == 1:
+        return _run_one(url, namespace, config, queue_config)
+    ctx = multiprocessing.get_context("spawn")
+    results = ctx.Queue()
+    children = [ctx.Process(target=_child, args=(url, namespace, config, queue_config, results), daemon=False)
+                for _ in range(concurrency)]
+    for child in children:
+        child.start()
+
+    def forward(signum, _frame):
+        for child in children:
+            if child.is_alive():
+                os.kill(child.pid, signal.SIGTERM)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
+    totals: dict[str, int] = defaultdict(int)
+    received = 0
+    try:
+        while received < len(children) and any(child.is_alive() for child in children) or not results.empty():
+            try:
+                stats = results.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            received += 1
+            for name, value in stats.items():
+                totals[name] += value
+        for child in children:
+            child.join()
+        return dict(totals)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
