@@ -10,7 +10,8 @@
 -- KEYS[5] q:cycle STRING
 -- KEYS[6] q:move_cycle STRING
 -- KEYS[7] resources SET
--- KEYS[8 .. 7+R] free:<resource> ZSET for each resource name in ARGV
+-- KEYS[8] nodes:epoch STRING (bumped: global jobs may need reconciling)
+-- KEYS[9 .. 8+R] free:<resource> ZSET for each resource name in ARGV
 -- ARGV[1] events channel
 -- ARGV[2] node name
 -- ARGV[3] R, then R pairs (resource name, capacity; "" = the node no longer has it)
@@ -29,13 +30,13 @@ for r = 1, R do
   if cap == '' then
     redis.call('HDEL', KEYS[1], 'cap:' .. resource)
     if alloc == 0 then
-      redis.call('ZREM', KEYS[7 + r], name)
+      redis.call('ZREM', KEYS[8 + r], name)
     else
-      redis.call('ZADD', KEYS[7 + r], -alloc, name)
+      redis.call('ZADD', KEYS[8 + r], -alloc, name)
     end
   else
     redis.call('HSET', KEYS[1], 'cap:' .. resource, cap)
-    redis.call('ZADD', KEYS[7 + r], tonumber(cap) - alloc, name)
+    redis.call('ZADD', KEYS[8 + r], tonumber(cap) - alloc, name)
     redis.call('SADD', KEYS[7], resource)
   end
 end
@@ -44,6 +45,7 @@ for a = 4 + 2 * R, #ARGV, 2 do
 end
 redis.call('SADD', KEYS[2], name)
 redis.call('ZADD', KEYS[3], redis.call('INCR', KEYS[4]), name)
+redis.call('INCR', KEYS[8])
 redis.call('SET', KEYS[6], redis.call('GET', KEYS[5]) or '0')
 local t = redis.call('TIME')
 redis.call('PUBLISH', ARGV[1], '{"type":"node","name":' .. cjson.encode(name) .. ',"event":"' ..

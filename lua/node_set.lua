@@ -6,6 +6,7 @@
 -- KEYS[3] nodes:seq STRING
 -- KEYS[4] q:cycle STRING
 -- KEYS[5] q:move_cycle STRING
+-- KEYS[6] nodes:epoch STRING
 -- ARGV[1] events channel
 -- ARGV[2] node name
 -- ARGV[3] field: "availability" or "status"
@@ -17,6 +18,7 @@ if not before then return false end
 if before ~= ARGV[4] then
   redis.call('HSET', KEYS[1], ARGV[3], ARGV[4])
   redis.call('ZADD', KEYS[2], redis.call('INCR', KEYS[3]), ARGV[2])
+  redis.call('INCR', KEYS[6])
   if ARGV[4] == 'active' or ARGV[4] == 'ready' then
     redis.call('SET', KEYS[5], redis.call('GET', KEYS[4]) or '0')
   end

@@ -69,25 +69,27 @@ def node():
     """Register, list and change nodes."""
 
 
-@node.command("add")
-@click.argument("name")
-@click.option("--cpu", required=True, help="Cores, e.g. 4, 0.5 or 500m.")
-@click.option("--memory", required=True, help="Memory, e.g. 8GiB, 512Mi or 2G.")
-@click.option("--gpu", default=None, help="GPUs (a generic resource).")
-@click.option("--resource", "resources", multiple=True, metavar="NAME=N", help="Another generic resource.")
-@click.option("--label", "labels", multiple=True, metavar="K=V", help="Node label (node.labels.K).")
-@click.option("--engine-label", "engine_labels", multiple=True, metavar="K=V", help="Engine label (engine.labels.K).")
-@click.option("--os", "os_", default="linux", show_default=True, help="node.platform.os")
-@click.option("--arch", default="amd64", show_default=True, help="node.platform.arch")
-@click.option("--role", default="worker", show_default=True, help="node.role")
-@click.option("--plugin", "plugins", multiple=True, help="A plugin the node provides (jobs may require it).")
-@pass_app
-def node_add(app, name, cpu, memory, gpu, resources, labels, engine_labels, os_, arch, role, plugins):
-    """Register a node, or update an existing one (what runs on it is kept).
+def node_options(f):
+    """The options that describe a node, shared by `node add` and `agent`."""
+    options = [
+        click.option("--cpu", required=True, help="Cores, e.g. 4, 0.5 or 500m."),
+        click.option("--memory", required=True, help="Memory, e.g. 8GiB, 512Mi or 2G."),
+        click.option("--gpu", default=None, help="GPUs (a generic resource)."),
+        click.option("--resource", "resources", multiple=True, metavar="NAME=N", help="Another generic resource."),
+        click.option("--label", "labels", multiple=True, metavar="K=V", help="Node label (node.labels.K)."),
+        click.option("--engine-label", "engine_labels", multiple=True, metavar="K=V",
+                     help="Engine label (engine.labels.K)."),
+        click.option("--os", "os_", default="linux", show_default=True, help="node.platform.os"),
+        click.option("--arch", default="amd64", show_default=True, help="node.platform.arch"),
+        click.option("--role", default="worker", show_default=True, help="node.role"),
+        click.option("--plugin", "plugins", multiple=True, help="A plugin the node provides (jobs may require it)."),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
 
-    A node added this way has no agent: it stays ready until changed, which is what
-    simulations and benchmarks want. `sched agent NAME` registers a node that runs work.
-    """
+
+def node_from_options(name, cpu, memory, gpu, resources, labels, engine_labels, os_, arch, role, plugins):
     extra = {}
     for item in resources:
         key, sep, value = item.partition("=")
@@ -96,9 +98,21 @@ def node_add(app, name, cpu, memory, gpu, resources, labels, engine_labels, os_,
         extra[key.strip()] = value.strip()
     if gpu is not None:
         extra["gpu"] = gpu
-    node = make_node(name, cpu=cpu, memory=memory, resources=extra, labels=list(labels),
+    return make_node(name, cpu=cpu, memory=memory, resources=extra, labels=list(labels),
                      engine_labels=list(engine_labels), os=os_, arch=arch, role=role, plugins=list(plugins))
-    created = app.store.put_node(node)
+
+
+@node.command("add")
+@click.argument("name")
+@node_options
+@pass_app
+def node_add(app, name, **options):
+    """Register a node, or update an existing one (what runs on it is kept).
+
+    A node added this way has no agent: it stays ready until changed, which is what
+    simulations and benchmarks want. `sched agent NAME` registers a node that runs work.
+    """
+    created = app.store.put_node(node_from_options(name, **options))
     click.echo(f"node {name} {'added' if created else 'updated'}")
 
 
@@ -390,6 +404,29 @@ def worker(app, concurrency, batch_size, lease_s, until_idle, percentage_of_node
     if as_json:
         return print_json(totals)
     click.echo("workers stopped: " + ", ".join(f"{k} {v}" for k, v in totals.items()))
+
+
+# ----------------------------------------------------------------------------- agent
+@main.command()
+@click.argument("name")
+@node_options
+@click.option("--heartbeat", "interval", type=click.FloatRange(0.05, 60), default=1.0, show_default=True,
+              help="Seconds between heartbeats; 3 missed ones mark the node down.")
+@click.option("--slots", type=click.IntRange(1, 64), default=2, show_default=True,
+              help="Tasks this agent runs at the same time (RQ worker processes).")
+@pass_app
+def agent(app, name, interval, slots, **options):
+    """Run a node agent: register NAME, heartbeat, and run the tasks placed on it (via RQ).
+
+    Tasks go assigned -> running -> completed or failed. If the agent stops
+    heartbeating for 3 intervals, the node goes down and its tasks are replaced
+    elsewhere; when it comes back, it stops any task that was replaced meanwhile.
+    """
+    from workers.node_agent import NodeAgent
+
+    node = node_from_options(name, **options)
+    app.client
+    NodeAgent(app, node, interval_s=interval, slots=slots).run()
 
 
 def run():

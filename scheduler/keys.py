@@ -78,6 +78,17 @@ class Keys:
         """SET of the live (assigned or running) task ids on a node."""
         return self._key("node", name, "tasks")
 
+    @cached_property
+    def agents(self) -> str:
+        """SET of nodes run by an agent: only these go down when their heartbeat lapses."""
+        return self._key("agents")
+
+    @cached_property
+    def node_epoch(self) -> str:
+        """Counter bumped when a node is added, changed or removed (not by placements):
+        tells reconcilers that global jobs may need tasks added or taken away."""
+        return self._key("nodes", "epoch")
+
     def heartbeat(self, name: str) -> str:
         return self._key("node", name, "heartbeat")
 
@@ -115,6 +126,9 @@ class Keys:
     def stats(self) -> str:
         """HASH of counters the workers keep (placed, refused, unplaced, batches...)."""
         return self._key("stats")
+
+    def lock(self, name: str) -> str:
+        return self._key("lock", name)
 
     # Pub/sub and agents.
     @cached_property

@@ -11,19 +11,20 @@ from __future__ import annotations
 import orjson
 import redis
 
-from .constraints import Constraint
 from .errors import SpecError
-from .model import GLOBAL, PENDING, STOPPED, TERMINAL_STATES, JobSpec, Node, parse_job
+from .model import (ACTIVE, BATCH, COMPLETED, FAILED, GLOBAL, LOST, PENDING, READY, SERVICE, STOPPED,
+                    TERMINAL_STATES, JobSpec, Node, parse_job)
 from .store import Store, parse_stored
 
 RUNNING_JOB, STOPPED_JOB = "running", "stopped"
 
 
-def eligible_for_global(spec: JobSpec, node: Node) -> bool:
-    """Whether a global job wants a task on this node: its static requirements hold."""
-    constraints: tuple[Constraint, ...] = spec.constraints
-    return (all(c.matches(node) for c in constraints)
-            and all(p in node.plugins for p in spec.plugins))
+def global_targets(spec: JobSpec, nodes) -> set[str]:
+    """The nodes a global job wants a task on: ready, active, and meeting its constraints
+    and plugins. (Whether the task fits is the scheduler's business, as for any task.)"""
+    return {n.name for n in nodes
+            if n.status == READY and n.availability == ACTIVE
+            and all(c.matches(n) for c in spec.constraints) and all(p in n.plugins for p in spec.plugins)}
 
 
 def submit(store: Store, spec: JobSpec) -> dict:
@@ -33,7 +34,7 @@ def submit(store: Store, spec: JobSpec) -> dict:
     raw = orjson.dumps(spec.raw).decode()
     pins = None
     if spec.type == GLOBAL:
-        pins = [node.name for node in store.nodes() if eligible_for_global(spec, node)]
+        pins = sorted(global_targets(spec, store.nodes()))
     with store.client.pipeline() as pipe:
         while True:
             try:
@@ -69,9 +70,10 @@ def open_tasks(store: Store, job_id: str) -> list[dict]:
     return sorted((t for t in tasks if t["state"] not in TERMINAL_STATES), key=lambda t: int(t["index"]))
 
 
-def add_tasks(store: Store, job_id: str, count: int, spec: JobSpec | None = None) -> list[str]:
+def add_tasks(store: Store, job_id: str, count: int, spec: JobSpec | None = None, *,
+              pins: list[str] | None = None, delay_ms: int = 0, retries: int = 0) -> list[str]:
     """Queue ``count`` more tasks of the job's current version (optionally saving ``spec``
-    as that version's spec first, as scaling does)."""
+    as that version's spec first, as scaling does). See :meth:`Store.new_tasks`."""
     k = store.keys
     with store.client.pipeline() as pipe:
         while True:
@@ -88,7 +90,8 @@ def add_tasks(store: Store, job_id: str, count: int, spec: JobSpec | None = None
                     text = orjson.dumps(spec.raw).decode()
                     mapping.update({"spec": text, f"spec:{version}": text})
                 pipe.hset(k.job(job_id), mapping=mapping)
-                added = store.new_tasks(pipe, current, version, first, count, now)
+                added = store.new_tasks(pipe, current, version, first, count, now, pins=pins,
+                                        delay_ms=delay_ms, retries=retries)
                 pipe.execute()
                 return added
             except redis.WatchError:
@@ -142,3 +145,69 @@ def stop(store: Store, job_id: str) -> dict:
     ids = [t["id"] for t in open_tasks(store, job_id)]
     store.finish_ids(ids, STOPPED, "job stopped")
     return {"id": job_id, "stopped": ids}
+
+
+# Lifecycle: what happens after a task ends or a node is lost.
+def task_ended(store: Store, task: dict, succeeded: bool, message: str) -> dict:
+    """Record the end of a task that ran on its node, and queue what the job needs next.
+
+    A service keeps its replicas: any ended task is replaced after ``restart_delay``. A
+    batch task that failed is retried (up to ``max_retries``); one that completed is done.
+    A global task is restarted on the same node. Failures also count towards faulty-node
+    detection for the job on that node.
+    """
+    state = COMPLETED if succeeded else FAILED
+    result = store.finish([task], state, message)[0]
+    if result not in ("assigned", "running"):
+        return {"state": result, "replacement": []}  # stopped, lost or replaced meanwhile
+    job_id, node = task["job"], task["node"]
+    now = store.now_ms()
+    if not succeeded:
+        store.client.zadd(store.keys.faults(job_id), {f"{node}|{task['id']}": now})
+    job = store.get_job(job_id)
+    spec = store.job_spec(job_id)
+    retries = int(task.get("retries", 0))
+    replacement: list[str] = []
+    if job["status"] == RUNNING_JOB:
+        delay = int(spec.restart_delay * 1000)
+        if spec.type == SERVICE:
+            replacement = add_tasks(store, job_id, 1, delay_ms=delay, retries=retries + 1)
+        elif spec.type == BATCH and not succeeded and retries < spec.max_retries:
+            replacement = add_tasks(store, job_id, 1, delay_ms=delay, retries=retries + 1)
+        elif spec.type == GLOBAL and task.get("pin"):
+            replacement = add_tasks(store, job_id, 1, delay_ms=delay, retries=retries + 1, pins=[task["pin"]])
+    return {"state": state, "replacement": replacement}
+
+
+def node_lost(store: Store, name: str) -> dict:
+    """A node went down: its live tasks are lost, and services and batch jobs get
+    replacements elsewhere. Global tasks wait for the node to come back."""
+    tasks = store.tasks(store.node_task_ids(name))
+    return replace(store, tasks, LOST, f"node {name} is down")
+
+
+def reconcile_global(store: Store) -> dict:
+    """Give every running global job one task on each node it wants, and stop its tasks on
+    nodes that no longer qualify (constraints changed, drained, down, removed). Runs under
+    a short lock, since any worker may call it after a node change."""
+    lock = store.keys.lock("reconcile-global")
+    if not store.client.set(lock, "1", nx=True, px=10_000):
+        return {}
+    try:
+        nodes = {n.name: n for n in store.nodes()}
+        added: dict[str, list[str]] = {}
+        for job_id in store.job_ids():
+            job = store.get_job(job_id)
+            if job["status"] != RUNNING_JOB or job["spec"]["type"] != GLOBAL:
+                continue
+            wanted = global_targets(store.job_spec(job_id), nodes.values())
+            tasks = open_tasks(store, job_id)
+            unwanted = [t["id"] for t in tasks if t.get("pin") not in wanted]
+            if unwanted:
+                store.finish_ids(unwanted, STOPPED, "node no longer eligible for this global job")
+            missing = sorted(wanted - {t.get("pin") for t in tasks})
+            if missing:
+                added[job_id] = add_tasks(store, job_id, len(missing), pins=missing)
+        return added
+    finally:
+        store.client.delete(lock)

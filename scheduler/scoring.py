@@ -101,14 +101,17 @@ class BinPack(Scorer):
         scale = MAX_NODE_SCORE / 18
 
         def score(node, job_on_node):
-            total = 0.0
-            for resource, need in ((CPU, cpu), (MEMORY, memory)):
-                capacity = node.capacity.get(resource, 0)
-                free = 1 - (node.allocated.get(resource, 0) + need) / capacity if capacity > 0 else 0.0
-                total += 10 ** min(max(free, 0.0), 1.0)
-            return (20 - total) * scale
+            capacity, allocated = node.capacity, node.allocated
+            cores, ram = capacity.get(CPU, 0), capacity.get(MEMORY, 0)
+            free_cpu = 1 - (allocated.get(CPU, 0) + cpu) / cores if cores > 0 else 0.0
+            free_memory = 1 - (allocated.get(MEMORY, 0) + memory) / ram if ram > 0 else 0.0
+            return (20 - 10 ** _unit(free_cpu) - 10 ** _unit(free_memory)) * scale
 
         return score
+
+
+def _unit(x: float) -> float:
+    return 0.0 if x < 0 else 1.0 if x > 1 else x
 
 
 Tier = tuple[tuple[Scorer, float], ...]

@@ -81,7 +81,7 @@ class Store:
             args += [name, node.capacity.get(name, "")]
         args += node_fields(node)
         return bool(self.scripts.node_put(
-            keys=[k.node(node.name), k.nodes, k.node_changes, k.node_seq, k.cycle, k.move_cycle, k.resources,
+            keys=[k.node(node.name), k.nodes, k.node_changes, k.node_seq, k.cycle, k.move_cycle, k.resources, k.node_epoch,
                   *(k.free(name) for name in names)],
             args=args))
 
@@ -105,7 +105,7 @@ class Store:
     def _set_node(self, name: str, field: str, value: str) -> str:
         k = self.keys
         check_node_name(name)
-        before = self.scripts.node_set(keys=[k.node(name), k.node_changes, k.node_seq, k.cycle, k.move_cycle],
+        before = self.scripts.node_set(keys=[k.node(name), k.node_changes, k.node_seq, k.cycle, k.move_cycle, k.node_epoch],
                                        args=[k.events, name, field, value])
         if before is None:
             raise NotFound(f"node {name!r} does not exist.")
@@ -126,12 +126,13 @@ class Store:
         check_node_name(name)
         result = self.scripts.node_rm(
             keys=[k.node(name), k.nodes, k.node_tasks(name), k.node_changes, k.node_seq, k.tally_tasks,
-                  k.heartbeat(name), *(k.free(r) for r in self.resource_names())],
+                  k.heartbeat(name), k.node_epoch, *(k.free(r) for r in self.resource_names())],
             args=[k.events, name])
         if result == 0:
             raise NotFound(f"node {name!r} does not exist.")
         if result == -1:
             raise SpecError(f"node {name!r} still runs tasks; drain it and wait for them to move first.")
+        self.client.srem(k.agents, name)
 
     def node_task_ids(self, name: str) -> list[str]:
         return sorted(self.client.smembers(self.keys.node_tasks(name)))
@@ -161,9 +162,10 @@ class Store:
         return parse_stored(raw)
 
     def new_tasks(self, pipe, spec: JobSpec, version: int, first_index: int, count: int, now_ms: int,
-                  pins: list[str] | None = None) -> list[str]:
+                  pins: list[str] | None = None, delay_ms: int = 0, retries: int = 0) -> list[str]:
         """Queue ``count`` new pending tasks of a job in ``pipe`` (a MULTI). ``pins`` fixes each
-        task to one node (global jobs)."""
+        task to one node (global jobs); ``delay_ms`` starts them in backoff (restart delay);
+        ``retries`` counts how many tasks ran before them in the same slot (batch retries)."""
         k = self.keys
         score = queue_score(spec.priority, now_ms)
         ids = []
@@ -172,12 +174,16 @@ class Store:
             task_id = f"{spec.id}.{index}"
             fields = {"id": task_id, "job": spec.id, "version": version, "state": PENDING,
                       "priority": spec.priority, "qscore": score, "created": now_ms, "attempts": 0,
-                      "index": index}
+                      "index": index, "retries": retries}
             if pins is not None:
                 fields["pin"] = pins[offset]
+            if delay_ms:
+                fields["backoff_until"] = now_ms + delay_ms
+                pipe.zadd(k.backoff, {task_id: now_ms + delay_ms})
+            else:
+                pipe.zadd(k.active, {task_id: score})
             pipe.hset(k.task(task_id), mapping=fields)
             pipe.zadd(k.job_tasks(spec.id), {task_id: index})
-            pipe.zadd(k.active, {task_id: score})
             pipe.publish(k.events, orjson.dumps({"type": "task", "id": task_id, "job": spec.id,
                                                  "state": PENDING, "ts": now_ms}))
             ids.append(task_id)

@@ -12,14 +12,18 @@ so a task goes, level by level, to the group with the fewest tasks of the job. C
 then stay within one of each other at every level for as long as the groups have room;
 a group without room leaves its parent's heap and the others share what remains.
 
-Placing one task re-keys one node and one child per level: O(depth * log n) per task.
-Leaves are cut to the batch size when built (no leaf can need more nodes than tasks: a
-node leaves a heap only after taking a task), so later pops stay cheap.
+Every heap is kept *settled*: the node on top of a leaf can take the task (``settle``
+pops the ones that cannot), so a non-empty leaf has room and its top tells whether only
+penalised nodes are left. Only nodes that reach the top of a heap are ever checked.
+
+Building is O(n) (``heapify``); placing one task re-keys one node and one child per level,
+O(depth * log n). SwarmKit also caps each heap at the batch size, since it pushes nodes
+one at a time; with a linear heapify and fit checked only on top, the cap would add work.
 """
 
 from __future__ import annotations
 
-from heapq import heapify, heappop, heapreplace, nsmallest
+from heapq import heapify, heappop, heapreplace
 from typing import Callable, Mapping
 
 from .model import Node
@@ -27,6 +31,7 @@ from .model import Node
 # Leaf entries are (key, random, index, node): key from the ranking, random breaks ties
 # (the batch form of kube's selectHost), index keeps nodes themselves from being compared.
 Pick = Callable[[list], "Node | None"]
+Settle = Callable[[list], None]
 Penalised = Callable[[Node], bool] | None
 
 
@@ -47,37 +52,35 @@ class Branch:
 
 
 def build(leaves: Mapping[tuple, list], counts: Mapping[tuple, int], penalised: Penalised,
-          random: Callable[[], float], bound: int) -> Leaf | Branch | None:
-    """The tree over ``leaves`` (path -> leaf entries). ``counts`` maps every path prefix to
-    the tasks of the job below it; ``bound`` is the most tasks any leaf can receive."""
-    if not leaves:
-        return None
+          random: Callable[[], float], settle: Settle) -> Leaf | Branch | None:
+    """The tree over ``leaves`` (path -> leaf entries), or None if no node has room.
+    ``counts`` maps every path prefix to the tasks of the job below it."""
     if () in leaves:  # no preferences: one heap
-        return _leaf(leaves[()], bound)
+        return _leaf(leaves[()], settle)
     root: dict = {}
     for path, entries in leaves.items():
         level = root
         for value in path[:-1]:
             level = level.setdefault(value, {})
         level[path[-1]] = entries
-    return _branch((), root, counts, penalised, random, bound)
+    return _branch((), root, counts, penalised, random, settle)
 
 
-def _leaf(entries: list, bound: int) -> Leaf:
-    if len(entries) > bound:
-        return Leaf(nsmallest(bound, entries))  # sorted, hence already a heap
+def _leaf(entries: list, settle: Settle) -> Leaf | None:
     heapify(entries)
-    return Leaf(entries)
+    settle(entries)
+    return Leaf(entries) if entries else None
 
 
-def _branch(prefix, level: dict, counts, penalised, random, bound) -> Branch:
+def _branch(prefix, level: dict, counts, penalised, random, settle) -> Branch | None:
     children = []
     for index, (value, sub) in enumerate(level.items()):
         path = prefix + (value,)
-        child = _leaf(sub, bound) if isinstance(sub, list) else _branch(path, sub, counts, penalised, random, bound)
-        children.append((penalty(child, penalised), counts.get(path, 0), random(), index, child))
+        child = _leaf(sub, settle) if isinstance(sub, list) else _branch(path, sub, counts, penalised, random, settle)
+        if child is not None:
+            children.append((penalty(child, penalised), counts.get(path, 0), random(), index, child))
     heapify(children)
-    return Branch(children)
+    return Branch(children) if children else None
 
 
 def penalty(group: Leaf | Branch, penalised: Penalised) -> bool:
@@ -92,8 +95,8 @@ def penalty(group: Leaf | Branch, penalised: Penalised) -> bool:
 def take(group: Leaf | Branch, pick: Pick, penalised: Penalised) -> Node | None:
     """Place one task below ``group``; the node, or None when no node below has room.
 
-    ``pick`` places the task on the best node of a leaf heap and keeps the heap true (the
-    node re-keyed, or removed once it has no room left)."""
+    ``pick`` places the task on the top node of a settled leaf heap, re-keys that node and
+    settles the heap again."""
     if type(group) is Leaf:
         return pick(group.heap)
     heap = group.heap

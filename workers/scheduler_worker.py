@@ -20,7 +20,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from scheduler import reasons
+from scheduler import heartbeat, reasons, reconcile
 from scheduler.app import App
 from scheduler.commit import Planned, commit
 from scheduler.errors import NotFound
@@ -36,6 +36,7 @@ class WorkerConfig:
     lease_ms: int = 30_000
     commit_retries: int = 5  # placement rounds per claim when commits are refused (Nomad uses 5)
     maintain_every_s: float = 0.1
+    health_every_s: float = 1.0
     idle_sleep_max_s: float = 0.02
     until_idle: bool = False
     fault_window_ms: int = 300_000
@@ -78,7 +79,8 @@ class SchedulerWorker:
         self.stats = WorkerStats()
         self._specs: dict[tuple[str, int], JobSpec] = {}
         self._stopping = False
-        self._last_maintain = 0.0
+        self._last_maintain = self._last_health = 0.0
+        self._seen_epoch: str | None = None
 
     def stop(self, *_args) -> None:
         """Finish the batch in hand (commit or requeue it), then return from :meth:`run`."""
@@ -98,10 +100,18 @@ class SchedulerWorker:
         return self.stats
 
     def maintain(self, force: bool = False) -> None:
+        """Queue upkeep about every 100 ms; node health and global jobs about every second."""
         now = time.monotonic()
         if force or now - self._last_maintain >= self.config.maintain_every_s:
             self._last_maintain = now
             self.app.queue.maintain()
+        if force or now - self._last_health >= self.config.health_every_s:
+            self._last_health = now
+            heartbeat.check(self.app.store)
+            epoch = self.app.client.get(self.app.keys.node_epoch)
+            if epoch != self._seen_epoch:
+                self._seen_epoch = epoch
+                reconcile.reconcile_global(self.app.store)
 
     def idle(self) -> bool:
         """Nothing left that a worker could schedule: no active, backoff or in-flight tasks."""

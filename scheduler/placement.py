@@ -1,0 +1,261 @@
+"""Placing a batch of identical tasks: the pure-Python heart of the scheduler.
+
+Given the worker's view of the nodes and a batch of tasks of one job (same spec
+version), choose a node for each, or say precisely why none fits. No Redis here: a
+worker calls :meth:`Placer.place`, then commits the assignments with Lua, which
+re-checks each one with the same rule (:func:`scheduler.fit.misfit`).
+
+One batch, top to bottom:
+
+1. Filter (:mod:`scheduler.filters`). The static filters (plugins, constraints,
+   platform) are cached per node object and per static part of the spec. The dynamic
+   rule, ``misfit``, is asked only about nodes that reach the top of a heap: a node the
+   fill never gets to is never checked.
+2. Rank (:mod:`scheduler.scoring`). Every eligible node gets the ranking's key plus a
+   random tie-break from the placer's seeded generator, so a run can be replayed (the
+   batch form of kube's selectHost, which picks uniformly among the best).
+3. Build the tree of preference groups once (:mod:`scheduler.topology`).
+4. Fill: each task walks the tree to the best node; the placement is applied to the
+   node and to ``job_counts`` (so the next task, and the next call, see it) and only
+   that node is re-keyed. A node is given a task only if ``misfit`` says it fits then.
+
+Cost: O(nodes) for 1-3, O(tasks * depth * log nodes) for 4, instead of O(nodes * tasks).
+
+With ``percentage_of_nodes_to_score`` the scan checks fit as it goes and stops once it
+has found enough nodes that fit (kube-scheduler's numFeasibleNodesToFind, and at least
+one per task), starting where the previous scan stopped so every node gets its turn.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import OrderedDict
+from dataclasses import dataclass
+from heapq import heappop, heapreplace
+from typing import Mapping, Sequence
+
+from .filters import Pipeline, filter_pipeline
+from .fit import misfit
+from .model import JobSpec, Node
+from .reasons import Explanation
+from .scoring import Context, KeyFn, faulty_nodes, ranking
+from .topology import build, take
+
+__all__ = ["Placement", "PlacementOptions", "Placer", "explain", "filter_pipeline", "nodes_to_find"]
+
+MIN_FEASIBLE_NODES = 100  # kube-scheduler's minFeasibleNodesToFind
+MIN_FEASIBLE_PERCENTAGE = 5  # kube-scheduler's minFeasibleNodesPercentageToFind
+CACHED_SPECS = 64  # static verdicts kept for this many distinct (constraints, plugins, preferences)
+
+
+@dataclass
+class PlacementOptions:
+    faulty_threshold: int = 5  # failures of a job on a node (in the caller's window) that make it sort last; 0 = off
+    percentage_of_nodes_to_score: int | None = None  # None: all nodes; 0: kube's adaptive default; 1..100
+    seed: int | None = None  # seeds the random tie-break, so a run can be replayed; None = random
+
+    def __post_init__(self):
+        pct = self.percentage_of_nodes_to_score
+        if pct is not None and not 0 <= pct <= 100:
+            raise ValueError(f"percentage_of_nodes_to_score must be from 0 to 100, not {pct}.")
+
+
+@dataclass
+class Placement:
+    assignments: list[tuple[str, str]]  # (task id, node name), in task order
+    unplaced: list[str]  # task ids that fit nowhere
+    explanation: Explanation | None  # why the unplaced ones did not fit; None if all were placed
+
+
+def nodes_to_find(total: int, percentage: int | None) -> int:
+    """How many fitting nodes a scan looks for (kube-scheduler's numFeasibleNodesToFind)."""
+    if percentage is None or percentage >= 100 or total < MIN_FEASIBLE_NODES:
+        return total
+    if percentage == 0:
+        percentage = max(50 - total // 125, MIN_FEASIBLE_PERCENTAGE)
+    return max(total * percentage // 100, MIN_FEASIBLE_NODES)
+
+
+def explain(nodes: Sequence[Node], job: JobSpec, job_counts: Mapping[str, int]) -> Explanation:
+    """What the filters say over ``nodes`` about one more task of ``job`` (a dry run)."""
+    return filter_pipeline(job).explain(nodes, job_counts)
+
+
+class Placer:
+    """Places batches for one worker. Holds the seeded random generator, the rotating start
+    index of sampled scans, and the cache of static filter verdicts across calls."""
+
+    def __init__(self, options: PlacementOptions | None = None):
+        self.options = options or PlacementOptions()
+        self._random = random.Random(self.options.seed)
+        self._next_start = 0
+        self._stamp = 0  # bumped per call; a fact stamped this call belongs to a node in view
+        # static key -> node name -> [node, static reason or None, preference path, stamp]
+        self._facts: OrderedDict[tuple, dict[str, list]] = OrderedDict()
+
+    def explain(self, nodes: Sequence[Node], job: JobSpec, job_counts: Mapping[str, int]) -> Explanation:
+        return explain(nodes, job, job_counts)
+
+    def place(self, nodes: Sequence[Node], job: JobSpec, task_ids: Sequence[str], *,
+              job_counts: dict[str, int], faults: Mapping[str, int] | None = None) -> Placement:
+        tasks = list(task_ids)
+        if not tasks:
+            return Placement([], [], None)
+        pipeline = filter_pipeline(job)
+        ctx = Context(job, faults or {}, self.options.faulty_threshold)
+        bad = faulty_nodes(ctx)
+        penalised = (lambda node: node.name in bad) if bad else None
+        batch = _Batch(job, job_counts, ranking(job).bind(ctx))
+        facts = self._facts_for(job, pipeline)
+        self._stamp += 1
+
+        total = len(nodes)
+        # A sampled scan looks for at least one fitting node per task; each can take one,
+        # so a scan that stops early never leaves a task unplaced.
+        limit: int | None = max(nodes_to_find(total, self.options.percentage_of_nodes_to_score), len(tasks))
+        order = nodes
+        if limit < total:  # sampled: start where the last sampled scan stopped
+            start = self._next_start % total
+            order = [*nodes[start:], *nodes[:start]]
+        else:
+            limit = None
+        leaves, scanned = self._scan(order, limit, pipeline, facts, batch)
+        if limit is not None:
+            self._next_start = (start + scanned) % total
+
+        counts = self._group_counts(nodes, job, facts, job_counts, complete=scanned == total)
+        tree = build(leaves, counts, penalised, self._random.random, batch.settle)
+        assignments: list[tuple[str, str]] = []
+        for task_id in tasks if tree is not None else ():
+            batch.task_id = task_id
+            node = take(tree, batch.pick, penalised)
+            if node is None:
+                break
+            assignments.append((task_id, node.name))
+
+        if len(facts) > total + CACHED_SPECS and scanned == total:
+            self._forget_removed(facts)
+        unplaced = tasks[len(assignments):]
+        explanation = pipeline.explain(nodes, job_counts) if unplaced else None
+        return Placement(assignments, unplaced, explanation)
+
+    def _facts_for(self, job: JobSpec, pipeline: Pipeline) -> dict[str, list]:
+        """Static verdicts and preference paths, shared by every spec with the same static part."""
+        key = (tuple(c.text for c in job.constraints), job.plugins, tuple(p.spread for p in job.preferences))
+        facts = self._facts.get(key)
+        if facts is None:
+            facts = self._facts[key] = {}
+            if len(self._facts) > CACHED_SPECS:
+                self._facts.popitem(last=False)
+        else:
+            self._facts.move_to_end(key)
+        return facts
+
+    def _scan(self, order: Sequence[Node], limit: int | None, pipeline: Pipeline,
+              facts: dict[str, list], batch: "_Batch") -> tuple[dict[tuple, list], int]:
+        """Leaf entries of the eligible nodes in ``order``, by preference path, and how many
+        nodes were scanned. With a ``limit`` (a sampled scan) fit is checked here and
+        the scan stops after ``limit`` nodes that fit; without, fit is left to the heaps."""
+        job, stamp = pipeline.job, self._stamp
+        static_check = pipeline.static_check
+        prefs = [p.get for p in job.preferences]
+        needs, ports, max_per_node = job.resources, job.ports, job.max_per_node
+        count, key, rnd = batch.job_counts.get, batch.key, self._random.random
+        leaves: dict[tuple, list] = {}
+        found = 0
+        for index in range(len(order)):
+            node = order[index]
+            name = node.name
+            fact = facts.get(name)
+            if fact is None or fact[0] is not node:  # new node, or a new description of it
+                fact = facts[name] = [node, static_check(node), tuple(get(node) for get in prefs), stamp]
+            else:
+                fact[3] = stamp
+            if fact[1] is not None:
+                continue
+            on_node = count(name, 0)
+            if limit is not None:
+                if misfit(node, needs, ports, max_per_node, on_node) is not None:
+                    continue
+                found += 1
+            entry = (key(node, on_node), rnd(), index, node)
+            bucket = leaves.get(fact[2])
+            if bucket is None:
+                leaves[fact[2]] = [entry]
+            else:
+                bucket.append(entry)
+            if found == limit:
+                return leaves, index + 1
+        return leaves, len(order)
+
+    def _group_counts(self, nodes: Sequence[Node], job: JobSpec, facts: dict[str, list],
+                      job_counts: Mapping[str, int], complete: bool) -> dict[tuple, int]:
+        """Tasks of the job under every preference path prefix, over all nodes in view."""
+        depth = len(job.preferences)
+        counts: dict[tuple, int] = {}
+        if not depth:
+            return counts
+        by_name = None
+        for name, on_node in job_counts.items():
+            if on_node <= 0:
+                continue
+            fact = facts.get(name)
+            if fact is not None and fact[3] == self._stamp:
+                path = fact[2]
+            elif complete:
+                continue  # every node in view was scanned: this one was removed
+            else:  # a sampled scan did not reach it this time
+                if by_name is None:
+                    by_name = {node.name: node for node in nodes}
+                node = by_name.get(name)
+                if node is None:
+                    continue
+                path = tuple(p.get(node) for p in job.preferences)
+            for length in range(1, depth + 1):
+                prefix = path[:length]
+                counts[prefix] = counts.get(prefix, 0) + on_node
+        return counts
+
+    def _forget_removed(self, facts: dict[str, list]) -> None:
+        for name in [name for name, fact in facts.items() if fact[3] != self._stamp]:
+            del facts[name]
+
+
+class _Batch:
+    """The leaf step of the fill: keep heaps settled, place the current task on a top node."""
+
+    __slots__ = ("job", "job_counts", "key", "task_id")
+
+    def __init__(self, job: JobSpec, job_counts: dict[str, int], key: KeyFn):
+        self.job, self.job_counts, self.key = job, job_counts, key
+        self.task_id = ""
+
+    def settle(self, heap: list) -> None:
+        """Pop top nodes until the top can take the task (now)."""
+        job, counts = self.job, self.job_counts
+        while heap:
+            node = heap[0][3]
+            if misfit(node, job.resources, job.ports, job.max_per_node, counts.get(node.name, 0)) is None:
+                return
+            heappop(heap)
+
+    def pick(self, heap: list) -> Node | None:
+        self.settle(heap)  # the top was settled already; checking again costs one misfit per task
+        if not heap:
+            return None
+        _, rank, index, node = heap[0]
+        _apply(node, self.job, self.task_id, self.job_counts)
+        heapreplace(heap, (self.key(node, self.job_counts[node.name]), rank, index, node))
+        self.settle(heap)
+        return node
+
+
+def _apply(node: Node, job: JobSpec, task_id: str, job_counts: dict[str, int]) -> None:
+    """Record the placement on the worker's own copy (SwarmKit's local state)."""
+    allocated = node.allocated
+    for resource, amount in job.resources.items():
+        allocated[resource] = allocated.get(resource, 0) + amount
+    for port in job.ports:
+        node.ports[port] = task_id
+    node.tasks += 1
+    job_counts[node.name] = job_counts.get(node.name, 0) + 1

@@ -1,0 +1,108 @@
+"""The node agent: makes a machine a node, and runs what the scheduler places on it.
+
+``sched agent NAME --cpu 4 --memory 8GiB --label zone=a`` registers (or updates) the node,
+heartbeats with a TTL, and runs a pool of RQ workers on the node's own RQ queue. A
+background loop watches the node's task set: each newly assigned task is enqueued once
+(the task hash's ``enqueued`` flag is set with HSETNX, so a restarted agent does not
+enqueue twice), a task without ``run`` is simply marked running (it holds its
+reservation until stopped), and a task that is no longer this node's (stopped, scaled
+down, lost while the node was away and replaced) is stopped in RQ.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import redis
+from rq import Queue
+from rq.command import send_stop_job_command
+from rq.exceptions import InvalidJobOperation, NoSuchJobError
+from rq.job import Job
+from rq.worker_pool import WorkerPool
+
+from scheduler import heartbeat
+from scheduler.app import App
+from scheduler.execution import rq_job_id, run_task
+from scheduler.model import ASSIGNED, Node
+
+log = logging.getLogger("sched.agent")
+
+
+class NodeAgent:
+    def __init__(self, app: App, node: Node, interval_s: float = heartbeat.DEFAULT_INTERVAL_S, slots: int = 2):
+        self.app = app
+        self.node = node
+        self.interval_s = interval_s
+        self.slots = slots
+        self.rq_connection = redis.Redis.from_url(app.url)  # RQ wants bytes, not decoded strings
+        self.rq_queue = Queue(app.keys.rq_queue_name(node.name), connection=self.rq_connection)
+        self.started: dict[str, str] = {}  # task id -> RQ job id, for what this agent enqueued
+        self._stop = threading.Event()
+
+    def register(self) -> None:
+        self.app.store.put_node(self.node)
+        heartbeat.beat(self.app.store, self.node.name, self.interval_s)
+
+    def sync(self) -> None:
+        """Enqueue newly assigned tasks; stop the ones that are no longer this node's."""
+        store, keys = self.app.store, self.app.keys
+        ids = store.node_task_ids(self.node.name)
+        for task in store.tasks(ids):
+            if task["state"] != ASSIGNED or task.get("node") != self.node.name:
+                continue
+            if not store.client.hsetnx(keys.task(task["id"]), "enqueued", 1):
+                continue
+            spec = store.job_spec(task["job"], int(task["version"]))
+            if spec.run is None:
+                self.app.scripts.start(keys=[keys.task(task["id"])], args=[self.node.name, keys.events])
+                continue
+            job_id = rq_job_id(keys.namespace, task["id"])
+            timeout = int(spec.run["timeout"]) + 30 if spec.run.get("timeout") else -1
+            self.rq_queue.enqueue_call(run_task, args=(self.app.url, keys.namespace, self.node.name, task["id"]),
+                                       job_id=job_id, timeout=timeout, result_ttl=3600, failure_ttl=86400,
+                                       description=f"task {task['id']}")
+            self.started[task["id"]] = job_id
+        current = set(ids)
+        for task_id in [t for t in self.started if t not in current]:
+            self._stop_rq_job(self.started.pop(task_id))
+
+    def _stop_rq_job(self, job_id: str) -> None:
+        try:
+            job = Job.fetch(job_id, connection=self.rq_connection)
+        except NoSuchJobError:
+            return
+        if job.is_queued or job.is_deferred or job.is_scheduled:
+            job.cancel()
+        elif job.is_started:
+            try:
+                send_stop_job_command(self.rq_connection, job_id)
+            except InvalidJobOperation:
+                pass
+
+    def loop(self) -> None:
+        """Heartbeat every interval; sync several times per interval."""
+        last_beat = 0.0
+        while not self._stop.is_set():
+            try:
+                now = time.monotonic()
+                if now - last_beat >= self.interval_s:
+                    heartbeat.beat(self.app.store, self.node.name, self.interval_s)
+                    last_beat = now
+                self.sync()
+            except redis.RedisError as exc:
+                log.warning("agent %s: %s", self.node.name, exc)
+            self._stop.wait(min(0.2, self.interval_s / 4))
+
+    def run(self) -> None:
+        """Register, then run the RQ worker pool in this thread until a signal stops it."""
+        self.register()
+        thread = threading.Thread(target=self.loop, name="agent-loop", daemon=True)
+        thread.start()
+        pool = WorkerPool([self.rq_queue], connection=self.rq_connection, num_workers=self.slots)
+        try:
+            pool.start(burst=False, logging_level="WARNING")
+        finally:
+            self._stop.set()
+            thread.join(timeout=5)
