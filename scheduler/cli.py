@@ -7,6 +7,7 @@ JSON on stdout. Errors a user can cause print one sentence and exit 2.
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -112,7 +113,8 @@ def node_add(app, name, **options):
     A node added this way has no agent: it stays ready until changed, which is what
     simulations and benchmarks want. `sched agent NAME` registers a node that runs work.
     """
-    created = app.store.put_node(node_from_options(name, **options))
+    described = node_from_options(name, **options)  # validate before connecting to (or starting) Redis
+    created = app.store.put_node(described)
     click.echo(f"node {name} {'added' if created else 'updated'}")
 
 
@@ -427,6 +429,25 @@ def agent(app, name, interval, slots, **options):
     node = node_from_options(name, **options)
     app.client
     NodeAgent(app, node, interval_s=interval, slots=slots).run()
+
+
+# ----------------------------------------------------------------------------- demo
+@main.command()
+@click.option("--seconds", type=click.FloatRange(1, 3600), default=12.0, show_default=True,
+              help="How long to watch the cluster run before the summary.")
+@click.pass_context
+def demo(ctx, seconds):
+    """Run a small live cluster end to end: 4 agents, 2 workers, a mix of jobs.
+
+    Uses the namespace 'demo' unless --namespace is given, and clears it first.
+    Ctrl-C stops everything the demo started.
+    """
+    from .demo import run_demo
+
+    app = ctx.obj
+    if ctx.parent.params.get("namespace") is None and "SCHED_NAMESPACE" not in os.environ:
+        app = App(redis_url=app.redis_url, namespace="demo")
+    ctx.exit(run_demo(app, seconds))
 
 
 def run():

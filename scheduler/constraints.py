@@ -26,8 +26,9 @@ _FIXED_KEYS: dict[str, Callable] = {
 _LABEL_PREFIXES = {"node.labels.": "labels", "engine.labels.": "engine_labels"}
 _LABEL_KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_./-]*$")
 
-# Longest first, so that ``<=`` is not read as ``<``.
-_SYMBOL_OPS = ("==", "!=", "<=", ">=", "<", ">")
+# The first operator in the text splits key from value (a key holds none of ``=!<>``);
+# at one position the longest wins, so that ``<=`` is not read as ``<``.
+_SYMBOL_OP_RE = re.compile(r"==|!=|<=|>=|<|>")
 _WORD_OPS = ("regexp", "in", "is_set", "is_not_set")
 _UNARY_OPS = ("is_set", "is_not_set")
 
@@ -47,11 +48,12 @@ def attribute_getter(key: str, what: str = "constraint") -> Callable:
     raise SpecError(f"{what} key {key!r} is not known; use one of {known}.")
 
 
+_NUMBER_RE = re.compile(r"^\s*[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\s*$")
+
+
 def _as_number(text: str):
-    try:
-        return float(text)
-    except ValueError:
-        return None
+    """A decimal number, or None. Not ``float()``: "nan", "inf" and "1_000" are text here."""
+    return float(text) if _NUMBER_RE.match(text) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +118,7 @@ def parse_constraint(text) -> Constraint:
         raise SpecError(f"constraint {text!r} must be a non-empty string such as 'node.labels.zone==eu-1'.")
     expr = text.strip()
     parts = expr.split(None, 2)
-    if len(parts) >= 2 and parts[1] in _WORD_OPS:
+    if len(parts) >= 2 and parts[1] in _WORD_OPS and not _SYMBOL_OP_RE.search(parts[0]):
         key, op = parts[0], parts[1]
         value = parts[2].strip() if len(parts) == 3 else ""
         if op in _UNARY_OPS and value:
@@ -124,10 +126,10 @@ def parse_constraint(text) -> Constraint:
         if op not in _UNARY_OPS and not value:
             raise SpecError(f"constraint {expr!r}: {op} needs a value.")
         return _build(key, op, value, expr)
-    for op in _SYMBOL_OPS:
-        if op in expr:
-            key, _, value = expr.partition(op)
-            return _build(key.strip(), op, value.strip(), expr)
+    match = _SYMBOL_OP_RE.search(expr)
+    if match:
+        key, value = expr[:match.start()], expr[match.end():]
+        return _build(key.strip(), match.group(), value.strip(), expr)
     raise SpecError(
         f"constraint {expr!r} has no operator; write key==value, key!=value, key<value, "
         f"'key in a,b', 'key regexp RE', 'key is_set' or 'key is_not_set'."

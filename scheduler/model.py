@@ -302,6 +302,8 @@ def parse_job(raw) -> JobSpec:
         "run": spec.run, "preemptible": spec.preemptible, "preempt": spec.preempt,
         "max_retries": spec.max_retries, "restart_delay": spec.restart_delay,
     }
+    if job_type == GLOBAL:
+        del normalised["replicas"]
     spec.raw.update(normalised)
     return spec
 

@@ -126,12 +126,12 @@ class Placer:
         counts = self._group_counts(nodes, job, facts, job_counts, complete=scanned == total)
         tree = build(leaves, counts, penalised, self._random.random, batch.settle)
         assignments: list[tuple[str, str]] = []
-        for task_id in tasks if tree is not None else ():
-            batch.task_id = task_id
+        while tree is not None and len(assignments) < len(tasks):
+            batch.task_id = tasks[len(assignments)]
             node = take(tree, batch.pick, penalised)
             if node is None:
                 break
-            assignments.append((task_id, node.name))
+            assignments.append((batch.task_id, node.name))
 
         if len(facts) > total + CACHED_SPECS and scanned == total:
             self._forget_removed(facts)

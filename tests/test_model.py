@@ -146,6 +146,11 @@ def node(**kw) -> Node:
     ("node.role==manager", "node.role", "==", "manager"),
     ("node.platform.arch==arm64", "node.platform.arch", "==", "arm64"),
     ("node.labels.a==b==c", "node.labels.a", "==", "b==c"),
+    # The first operator splits key from value, whatever the value holds.
+    ("node.labels.desc==made in france", "node.labels.desc", "==", "made in france"),
+    ("node.labels.x!=a==b", "node.labels.x", "!=", "a==b"),
+    ("node.labels.x<a==b", "node.labels.x", "<", "a==b"),
+    ("node.labels.note==is_set", "node.labels.note", "==", "is_set"),
 ])
 def test_constraint_parsing(text, key, op, value):
     c = parse_constraint(text)
@@ -160,7 +165,7 @@ def test_constraint_parsing(text, key, op, value):
     ("node.foo==bar", "not known"),
     ("labels.zone==eu-1", "not known"),
     ("node.labels.==x", "invalid label name"),
-    ("node.labels.zone!==x", "invalid key"),
+    ("node.labels.x=<5", "invalid key"),
     ("node.labels.gpu is_set yes", "takes no value"),
     ("node.labels.zone in", "needs a value"),
     ("node.labels.zone regexp", "needs a value"),

@@ -12,6 +12,7 @@ CPU-bound Python, so processes (not threads) are what use more than one core.
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import os
 import queue
@@ -28,6 +29,8 @@ from scheduler.model import STOPPED, JobSpec
 from scheduler.node_cache import NodeCache
 from scheduler.placement import PlacementOptions, Placer
 from scheduler.queue import QueueConfig
+
+log = logging.getLogger("sched.worker")
 
 
 @dataclass
@@ -89,12 +92,16 @@ class SchedulerWorker:
     def run(self) -> WorkerStats:
         idle = 0.001
         while not self._stopping:
-            self.maintain()
-            if self.step():
-                idle = 0.001
-                continue
-            if self.config.until_idle and self.idle():
-                break
+            try:
+                self.maintain()
+                if self.step():
+                    idle = 0.001
+                    continue
+                if self.config.until_idle and self.idle():
+                    break
+            except Exception:  # keep serving: anything claimed comes back when its lease expires
+                log.exception("%s: batch failed", self.name)
+                idle = self.config.idle_sleep_max_s
             time.sleep(idle)
             idle = min(idle * 2, self.config.idle_sleep_max_s)
         return self.stats
