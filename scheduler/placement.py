@@ -245,7 +245,7 @@ class _Batch:
             return None
         _, rank, index, node = heap[0]
         _apply(node, self.job, self.task_id, self.job_counts)
-        heapreplace(heap, (self.key(node, self.job_counts[node.name]), rank, index, node))
+        heapreplace(heap, (self.key(node, self.job_counts[node.name] - 1), rank, index, node))
         self.settle(heap)
         return node
 

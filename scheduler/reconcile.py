@@ -103,6 +103,8 @@ def scale(store: Store, job_id: str, replicas: int) -> dict:
     job = store.get_job(job_id)
     if job["spec"]["type"] == GLOBAL:
         raise SpecError(f"job {job_id} is global: it runs one task per eligible node and cannot be scaled.")
+    if job["status"] != RUNNING_JOB:
+        raise SpecError(f"job {job_id} is stopped; submit its spec again to start it before scaling.")
     new_spec = parse_job(dict(job["spec"], replicas=replicas))
     current = open_tasks(store, job_id)
     added = add_tasks(store, job_id, max(0, replicas - len(current)), new_spec)

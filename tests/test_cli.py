@@ -324,6 +324,7 @@ BAD_INPUT = {
     "job show unknown": (["job", "show", "nope"], None),
     "job scale unknown": (["job", "scale", "nope", "2"], None),
     "job stop unknown": (["job", "stop", "nope"], None),
+    "job scale a stopped job": (["job", "scale", "old", "2"], None),
     "task explain unknown": (["task", "explain", "nope"], None),
     "task ls unknown job": (["task", "ls", "--job", "nope"], None),
     "task ls unknown node": (["task", "ls", "--node", "nope"], None),
@@ -343,6 +344,8 @@ def test_bad_input_exits_2_and_leaves_redis_untouched(sched, app, args, stdin):
     sched("node", "add", "n1", "--cpu", "4", "--memory", "8GiB", "--label", "zone=eu-1")
     sched("job", "submit", "-", input=WEB_YAML)
     live(app, "web.0", "n1")
+    sched("job", "submit", "-", input="id: old\nreplicas: 1\n")
+    sched("job", "stop", "old")
     before = snapshot_all(app.client)
 
     result = sched(*args, input=stdin, ok=False)

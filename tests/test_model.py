@@ -277,6 +277,24 @@ def test_parse_job_defaults_and_normalised_form():
     assert again.resources == spec.resources
 
 
+@pytest.mark.parametrize("raw", [
+    {"id": "svc"},
+    {"id": "b", "type": "batch", "replicas": 0, "resources": {"cpu": "1500m", "memory": "1Gi", "gpu": 2}},
+    {"id": "g", "type": "global", "constraints": ["node.labels.zone in eu-1,eu-2"], "ports": [80]},
+    {"id": "full", "priority": 0, "replicas": 7, "preferences": [{"spread": "node.labels.rack"}],
+     "plugins": ["network"], "strategy": "binpack", "max_per_node": 1, "run": {"func": "pkg.mod:fn", "args": [1]},
+     "preemptible": False, "preempt": "never", "max_retries": 0, "restart_delay": 0},
+])
+def test_stored_form_parses_back_to_itself(raw):
+    """Redis keeps ``spec.raw``; workers and agents parse it again, so it must round-trip."""
+    spec = parse_job(raw)
+    again = parse_job(spec.raw)
+    assert again.raw == spec.raw
+    assert (again.type, again.replicas, again.resources, again.ports) == (spec.type, spec.replicas,
+                                                                           spec.resources, spec.ports)
+    assert [c.text for c in again.constraints] == [c.text for c in spec.constraints]
+
+
 def test_parse_job_full_spec():
     spec = parse_job({
         "id": "web", "type": "batch", "priority": 900, "replicas": 3,

@@ -179,6 +179,16 @@ def test_scale_to_zero_and_back(app):
     assert app.client.zrange(app.keys.active, 0, -1) == ["web.2"]
 
 
+def test_a_stopped_job_cannot_be_scaled(app):
+    reconcile.submit(app.store, spec(replicas=2))
+    reconcile.stop(app.store, "web")
+    before = snapshot(app)
+    with pytest.raises(SpecError, match="stopped"):
+        reconcile.scale(app.store, "web", 3)
+    assert snapshot(app) == before
+    assert app.queue.counts()["active"] == 0
+
+
 def test_scale_unknown_job(app):
     with pytest.raises(NotFound):
         reconcile.scale(app.store, "nope", 3)
@@ -217,7 +227,11 @@ def test_stop_ends_every_task_and_empties_the_queues(clocked_app, clock):
               k.task("web.3"), k.node("n1"), k.node_tasks("n1"), k.tally_job("web")],
         args=[claim.token, k.events, 1, "cpu", "web.3", "n1", "web", 0, 1, 1, 1000, 0])
     assert reply[1:] == ["lease expired"]
+    assert app.queue.fail(claim.token, [("web.3", {"nodes_evaluated": 0, "reasons": {}, "message": "x"})]) \
+        == ["lease expired"]
+    assert app.queue.release(claim.token, ["web.3"]) == []
     assert state(app, "web.3") == "stopped"
+    assert app.queue.counts() == {"active": 0, "backoff": 0, "unschedulable": 0, "inflight": 0}
 
 
 def test_stop_twice_and_stop_unknown(app):
