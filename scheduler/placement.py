@@ -157,10 +157,14 @@ class Placer:
         nodes were scanned. With a ``limit`` (a sampled scan) fit is checked here and
         the scan stops after ``limit`` nodes that fit; without, fit is left to the heaps."""
         job, stamp = pipeline.job, self._stamp
+        count, key, rnd = batch.job_counts.get, batch.key, self._random.random
+        if limit is None and not pipeline.static and not job.preferences:
+            # The common case, kept tight: every node is eligible and there is one group.
+            return {(): [(key(node, count(node.name, 0)), rnd(), index, node)
+                         for index, node in enumerate(order)]}, len(order)
         static_check = pipeline.static_check
         prefs = [p.get for p in job.preferences]
         needs, ports, max_per_node = job.resources, job.ports, job.max_per_node
-        count, key, rnd = batch.job_counts.get, batch.key, self._random.random
         leaves: dict[tuple, list] = {}
         found = 0
         for index in range(len(order)):
@@ -192,9 +196,9 @@ class Placer:
                       job_counts: Mapping[str, int], complete: bool) -> dict[tuple, int]:
         """Tasks of the job under every preference path prefix, over all nodes in view."""
         depth = len(job.preferences)
-        counts: dict[tuple, int] = {}
         if not depth:
-            return counts
+            return {}
+        by_path: dict[tuple, int] = {}
         by_name = None
         for name, on_node in job_counts.items():
             if on_node <= 0:
@@ -211,9 +215,12 @@ class Placer:
                 if node is None:
                     continue
                 path = tuple(p.get(node) for p in job.preferences)
+            by_path[path] = by_path.get(path, 0) + on_node
+        counts: dict[tuple, int] = {}
+        for path, on_nodes in by_path.items():
             for length in range(1, depth + 1):
                 prefix = path[:length]
-                counts[prefix] = counts.get(prefix, 0) + on_node
+                counts[prefix] = counts.get(prefix, 0) + on_nodes
         return counts
 
     def _forget_removed(self, facts: dict[str, list]) -> None:
@@ -245,7 +252,7 @@ class _Batch:
             return None
         _, rank, index, node = heap[0]
         _apply(node, self.job, self.task_id, self.job_counts)
-        heapreplace(heap, (self.key(node, self.job_counts[node.name] - 1), rank, index, node))
+        heapreplace(heap, (self.key(node, self.job_counts[node.name]), rank, index, node))
         self.settle(heap)
         return node
 

@@ -199,6 +199,20 @@ def test_a_group_of_faulty_nodes_only_sorts_last_too():
     assert per_node(result) == {"b": 3}
 
 
+@pytest.mark.parametrize("seed", range(8))
+def test_a_group_whose_healthy_nodes_fill_up_sorts_last(seed):
+    # zone x: "a" has room for one task, "f" is faulty; zone y: "b" has plenty
+    nodes = [node("a", cpu=0.1, labels={"zone": "x"}), node("f", labels={"zone": "x"}), node("b", labels={"zone": "y"})]
+    result = place(nodes, job(preferences=[{"spread": "node.labels.zone"}]), 3, faults={"f": 5}, seed=seed)
+    assert per_node(result) == {"a": 1, "b": 2}
+
+
+def test_faulty_only_branches_sort_last_at_every_level():
+    nodes = [node("a", labels={"zone": "x", "rack": "r1"}), node("b", labels={"zone": "y", "rack": "r2"})]
+    spec = job(preferences=[{"spread": "node.labels.zone"}, {"spread": "node.labels.rack"}])
+    assert per_node(place(nodes, spec, 3, faults={"a": 5})) == {"b": 3}
+
+
 def test_host_ports_allow_one_task_per_node():
     nodes = [node(n) for n in "abc"]
     counts = {}

@@ -134,6 +134,7 @@ def test_global_job_pins_one_task_to_each_eligible_node(app):
     assert len(result["tasks"]) == 2
     pins = sorted(app.client.hget(app.keys.task(t), "pin") for t in result["tasks"])
     assert pins == ["n1", "n3"]
+    assert app.store.job_spec("agent", 1).type == "global"     # the stored spec reads back
     with pytest.raises(SpecError, match="global"):
         reconcile.scale(app.store, "agent", 5)
 
