@@ -634,3 +634,195 @@ def _round(value, digits):
 
 def _per(amount: int, count: int):
     return round(amount / count, 1) if count else None
+
+
+# ----------------------------------------------------------------------------- the sweep
+def sweep_scenarios(scenario: Scenario, sizes=SWEEP_NODES) -> list[Scenario]:
+    """The scenario at each cluster size, with the jobs scaled to keep the load per node."""
+    return [replace(scenario, nodes=n, jobs=max(1, round(scenario.jobs * n / scenario.nodes))) for n in sizes]
+
+
+SWEEP_FIELDS = ("nodes", "jobs", "tasks", "assigned", "unplaced", "placements_per_s", "us_per_placement",
+                "worker_cpu_us_per_placement", "window_s", "commit_rejections", "overcommits", "invariants_ok",
+                "spread_skew", "redis_bytes_per_task", "worker_cpu_s", "redis_cpu_s", "register_s", "submit_s")
+
+
+def run_sweep(scenario: Scenario, sizes=SWEEP_NODES, redis_url: str | None = None,
+              namespace: str = DEFAULT_NAMESPACE, clear: bool = True, progress: bool = False,
+              on_point: Callable[[dict], None] | None = None) -> dict:
+    """The batch run at each size (a fresh private server for each, unless a URL is given)."""
+    points = []
+    for i, point in enumerate(sweep_scenarios(scenario, sizes)):
+        report = run_batch(point, redis_url, namespace, clear=clear or i > 0, progress=progress)
+        row = {name: report.get(name, report["scenario"].get(name)) for name in SWEEP_FIELDS}
+        row["problems"] = report["problems"]
+        points.append(row)
+        if on_point:
+            on_point(row)
+    base = points[0]["us_per_placement"] if points else None
+    for row in points:
+        us = row["us_per_placement"]
+        row["vs_first"] = round(us / base, 2) if us and base else None
+    return {
+        "mode": "sweep",
+        "scenario": {**scenario.describe(), "sizes": list(sizes),
+                     "jobs_per_point": "jobs x nodes / scenario nodes (same load per node)"},
+        "points": points,
+        "invariants_ok": all(row["invariants_ok"] for row in points),
+        "overcommits": sum(row["overcommits"] for row in points),
+        "window": WINDOW,
+        "definitions": {**DEFINITIONS, "us_per_placement": "1e6 / placements_per_s (wall time)",
+                        "worker_cpu_us_per_placement": "1e6 * worker_cpu_s / tasks assigned",
+                        "vs_first": "us_per_placement relative to the first (smallest) point"},
+    }
+
+
+# ----------------------------------------------------------------------------- offered load
+def run_rate(rate: float, duration: float = 10.0, warmup: float = 2.0, nodes: int = DEFAULT_NODES,
+             replicas: int = 1, workers: int = DEFAULT_WORKERS, batch_size: int = DEFAULT_BATCH,
+             seed: int = DEFAULT_SEED, redis_url: str | None = None, namespace: str = DEFAULT_NAMESPACE,
+             clear: bool = True, progress: bool = False, drain_timeout: float | None = None) -> dict:
+    """Offer ``rate`` tasks/s (jobs of ``replicas`` tasks, at evenly spaced instants) for
+    ``warmup`` + ``duration`` seconds while the workers run; latency over the tasks
+    submitted after the warm-up."""
+    with redis_server(redis_url) as url, Progress(progress) as bar:
+        app = App(redis_url=url, namespace=namespace)
+        try:
+            return _run_rate(app, bar, rate, duration, warmup, nodes, replicas, workers, batch_size, seed, clear,
+                             redis_url is None, drain_timeout)
+        finally:
+            app.client.close()
+
+
+def _run_rate(app, bar, rate, duration, warmup, node_count, replicas, workers, batch_size, seed, clear, private,
+              drain_timeout) -> dict:
+    prepare_namespace(app, clear)
+    nodes = make_nodes(node_count, seed)
+    update = bar.phase(f"registering {len(nodes)} nodes", len(nodes))
+    register_nodes(app, nodes, lambda count: update(advance=count))
+    warm = [parse_job(raw) for raw in rate_specs(round(rate * warmup / replicas), replicas, seed, "w")]
+    measured = [parse_job(raw) for raw in rate_specs(max(1, round(rate * duration / replicas)), replicas, seed, "r")]
+    everything = warm + measured
+    total = len(everything) * replicas
+    info_before = redis_info(app)
+    interval = replicas / rate
+    backlog_max = 0
+    lag_max = 0.0
+    update = bar.phase(f"offering {rate:g} tasks/s", total)
+
+    def poll() -> dict[str, int]:
+        nonlocal backlog_max
+        counts = app.queue.counts()
+        backlog_max = max(backlog_max, counts["active"])
+        stats = read_stats(app)
+        update(completed=stats.get("placed", 0),
+               note=f"active {counts['active']}  inflight {counts['inflight']}  refused {stats.get('refused', 0)}")
+        return counts
+
+    with WorkerPool(app.url, app.keys.namespace, workers, batch_size, until_idle=False, seed=seed) as pool:
+        pool.start()
+        start = last_poll = time.perf_counter()
+        measured_start = measured_end = None
+        for i, spec in enumerate(everything):
+            due = start + i * interval
+            while True:
+                now = time.perf_counter()
+                if now - last_poll >= 0.2:
+                    last_poll = now
+                    poll()
+                if now >= due:
+                    break
+                time.sleep(min(due - now, 0.2))
+            lag_max = max(lag_max, now - due)
+            if i == len(warm):
+                measured_start = now
+            submit(app.store, spec)
+        measured_end = time.perf_counter()
+        submitted_all = measured_end
+        deadline = submitted_all + (drain_timeout if drain_timeout is not None else max(30.0, 5 * (warmup + duration)))
+        while time.perf_counter() < deadline:
+            counts = poll()
+            if counts["active"] == 0 and counts["backoff"] == 0 and counts["inflight"] == 0:
+                break
+            time.sleep(0.05)
+        drained_s = time.perf_counter() - submitted_all
+        pool.stop()
+        pool.join()
+    info_end = redis_info(app)
+    stats, worker_cpu = pool.totals()
+    counters = read_stats(app)
+
+    tasks = read_tasks(app, app.store.all_task_ids())
+    checks = check_results(app, tasks, total, counters)
+    measured_ids = {spec.id for spec in measured}
+    mine = [t for t in tasks if t["job"] in measured_ids]
+    assigned = [t for t in mine if t["state"] == ASSIGNED]
+    latencies = sorted(int(t["assigned_at"]) - int(t["created"]) for t in assigned)
+    window_ms = (max(int(t["assigned_at"]) for t in assigned) - min(int(t["created"]) for t in mine)
+                 if assigned else 0)
+    submit_s = (measured_end - measured_start) if measured_start is not None else 0.0
+    return {
+        "mode": "rate",
+        "scenario": {"nodes": node_count, "rate": rate, "duration_s": duration, "warmup_s": warmup,
+                     "replicas": replicas, "workers": workers, "batch_size": batch_size, "seed": seed,
+                     "tasks": total, "measured_tasks": len(measured) * replicas, "zones": ZONES, "racks": RACKS,
+                     "redis": "private" if private else "given", "namespace": app.keys.namespace},
+        "offered_rate": rate,
+        "achieved_rate": round(len(mine) / submit_s, 1) if submit_s > 0 else None,
+        "submit_lag_max_ms": round(lag_max * 1000, 1),
+        "placements_per_s": round(len(assigned) / (window_ms / 1000), 1) if window_ms > 0 else None,
+        "p50_ms": percentile(latencies, 0.50),
+        "p99_ms": percentile(latencies, 0.99),
+        "max_ms": latencies[-1] if latencies else None,
+        "latency": "created to assigned, over the tasks submitted after the warm-up",
+        "tasks": len(tasks),
+        "assigned": sum(1 for t in tasks if t["state"] == ASSIGNED),
+        "unplaced": sum(1 for t in tasks if t["state"] == PENDING),
+        "backlog_max": backlog_max,
+        "drain_s": round(drained_s, 3),
+        "commit_rejections": counters.get("refused", 0),
+        "overcommits": checks["overcommits"],
+        "invariants_ok": checks["invariants_ok"],
+        "problems": checks["problems"],
+        "redis_bytes_per_task": _per(info_end["used_memory"] - info_before["used_memory"], len(tasks)),
+        "worker_cpu_s": round(worker_cpu, 3),
+        "redis_cpu_s": round(info_end["cpu_s"] - info_before["cpu_s"], 3),
+        "workers": {**{name: counters.get(name, 0) for name in ("batches", "claimed", "placed", "refused")},
+                    "reported": len(pool.reports)},
+        "states": checks["states"],
+    }
+
+
+# ----------------------------------------------------------------------------- output
+SUMMARY = {
+    "batch": ("tasks", "assigned", "unplaced", "placements_per_s", "us_per_placement", "window_s", "p50_ms",
+              "p99_ms", "commit_rejections", "overcommits", "invariants_ok", "spread_skew", "zone_spread_skew",
+              "redis_bytes_per_task", "worker_cpu_s", "worker_cpu_us_per_placement", "redis_cpu_s", "startup_s",
+              "elapsed_s", "register_s", "submit_s"),
+    "rate": ("offered_rate", "achieved_rate", "submit_lag_max_ms", "placements_per_s", "p50_ms", "p99_ms", "max_ms",
+             "tasks", "assigned", "unplaced", "backlog_max", "drain_s", "commit_rejections", "overcommits",
+             "invariants_ok", "redis_bytes_per_task", "worker_cpu_s", "redis_cpu_s"),
+}
+
+
+def print_report(report: dict) -> None:
+    """The report for people: a table (the JSON has everything)."""
+    from .render import print_table
+
+    mode = report["mode"]
+    scenario = ", ".join(f"{k}={v}" for k, v in report["scenario"].items() if not isinstance(v, (dict, list)))
+    if mode == "sweep":
+        columns = ["NODES", "TASKS", "PLACED", "UNPLACED", "PLACEMENTS/S", "US/PLACEMENT", "VS FIRST",
+                   "WORKER CPU US/PLACEMENT", "REJECTIONS", "OVERCOMMITS", "OK"]
+        rows = [[p["nodes"], p["tasks"], p["assigned"], p["unplaced"], p["placements_per_s"], p["us_per_placement"],
+                 p["vs_first"], p["worker_cpu_us_per_placement"], p["commit_rejections"], p["overcommits"],
+                 "yes" if p["invariants_ok"] else "NO"] for p in report["points"]]
+        print_table(columns, rows, title=f"sched bench --sweep ({scenario})")
+        problems = [problem for p in report["points"] for problem in p["problems"]]
+    else:
+        names = SUMMARY["rate" if mode == "rate" else "batch"]
+        print_table(["MEASURE", "VALUE"], [[name, report.get(name)] for name in names],
+                    title=f"sched bench ({mode}: {scenario})")
+        problems = report["problems"]
+    for problem in problems:
+        print(f"problem: {problem}")

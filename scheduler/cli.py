@@ -31,6 +31,10 @@ class SchedGroup(click.Group):
         except SchedError as exc:
             click.echo(f"Error: {exc}", err=True)
             ctx.exit(exc.exit_code)
+        except click.UsageError as exc:  # one sentence, like our own errors
+            message = exc.format_message().rstrip(".")
+            click.echo(f"Error: {message}.", err=True)
+            ctx.exit(2)
 
 
 def json_option(f):
@@ -292,10 +296,9 @@ def task_ls(app, job_id, state, node_name, as_json):
     if job_id is not None:
         store.get_job(job_id)
         ids = store.job_task_ids(job_id)
-    elif node_name is not None:
-        store.get_node(node_name)
-        ids = store.node_task_ids(node_name)
     else:
+        if node_name is not None:
+            store.get_node(node_name)
         ids = store.all_task_ids()
     records = [task_record(t) for t in store.tasks(ids)]
     records = [r for r in records if (state is None or r["state"] == state)
@@ -448,6 +451,90 @@ def demo(ctx, seconds):
     if ctx.parent.params.get("namespace") is None and "SCHED_NAMESPACE" not in os.environ:
         app = App(redis_url=app.redis_url, namespace="demo")
     ctx.exit(run_demo(app, seconds))
+
+
+# ----------------------------------------------------------------------------- bench
+@main.command()
+@click.option("--nodes", type=click.IntRange(1, 1_000_000), default=5000, show_default=True,
+              help="Static nodes to register, across 4 zones and 40 racks, mixed sizes.")
+@click.option("--jobs", type=click.IntRange(1, 1_000_000), default=100, show_default=True,
+              help="Jobs to submit (a third zone-constrained, a third zone-spread, 1 in 20 bin-packed).")
+@click.option("--replicas", type=click.IntRange(1, 1_000_000), default=None,
+              help="Tasks per job.  [default: 100; 1 with --rate]")
+@click.option("--workers", type=click.IntRange(1, 256), default=2, show_default=True,
+              help="Worker processes.")
+@click.option("--batch-size", type=click.IntRange(1, 100_000), default=256, show_default=True,
+              help="Tasks a worker claims per batch.")
+@click.option("--distinct", is_flag=True, help="Every task is its own job (no batching possible).")
+@click.option("--seed", type=int, default=42, show_default=True, help="Seed of the scenario (nodes, jobs, tie-breaks).")
+@click.option("--redis-url", "bench_url", default=None, metavar="URL",
+              help="Run against this Redis (also `sched --redis-url URL bench`; SCHED_REDIS_URL is ignored). "
+                   "Default: a private redis-server in a temporary folder, stopped at the end.")
+@click.option("--sweep", is_flag=True, help="Run the scenario at 1k, 5k, 20k and 100k nodes (same load per node) "
+                                            "and report how the time per placement grows.")
+@click.option("--sweep-nodes", default="1000,5000,20000,100000", show_default=True, metavar="N,N,...",
+              help="Cluster sizes for --sweep.")
+@click.option("--rate", type=click.FloatRange(min=1), default=None, metavar="TASKS_PER_S",
+              help="Steady offered-load mode: submit this many tasks/s while the workers run; report p50/p99 "
+                   "submit-to-assigned.")
+@click.option("--duration", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
+              help="Seconds of offered load measured with --rate.")
+@click.option("--warmup", type=click.FloatRange(min=0), default=2.0, show_default=True,
+              help="Seconds of offered load before the measured part, with --rate.")
+@json_option
+@click.pass_context
+def bench(ctx, nodes, jobs, replicas, workers, batch_size, distinct, seed, bench_url, sweep, sweep_nodes, rate,
+          duration, warmup, as_json):
+    """Measure scheduling throughput and latency on a synthetic cluster.
+
+    \b
+    Default scenario (fixed, seeded): 5,000 nodes (cpu 4/8/16/32, memory 8-64 GiB,
+    4 zones, 40 racks); 100 jobs x 100 tasks (cpu 0.5-12, 1-3 GiB per core; a third
+    constrained to a zone, a third spreading over zones, 1 in 20 bin-packed), all
+    submitted before 2 worker processes start; they run until nothing is schedulable.
+    Then the invariants are checked (exit 1 if any fails) and the results printed:
+    placements_per_s (first claim to last commit), p50_ms/p99_ms (submit to assigned),
+    commit_rejections, overcommits, unplaced, spread_skew, redis_bytes_per_task,
+    worker_cpu_s, redis_cpu_s.
+
+    Uses the namespace 'bench' (cleared first) unless --namespace is given, which must
+    then be empty.
+    """
+    from . import bench as b
+
+    group = ctx.parent
+    url = bench_url
+    if url is None and group.get_parameter_source("redis_url") == click.core.ParameterSource.COMMANDLINE:
+        url = group.params["redis_url"]
+    namespace = group.params.get("namespace") or b.DEFAULT_NAMESPACE
+    clear = namespace == b.DEFAULT_NAMESPACE
+    progress = not as_json
+    if rate is not None:
+        if sweep or distinct:
+            raise SpecError("--rate cannot be combined with --sweep or --distinct.")
+        report = b.run_rate(rate, duration, warmup, nodes=nodes, replicas=replicas or 1, workers=workers,
+                            batch_size=batch_size, seed=seed, redis_url=url, namespace=namespace, clear=clear,
+                            progress=progress)
+    else:
+        scenario = b.Scenario(nodes=nodes, jobs=jobs, replicas=replicas or b.DEFAULT_REPLICAS, workers=workers,
+                              batch_size=batch_size, distinct=distinct, seed=seed)
+        if sweep:
+            try:
+                sizes = [int(part) for part in sweep_nodes.split(",") if part.strip()]
+            except ValueError:
+                raise SpecError(f"--sweep-nodes {sweep_nodes!r} must be numbers separated by commas.") from None
+            if not sizes or min(sizes) < 1:
+                raise SpecError("--sweep-nodes needs at least one positive node count.")
+            report = b.run_sweep(scenario, sizes, redis_url=url, namespace=namespace, clear=clear,
+                                 progress=progress)
+        else:
+            report = b.run_batch(scenario, redis_url=url, namespace=namespace, clear=clear, progress=progress)
+    if as_json:
+        print_json(report)
+    else:
+        b.print_report(report)
+    if not report["invariants_ok"] or report["overcommits"]:
+        ctx.exit(1)
 
 
 def run():

@@ -30,7 +30,7 @@ def connect(url: str | None = None, *, embedded_ok: bool = True) -> redis.Redis:
     try:
         client.ping()
     except redis.RedisError as exc:
-        raise RedisUnavailable(f"cannot reach Redis at {url}: {exc}.") from None
+        raise RedisUnavailable(f"cannot reach Redis at {url}: {str(exc).rstrip('.')}.") from None
     return client
 
 

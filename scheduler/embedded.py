@@ -8,6 +8,7 @@ The state folder is ``$SCHED_HOME``, else ``$XDG_STATE_HOME/sched``, else ``~/.l
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -85,5 +86,11 @@ def ensure_embedded() -> str:
     directory = state_dir()
     socket = directory / "redis.sock"
     if not _answers(socket):
-        start_server(directory, socket)
+        if shutil.which("redis-server") is None:
+            raise RedisUnavailable(INSTALL_HINT)
+        directory.mkdir(parents=True, exist_ok=True)
+        with open(directory / "start.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # two commands starting at once start one server
+            if not _answers(socket):
+                start_server(directory, socket)
     return f"unix://{socket}"

@@ -43,6 +43,11 @@ class Keys:
         return self._key("q", "leases")
 
     @cached_property
+    def enqueue_seq(self) -> str:
+        """Counter giving each new task its place among tasks of the same priority."""
+        return self._key("q", "seq")
+
+    @cached_property
     def cycle(self) -> str:
         """Counter of claims (kube's schedulingCycle); each claim's value is its fencing token."""
         return self._key("q", "cycle")

@@ -119,11 +119,12 @@ class Placer:
             order = [*nodes[start:], *nodes[:start]]
         else:
             limit = None
-        leaves, scanned = self._scan(order, limit, pipeline, facts, batch)
+        path_of = _path_getter(job)
+        leaves, scanned = self._scan(order, limit, pipeline, facts, batch, path_of)
         if limit is not None:
             self._next_start = (start + scanned) % total
 
-        counts = self._group_counts(nodes, job, facts, job_counts, complete=scanned == total)
+        counts = self._group_counts(nodes, job, facts, job_counts, path_of, complete=scanned == total)
         tree = build(leaves, counts, penalised, self._random.random, batch.settle)
         assignments: list[tuple[str, str]] = []
         while tree is not None and len(assignments) < len(tasks):
@@ -152,7 +153,7 @@ class Placer:
         return facts
 
     def _scan(self, order: Sequence[Node], limit: int | None, pipeline: Pipeline,
-              facts: dict[str, list], batch: "_Batch") -> tuple[dict[tuple, list], int]:
+              facts: dict[str, list], batch: "_Batch", path_of) -> tuple[dict[tuple, list], int]:
         """Leaf entries of the eligible nodes in ``order``, by preference path, and how many
         nodes were scanned. With a ``limit`` (a sampled scan) fit is checked here and
         the scan stops after ``limit`` nodes that fit; without, fit is left to the heaps."""
@@ -163,7 +164,6 @@ class Placer:
             return {(): [(key(node, count(node.name, 0)), rnd(), index, node)
                          for index, node in enumerate(order)]}, len(order)
         static_check = pipeline.static_check
-        prefs = [p.get for p in job.preferences]
         needs, ports, max_per_node = job.resources, job.ports, job.max_per_node
         leaves: dict[tuple, list] = {}
         found = 0
@@ -172,7 +172,7 @@ class Placer:
             name = node.name
             fact = facts.get(name)
             if fact is None or fact[0] is not node:  # new node, or a new description of it
-                fact = facts[name] = [node, static_check(node), tuple(get(node) for get in prefs), stamp]
+                fact = facts[name] = [node, static_check(node), path_of(node), stamp]
             else:
                 fact[3] = stamp
             if fact[1] is not None:
@@ -193,7 +193,7 @@ class Placer:
         return leaves, len(order)
 
     def _group_counts(self, nodes: Sequence[Node], job: JobSpec, facts: dict[str, list],
-                      job_counts: Mapping[str, int], complete: bool) -> dict[tuple, int]:
+                      job_counts: Mapping[str, int], path_of, complete: bool) -> dict[tuple, int]:
         """Tasks of the job under every preference path prefix, over all nodes in view."""
         depth = len(job.preferences)
         if not depth:
@@ -214,7 +214,7 @@ class Placer:
                 node = by_name.get(name)
                 if node is None:
                     continue
-                path = tuple(p.get(node) for p in job.preferences)
+                path = path_of(node)
             by_path[path] = by_path.get(path, 0) + on_node
         counts: dict[tuple, int] = {}
         for path, on_nodes in by_path.items():
@@ -255,6 +255,17 @@ class _Batch:
         heapreplace(heap, (self.key(node, self.job_counts[node.name]), rank, index, node))
         self.settle(heap)
         return node
+
+
+def _path_getter(job: JobSpec):
+    """A node's values for the job's preferences: its path in the tree of groups."""
+    getters = [p.get for p in job.preferences]
+    if not getters:
+        return lambda node: ()
+    if len(getters) == 1:
+        (get,) = getters
+        return lambda node: (get(node),)
+    return lambda node: tuple([get(node) for get in getters])
 
 
 def _apply(node: Node, job: JobSpec, task_id: str, job_counts: dict[str, int]) -> None:

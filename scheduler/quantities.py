@@ -53,6 +53,9 @@ def parse_memory(value, what: str = "memory") -> int:
         match = _MEMORY_RE.match(value)
         if not match:
             raise SpecError(f"{what} {value!r} is not a memory quantity; write it like 256MiB, 1Gi or 2G.")
+        if match.group(2) == "m":
+            number = match.group(1)
+            raise SpecError(f"{what} {value!r} is ambiguous (millibytes in Kubernetes); write {number}Mi or {number}M.")
         unit = (match.group(2) or "").lower()
         factor = _BINARY.get(unit) or _DECIMAL.get(unit) or 1
         amount = float(match.group(1)) * factor

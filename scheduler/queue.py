@@ -2,7 +2,7 @@
 
 Every pending task is in exactly one of four sorted sets:
 
-``q:active``         ready to be scheduled. Score = priority band, then enqueue time, so
+``q:active``         ready to be scheduled. Score = priority band, then enqueue order, so
                      ``ZRANGE q:active 0 0`` is the next task (higher priority, then older).
 ``q:inflight``       claimed by a worker. Score = lease deadline from Redis ``TIME``. A worker
                      that dies leaves its tasks here; anyone returns expired leases to active.
@@ -34,16 +34,14 @@ from .scripts import Scripts
 CHUNK = 500  # tasks per Lua call when moving many: keeps each call short
 
 
-QUEUE_EPOCH_MS = 1_577_836_800_000  # 2020-01-01T00:00:00Z
+def queue_score(priority: int, sequence: int) -> int:
+    """Active-queue score: higher priority first, then first enqueued first.
 
-
-def queue_score(priority: int, created_ms: int) -> int:
-    """Active-queue score: higher priority first, then older first.
-
-    Read in decimal, the leading digits are ``1000 - priority`` and the last twelve are
-    milliseconds since 2020 (good until 2051); the whole stays exact in a double.
+    Read in decimal, the leading digits are ``1000 - priority`` and the last twelve are the
+    task's enqueue sequence number (``q:seq``), so ``ZRANGE`` lists tasks in exactly the
+    order they will be claimed; the whole stays exact in a double.
     """
-    return (MAX_PRIORITY - priority) * 10**12 + (created_ms - QUEUE_EPOCH_MS)
+    return (MAX_PRIORITY - priority) * 10**12 + sequence
 
 
 @dataclass(frozen=True)

@@ -105,13 +105,12 @@ class BinPack(Scorer):
             cores, ram = capacity.get(CPU, 0), capacity.get(MEMORY, 0)
             free_cpu = 1 - (allocated.get(CPU, 0) + cpu) / cores if cores > 0 else 0.0
             free_memory = 1 - (allocated.get(MEMORY, 0) + memory) / ram if ram > 0 else 0.0
-            return (20 - 10 ** _unit(free_cpu) - 10 ** _unit(free_memory)) * scale
+            # clamped to 0..1: a node that would be overfull scores as full (it fails the fit check anyway)
+            free_cpu = 0.0 if free_cpu < 0 else 1.0 if free_cpu > 1 else free_cpu
+            free_memory = 0.0 if free_memory < 0 else 1.0 if free_memory > 1 else free_memory
+            return (20 - 10 ** free_cpu - 10 ** free_memory) * scale
 
         return score
-
-
-def _unit(x: float) -> float:
-    return 0.0 if x < 0 else 1.0 if x > 1 else x
 
 
 Tier = tuple[tuple[Scorer, float], ...]

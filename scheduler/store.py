@@ -167,11 +167,12 @@ class Store:
         task to one node (global jobs); ``delay_ms`` starts them in backoff (restart delay);
         ``retries`` counts how many tasks ran before them in the same slot (batch retries)."""
         k = self.keys
-        score = queue_score(spec.priority, now_ms)
+        first_seq = self.client.incrby(k.enqueue_seq, count) - count + 1 if count else 0
         ids = []
         for offset in range(count):
             index = first_index + offset
             task_id = f"{spec.id}.{index}"
+            score = queue_score(spec.priority, first_seq + offset)
             fields = {"id": task_id, "job": spec.id, "version": version, "state": PENDING,
                       "priority": spec.priority, "qscore": score, "created": now_ms, "attempts": 0,
                       "index": index, "retries": retries}

@@ -13,7 +13,7 @@ import pytest
 
 from scheduler import reconcile
 from scheduler.model import make_node, parse_job
-from scheduler.queue import MAX_PRIORITY, QUEUE_EPOCH_MS, QueueConfig, queue_score
+from scheduler.queue import MAX_PRIORITY, QueueConfig, queue_score
 
 GiB = 2**30
 
@@ -75,25 +75,21 @@ def move_cycle(app) -> int:
 
 # ----------------------------------------------------------------------------- order
 def test_queue_score_orders_priority_then_age():
-    t = QUEUE_EPOCH_MS + 10_000
-    assert queue_score(900, t + 5_000) < queue_score(50, t)           # higher priority first, even if newer
-    assert queue_score(50, t) < queue_score(50, t + 1)                 # then older first
-    assert queue_score(MAX_PRIORITY, t) < queue_score(MAX_PRIORITY - 1, t)
+    seq = 10_000
+    assert queue_score(900, seq + 5_000) < queue_score(50, seq)       # higher priority first, even if newer
+    assert queue_score(50, seq) < queue_score(50, seq + 1)             # then older first
+    assert queue_score(MAX_PRIORITY, seq) < queue_score(MAX_PRIORITY - 1, seq)
     # The largest score stays exact as a double (Redis keeps ZSET scores as doubles).
-    biggest = queue_score(0, QUEUE_EPOCH_MS + 10**12 - 1)
+    biggest = queue_score(0, 10**12 - 1)
     assert int(float(biggest)) == biggest
 
 
-def test_active_queue_is_the_schedule_order(app, monkeypatch):
-    # Each job is submitted at a chosen time, so "older" is exact rather than up to the clock.
-    times = iter([QUEUE_EPOCH_MS + 1_000, QUEUE_EPOCH_MS + 3_000, QUEUE_EPOCH_MS + 1_000,
-                  QUEUE_EPOCH_MS + 2_000, QUEUE_EPOCH_MS + 500])
-    monkeypatch.setattr(app.store, "now_ms", lambda: next(times))
-    submit(app, "low", replicas=2, priority=10)          # t=1000
-    submit(app, "high", priority=900)                    # t=3000: newest, but highest priority
-    submit(app, "midold", priority=50)                   # t=1000
-    submit(app, "midnew", priority=50)                   # t=2000
-    submit(app, "top", priority=1000)                    # t=500
+def test_active_queue_is_the_schedule_order(app):
+    submit(app, "low", replicas=2, priority=10)
+    submit(app, "midold", priority=50)
+    submit(app, "high", priority=900)                    # newer, but higher priority
+    submit(app, "midnew", priority=50)
+    submit(app, "top", priority=1000)
 
     order = app.client.zrange(app.keys.active, 0, -1)
     assert order == ["top.0", "high.0", "midold.0", "midnew.0", "low.0", "low.1"]
@@ -105,6 +101,12 @@ def test_active_queue_is_the_schedule_order(app, monkeypatch):
     assert second.task_ids == ["midnew.0", "low.0", "low.1"]
     assert int(second.token) == int(first.token) + 1
     assert app.queue.counts() == {"active": 0, "backoff": 0, "unschedulable": 0, "inflight": 6}
+
+
+def test_tasks_of_one_job_are_claimed_in_index_order(app):
+    submit(app, "big", replicas=12)
+    order = app.client.zrange(app.keys.active, 0, -1)
+    assert order == [f"big.{i}" for i in range(12)]      # big.2 before big.10, not alphabetical
 
 
 def test_claim_on_an_empty_queue_takes_no_cycle(app):

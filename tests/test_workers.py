@@ -108,7 +108,6 @@ def test_contending_worker_processes_keep_every_invariant(app, redis_url, namesp
     for code, out, err in outcomes:
         assert code == 0, f"worker exited {code}\nstdout: {out}\nstderr: {err}"
     stats = [json.loads(out) for _, out, _ in outcomes]
-    print("DIAG", stats)
 
     problems, summary = cluster_problems(app, settled=True)
     assert not problems, format_problems(problems)
