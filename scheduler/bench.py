@@ -281,6 +281,12 @@ def redis_info(app: App) -> dict:
             "cpu_s": float(info["used_cpu_sys"]) + float(info["used_cpu_user"])}
 
 
+def machine() -> dict:
+    """What the numbers were measured on: CPUs, and the load (other processes compete for them)."""
+    load = os.getloadavg() if hasattr(os, "getloadavg") else (0.0, 0.0, 0.0)
+    return {"cpus": os.cpu_count(), "loadavg_1m": round(load[0], 2)}
+
+
 def redis_now_ms(app: App) -> int:
     seconds, micros = app.client.time()
     return seconds * 1000 + micros // 1000
@@ -416,47 +422,52 @@ def read_tasks(app: App, task_ids: list[str]) -> list[dict]:
 
 
 def spread_skews(nodes: list[Node], specs: list[JobSpec], tasks: list[dict]) -> tuple[int, int]:
-    """(``spread_skew``, ``zone_spread_skew``); see the module docstring."""
+    """(``spread_skew``, ``zone_spread_skew``); see the module docstring.
+
+    Computed without visiting every node for every job: the largest count is on a node
+    holding tasks of the job, and the smallest is 0 as soon as one eligible node with
+    room holds none (found by scanning until the first), which is the usual case.
+    """
     per_job: dict[str, Counter] = defaultdict(Counter)
     for task in tasks:
         if task["state"] == ASSIGNED:
             per_job[task["job"]][task["node"]] += 1
+    by_name = {n.name: n for n in nodes}
+    zone_nodes: dict[str, list[Node]] = defaultdict(list)
+    for n in nodes:
+        zone_nodes[n.labels.get("zone", "")].append(n)
     node_skew = zone_skew = 0
     for spec in specs:
         if spec.strategy != SPREAD:
             continue
-        pipeline = filter_pipeline(spec)
+        static = filter_pipeline(spec).static_check
         counts = per_job.get(spec.id, Counter())
-        with_room = [n for n in nodes if pipeline.static_check(n) is None
-                     and misfit(n, spec.resources, spec.ports, spec.max_per_node, counts[n.name]) is None]
-        if not with_room:
-            continue
+
+        def has_room(node: Node) -> bool:
+            return static(node) is None and misfit(node, spec.resources, spec.ports, spec.max_per_node,
+                                                    counts[node.name]) is None
+
         if not spec.preferences:
-            on_node = [counts[n.name] for n in with_room]
-            node_skew = max(node_skew, max(on_node) - min(on_node))
+            held = [c for name, c in counts.items() if name in by_name and has_room(by_name[name])]
+            empty = any(n.name not in counts and has_room(n) for n in nodes)
+            if held or empty:
+                node_skew = max(node_skew, max(held, default=0) - (0 if empty else min(held)))
         elif [p.spread for p in spec.preferences] == ["node.labels.zone"]:
             by_zone: Counter = Counter()
             for name, count in counts.items():
-                by_zone[name_zone(nodes, name)] += count
-            zones = {n.labels.get("zone", "") for n in with_room}
-            on_zone = [by_zone[z] for z in zones]
-            zone_skew = max(zone_skew, max(on_zone) - min(on_zone))
+                if name in by_name:
+                    by_zone[by_name[name].labels.get("zone", "")] += count
+            on_zone = [by_zone[zone] for zone, members in zone_nodes.items() if any(map(has_room, members))]
+            if on_zone:
+                zone_skew = max(zone_skew, max(on_zone) - min(on_zone))
     return node_skew, zone_skew
 
 
-_zone_cache: dict[int, dict[str, str]] = {}
-
-
-def name_zone(nodes: list[Node], name: str) -> str:
-    table = _zone_cache.get(id(nodes))
-    if table is None:
-        _zone_cache.clear()
-        table = _zone_cache[id(nodes)] = {n.name: n.labels.get("zone", "") for n in nodes}
-    return table.get(name, "")
-
-
-def check_results(app: App, tasks: list[dict], expected: int, stats: dict[str, int]) -> dict:
-    """The audit plus the bench's own invariants; returns the part of the report about them."""
+def check_results(app: App, tasks: list[dict], expected: int, stats: dict[str, int],
+                  require_reasons: bool = True) -> dict:
+    """The audit plus the bench's own invariants; returns the part of the report about them.
+    ``require_reasons=False`` (an offered-load run stopped before its queue drained)
+    allows pending tasks that were never attempted (the audit still checks each is queued)."""
     report = audit(app.store)
     problems = list(report.problems)
     states = Counter(t["state"] for t in tasks)
@@ -465,11 +476,13 @@ def check_results(app: App, tasks: list[dict], expected: int, stats: dict[str, i
     others = {s: n for s, n in states.items() if s not in (ASSIGNED, PENDING)}
     if others:
         problems.append(f"tasks neither assigned nor pending: {others}")
-    unexplained = [t["id"] for t in tasks if t["state"] == PENDING and not t.get("explanation")]
+    unexplained = [t["id"] for t in tasks
+                   if require_reasons and t["state"] == PENDING and not t.get("explanation")]
     if unexplained:
         problems.append(f"{len(unexplained)} pending task(s) without a reason, e.g. {unexplained[0]}")
     if stats.get("placed", 0) != states[ASSIGNED]:
-        problems.append(f"workers counted {stats.get('placed', 0)} placements but {states[ASSIGNED]} tasks are assigned")
+        problems.append(f"workers counted {stats.get('placed', 0)} placements, "
+                        f"but {states[ASSIGNED]} tasks are assigned")
     return {"invariants_ok": not problems, "overcommits": report.overcommits, "problems": problems[:5],
             "problem_count": len(problems), "states": dict(states)}
 
@@ -557,6 +570,7 @@ def _run_batch(app: App, scenario: Scenario, bar: Progress, clear: bool, private
     info_submitted = redis_info(app)
 
     watch = ClaimWatch(app)
+    host = machine()
     update = bar.phase(f"placing ({scenario.workers} workers)", scenario.tasks)
     start_ms = redis_now_ms(app)
     with WorkerPool(app.url, app.keys.namespace, scenario.workers, scenario.batch_size, until_idle=True,
@@ -570,7 +584,7 @@ def _run_batch(app: App, scenario: Scenario, bar: Progress, clear: bool, private
                 last_update = now
                 stats = read_stats(app)
                 update(completed=stats.get("placed", 0),
-                       note=f"refused {stats.get('refused', 0)}  unplaced {stats.get('unplaced', 0)}")
+                       note=f"commit rejections {stats.get('refused', 0)}  failed attempts {stats.get('unplaced', 0)}")
             time.sleep(0.1 if first else 0.002)
     end_ms = redis_now_ms(app)
     info_end = redis_info(app)
@@ -624,6 +638,7 @@ def _run_batch(app: App, scenario: Scenario, bar: Progress, clear: bool, private
                     "unplaced_attempts": counters.get("unplaced", 0), "reported": len(pool.reports)},
         "states": checks["states"],
         "unplaced_examples": unplaced_summary(tasks),
+        "machine": {**host, "loadavg_1m_after": machine()["loadavg_1m"]},
         "definitions": DEFINITIONS,
     }
 
@@ -644,7 +659,8 @@ def sweep_scenarios(scenario: Scenario, sizes=SWEEP_NODES) -> list[Scenario]:
 
 SWEEP_FIELDS = ("nodes", "jobs", "tasks", "assigned", "unplaced", "placements_per_s", "us_per_placement",
                 "worker_cpu_us_per_placement", "window_s", "commit_rejections", "overcommits", "invariants_ok",
-                "spread_skew", "redis_bytes_per_task", "worker_cpu_s", "redis_cpu_s", "register_s", "submit_s")
+                "spread_skew", "redis_bytes_per_task", "worker_cpu_s", "redis_cpu_s", "register_s", "submit_s",
+                "machine")
 
 
 def run_sweep(scenario: Scenario, sizes=SWEEP_NODES, redis_url: str | None = None,
@@ -705,6 +721,7 @@ def _run_rate(app, bar, rate, duration, warmup, node_count, replicas, workers, b
     everything = warm + measured
     total = len(everything) * replicas
     info_before = redis_info(app)
+    host = machine()
     interval = replicas / rate
     backlog_max = 0
     lag_max = 0.0
@@ -716,7 +733,8 @@ def _run_rate(app, bar, rate, duration, warmup, node_count, replicas, workers, b
         backlog_max = max(backlog_max, counts["active"])
         stats = read_stats(app)
         update(completed=stats.get("placed", 0),
-               note=f"active {counts['active']}  inflight {counts['inflight']}  refused {stats.get('refused', 0)}")
+               note=f"queued {counts['active']}  in flight {counts['inflight']}  "
+                    f"commit rejections {stats.get('refused', 0)}")
         return counts
 
     with WorkerPool(app.url, app.keys.namespace, workers, batch_size, until_idle=False, seed=seed) as pool:
@@ -740,9 +758,10 @@ def _run_rate(app, bar, rate, duration, warmup, node_count, replicas, workers, b
         measured_end = time.perf_counter()
         submitted_all = measured_end
         deadline = submitted_all + (drain_timeout if drain_timeout is not None else max(30.0, 5 * (warmup + duration)))
-        while time.perf_counter() < deadline:
+        while True:
             counts = poll()
-            if counts["active"] == 0 and counts["backoff"] == 0 and counts["inflight"] == 0:
+            drained = counts["active"] == 0 and counts["backoff"] == 0 and counts["inflight"] == 0
+            if drained or time.perf_counter() >= deadline:
                 break
             time.sleep(0.05)
         drained_s = time.perf_counter() - submitted_all
@@ -753,7 +772,7 @@ def _run_rate(app, bar, rate, duration, warmup, node_count, replicas, workers, b
     counters = read_stats(app)
 
     tasks = read_tasks(app, app.store.all_task_ids())
-    checks = check_results(app, tasks, total, counters)
+    checks = check_results(app, tasks, total, counters, require_reasons=drained)
     measured_ids = {spec.id for spec in measured}
     mine = [t for t in tasks if t["job"] in measured_ids]
     assigned = [t for t in mine if t["state"] == ASSIGNED]
@@ -774,7 +793,10 @@ def _run_rate(app, bar, rate, duration, warmup, node_count, replicas, workers, b
         "p50_ms": percentile(latencies, 0.50),
         "p99_ms": percentile(latencies, 0.99),
         "max_ms": latencies[-1] if latencies else None,
-        "latency": "created to assigned, over the tasks submitted after the warm-up",
+        "latency": "created to assigned, over the tasks submitted after the warm-up"
+                   + ("" if drained else "; queue not drained, so only the tasks assigned in time count"),
+        "drained": drained,
+        "never_attempted": sum(1 for t in tasks if t["state"] == PENDING and not t.get("explanation")),
         "tasks": len(tasks),
         "assigned": sum(1 for t in tasks if t["state"] == ASSIGNED),
         "unplaced": sum(1 for t in tasks if t["state"] == PENDING),
@@ -790,6 +812,7 @@ def _run_rate(app, bar, rate, duration, warmup, node_count, replicas, workers, b
         "workers": {**{name: counters.get(name, 0) for name in ("batches", "claimed", "placed", "refused")},
                     "reported": len(pool.reports)},
         "states": checks["states"],
+        "machine": {**host, "loadavg_1m_after": machine()["loadavg_1m"]},
     }
 
 
@@ -800,7 +823,8 @@ SUMMARY = {
               "redis_bytes_per_task", "worker_cpu_s", "worker_cpu_us_per_placement", "redis_cpu_s", "startup_s",
               "elapsed_s", "register_s", "submit_s"),
     "rate": ("offered_rate", "achieved_rate", "submit_lag_max_ms", "placements_per_s", "p50_ms", "p99_ms", "max_ms",
-             "tasks", "assigned", "unplaced", "backlog_max", "drain_s", "commit_rejections", "overcommits",
+             "tasks", "assigned", "unplaced", "never_attempted", "backlog_max", "drained", "drain_s",
+             "commit_rejections", "overcommits",
              "invariants_ok", "redis_bytes_per_task", "worker_cpu_s", "redis_cpu_s"),
 }
 
@@ -817,12 +841,13 @@ def print_report(report: dict) -> None:
         rows = [[p["nodes"], p["tasks"], p["assigned"], p["unplaced"], p["placements_per_s"], p["us_per_placement"],
                  p["vs_first"], p["worker_cpu_us_per_placement"], p["commit_rejections"], p["overcommits"],
                  "yes" if p["invariants_ok"] else "NO"] for p in report["points"]]
-        print_table(columns, rows, title=f"sched bench --sweep ({scenario})")
+        print(f"sched bench --sweep: {scenario}")
+        print_table(columns, rows)
         problems = [problem for p in report["points"] for problem in p["problems"]]
     else:
         names = SUMMARY["rate" if mode == "rate" else "batch"]
-        print_table(["MEASURE", "VALUE"], [[name, report.get(name)] for name in names],
-                    title=f"sched bench ({mode}: {scenario})")
+        print(f"sched bench ({mode}): {scenario}")
+        print_table(["MEASURE", "VALUE"], [[name, report.get(name)] for name in names])
         problems = report["problems"]
     for problem in problems:
         print(f"problem: {problem}")

@@ -32,16 +32,16 @@ import random
 from collections import OrderedDict
 from dataclasses import dataclass
 from heapq import heappop, heapreplace
-from typing import Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from .filters import Pipeline, filter_pipeline
 from .fit import misfit
-from .model import JobSpec, Node
+from .model import JobSpec, Node, Task
 from .reasons import Explanation
 from .scoring import Context, KeyFn, faulty_nodes, ranking
 from .topology import build, take
 
-__all__ = ["Placement", "PlacementOptions", "Placer", "explain", "filter_pipeline", "nodes_to_find"]
+__all__ = ["Placement", "PlacementOptions", "Placer", "batches", "explain", "filter_pipeline", "nodes_to_find"]
 
 MIN_FEASIBLE_NODES = 100  # kube-scheduler's minFeasibleNodesToFind
 MIN_FEASIBLE_PERCENTAGE = 5  # kube-scheduler's minFeasibleNodesPercentageToFind
@@ -74,6 +74,15 @@ def nodes_to_find(total: int, percentage: int | None) -> int:
     if percentage == 0:
         percentage = max(50 - total // 125, MIN_FEASIBLE_PERCENTAGE)
     return max(total * percentage // 100, MIN_FEASIBLE_NODES)
+
+
+def batches(tasks: Iterable[Task]) -> dict[tuple[str, int], list[str]]:
+    """Task ids by (job, spec version), in the order first seen: each group is one batch
+    (SwarmKit batches identical tasks, so the tree is built once for all of them)."""
+    groups: dict[tuple[str, int], list[str]] = {}
+    for task in tasks:
+        groups.setdefault((task.job, task.version), []).append(task.id)
+    return groups
 
 
 def explain(nodes: Sequence[Node], job: JobSpec, job_counts: Mapping[str, int]) -> Explanation:

@@ -8,9 +8,11 @@ key); a branch is a heap of its children ordered by
 
     (only penalised nodes left below, tasks of the job below, random)
 
-so a task goes, level by level, to the group with the fewest tasks of the job. Counts
-then stay within one of each other at every level for as long as the groups have room;
-a group without room leaves its parent's heap and the others share what remains.
+so a task goes, level by level, to the group with the fewest tasks of the job: counts
+level out, then stay within one of each other at every level while the groups have
+room. A group without room leaves its parent's heap and the others share what remains.
+The penalty comes first because the ranking puts faulty nodes last; a group holding
+only those gets tasks only when no other group can take them.
 
 Every heap is kept *settled*: the node on top of a leaf can take the task (``settle``
 pops the ones that cannot), so a non-empty leaf has room and its top tells whether only
@@ -103,10 +105,10 @@ def take(group: Leaf | Branch, pick: Pick, penalised: Penalised) -> Node | None:
     while heap:
         _, tasks, rank, index, child = heap[0]
         node = take(child, pick, penalised)
-        if child.heap:
-            heapreplace(heap, (penalty(child, penalised), tasks + (node is not None), rank, index, child))
-        else:
+        if node is None or not child.heap:
             heappop(heap)  # no room left below this child
+        else:
+            heapreplace(heap, (penalty(child, penalised), tasks + 1, rank, index, child))
         if node is not None:
             return node
     return None

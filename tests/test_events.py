@@ -16,9 +16,8 @@ from click.testing import CliRunner
 from scheduler import reconcile
 from scheduler.cli import main
 from scheduler.model import make_node, parse_job
-from workers.scheduler_worker import SchedulerWorker, WorkerConfig
 
-from worker_harness import cluster_problems, format_problems, wait_until
+from worker_harness import cluster_problems, format_problems, run_worker_until_idle, wait_until
 
 
 def drain(pubsub, quiet_s: float = 0.3, limit_s: float = 10.0) -> list[bytes | str]:
@@ -42,7 +41,7 @@ def test_events_follow_node_task_and_placement_changes(app):
         app.store.put_node(make_node("n1", cpu="2", memory="4GiB", labels=["zone=eu-1"]))
         spec = parse_job({"id": "web", "replicas": 3, "resources": {"cpu": "1", "memory": "512MiB"}})
         task_ids = reconcile.submit(app.store, spec)["tasks"]
-        stats = SchedulerWorker(app, WorkerConfig(until_idle=True)).run()
+        stats = run_worker_until_idle(app)
         assert stats.placed == 2
         raw = drain(pubsub)
     finally:

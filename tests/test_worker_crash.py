@@ -15,15 +15,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from scheduler import reconcile
 from scheduler.model import make_node, parse_job
-from workers.scheduler_worker import SchedulerWorker, WorkerConfig
 
-from worker_harness import (cluster_problems, format_problems, queue_members, redis_ms, wait_for_redis_time,
-                            wait_until)
+from worker_harness import (cluster_problems, format_problems, queue_members, redis_ms, run_worker_until_idle,
+                            wait_for_redis_time, wait_until)
 
 HARNESS = str(Path(__file__).with_name("worker_harness.py"))
 
@@ -106,7 +104,7 @@ def test_worker_killed_between_claim_and_commit_loses_nothing(app, redis_url, na
         assert queue_members(app)["inflight"] == set(task_ids)
 
     wait_for_redis_time(app, deadline)
-    stats = SchedulerWorker(app, WorkerConfig(until_idle=True)).run()
+    stats = run_worker_until_idle(app)
     assert stats.placed == len(task_ids)
     assert_placed_exactly_once(app, task_ids)
     assert app.client.zcard(app.keys.inflight) == 0 and app.client.hlen(app.keys.leases) == 0
@@ -126,7 +124,7 @@ def test_worker_paused_past_its_lease_has_its_commit_refused(app, redis_url, nam
 
         # Past the lease, another worker reclaims the tasks and places them.
         wait_for_redis_time(app, deadline)
-        stats = SchedulerWorker(app, WorkerConfig(until_idle=True)).run()
+        stats = run_worker_until_idle(app)
         assert stats.placed == len(task_ids)
         before = assert_placed_exactly_once(app, task_ids)
         placement = {t: before["tasks"][t]["node"] for t in task_ids}

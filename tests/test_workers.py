@@ -55,7 +55,7 @@ EDGE_NODES = 6
 
 # name, cpu, memory, labels, extra resources
 NODES = (
-    [(f"e{i}", "1", "1GiB", [f"zone=edge", f"rack=r{i % 2}"], {}) for i in range(EDGE_NODES)]
+    [(f"e{i}", "1", "1GiB", ["zone=edge", f"rack=r{i % 2}"], {}) for i in range(EDGE_NODES)]
     + [(f"a{i}", cpu, mem, ["zone=a", f"rack=r{i % 3}"], gpu)
        for i, (cpu, mem, gpu) in enumerate([("1", "2GiB", {}), ("2", "4GiB", {}), ("2", "2GiB", {}),
                                             ("3", "4GiB", {}), ("1", "1GiB", {}), ("1500m", "2GiB", {}),
@@ -194,3 +194,43 @@ def test_background_worker_places_unschedulable_tasks_when_a_node_is_added(app, 
             raise AssertionError("the worker did not stop within 30 s of SIGTERM") from None
     assert worker.returncode == 0, f"worker exited {worker.returncode} after SIGTERM\nstdout: {out}\nstderr: {err}"
     assert "workers stopped" in out
+
+
+# ----------------------------------------------------------------------------- refused, then placed
+def test_task_refused_at_commit_then_placed_is_not_counted_unplaced(app, monkeypatch):
+    """Two workers in one process, interleaved on purpose: between A's placement and its
+    commit, B fills the only node and a second node appears. A's commit is refused, its
+    next round places the task on the new node, and the worker must not report (or hand
+    back to the queue) a task it placed."""
+    import workers.scheduler_worker as sw
+
+    store = app.store
+    store.put_node(make_node("n1", cpu="1", memory="4GiB"))
+    reconcile.submit(store, parse_job({"id": "j", "replicas": 2, "resources": {"cpu": "1", "memory": "1GiB"}}))
+    a = sw.SchedulerWorker(app, sw.WorkerConfig(batch_size=1))
+    b = sw.SchedulerWorker(app, sw.WorkerConfig(batch_size=1))
+    real_commit = sw.commit
+    outcomes, interleaving = [], []
+
+    def interleaved(scripts, keys, token, plans):
+        if not interleaving:  # A's first commit (B's own commit goes straight through)
+            interleaving.append(True)
+            assert [p.node for p in plans] == ["n1"]
+            assert b.step() == 1 and b.stats.placed == 1  # B takes n1's only core
+            store.put_node(make_node("n2", cpu="1", memory="4GiB"))
+            interleaving.append(True)
+        outcome = real_commit(scripts, keys, token, plans)
+        if len(interleaving) == 2:
+            outcomes.append(outcome)
+        return outcome
+
+    monkeypatch.setattr(sw, "commit", interleaved)
+    assert a.step() == 1
+    assert [reason for _, reason in outcomes[0].refused] == ["insufficient cpu"]
+    assert [(p.task_id, p.node) for p in outcomes[1].accepted] == [("j.0", "n2")]
+    assert (a.stats.placed, a.stats.refused, a.stats.unplaced) == (1, 1, 0)
+    shared = app.client.hgetall(app.keys.stats)
+    assert int(shared.get("placed", 0)) == 2 and int(shared.get("unplaced", 0)) == 0
+    problems, summary = cluster_problems(app, settled=True)
+    assert not problems, format_problems(problems)
+    assert summary["assigned"] == {"j": 2}

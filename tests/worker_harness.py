@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import sys
+import threading
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -55,6 +56,30 @@ def wait_until(predicate, timeout_s: float, what: str, interval_s: float = 0.02)
 def wait_for_redis_time(app, deadline_ms: int, timeout_s: float = 30.0) -> None:
     """Sleep until Redis TIME is past ``deadline_ms`` (leases follow Redis's clock, not ours)."""
     wait_until(lambda: redis_ms(app) > deadline_ms, timeout_s, f"Redis TIME to pass {deadline_ms}", 0.01)
+
+
+def run_worker_until_idle(app, config=None, timeout_s: float = 30.0):
+    """Run an in-process SchedulerWorker until it is idle; fail (instead of hanging) if it
+    is still busy after ``timeout_s`` (a liveness bound)."""
+    from workers.scheduler_worker import SchedulerWorker, WorkerConfig
+
+    worker = SchedulerWorker(app, config or WorkerConfig(until_idle=True))
+    assert worker.config.until_idle
+    fired = []
+
+    def watchdog():
+        fired.append(True)
+        worker.stop()
+
+    timer = threading.Timer(timeout_s, watchdog)
+    timer.start()
+    try:
+        stats = worker.run()
+    finally:
+        timer.cancel()
+    if fired:
+        raise AssertionError(f"the worker was still busy after {timeout_s} s: {app.queue.counts()}")
+    return stats
 
 
 def queue_members(app) -> dict[str, set[str]]:

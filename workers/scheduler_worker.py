@@ -156,6 +156,8 @@ class SchedulerWorker:
                 break
             outcome = commit(app.scripts, app.keys, claim.token, plans)
             placed += len(outcome.accepted)
+            for plan in outcome.accepted:  # refused in an earlier round, placed now: not a failure
+                failures.pop(plan.task_id, None)
             refused_total += len(outcome.refused)
             self.cache.invalidate(plan.node for plan, _ in outcome.refused)
             retry = [(plan, reason) for plan, reason in outcome.refused if reason != reasons.STALE_LEASE]
