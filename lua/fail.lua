@@ -1,8 +1,9 @@
 -- fail.lua: requeue claimed tasks that could not be placed in this attempt.
 -- Each goes to q:backoff (expiry now + initial * 2^(attempts-1), capped) when a cluster
 -- event happened since it was claimed (move_cycle >= token: kube's moveRequestCycle
--- rule, the event may have made room), otherwise to q:unschedulable until an event or
--- the periodic flush moves it back. The explanation is stored on the task.
+-- rule, the event may have made room) or when its placement was refused at commit (a
+-- conflict with another worker, not a lack of room), otherwise to q:unschedulable until
+-- an event or the periodic flush moves it back. The explanation is stored on the task.
 --
 -- KEYS[1] q:inflight       ZSET
 -- KEYS[2] q:leases         HASH
@@ -15,7 +16,7 @@
 -- ARGV[3] initial backoff (ms)
 -- ARGV[4] maximum backoff (ms)
 -- ARGV[5] events channel
--- ARGV[6 ..] pairs: task id, explanation (JSON)
+-- ARGV[6 ..] triples: task id, explanation (JSON), "1" if refused at commit else "0"
 -- Returns one entry per task: "backoff", "unschedulable", or "lease expired" (not ours).
 
 local now
@@ -30,8 +31,8 @@ local initial, cap = tonumber(ARGV[3]), tonumber(ARGV[4])
 local moved = tonumber(redis.call('GET', KEYS[5]) or '0')
 local out = {}
 local k = 6
-for i = 6, #ARGV, 2 do
-  local id, explanation = ARGV[i], ARGV[i + 1]
+for i = 6, #ARGV, 3 do
+  local id, explanation, conflict = ARGV[i], ARGV[i + 1], ARGV[i + 2] == '1'
   local task = KEYS[k]
   k = k + 1
   if redis.call('HGET', KEYS[2], id) ~= token then
@@ -49,7 +50,7 @@ for i = 6, #ARGV, 2 do
     redis.call('HSET', task, 'state', 'pending', 'explanation', explanation,
       'backoff_until', string.format('%d', now + delay), 'last_cycle', token)
     local where
-    if moved >= tonumber(token) then
+    if conflict or moved >= tonumber(token) then
       redis.call('ZADD', KEYS[3], now + delay, id)
       where = 'backoff'
     else

@@ -160,10 +160,12 @@ def make_nodes(count: int, seed: int = DEFAULT_SEED) -> list[Node]:
 def job_specs(scenario: Scenario) -> list[dict]:
     """The raw job specs of the batch scenario (``--distinct``: one job per task)."""
     rng = random.Random(f"{scenario.seed}:jobs")
+    cpus = _balanced(rng, JOB_CPUS, scenario.jobs)
+    ratios = _balanced(rng, JOB_GIB_PER_CORE, scenario.jobs)
     specs = []
     for j in range(scenario.jobs):
-        cores = rng.choice(JOB_CPUS)
-        memory_mib = int(cores * rng.choice(JOB_GIB_PER_CORE) * 1024)
+        cores = cpus[j]
+        memory_mib = int(cores * ratios[j] * 1024)
         raw = {"id": f"j{j:04d}", "replicas": scenario.replicas,
                "resources": {"cpu": cores, "memory": f"{memory_mib}MiB"}}
         _shape(raw, j)
@@ -172,6 +174,17 @@ def job_specs(scenario: Scenario) -> list[dict]:
         else:
             specs.append(raw)
     return specs
+
+
+def _balanced(rng: random.Random, choices, count: int) -> list:
+    """``count`` draws in shuffled rounds of every choice: random order, but any number of
+    jobs asks for nearly the average, so the load is the same at every cluster size."""
+    out: list = []
+    while len(out) < count:
+        block = list(choices)
+        rng.shuffle(block)
+        out += block
+    return out[:count]
 
 
 def _shape(raw: dict, j: int) -> None:

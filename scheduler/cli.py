@@ -407,8 +407,12 @@ def worker(app, concurrency, batch_size, lease_s, until_idle, percentage_of_node
     app.client  # connect (or start the embedded server) before forking workers
     totals = run_workers(app.url, app.keys.namespace, concurrency, config)
     if as_json:
-        return print_json(totals)
-    click.echo("workers stopped: " + ", ".join(f"{k} {v}" for k, v in totals.items()))
+        print_json(totals)
+    else:
+        click.echo("workers stopped: " + ", ".join(f"{k} {v}" for k, v in totals.items()))
+    if totals.get("crashed"):
+        click.echo(f"Error: {totals['crashed']} worker process(es) exited abnormally.", err=True)
+        sys.exit(1)
 
 
 # ----------------------------------------------------------------------------- agent

@@ -57,6 +57,11 @@ class Keys:
         """The cycle at the last cluster event (kube's moveRequestCycle)."""
         return self._key("q", "move_cycle")
 
+    @cached_property
+    def moved_cycle(self) -> str:
+        """The move_cycle whose unschedulable tasks have been moved back (by any worker)."""
+        return self._key("q", "moved_cycle")
+
     # Nodes.
     @cached_property
     def nodes(self) -> str:

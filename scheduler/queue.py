@@ -74,7 +74,6 @@ class SchedulingQueue:
         self.scripts = scripts or Scripts(client)
         self.config = config or QueueConfig()
         self.clock = clock
-        self._seen_move_cycle: str | None = None
 
     def _now_arg(self) -> str:
         return "" if self.clock is None else str(int(self.clock()))
@@ -94,14 +93,16 @@ class SchedulingQueue:
             return Claim(token="", now_ms=int(reply[0]), task_ids=[])
         return Claim(token=str(reply[1]), now_ms=int(reply[0]), task_ids=list(reply[2:]))
 
-    def fail(self, token: str, failures: list[tuple[str, dict]]) -> list[str]:
-        """Requeue claimed tasks that did not fit, each with its explanation (a dict)."""
+    def fail(self, token: str, failures: list[tuple[str, dict]], conflicts=frozenset()) -> list[str]:
+        """Requeue claimed tasks that did not fit, each with its explanation (a dict).
+        Tasks in ``conflicts`` were refused at commit by a race, not for lack of room: they
+        back off rather than wait for a cluster event."""
         k, c = self.keys, self.config
         results: list[str] = []
         for chunk in _chunks(failures):
             args = [token, self._now_arg(), c.initial_backoff_ms, c.max_backoff_ms, k.events]
             for task_id, explanation in chunk:
-                args += [task_id, orjson.dumps(explanation)]
+                args += [task_id, orjson.dumps(explanation), "1" if task_id in conflicts else "0"]
             results += self.scripts.fail(
                 keys=[k.inflight, k.leases, k.backoff, k.unschedulable, k.move_cycle,
                       *(k.task(task_id) for task_id, _ in chunk)],
@@ -165,10 +166,12 @@ class SchedulingQueue:
     def maintain(self) -> dict[str, int]:
         """The periodic work any worker does: expired leases, due backoffs, cluster events
         since it last looked, and the leftover flush. Safe to run from many workers at once."""
+        k = self.keys
         done = {"reclaimed": len(self.reclaim_expired()), "from_backoff": self.flush_backoff()}
-        move_cycle = self.client.get(self.keys.move_cycle)
-        if move_cycle != self._seen_move_cycle:
-            self._seen_move_cycle = move_cycle
+        move_cycle, moved_cycle = self.client.mget(k.move_cycle, k.moved_cycle)
+        if move_cycle != moved_cycle:
+            # Record first: an event during the move changes move_cycle again and is seen next time.
+            self.client.set(k.moved_cycle, move_cycle or 0)
             done["after_event"] = sum(self.move_all_to_active())
         done["leftover"] = sum(self.flush_unschedulable())
         return done

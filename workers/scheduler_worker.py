@@ -135,6 +135,7 @@ class SchedulerWorker:
             return 0
         groups = self._group(claim.task_ids)
         failures: dict[str, dict] = {}
+        conflicts: set[str] = set()  # refused at commit in the last round they were tried
         placed = refused_total = 0
         for _round in range(cfg.commit_retries):
             if not groups:
@@ -152,22 +153,25 @@ class SchedulerWorker:
                 plans += [Planned(task_id, node, group.spec) for task_id, node in result.assignments]
                 for task_id in result.unplaced:
                     failures[task_id] = _explanation(result.explanation, candidates)
+                    conflicts.discard(task_id)
             if not plans:
                 break
             outcome = commit(app.scripts, app.keys, claim.token, plans)
             placed += len(outcome.accepted)
             for plan in outcome.accepted:  # refused in an earlier round, placed now: not a failure
                 failures.pop(plan.task_id, None)
+                conflicts.discard(plan.task_id)
             refused_total += len(outcome.refused)
             self.cache.invalidate(plan.node for plan, _ in outcome.refused)
             retry = [(plan, reason) for plan, reason in outcome.refused if reason != reasons.STALE_LEASE]
             for plan, reason in retry:
+                conflicts.add(plan.task_id)
                 failures[plan.task_id] = {"nodes_evaluated": 1, "reasons": {reason: 1},
                                           "message": f"placement on {plan.node} refused at commit: {reason}."}
             # A stale lease means the task is no longer ours (reclaimed or stopped): drop it.
             groups = _regroup(groups, {plan.task_id for plan, _ in retry})
         if failures:
-            app.queue.fail(claim.token, list(failures.items()))
+            app.queue.fail(claim.token, list(failures.items()), conflicts)
         self._count(len(claim.task_ids), placed, refused_total, len(failures))
         return len(claim.task_ids)
 
@@ -294,6 +298,7 @@ def run_workers(url: str, namespace: str, concurrency: int, config: WorkerConfig
                 totals[name] += value
         for child in children:
             child.join()
+        totals["crashed"] = sum(1 for child in children if child.exitcode != 0)
         return dict(totals)
     finally:
         for sig, handler in previous.items():
