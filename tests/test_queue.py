@@ -503,3 +503,31 @@ def test_every_pending_task_is_in_exactly_one_queue(clocked_app, clock):
     for t in tasks:
         assert len(where(app, t)) == 1, t
     assert app.queue.counts() == {"active": 3, "backoff": 1, "unschedulable": 1, "inflight": 1}
+
+
+def test_a_commit_conflict_backs_off_even_without_a_cluster_event(clocked_app, clock):
+    app = clocked_app
+    a, b = submit(app, "web", replicas=2)
+    claim = app.queue.claim(2)
+    results = app.queue.fail(claim.token, [(a, explanation()), (b, explanation())], conflicts={a})
+    assert results == ["backoff", "unschedulable"]
+    assert where(app, a) == ["backoff"] and where(app, b) == ["unschedulable"]
+    clock.advance(1000)
+    assert app.queue.flush_backoff() == 1
+    assert where(app, a) == ["active"]
+
+
+def test_workers_move_unschedulable_tasks_once_per_event_not_once_per_start(app):
+    (task,) = submit(app, "web")
+    claim = app.queue.claim(1)
+    app.queue.fail(claim.token, [(task, explanation())])
+    assert where(app, task) == ["unschedulable"]
+    app.queue.maintain()                       # no event has happened since the record began
+    first = where(app, task)
+    from scheduler.queue import SchedulingQueue
+    fresh = SchedulingQueue(app.client, app.keys, app.scripts)
+    fresh.maintain()                           # a worker starting up is not a cluster event
+    assert where(app, task) == first == ["unschedulable"]
+    app.queue.cluster_event()
+    fresh.maintain()
+    assert where(app, task) == ["backoff"]          # moved back; still inside its 1 s backoff
