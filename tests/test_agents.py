@@ -1,0 +1,503 @@
+"""Node agents and scheduler workers as real OS processes, running tasks through real RQ.
+
+Every agent and worker is a ``sched`` subprocess in its own session, started by the
+``cluster`` fixture, which always stops them (SIGTERM, then SIGKILL for anything left,
+including the RQ workers and work horses an agent forked). Waits are liveness bounds
+(poll until a condition holds, fail after LIVENESS_S), never speed thresholds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import redis
+from rq.job import Job
+
+from scheduler import reconcile
+from scheduler.audit import audit
+from scheduler.execution import rq_job_id
+from scheduler.model import LIVE_STATES, make_node, parse_job
+
+SCHED = str(Path(sys.executable).parent / "sched")
+TESTS_DIR = str(Path(__file__).resolve().parent)
+HEARTBEAT_S = "0.2"
+LIVENESS_S = 15.0  # a bound on "eventually", not a performance target
+STOP_TIMEOUT_S = 10.0
+
+
+def wait_until(predicate, what: str, timeout_s: float = LIVENESS_S, interval_s: float = 0.05):
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(interval_s)
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            raw = handle.read()
+    except OSError:
+        return []
+    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
+
+
+def alive(pid: int) -> bool:
+    """The process exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            state = handle.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def namespace_pids(namespace: str, *words: str) -> list[int]:
+    """Live processes whose command line has ``--namespace NAMESPACE`` and every one of
+    ``words`` as an argument: agents, their forked RQ workers and work horses (which keep
+    the agent's command line), and scheduler workers."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        argv = _cmdline(int(entry))
+        if any(a == "--namespace" and b == namespace for a, b in zip(argv, argv[1:])) \
+                and all(word in argv for word in words) and alive(int(entry)):
+            found.append(int(entry))
+    return sorted(found)
+
+
+class Cluster:
+    """Agents and workers for one test's namespace, as `sched` subprocesses."""
+
+    def __init__(self, app, redis_url: str, namespace: str, logs: Path):
+        self.app, self.url, self.namespace, self.logs = app, redis_url, namespace, logs
+        self.processes: list[tuple[str, subprocess.Popen]] = []
+        path = os.environ.get("PYTHONPATH")
+        self.env = dict(os.environ, PYTHONPATH=TESTS_DIR + (os.pathsep + path if path else ""))
+        for name in ("SCHED_REDIS_URL", "REDIS_URL", "SCHED_NAMESPACE"):
+            self.env.pop(name, None)
+
+    def _start(self, label: str, *args: str) -> subprocess.Popen:
+        log = self.logs / f"{len(self.processes):02d}-{label}.log"
+        with open(log, "w") as out:
+            process = subprocess.Popen([SCHED, "--redis-url", self.url, "--namespace", self.namespace, *args],
+                                       stdout=out, stderr=subprocess.STDOUT, env=self.env,
+                                       start_new_session=True)
+        self.processes.append((label, process))
+        return process
+
+    def agent(self, name: str, *, cpu: str = "2", memory: str = "1GiB", labels=(), slots: int = 2,
+              wait: bool = True) -> subprocess.Popen:
+        args = ["agent", name, "--cpu", cpu, "--memory", memory, "--heartbeat", HEARTBEAT_S, "--slots", str(slots)]
+        for label in labels:
+            args += ["--label", label]
+        process = self._start(f"agent-{name}", *args)
+        if wait:
+            store, keys = self.app.store, self.app.keys
+
+            def up():
+                assert process.poll() is None, f"agent {name} exited with {process.returncode}:\n{self.logs_text()}"
+                return (store.client.exists(keys.heartbeat(name))
+                        and store.client.hget(keys.node(name), "status") == "ready")
+
+            wait_until(up, f"agent {name} to register and heartbeat")
+        return process
+
+    def worker(self) -> subprocess.Popen:
+        return self._start("worker", "worker")
+
+    def logs_text(self, limit: int = 4000) -> str:
+        parts = []
+        for log in sorted(self.logs.glob("*.log")):
+            text = log.read_text(errors="replace")
+            parts.append(f"--- {log.name}\n{text[-limit:]}")
+        return "\n".join(parts)
+
+    def close(self) -> None:
+        # Stop every job first: agents then stop their RQ jobs, so their RQ workers'
+        # warm shutdown does not wait for a long task.
+        try:
+            for job_id in self.app.store.job_ids():
+                reconcile.stop(self.app.store, job_id)
+        except redis.RedisError:
+            pass
+        for pid in namespace_pids(self.namespace):
+            _signal(pid, signal.SIGCONT)  # anything a test paused
+        for _, process in self.processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        for _, process in self.processes:
+            try:
+                process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+        ours = os.getpgid(0)
+        for _, process in self.processes:
+            if process.poll() is None:
+                _killpg(process.pid, ours)
+                process.kill()
+        for pid in namespace_pids(self.namespace):
+            _killpg(pid, ours)
+            _signal(pid, signal.SIGKILL)
+        for _, process in self.processes:
+            try:
+                process.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                pass
+        try:
+            client = self.app.client
+            for key in client.scan_iter(match=f"rq:*sched-{self.namespace}-*", count=1000):
+                client.delete(key)
+        except redis.RedisError:
+            pass
+
+
+def _signal(pid: int, sig) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _killpg(pid: int, ours: int) -> None:
+    try:
+        group = os.getpgid(pid)
+        if group != ours:
+            os.killpg(group, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+@pytest.fixture
+def cluster(app, redis_url, namespace, tmp_path):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    c = Cluster(app, redis_url, namespace, logs)
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+# ----------------------------------------------------------------------------- helpers
+def submit(app, raw: dict) -> str:
+    return reconcile.submit(app.store, parse_job(raw))["id"]
+
+
+def job_tasks(app, job_id: str) -> list[dict]:
+    return sorted(app.store.tasks(app.store.job_task_ids(job_id)), key=lambda t: int(t["index"]))
+
+
+def states(tasks) -> list[str]:
+    return [t["state"] for t in tasks]
+
+
+def node_is_empty(app, name: str) -> bool:
+    node = app.store.get_node(name)
+    return node.tasks == 0 and all(v == 0 for v in node.allocated.values()) and not node.ports
+
+
+def rq_client(redis_url: str) -> redis.Redis:
+    return redis.Redis.from_url(redis_url)  # RQ reads bytes
+
+
+def marks(directory: Path) -> dict[str, list[int]]:
+    """RQ job id -> pids of the work horses that started it (written by agent_tasks)."""
+    out: dict[str, list[int]] = {}
+    for entry in directory.iterdir():
+        if entry.name.endswith(".tmp"):
+            continue
+        job_id, _, pid = entry.name.rpartition(".")
+        out.setdefault(job_id, []).append(int(pid))
+    return out
+
+
+def event_states(pubsub, task_id: str, settle_s: float = 0.3) -> list[str]:
+    """States published for one task, in order, from an already subscribed pubsub."""
+    seen = []
+    deadline = time.monotonic() + settle_s
+    while time.monotonic() < deadline:
+        message = pubsub.get_message(ignore_subscribe_messages=True, timeout=0.05)
+        if message is None:
+            continue
+        event = json.loads(message["data"])
+        if event.get("type") == "task" and event.get("id") == task_id:
+            seen.append(event["state"])
+        deadline = time.monotonic() + settle_s
+    return seen
+
+
+SMALL = {"cpu": 0.5, "memory": "64MiB"}
+
+
+# ----------------------------------------------------------------------------- running tasks
+def test_function_task_runs_completes_and_releases_its_node(cluster, app, redis_url, namespace):
+    agent = cluster.agent("n1")
+    worker = cluster.worker()
+    pubsub = app.client.pubsub()
+    pubsub.subscribe(app.keys.events)
+    pubsub.get_message(timeout=1)  # the subscribe confirmation
+    job_id = submit(app, {"id": "calc", "type": "batch", "replicas": 1, "resources": SMALL,
+                          "run": {"func": "agent_tasks:add", "args": [2, 3]}})
+    task_id = app.store.job_task_ids(job_id)[0]
+
+    def completed():
+        state = app.store.get_task(task_id)["state"]
+        assert state not in ("failed", "lost", "stopped"), (app.store.get_task(task_id), cluster.logs_text())
+        return state == "completed"
+
+    wait_until(completed, "the task to complete")
+    task = app.store.get_task(task_id)
+    assert task["node"] == "n1"
+    assert task["message"] == "agent_tasks:add returned 5"
+    assert int(task["assigned_at"]) <= int(task["started_at"]) <= int(task["ended_at"])
+
+    seen = event_states(pubsub, task_id)
+    pubsub.close()
+    assert seen[0] == "pending"
+    assert [s for s in seen if s != "pending"] == ["assigned", "running", "completed"], seen
+
+    # The RQ job that ran it recorded run_task's result.
+    job = Job.fetch(rq_job_id(namespace, task_id), connection=rq_client(redis_url))
+    wait_until(lambda: job.get_status(refresh=True) == "finished", "the RQ job to be finished")
+    assert job.return_value(refresh=True) == {"task": task_id, "ran": True, "succeeded": True,
+                                              "message": "agent_tasks:add returned 5",
+                                              "state": "completed", "replacement": []}
+
+    # Resources are released and a completed batch task is not run again.
+    assert node_is_empty(app, "n1")
+    assert app.client.zscore(app.keys.tally_tasks, "n1") in (None, 0)
+    assert app.client.zcard(app.keys.tally_job(job_id)) == 0
+    assert len(app.store.job_task_ids(job_id)) == 1
+    assert app.client.zcard(app.keys.faults(job_id)) == 0
+    report = audit(app.store)
+    assert report.ok, report.problems
+
+    # SIGTERM stops both processes cleanly, leaving nothing of this namespace running.
+    for process in (agent, worker):
+        process.send_signal(signal.SIGTERM)
+    assert agent.wait(timeout=STOP_TIMEOUT_S) == 0, cluster.logs_text()
+    assert worker.wait(timeout=STOP_TIMEOUT_S) == 0, cluster.logs_text()
+    wait_until(lambda: not namespace_pids(namespace), "every agent and worker process to exit", 5)
+
+
+def test_failing_batch_task_is_retried_up_to_max_retries(cluster, app):
+    cluster.agent("n1")
+    cluster.worker()
+    job_id = submit(app, {"id": "flaky", "type": "batch", "replicas": 1, "max_retries": 2, "restart_delay": 0.1,
+                          "resources": SMALL, "run": {"command": ["sh", "-c", "echo bad input >&2; exit 3"]}})
+
+    def three_failed():
+        tasks = job_tasks(app, job_id)
+        assert len(tasks) <= 3 and "completed" not in states(tasks), (tasks, cluster.logs_text())
+        return states(tasks) == ["failed"] * 3
+
+    wait_until(three_failed, "3 failed attempts")
+    # The third failure was the last: nothing is queued, and no fourth task appears.
+    time.sleep(1.0)
+    tasks = job_tasks(app, job_id)
+    assert states(tasks) == ["failed"] * 3
+    assert [int(t["retries"]) for t in tasks] == [0, 1, 2]
+    assert all(t["message"] == "exited with code 3: bad input" for t in tasks), tasks
+    assert all(t["node"] == "n1" for t in tasks)
+    for retry in tasks[1:]:  # each retry waited for the restart delay before it was placed
+        assert int(retry["assigned_at"]) >= int(retry["backoff_until"])
+    assert app.queue.counts() == {"active": 0, "backoff": 0, "unschedulable": 0, "inflight": 0}
+
+    # Faulty-node detection: one entry per failure, naming the node and the task.
+    faults = app.client.zrange(app.keys.faults(job_id), 0, -1, withscores=True)
+    assert sorted(member for member, _ in faults) == sorted(f"n1|{t['id']}" for t in tasks)
+    ended = {t["id"]: int(t["ended_at"]) for t in tasks}
+    for member, score in faults:
+        assert score >= ended[member.split("|")[1]]
+    assert node_is_empty(app, "n1")
+    report = audit(app.store)
+    assert report.ok, report.problems
+
+
+def test_failing_service_task_is_replaced_until_the_job_stops(cluster, app):
+    cluster.agent("n1")
+    cluster.worker()
+    job_id = submit(app, {"id": "crashy", "type": "service", "replicas": 1, "restart_delay": 0.1,
+                          "resources": SMALL, "run": {"func": "agent_tasks:fail", "args": ["no config"]}})
+
+    def replaced_twice():
+        tasks = job_tasks(app, job_id)
+        return len(tasks) >= 3 and states(tasks[:2]) == ["failed", "failed"]
+
+    wait_until(replaced_twice, "two failed tasks and their replacements")
+    reconcile.stop(app.store, job_id)
+    # A replacement in flight may still run once, but is not replaced: the job settles.
+    wait_until(lambda: not reconcile.open_tasks(app.store, job_id), "no open task after the stop")
+    time.sleep(0.5)
+    assert not reconcile.open_tasks(app.store, job_id)
+    tasks = job_tasks(app, job_id)
+    failed = [t for t in tasks if t["state"] == "failed"]
+    assert len(failed) >= 2
+    assert set(states(tasks)) <= {"failed", "stopped"}, states(tasks)
+    for t in failed:
+        assert t["message"] == "agent_tasks:fail raised RuntimeError: no config"
+    retries = [int(t["retries"]) for t in tasks]
+    assert retries == list(range(len(tasks))), retries  # each task replaced the one before it
+    members = app.client.zrange(app.keys.faults(job_id), 0, -1)
+    assert sorted(members) == sorted(f"n1|{t['id']}" for t in failed)
+    assert node_is_empty(app, "n1")
+    report = audit(app.store)
+    assert report.ok, report.problems
+
+
+# ----------------------------------------------------------------------------- node loss
+def _two_tasks_running_on(app, directory: Path, job_id: str, node: str, namespace: str):
+    def running():
+        tasks = job_tasks(app, job_id)
+        started = marks(directory)
+        return (states(tasks) == ["running", "running"] and all(t["node"] == node for t in tasks)
+                and all(rq_job_id(namespace, t["id"]) in started for t in tasks))
+
+    wait_until(running, f"both tasks running on {node}")
+    return job_tasks(app, job_id)
+
+
+def _replaced_on(app, job_id: str, lost_ids: list[str], node: str) -> list[dict]:
+    def done():
+        tasks = {t["id"]: t for t in job_tasks(app, job_id)}
+        live = [t for t in tasks.values() if t["state"] in LIVE_STATES]
+        return (all(tasks[i]["state"] == "lost" for i in lost_ids)
+                and len(live) == 2 and all(t["node"] == node and t["state"] == "running" for t in live)
+                and live)
+
+    return wait_until(done, f"the lost tasks to be replaced and running on {node}")
+
+
+def _service_on_a(cluster, app, tmp_path, namespace):
+    directory = tmp_path / "marks"
+    directory.mkdir()
+    cluster.agent("a")
+    cluster.worker()
+    job_id = submit(app, {"id": "svc", "replicas": 2, "restart_delay": 0.1, "resources": SMALL,
+                          "run": {"func": "agent_tasks:record_and_sleep", "args": [str(directory), 60]}})
+    originals = _two_tasks_running_on(app, directory, job_id, "a", namespace)
+    cluster.agent("b")
+    return directory, job_id, [t["id"] for t in originals]
+
+
+def test_killed_agent_node_goes_down_and_its_tasks_are_replaced(cluster, app, tmp_path, namespace):
+    directory, job_id, lost_ids = _service_on_a(cluster, app, tmp_path, namespace)
+    agent_a = cluster.processes[0][1]
+    os.kill(agent_a.pid, signal.SIGKILL)  # the agent process itself: its heartbeat stops
+    agent_a.wait(timeout=STOP_TIMEOUT_S)
+
+    wait_until(lambda: app.store.get_node("a").status == "down", "node a to be marked down")
+    replacements = _replaced_on(app, job_id, lost_ids, "b")
+    for task_id in lost_ids:
+        task = app.store.get_task(task_id)
+        assert task["state"] == "lost" and task["message"] == "node a is down", task
+    assert sorted(t["id"] for t in replacements) != sorted(lost_ids)
+    assert node_is_empty(app, "a")
+    assert app.store.node_task_ids("a") == []
+    report = audit(app.store)
+    assert report.ok, report.problems
+
+
+def test_restarted_agent_does_not_keep_running_replaced_tasks(cluster, app, tmp_path, namespace):
+    """The agent process dies (SIGKILL) while its RQ workers and work horses live on; its
+    tasks are lost and replaced on b. An agent started again under the same name brings
+    the node back, and the lost tasks stay lost and stop running there."""
+    directory, job_id, lost_ids = _service_on_a(cluster, app, tmp_path, namespace)
+    agent_a = cluster.processes[0][1]
+    os.kill(agent_a.pid, signal.SIGKILL)
+    agent_a.wait(timeout=STOP_TIMEOUT_S)
+    wait_until(lambda: app.store.get_node("a").status == "down", "node a to be marked down")
+    replacements = _replaced_on(app, job_id, lost_ids, "b")
+
+    cluster.agent("a")  # the same name comes back
+    assert app.store.get_node("a").status == "ready"
+    horses = {task_id: marks(directory)[rq_job_id(namespace, task_id)] for task_id in lost_ids}
+    wait_until(lambda: not any(alive(pid) for pids in horses.values() for pid in pids),
+               f"the work horses of the lost tasks {horses} to stop")
+    time.sleep(0.5)  # give the returned agent a few sync rounds to misbehave
+    started = marks(directory)
+    for task_id in lost_ids:
+        task = app.store.get_task(task_id)
+        assert task["state"] == "lost", task
+        assert len(started[rq_job_id(namespace, task_id)]) == 1, "a lost task was started again"
+    assert app.store.node_task_ids("a") == []
+    live = [t for t in job_tasks(app, job_id) if t["state"] in LIVE_STATES]
+    assert sorted(t["id"] for t in live) == sorted(t["id"] for t in replacements)
+    assert all(t["node"] == "b" for t in live)
+    report = audit(app.store)
+    assert report.ok, report.problems
+
+
+def test_partitioned_node_comes_back_and_stops_replaced_tasks(cluster, app, tmp_path, namespace, redis_url):
+    """Every process of agent a is paused (a network partition, as far as Redis can tell):
+    the node goes down and its tasks are replaced. When it resumes, the node is ready
+    again and its agent stops the RQ jobs of the tasks it lost."""
+    directory, job_id, lost_ids = _service_on_a(cluster, app, tmp_path, namespace)
+    paused = namespace_pids(namespace, "agent", "a")
+    assert len(paused) >= 3  # the agent, its RQ workers and the two work horses
+    for pid in paused:
+        _signal(pid, signal.SIGSTOP)
+    try:
+        wait_until(lambda: app.store.get_node("a").status == "down", "node a to be marked down")
+        replacements = _replaced_on(app, job_id, lost_ids, "b")
+    finally:
+        for pid in paused:
+            _signal(pid, signal.SIGCONT)
+
+    wait_until(lambda: app.store.get_node("a").status == "ready", "node a to be ready again")
+    horses = [pid for task_id in lost_ids for pid in marks(directory)[rq_job_id(namespace, task_id)]]
+    wait_until(lambda: not any(alive(pid) for pid in horses), "the lost tasks' work horses to be stopped")
+    connection = rq_client(redis_url)
+    for task_id in lost_ids:
+        job = Job.fetch(rq_job_id(namespace, task_id), connection=connection)
+        wait_until(lambda: job.get_status(refresh=True) in ("stopped", "failed", "canceled"),
+                   f"the RQ job of {task_id} to end")
+        task = app.store.get_task(task_id)
+        assert task["state"] == "lost", task
+    live = [t for t in job_tasks(app, job_id) if t["state"] in LIVE_STATES]
+    assert sorted(t["id"] for t in live) == sorted(t["id"] for t in replacements)
+    assert all(t["node"] == "b" and t["state"] == "running" for t in live)
+    assert app.store.node_task_ids("a") == []
+    report = audit(app.store)
+    assert report.ok, report.problems
+
+
+# ----------------------------------------------------------------------------- global jobs
+def test_global_job_follows_agents_joining_and_labels_changing(cluster, app):
+    cluster.agent("g1", labels=["zone=eu"], slots=1)
+    cluster.agent("g2", labels=["zone=eu"], slots=1)
+    cluster.worker()
+    job_id = submit(app, {"id": "logs", "type": "global", "resources": {"cpu": 0.1, "memory": "32MiB"},
+                          "constraints": ["node.labels.zone==eu"]})  # no run: holds its reservation
+
+    def running_on():
+        return sorted(t["node"] for t in job_tasks(app, job_id) if t["state"] == "running")
+
+    wait_until(lambda: running_on() == ["g1", "g2"], "a running task on g1 and g2")
+    assert len(app.store.job_task_ids(job_id)) == 2
+
+    cluster.agent("g3", labels=["zone=eu"], slots=1)
+    wait_until(lambda: running_on() == ["g1", "g2", "g3"], "a task on the node that joined")
+    joined = [t for t in job_tasks(app, job_id) if t["node"] == "g3"]
+    assert len(joined) == 1 and joined[0]["pin"] == "g3"
+
+    app.store.put_node(make_node("g3", cpu="2", memory="1GiB", labels={"zone": "us"}))
+    wait_until(lambda: running_on() == ["g1", "g2"], "g3's task to stop once g3 no longer matches")
+    assert app.store.get_task(joined[0]["id"])["state"] == "stopped"
+    assert len(app.store.job_task_ids(job_id)) == 3  # nothing else was added
+    assert node_is_empty(app, "g3")
+    report = audit(app.store)
+    assert report.ok, report.problems
