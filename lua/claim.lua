@@ -12,8 +12,7 @@
 -- ARGV[2] lease length (ms)
 -- Returns {now_ms} when the queue is empty, else {now_ms, token, task id, ...}.
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 local popped = redis.call('ZPOPMIN', KEYS[1], tonumber(ARGV[1]))
 if #popped == 0 then
   return {now}

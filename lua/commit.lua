@@ -23,9 +23,8 @@
 -- Returns {now, result per placement}: 1 when assigned, else the reason it was refused
 -- (the same words scheduler/reasons.py uses).
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local nowtxt = string.format('%d', now)
+local now = now_ms()
+local nowtxt = int(now)
 local token, channel = ARGV[1], ARGV[2]
 local R = tonumber(ARGV[3])
 local names = {}
@@ -95,7 +94,7 @@ while a <= #ARGV do
       if amount > 0 then
         redis.call('HINCRBY', node, 'alloc:' .. r, amount)
         redis.call('ZINCRBY', KEYS[5 + ra[1]], -amount, name)
-        alloc[#alloc + 1] = r .. '=' .. string.format('%d', amount)
+        alloc[#alloc + 1] = r .. '=' .. int(amount)
       end
     end
     for _, port in ipairs(ports) do
@@ -111,8 +110,7 @@ while a <= #ARGV do
     redis.call('ZREM', KEYS[1], id)
     redis.call('HDEL', KEYS[2], id)
     redis.call('ZADD', KEYS[4], redis.call('INCR', KEYS[5]), name)
-    redis.call('PUBLISH', channel, '{"type":"task","id":' .. cjson.encode(id) .. ',"job":' ..
-      cjson.encode(job) .. ',"state":"assigned","node":' .. cjson.encode(name) .. ',"ts":' .. nowtxt .. '}')
+    publish(channel, {'type', 'task', 'id', id, 'job', job, 'state', 'assigned', 'node', name, 'ts', now})
     out[#out + 1] = 1
   end
 end

@@ -21,8 +21,7 @@
 
 local now
 if ARGV[2] == '' then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  now = now_ms()
 else
   now = tonumber(ARGV[2])
 end
@@ -48,7 +47,7 @@ for i = 6, #ARGV, 3 do
     end
     if delay > cap then delay = cap end
     redis.call('HSET', task, 'state', 'pending', 'explanation', explanation,
-      'backoff_until', string.format('%d', now + delay), 'last_cycle', token)
+      'backoff_until', int(now + delay), 'last_cycle', token)
     local where
     if conflict or moved >= tonumber(token) then
       redis.call('ZADD', KEYS[3], now + delay, id)
@@ -58,8 +57,7 @@ for i = 6, #ARGV, 3 do
       where = 'unschedulable'
     end
     out[#out + 1] = where
-    redis.call('PUBLISH', ARGV[5], '{"type":"task","id":' .. cjson.encode(id) ..
-      ',"state":"pending","queue":"' .. where .. '","ts":' .. string.format('%d', now) .. '}')
+    publish(ARGV[5], {'type', 'task', 'id', id, 'state', 'pending', 'queue', where, 'ts', now})
   end
 end
 return out

@@ -17,9 +17,8 @@
 -- Returns per task: the state it left, or "absent", "terminal:<state>", or "elsewhere"
 -- (it is not on the node given: it was placed or moved since the caller looked).
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local nowtxt = string.format('%d', now)
+local now = now_ms()
+local nowtxt = int(now)
 local channel = ARGV[1]
 local R = tonumber(ARGV[2])
 local free = {}
@@ -46,30 +45,13 @@ for a = 3 + R, #ARGV, 4 do
       for q = 1, 4 do redis.call('ZREM', KEYS[q], id) end
       redis.call('HDEL', KEYS[5], id)
     else
-      local name = on
-      if redis.call('SREM', node_tasks, id) == 1 then
-        for pair in string.gmatch(cur[3] or '', '[^,]+') do
-          local r, amount = string.match(pair, '^(.-)=(%d+)$')
-          redis.call('HINCRBY', node, 'alloc:' .. r, -tonumber(amount))
-          if free[r] then redis.call('ZINCRBY', free[r], tonumber(amount), name) end
-        end
-        for port in string.gmatch(cur[4] or '', '[^,]+') do
-          if redis.call('HGET', node, 'port:' .. port) == id then
-            redis.call('HDEL', node, 'port:' .. port)
-          end
-        end
-        redis.call('HINCRBY', node, 'tasks', -1)
-        redis.call('ZADD', KEYS[7], redis.call('INCR', KEYS[8]), name)
-      end
-      if tonumber(redis.call('ZINCRBY', tally_job, -1, name)) <= 0 then redis.call('ZREM', tally_job, name) end
-      if tonumber(redis.call('ZINCRBY', KEYS[6], -1, name)) <= 0 then redis.call('ZREM', KEYS[6], name) end
+      release(id, on, cur[3], cur[4], {node = node, node_tasks = node_tasks, tally_job = tally_job,
+        tally_tasks = KEYS[6], changes = KEYS[7], seq = KEYS[8]}, free)
       freed = true
     end
     redis.call('HSET', task, 'state', state, 'ended_at', nowtxt, 'message', message)
     out[#out + 1] = was
-    redis.call('PUBLISH', channel, '{"type":"task","id":' .. cjson.encode(id) .. ',"job":' ..
-      cjson.encode(cur[5] or '') .. ',"state":' .. cjson.encode(state) .. ',"node":' .. cjson.encode(on) ..
-      ',"ts":' .. nowtxt .. '}')
+    publish(channel, {'type', 'task', 'id', id, 'job', cur[5] or '', 'state', state, 'node', on, 'ts', now})
   end
 end
 if freed then

@@ -16,8 +16,7 @@
 
 local now
 if ARGV[1] == '' then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  now = now_ms()
 else
   now = tonumber(ARGV[1])
 end

@@ -47,7 +47,5 @@ redis.call('SADD', KEYS[2], name)
 redis.call('ZADD', KEYS[3], redis.call('INCR', KEYS[4]), name)
 redis.call('INCR', KEYS[8])
 redis.call('SET', KEYS[6], redis.call('GET', KEYS[5]) or '0')
-local t = redis.call('TIME')
-redis.call('PUBLISH', ARGV[1], '{"type":"node","name":' .. cjson.encode(name) .. ',"event":"' ..
-  (is_new and 'added' or 'updated') .. '","ts":' .. string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) .. '}')
+publish(ARGV[1], {'type', 'node', 'name', name, 'event', is_new and 'added' or 'updated', 'ts', now_ms()})
 return is_new and 1 or 0

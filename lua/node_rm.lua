@@ -22,5 +22,5 @@ redis.call('ZREM', KEYS[6], name)
 for k = 9, #KEYS do redis.call('ZREM', KEYS[k], name) end
 redis.call('ZADD', KEYS[4], redis.call('INCR', KEYS[5]), name)
 redis.call('INCR', KEYS[8])
-redis.call('PUBLISH', ARGV[1], '{"type":"node","name":' .. cjson.encode(name) .. ',"event":"removed"}')
+publish(ARGV[1], {'type', 'node', 'name', name, 'event', 'removed', 'ts', now_ms()})
 return 1

@@ -22,9 +22,6 @@ if before ~= ARGV[4] then
   if ARGV[4] == 'active' or ARGV[4] == 'ready' then
     redis.call('SET', KEYS[5], redis.call('GET', KEYS[4]) or '0')
   end
-  local t = redis.call('TIME')
-  redis.call('PUBLISH', ARGV[1], '{"type":"node","name":' .. cjson.encode(ARGV[2]) .. ',"' .. ARGV[3] ..
-    '":' .. cjson.encode(ARGV[4]) .. ',"ts":' ..
-    string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) .. '}')
+  publish(ARGV[1], {'type', 'node', 'name', ARGV[2], ARGV[3], ARGV[4], 'ts', now_ms()})
 end
 return before

@@ -13,8 +13,7 @@
 -- ARGV[3 ..] task ids
 -- Returns the ids that were returned to the active queue.
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 local token = ARGV[1]
 local returned = {}
 for i = 3, #ARGV do
@@ -35,9 +34,8 @@ for i = 3, #ARGV do
     if score then
       redis.call('ZADD', KEYS[3], score, id)
       returned[#returned + 1] = id
-      redis.call('PUBLISH', ARGV[2], '{"type":"task","id":' .. cjson.encode(id) ..
-        ',"state":"pending","reason":"' .. (token == '' and 'lease expired' or 'released') ..
-        '","ts":' .. string.format('%d', now) .. '}')
+      publish(ARGV[2], {'type', 'task', 'id', id, 'state', 'pending',
+        'reason', token == '' and 'lease expired' or 'released', 'ts', now})
     end
   end
 end

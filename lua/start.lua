@@ -9,9 +9,7 @@
 
 local cur = redis.call('HMGET', KEYS[1], 'state', 'node', 'job', 'id')
 if cur[1] ~= 'assigned' or cur[2] ~= ARGV[1] then return 0 end
-local t = redis.call('TIME')
-local now = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
-redis.call('HSET', KEYS[1], 'state', 'running', 'started_at', now)
-redis.call('PUBLISH', ARGV[2], '{"type":"task","id":' .. cjson.encode(cur[4]) .. ',"job":' .. cjson.encode(cur[3]) ..
-  ',"state":"running","node":' .. cjson.encode(ARGV[1]) .. ',"ts":' .. now .. '}')
+local now = now_ms()
+redis.call('HSET', KEYS[1], 'state', 'running', 'started_at', int(now))
+publish(ARGV[2], {'type', 'task', 'id', cur[4], 'job', cur[3], 'state', 'running', 'node', ARGV[1], 'ts', now})
 return 1

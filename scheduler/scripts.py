@@ -16,7 +16,10 @@ SCRIPT_NAMES = ("claim", "reclaim", "fail", "move", "commit", "finish", "start",
 
 @cache
 def script_source(name: str) -> str:
-    return files("lua").joinpath(f"{name}.lua").read_text(encoding="utf-8")
+    """The script as sent to Redis: the shared helpers of ``_lib.lua``, then the script."""
+    folder = files("lua")
+    return folder.joinpath("_lib.lua").read_text(encoding="utf-8") + folder.joinpath(f"{name}.lua").read_text(
+        encoding="utf-8")
 
 
 class Scripts:

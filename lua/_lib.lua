@@ -1,0 +1,47 @@
+-- _lib.lua: helpers shared by every script; scripts.py puts this text in front of each.
+-- Functions only: no KEYS or ARGV are read here, so every key still arrives through KEYS.
+
+-- Redis TIME in milliseconds: the one clock leases, backoffs and events use.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function int(n)
+  return string.format('%d', n)
+end
+
+-- One JSON event on the events channel (ids and names are validated: no quoting needed
+-- beyond cjson's).
+local function publish(channel, fields)
+  local parts = {}
+  for i = 1, #fields, 2 do
+    local value = fields[i + 1]
+    if type(value) == 'number' then value = int(value) else value = cjson.encode(value) end
+    parts[#parts + 1] = '"' .. fields[i] .. '":' .. value
+  end
+  redis.call('PUBLISH', channel, '{' .. table.concat(parts, ',') .. '}')
+end
+
+-- Give back exactly what commit.lua took for a live task: the allocation and host ports
+-- recorded on the task, its place in the node's task set, and its tallies.
+-- k = {node=, node_tasks=, tally_job=, tally_tasks=, changes=, seq=}; free = resource -> free key.
+local function release(id, name, alloc, ports, k, free)
+  if redis.call('SREM', k.node_tasks, id) == 1 then
+    for pair in string.gmatch(alloc or '', '[^,]+') do
+      local r, amount = string.match(pair, '^(.-)=(%d+)$')
+      redis.call('HINCRBY', k.node, 'alloc:' .. r, -tonumber(amount))
+      if free[r] then redis.call('ZINCRBY', free[r], tonumber(amount), name) end
+    end
+    for port in string.gmatch(ports or '', '[^,]+') do
+      if redis.call('HGET', k.node, 'port:' .. port) == id then
+        redis.call('HDEL', k.node, 'port:' .. port)
+      end
+    end
+    redis.call('HINCRBY', k.node, 'tasks', -1)
+    redis.call('ZADD', k.changes, redis.call('INCR', k.seq), name)
+  end
+  if tonumber(redis.call('ZINCRBY', k.tally_job, -1, name)) <= 0 then redis.call('ZREM', k.tally_job, name) end
+  if tonumber(redis.call('ZINCRBY', k.tally_tasks, -1, name)) <= 0 then redis.call('ZREM', k.tally_tasks, name) end
+end
+
