@@ -25,8 +25,9 @@ end
 
 -- Give back exactly what commit.lua took for a live task: the allocation and host ports
 -- recorded on the task, its place in the node's task set, and its tallies.
--- k = {node=, node_tasks=, tally_job=, tally_tasks=, changes=, seq=}; free = resource -> free key.
-local function release(id, name, alloc, ports, k, free)
+-- k = {node=, node_tasks=, tally_job=, tally_tasks=, tally_priority=, changes=, seq=};
+-- free = resource -> free key.
+local function release(id, name, alloc, ports, priority, k, free)
   if redis.call('SREM', k.node_tasks, id) == 1 then
     for pair in string.gmatch(alloc or '', '[^,]+') do
       local r, amount = string.match(pair, '^(.-)=(%d+)$')
@@ -43,5 +44,8 @@ local function release(id, name, alloc, ports, k, free)
   end
   if tonumber(redis.call('ZINCRBY', k.tally_job, -1, name)) <= 0 then redis.call('ZREM', k.tally_job, name) end
   if tonumber(redis.call('ZINCRBY', k.tally_tasks, -1, name)) <= 0 then redis.call('ZREM', k.tally_tasks, name) end
+  if priority and tonumber(redis.call('HINCRBY', k.tally_priority, priority, -1)) <= 0 then
+    redis.call('HDEL', k.tally_priority, priority)
+  end
 end
 

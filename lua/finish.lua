@@ -7,9 +7,9 @@
 --
 -- KEYS[1] q:active  KEYS[2] q:backoff  KEYS[3] q:unschedulable  KEYS[4] q:inflight
 -- KEYS[5] q:leases  KEYS[6] tally:tasks  KEYS[7] nodes:changes  KEYS[8] nodes:seq
--- KEYS[9] q:cycle   KEYS[10] q:move_cycle
--- KEYS[11 .. 10+R] free:<resource> ZSET for each resource name in ARGV
--- then 4 keys per task p (0-based), from b = 11+R:
+-- KEYS[9] q:cycle   KEYS[10] q:move_cycle  KEYS[11] tally:priority
+-- KEYS[12 .. 11+R] free:<resource> ZSET for each resource name in ARGV
+-- then 4 keys per task p (0-based), from b = 12+R:
 --   task HASH, node HASH, node tasks SET, tally:job:<job> ZSET, for the node named in ARGV
 -- ARGV[1] events channel
 -- ARGV[2] R, then R resource names
@@ -22,8 +22,8 @@ local nowtxt = int(now)
 local channel = ARGV[1]
 local R = tonumber(ARGV[2])
 local free = {}
-for r = 1, R do free[ARGV[2 + r]] = KEYS[10 + r] end
-local kb = 11 + R
+for r = 1, R do free[ARGV[2 + r]] = KEYS[11 + r] end
+local kb = 12 + R
 local out = {}
 local freed = false
 local p = 0
@@ -32,7 +32,7 @@ for a = 3 + R, #ARGV, 4 do
   local base = kb + 4 * p
   local task, node, node_tasks, tally_job = KEYS[base], KEYS[base + 1], KEYS[base + 2], KEYS[base + 3]
   p = p + 1
-  local cur = redis.call('HMGET', task, 'state', 'node', 'alloc', 'ports', 'job')
+  local cur = redis.call('HMGET', task, 'state', 'node', 'alloc', 'ports', 'job', 'priority')
   local was, on = cur[1], cur[2] or ''
   if not was then
     out[#out + 1] = 'absent'
@@ -45,8 +45,8 @@ for a = 3 + R, #ARGV, 4 do
       for q = 1, 4 do redis.call('ZREM', KEYS[q], id) end
       redis.call('HDEL', KEYS[5], id)
     else
-      release(id, on, cur[3], cur[4], {node = node, node_tasks = node_tasks, tally_job = tally_job,
-        tally_tasks = KEYS[6], changes = KEYS[7], seq = KEYS[8]}, free)
+      release(id, on, cur[3], cur[4], cur[6], {node = node, node_tasks = node_tasks, tally_job = tally_job,
+        tally_tasks = KEYS[6], tally_priority = KEYS[11], changes = KEYS[7], seq = KEYS[8]}, free)
       freed = true
     end
     redis.call('HSET', task, 'state', state, 'ended_at', nowtxt, 'message', message)

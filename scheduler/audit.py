@@ -13,7 +13,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from .model import LIVE_STATES, PENDING
-from .store import Store
+from .store import Store, parse_allocation
 
 
 @dataclass
@@ -30,14 +30,6 @@ class AuditReport:
     def problem(self, text: str) -> None:
         if len(self.problems) < 200:
             self.problems.append(text)
-
-
-def _parse_alloc(text: str) -> dict[str, int]:
-    out = {}
-    for pair in filter(None, (text or "").split(",")):
-        name, _, amount = pair.partition("=")
-        out[name] = int(amount)
-    return out
 
 
 def audit(store: Store) -> AuditReport:
@@ -70,7 +62,7 @@ def audit(store: Store) -> AuditReport:
             if node not in nodes:
                 report.problem(f"{state} task {task_id} is on unknown node {node!r}")
                 continue
-            allocated[node].update(_parse_alloc(task.get("alloc", "")))
+            allocated[node].update(parse_allocation(task.get("alloc", "")))
             live_ids[node].add(task_id)
             per_job[task["job"]][node] += 1
             for port in filter(None, task.get("ports", "").split(",")):
@@ -100,6 +92,10 @@ def audit(store: Store) -> AuditReport:
         if node.tasks != count or set(members) != live_ids[name] or tally_tasks.get(name, 0) != count:
             report.problem(f"node {name} task count {node.tasks}, set {len(members)}, tally "
                            f"{tally_tasks.get(name, 0)}, but {count} live tasks")
+    by_priority = Counter(int(t.get("priority", 0)) for t in tasks if t["state"] in LIVE_STATES)
+    recorded_priority = {int(p): int(c) for p, c in client.hgetall(k.tally_priority).items() if int(c)}
+    if recorded_priority != dict(by_priority):
+        report.problem(f"tally:priority {recorded_priority} differs from live tasks {dict(by_priority)}")
     with client.pipeline(transaction=False) as pipe:
         jobs = store.job_ids()
         for job_id in jobs:

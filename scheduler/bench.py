@@ -9,15 +9,17 @@ One run (the *batch* scenario, the default):
    8/16/32/64 GiB, drawn independently. Node registrations are pipelined, 500 calls of
    ``node_put.lua`` per round trip.
 3. Submit ``jobs`` jobs of ``replicas`` tasks (default 100 x 100). Job ``j``: cpu from
-   0.5/1/2/4/8/12 cores, memory 1, 2 or 3 GiB per core; every third job (``j % 3 == 0``)
+   0.5/1/2/4/8/12 cores, memory 1, 2 or 3 GiB per core (drawn in shuffled rounds of every
+   value, so any number of jobs asks for nearly the average); every third job (``j % 3 == 0``)
    is constrained to one zone, every third (``j % 3 == 1``) prefers to spread over zones,
    the rest have neither; one job in 20 bin-packs. The default asks for about 60% of
    the cluster's cpu and memory (printed as ``requested_pct``). With ``--distinct`` every
    task is a job of its own (same shapes), so no batch can group identical tasks.
    Everything is derived from ``--seed``: the same options give the same scenario.
-4. Only then start ``workers`` worker processes (``until_idle``), and wait for them to
-   exit: nothing is left that could be scheduled (tasks are assigned, or pending in the
-   unschedulable queue with an explanation).
+4. Only then start ``workers`` worker processes (``until_idle``; their loops start together
+   once every process is up), and wait for them to exit: nothing is left that could be
+   scheduled (tasks are assigned, or pending in the unschedulable queue with an
+   explanation). ``--percentage-of-nodes`` is passed to the workers' placement options.
 5. Check the invariants (:func:`scheduler.audit.audit`, plus: every task assigned or
    pending with a reason, the workers' placed counter equals the tasks assigned) and
    measure.
@@ -65,7 +67,7 @@ import tempfile
 import time
 from collections import Counter, defaultdict
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -103,6 +105,7 @@ BINPACK_EVERY = 20  # one job in 20 bin-packs
 REGISTER_CHUNK = 500  # node_put calls per pipeline round trip
 READ_CHUNK = 5000  # task hashes per pipeline round trip when reading results
 LEASE_MS = 30_000
+STARTUP_GRACE_S = 0.5  # --rate: after the workers start, before offering load (their first upkeep)
 
 WINDOW = "first claim to last commit"
 DEFINITIONS = {
@@ -131,6 +134,7 @@ class Scenario:
     batch_size: int = DEFAULT_BATCH
     distinct: bool = False
     seed: int = DEFAULT_SEED
+    percentage_of_nodes: int | None = None  # the workers' --percentage-of-nodes (None: score every node)
 
     @property
     def tasks(self) -> int:
@@ -306,10 +310,13 @@ def redis_now_ms(app: App) -> int:
 
 
 # ----------------------------------------------------------------------------- workers
-def _worker_main(url: str, namespace: str, config, results) -> None:
-    """One worker process: a worker loop, then its stats and its own CPU time."""
+def _worker_main(url: str, namespace: str, config, results, go) -> None:
+    """One worker process: say it has started, wait for the go, run a worker loop, then
+    report its stats and its own CPU time."""
     from workers.scheduler_worker import run_workers
 
+    results.put({"started": os.getpid()})
+    go.wait()
     before = resource.getrusage(resource.RUSAGE_SELF)
     stats = run_workers(url, namespace, 1, config)
     after = resource.getrusage(resource.RUSAGE_SELF)
@@ -320,23 +327,32 @@ def _worker_main(url: str, namespace: str, config, results) -> None:
 class WorkerPool:
     """``count`` worker processes (spawned, like ``sched worker --concurrency``)."""
 
-    def __init__(self, url: str, namespace: str, count: int, batch_size: int, until_idle: bool, seed: int):
+    def __init__(self, url: str, namespace: str, count: int, batch_size: int, until_idle: bool, seed: int,
+                 percentage_of_nodes: int | None = None):
         from workers.scheduler_worker import WorkerConfig
         from .placement import PlacementOptions
 
         ctx = multiprocessing.get_context("spawn")
         self.results = ctx.Queue()
+        self.go = ctx.Event()
         self.reports: list[dict] = []
+        self.started: set[int] = set()
         self.processes = []
         for i in range(count):
             config = WorkerConfig(batch_size=batch_size, lease_ms=LEASE_MS, until_idle=until_idle,
-                                  placement=PlacementOptions(seed=seed * 1000 + i))
-            self.processes.append(ctx.Process(target=_worker_main, args=(url, namespace, config, self.results),
+                                  placement=PlacementOptions(seed=seed * 1000 + i,
+                                                             percentage_of_nodes_to_score=percentage_of_nodes))
+            self.processes.append(ctx.Process(target=_worker_main, args=(url, namespace, config, self.results, self.go),
                                               name=f"bench-worker-{i}", daemon=True))
 
     def start(self) -> None:
+        """Start the processes; their worker loops wait for :meth:`release`."""
         for process in self.processes:
             process.start()
+
+    def release(self) -> None:
+        """Let every worker loop run (at once, so none has a head start)."""
+        self.go.set()
 
     def alive(self) -> bool:
         self._drain()
@@ -345,12 +361,23 @@ class WorkerPool:
     def _drain(self, timeout: float = 0.0) -> None:
         while len(self.reports) < len(self.processes):
             try:
-                self.reports.append(self.results.get(timeout=timeout) if timeout else self.results.get_nowait())
+                message = self.results.get(timeout=timeout) if timeout else self.results.get_nowait()
             except queue_module.Empty:
                 return
+            if "started" in message:
+                self.started.add(message["started"])
+            else:
+                self.reports.append(message)
+
+    def wait_started(self, timeout: float = 60.0) -> None:
+        """Until every worker process has started (imported everything, about to run)."""
+        deadline = time.monotonic() + timeout
+        while len(self.started) < len(self.processes) and time.monotonic() < deadline and self.alive():
+            self._drain(timeout=0.05)
 
     def stop(self) -> None:
         """Ask every worker to finish its batch and exit (SIGTERM)."""
+        self.go.set()
         for process in self.processes:
             if process.is_alive():
                 os.kill(process.pid, signal.SIGTERM)
@@ -476,13 +503,15 @@ def spread_skews(nodes: list[Node], specs: list[JobSpec], tasks: list[dict]) -> 
     return node_skew, zone_skew
 
 
-def check_results(app: App, tasks: list[dict], expected: int, stats: dict[str, int],
+def check_results(app: App, tasks: list[dict], expected: int, stats: dict[str, int], pool: WorkerPool,
                   require_reasons: bool = True) -> dict:
     """The audit plus the bench's own invariants; returns the part of the report about them.
     ``require_reasons=False`` (an offered-load run stopped before its queue drained)
     allows pending tasks that were never attempted (the audit still checks each is queued)."""
     report = audit(app.store)
     problems = list(report.problems)
+    if len(pool.reports) < len(pool.processes):
+        problems.append(f"only {len(pool.reports)} of {len(pool.processes)} worker processes finished normally")
     states = Counter(t["state"] for t in tasks)
     if len(tasks) != expected:
         problems.append(f"{len(tasks)} tasks found, {expected} submitted")
@@ -568,6 +597,7 @@ def _run_batch(app: App, scenario: Scenario, bar: Progress, clear: bool, private
     nodes = make_nodes(scenario.nodes, scenario.seed)
     specs = [parse_job(raw) for raw in job_specs(scenario)]
 
+    info_empty = redis_info(app)
     started = time.perf_counter()
     update = bar.phase(f"registering {len(nodes)} nodes", len(nodes))
     register_nodes(app, nodes, lambda count: update(advance=count))
@@ -585,10 +615,12 @@ def _run_batch(app: App, scenario: Scenario, bar: Progress, clear: bool, private
     watch = ClaimWatch(app)
     host = machine()
     update = bar.phase(f"placing ({scenario.workers} workers)", scenario.tasks)
-    start_ms = redis_now_ms(app)
     with WorkerPool(app.url, app.keys.namespace, scenario.workers, scenario.batch_size, until_idle=True,
-                    seed=scenario.seed) as pool:
+                    seed=scenario.seed, percentage_of_nodes=scenario.percentage_of_nodes) as pool:
         pool.start()
+        pool.wait_started()
+        start_ms = redis_now_ms(app)
+        pool.release()
         last_update = 0.0
         while pool.alive():
             first = watch.poll()
@@ -596,17 +628,17 @@ def _run_batch(app: App, scenario: Scenario, bar: Progress, clear: bool, private
             if now - last_update >= 0.1:
                 last_update = now
                 stats = read_stats(app)
-                update(completed=stats.get("placed", 0),
-                       note=f"commit rejections {stats.get('refused', 0)}  failed attempts {stats.get('unplaced', 0)}")
+                update(completed=stats.get("placed", 0), note=f"commit rejections {stats.get('refused', 0)}  "
+                                                              f"failed attempts {stats.get('unplaced', 0)}")
             time.sleep(0.1 if first else 0.002)
     end_ms = redis_now_ms(app)
     info_end = redis_info(app)
-    stats, worker_cpu = pool.totals()
+    worker_cpu = pool.totals()[1]
     counters = read_stats(app)
     update(completed=counters.get("placed", 0))
 
     tasks = read_tasks(app, app.store.all_task_ids())
-    checks = check_results(app, tasks, scenario.tasks, counters)
+    checks = check_results(app, tasks, scenario.tasks, counters, pool)
     assigned = [t for t in tasks if t["state"] == ASSIGNED]
     latencies = sorted(int(t["assigned_at"]) - int(t["created"]) for t in assigned)
     last_commit = max((int(t["assigned_at"]) for t in assigned), default=None)
@@ -638,7 +670,7 @@ def _run_batch(app: App, scenario: Scenario, bar: Progress, clear: bool, private
         "zone_spread_skew": zone_spread,
         "redis_bytes_per_task": _per(info_end["used_memory"] - info_nodes["used_memory"], len(tasks)),
         "redis_bytes_per_task_pending": _per(info_submitted["used_memory"] - info_nodes["used_memory"], len(tasks)),
-        "redis_bytes_per_node": _per(info_nodes["used_memory"], len(nodes)),
+        "redis_bytes_per_node": _per(info_nodes["used_memory"] - info_empty["used_memory"], len(nodes)),
         "worker_cpu_s": round(worker_cpu, 3),
         "worker_cpu_us_per_placement": _round(1e6 * worker_cpu / len(assigned) if assigned else None, 1),
         "redis_cpu_s": round(info_end["cpu_s"] - info_submitted["cpu_s"], 3),
@@ -710,7 +742,8 @@ def run_sweep(scenario: Scenario, sizes=SWEEP_NODES, redis_url: str | None = Non
 def run_rate(rate: float, duration: float = 10.0, warmup: float = 2.0, nodes: int = DEFAULT_NODES,
              replicas: int = 1, workers: int = DEFAULT_WORKERS, batch_size: int = DEFAULT_BATCH,
              seed: int = DEFAULT_SEED, redis_url: str | None = None, namespace: str = DEFAULT_NAMESPACE,
-             clear: bool = True, progress: bool = False, drain_timeout: float | None = None) -> dict:
+             clear: bool = True, progress: bool = False, drain_timeout: float | None = None,
+             percentage_of_nodes: int | None = None) -> dict:
     """Offer ``rate`` tasks/s (jobs of ``replicas`` tasks, at evenly spaced instants) for
     ``warmup`` + ``duration`` seconds while the workers run; latency over the tasks
     submitted after the warm-up."""
@@ -718,13 +751,13 @@ def run_rate(rate: float, duration: float = 10.0, warmup: float = 2.0, nodes: in
         app = App(redis_url=url, namespace=namespace)
         try:
             return _run_rate(app, bar, rate, duration, warmup, nodes, replicas, workers, batch_size, seed, clear,
-                             redis_url is None, drain_timeout)
+                             redis_url is None, drain_timeout, percentage_of_nodes)
         finally:
             app.client.close()
 
 
 def _run_rate(app, bar, rate, duration, warmup, node_count, replicas, workers, batch_size, seed, clear, private,
-              drain_timeout) -> dict:
+              drain_timeout, percentage_of_nodes) -> dict:
     prepare_namespace(app, clear)
     nodes = make_nodes(node_count, seed)
     update = bar.phase(f"registering {len(nodes)} nodes", len(nodes))
@@ -750,8 +783,12 @@ def _run_rate(app, bar, rate, duration, warmup, node_count, replicas, workers, b
                     f"commit rejections {stats.get('refused', 0)}")
         return counts
 
-    with WorkerPool(app.url, app.keys.namespace, workers, batch_size, until_idle=False, seed=seed) as pool:
+    with WorkerPool(app.url, app.keys.namespace, workers, batch_size, until_idle=False, seed=seed,
+                    percentage_of_nodes=percentage_of_nodes) as pool:
         pool.start()
+        pool.wait_started()
+        pool.release()
+        time.sleep(STARTUP_GRACE_S)
         start = last_poll = time.perf_counter()
         measured_start = measured_end = None
         for i, spec in enumerate(everything):
@@ -781,11 +818,11 @@ def _run_rate(app, bar, rate, duration, warmup, node_count, replicas, workers, b
         pool.stop()
         pool.join()
     info_end = redis_info(app)
-    stats, worker_cpu = pool.totals()
+    worker_cpu = pool.totals()[1]
     counters = read_stats(app)
 
     tasks = read_tasks(app, app.store.all_task_ids())
-    checks = check_results(app, tasks, total, counters, require_reasons=drained)
+    checks = check_results(app, tasks, total, counters, pool, require_reasons=drained)
     measured_ids = {spec.id for spec in measured}
     mine = [t for t in tasks if t["job"] in measured_ids]
     assigned = [t for t in mine if t["state"] == ASSIGNED]
@@ -797,6 +834,7 @@ def _run_rate(app, bar, rate, duration, warmup, node_count, replicas, workers, b
         "mode": "rate",
         "scenario": {"nodes": node_count, "rate": rate, "duration_s": duration, "warmup_s": warmup,
                      "replicas": replicas, "workers": workers, "batch_size": batch_size, "seed": seed,
+                     "percentage_of_nodes": percentage_of_nodes,
                      "tasks": total, "measured_tasks": len(measured) * replicas, "zones": ZONES, "racks": RACKS,
                      "redis": "private" if private else "given", "namespace": app.keys.namespace},
         "offered_rate": rate,
@@ -849,11 +887,11 @@ def print_report(report: dict) -> None:
     mode = report["mode"]
     scenario = ", ".join(f"{k}={v}" for k, v in report["scenario"].items() if not isinstance(v, (dict, list)))
     if mode == "sweep":
-        columns = ["NODES", "TASKS", "PLACED", "UNPLACED", "PLACEMENTS/S", "US/PLACEMENT", "VS FIRST",
-                   "WORKER CPU US/PLACEMENT", "REJECTIONS", "OVERCOMMITS", "OK"]
-        rows = [[p["nodes"], p["tasks"], p["assigned"], p["unplaced"], p["placements_per_s"], p["us_per_placement"],
-                 p["vs_first"], p["worker_cpu_us_per_placement"], p["commit_rejections"], p["overcommits"],
-                 "yes" if p["invariants_ok"] else "NO"] for p in report["points"]]
+        columns = ["NODES", "TASKS", "UNPLACED", "PLACEMENTS/S", "US/PLACEMENT", "VS FIRST", "CPU US/PLACEMENT",
+                   "OK"]
+        rows = [[p["nodes"], p["tasks"], p["unplaced"], p["placements_per_s"], p["us_per_placement"], p["vs_first"],
+                 p["worker_cpu_us_per_placement"], "yes" if p["invariants_ok"] and not p["overcommits"] else "NO"]
+                for p in report["points"]]
         print(f"sched bench --sweep: {scenario}")
         print_table(columns, rows)
         problems = [problem for p in report["points"] for problem in p["problems"]]

@@ -471,6 +471,8 @@ def demo(ctx, seconds):
               help="Tasks a worker claims per batch.")
 @click.option("--distinct", is_flag=True, help="Every task is its own job (no batching possible).")
 @click.option("--seed", type=int, default=42, show_default=True, help="Seed of the scenario (nodes, jobs, tie-breaks).")
+@click.option("--percentage-of-nodes", type=click.IntRange(0, 100), default=None,
+              help="The workers' --percentage-of-nodes (0 = kube's adaptive default; unset = score all nodes).")
 @click.option("--redis-url", "bench_url", default=None, metavar="URL",
               help="Run against this Redis (also `sched --redis-url URL bench`; SCHED_REDIS_URL is ignored). "
                    "Default: a private redis-server in a temporary folder, stopped at the end.")
@@ -487,8 +489,8 @@ def demo(ctx, seconds):
               help="Seconds of offered load before the measured part, with --rate.")
 @json_option
 @click.pass_context
-def bench(ctx, nodes, jobs, replicas, workers, batch_size, distinct, seed, bench_url, sweep, sweep_nodes, rate,
-          duration, warmup, as_json):
+def bench(ctx, nodes, jobs, replicas, workers, batch_size, distinct, seed, percentage_of_nodes, bench_url, sweep,
+          sweep_nodes, rate, duration, warmup, as_json):
     """Measure scheduling throughput and latency on a synthetic cluster.
 
     \b
@@ -518,10 +520,11 @@ def bench(ctx, nodes, jobs, replicas, workers, batch_size, distinct, seed, bench
             raise SpecError("--rate cannot be combined with --sweep or --distinct.")
         report = b.run_rate(rate, duration, warmup, nodes=nodes, replicas=replicas or 1, workers=workers,
                             batch_size=batch_size, seed=seed, redis_url=url, namespace=namespace, clear=clear,
-                            progress=progress)
+                            progress=progress, percentage_of_nodes=percentage_of_nodes)
     else:
         scenario = b.Scenario(nodes=nodes, jobs=jobs, replicas=replicas or b.DEFAULT_REPLICAS, workers=workers,
-                              batch_size=batch_size, distinct=distinct, seed=seed)
+                              batch_size=batch_size, distinct=distinct, seed=seed,
+                              percentage_of_nodes=percentage_of_nodes)
         if sweep:
             try:
                 sizes = [int(part) for part in sweep_nodes.split(",") if part.strip()]

@@ -40,14 +40,14 @@ def commit(scripts: Scripts, keys: Keys, token: str, plans: list[Planned]) -> Co
     for plan in plans:
         job = plan.job
         requested = [(index[r], amount) for r, amount in job.resources.items()]
-        argv += [plan.task_id, plan.node, job.id, job.max_per_node, len(requested)]
+        argv += [plan.task_id, plan.node, job.id, job.max_per_node, job.priority, len(requested)]
         for pair in requested:
             argv += pair
         argv += [len(job.ports), *job.ports]
         task_keys += [keys.task(plan.task_id), keys.node(plan.node), keys.node_tasks(plan.node),
                       keys.tally_job(job.id)]
     reply = scripts.commit(
-        keys=[keys.inflight, keys.leases, keys.tally_tasks, keys.node_changes, keys.node_seq,
+        keys=[keys.inflight, keys.leases, keys.tally_tasks, keys.node_changes, keys.node_seq, keys.tally_priority,
               *(keys.free(name) for name in names), *task_keys],
         args=argv)
     accepted, refused = [], []

@@ -139,6 +139,10 @@ def run_demo(app: App, seconds: float = 12.0, console: Console | None = None) ->
         _summary(app, console)
         return 0
     finally:
+        # Stop the jobs while the agents still run: each stops its RQ jobs, so its RQ
+        # workers' warm shutdown below does not wait for (or get killed over) a long task.
+        for job_id in store.job_ids():
+            reconcile.stop(store, job_id)
         for child in children:
             if child.poll() is None:
                 child.send_signal(signal.SIGTERM)
@@ -147,8 +151,6 @@ def run_demo(app: App, seconds: float = 12.0, console: Console | None = None) ->
                 child.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 child.kill()
-        for job_id in store.job_ids():
-            reconcile.stop(store, job_id)
         for name in store.node_names():
             store.client.srem(app.keys.agents, name)
         console.print("stopped every agent and worker the demo started.")

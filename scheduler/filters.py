@@ -57,10 +57,11 @@ class Resources(Filter):
 
     def set_task(self, job):
         self.needs = {resource: amount for resource, amount in job.resources.items() if amount > 0}
+        self.priority, self.job = job.priority, job.id
         return bool(self.needs)
 
     def check(self, node, job_on_node):
-        return misfit(node, self.needs, (), 0, 0)
+        return misfit(node, self.needs, (), 0, 0, self.priority, self.job)
 
 
 class Plugins(Filter):
@@ -138,10 +139,11 @@ class HostPorts(Filter):
 
     def set_task(self, job):
         self.ports = job.ports
+        self.priority, self.job = job.priority, job.id
         return bool(self.ports)
 
     def check(self, node, job_on_node):
-        return misfit(node, _NOTHING, self.ports, 0, 0)
+        return misfit(node, _NOTHING, self.ports, 0, 0, self.priority, self.job)
 
 
 class MaxPerNode(Filter):
@@ -161,7 +163,7 @@ class Pipeline:
     """The filters a job needs, loaded with it; ``check`` reports the first one a node fails.
 
     ``check(node, n) is None`` exactly when ``static_check(node) is None`` and
-    ``misfit(node, job.resources, job.ports, job.max_per_node, n) is None``: the placer
+    ``misfit(node, job.resources, job.ports, job.max_per_node, n, job.priority, job.id) is None``: the placer
     relies on that split to cache the static half.
     """
 

@@ -129,6 +129,11 @@ class Keys:
     def tally_tasks(self) -> str:
         return self._key("tally", "tasks")
 
+    @cached_property
+    def tally_priority(self) -> str:
+        """HASH priority -> live tasks at that priority (is anything low enough to preempt?)."""
+        return self._key("tally", "priority")
+
     def free(self, resource: str) -> str:
         return self._key("free", resource)
 

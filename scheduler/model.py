@@ -91,6 +91,20 @@ def _parse_plugins(raw, what: str) -> tuple[str, ...]:
     return tuple(sorted(set(raw)))
 
 
+@dataclass(frozen=True, slots=True)
+class Nomination:
+    """Room held on a node for a preemptor that evicted tasks there (kube's nominated pod).
+
+    While it lasts, tasks of the same or lower priority (of other jobs) may not use it."""
+
+    task_id: str
+    job: str
+    priority: int
+    expires_ms: int
+    resources: dict[str, int]
+    ports: tuple[int, ...]
+
+
 @dataclass(slots=True)
 class Node:
     """A machine as the scheduler sees it: static description plus what is placed on it."""
@@ -109,6 +123,7 @@ class Node:
     status: str = READY
     ports: dict[int, str] = field(default_factory=dict)  # host port -> task id holding it
     tasks: int = 0  # tasks of every job placed here
+    nominations: dict[str, Nomination] = field(default_factory=dict)  # task id -> room held for it
 
     def __post_init__(self):
         if not self.hostname:

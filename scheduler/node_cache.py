@@ -25,10 +25,13 @@ class NodeCache:
         self.nodes: dict[str, Node] = {}
         self.seq = -1
         self._dirty: set[str] = set()
+        self._nominated: set[str] = set()  # nodes holding room for a preemptor
         self.reads = 0  # node hashes read, for the benchmark's cost accounting
 
-    def refresh(self) -> dict[str, Node]:
-        """Bring the copy up to date; returns the name -> Node mapping."""
+    def refresh(self, now_ms: int | None = None) -> dict[str, Node]:
+        """Bring the copy up to date; returns the name -> Node mapping. With ``now_ms``,
+        nominations that have expired by then are dropped from the copy (commit.lua
+        ignores them too)."""
         keys, client = self.store.keys, self.store.client
         if self.seq < 0:
             # Read the sequence first: anything that changes during the full load shows
@@ -37,7 +40,20 @@ class NodeCache:
             self.nodes = {node.name: node for node in self.store.nodes()}
             self.reads += len(self.nodes)
             self._dirty.clear()
-            return self.nodes
+            self._nominated = {name for name, node in self.nodes.items() if node.nominations}
+        else:
+            self._read_changes()
+        if now_ms is not None and self._nominated:
+            for name in list(self._nominated):
+                node = self.nodes.get(name)
+                if node is not None:
+                    node.nominations = {t: n for t, n in node.nominations.items() if n.expires_ms > now_ms}
+                if node is None or not node.nominations:
+                    self._nominated.discard(name)
+        return self.nodes
+
+    def _read_changes(self) -> None:
+        keys, client = self.store.keys, self.store.client
         changed = client.zrangebyscore(keys.node_changes, f"({self.seq}", "+inf", withscores=True)
         names = set(self._dirty)
         for name, score in changed:
@@ -45,19 +61,21 @@ class NodeCache:
             if score > self.seq:
                 self.seq = int(score)
         self._dirty.clear()
-        if names:
-            ordered = sorted(names)
-            with client.pipeline(transaction=False) as pipe:
-                for name in ordered:
-                    pipe.hgetall(keys.node(name))
-                replies = pipe.execute()
-            self.reads += len(ordered)
-            for name, fields in zip(ordered, replies):
-                if fields:
-                    self.nodes[name] = node_from_hash(fields)
-                else:
-                    self.nodes.pop(name, None)
-        return self.nodes
+        if not names:
+            return
+        ordered = sorted(names)
+        with client.pipeline(transaction=False) as pipe:
+            for name in ordered:
+                pipe.hgetall(keys.node(name))
+            replies = pipe.execute()
+        self.reads += len(ordered)
+        for name, fields in zip(ordered, replies):
+            if fields:
+                node = self.nodes[name] = node_from_hash(fields)
+                if node.nominations:
+                    self._nominated.add(name)
+            else:
+                self.nodes.pop(name, None)
 
     def invalidate(self, names) -> None:
         """Re-read these nodes on the next refresh, whatever the feed says."""

@@ -188,7 +188,7 @@ class Placer:
                 continue
             on_node = count(name, 0)
             if limit is not None:
-                if misfit(node, needs, ports, max_per_node, on_node) is not None:
+                if misfit(node, needs, ports, max_per_node, on_node, job.priority, job.id) is not None:
                     continue
                 found += 1
             entry = (key(node, on_node), rnd(), index, node)
@@ -251,7 +251,8 @@ class _Batch:
         job, counts = self.job, self.job_counts
         while heap:
             node = heap[0][3]
-            if misfit(node, job.resources, job.ports, job.max_per_node, counts.get(node.name, 0)) is None:
+            if misfit(node, job.resources, job.ports, job.max_per_node, counts.get(node.name, 0),
+                      job.priority, job.id) is None:
                 return
             heappop(heap)
 

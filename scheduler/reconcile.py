@@ -80,6 +80,9 @@ def add_tasks(store: Store, job_id: str, count: int, spec: JobSpec | None = None
             try:
                 pipe.watch(k.job(job_id))
                 fields = pipe.hgetall(k.job(job_id))
+                if fields.get("status", RUNNING_JOB) != RUNNING_JOB:  # stopped since the caller looked
+                    pipe.unwatch()
+                    return []
                 first = int(fields.get("next_index", 0))
                 version = int(fields["version"])
                 current = spec or parse_stored(fields["spec"])
@@ -213,3 +216,22 @@ def reconcile_global(store: Store) -> dict:
         return added
     finally:
         store.client.delete(lock)
+
+
+def preempted(store: Store, victims: list[tuple[str, str, str]]) -> dict[str, list[str]]:
+    """Replace tasks evicted by preemption, given as (task id, job id, node): a running
+    service or batch job gets a new pending task for each; a global job gets its task back
+    on the same node, where it waits for room."""
+    by_job: dict[str, list[str]] = {}
+    for _task_id, job_id, node in victims:
+        by_job.setdefault(job_id, []).append(node)
+    added: dict[str, list[str]] = {}
+    for job_id, nodes in by_job.items():
+        job = store.get_job(job_id)
+        if job["status"] != RUNNING_JOB:
+            continue
+        if job["spec"]["type"] == GLOBAL:
+            added[job_id] = add_tasks(store, job_id, len(nodes), pins=nodes)
+        else:
+            added[job_id] = add_tasks(store, job_id, len(nodes))
+    return added

@@ -15,16 +15,44 @@ import redis
 from .errors import NotFound, SpecError
 from .keys import Keys
 from .model import (ACTIVE, AVAILABILITIES, DOWN, LIVE_STATES, PENDING, READY, STOPPED, JobSpec, Node,
-                    check_job_id, check_node_name, parse_job)
+                    Nomination, check_job_id, check_node_name, parse_job)
 from .queue import queue_score
 from .scripts import Scripts
 
 _DESCRIPTION = ("hostname", "role", "os", "arch")
 
 
+def parse_allocation(text: str) -> dict[str, int]:
+    """``cpu=500,memory=268435456`` (as commit.lua records it) -> a resources dict."""
+    out = {}
+    for pair in filter(None, (text or "").split(",")):
+        name, _, amount = pair.partition("=")
+        out[name] = int(amount)
+    return out
+
+
+def reservation(job: JobSpec) -> str:
+    """What a nomination holds for a preemptor of ``job``: ``priority|job|cpu=500,...|8080,...``."""
+    alloc = ",".join(f"{name}={amount}" for name, amount in job.resources.items() if amount > 0)
+    return f"{job.priority}|{job.id}|{alloc}|{','.join(str(p) for p in job.ports)}"
+
+
+def nomination_value(held: str, expires_ms: int) -> str:
+    """A node hash's ``nom:<task>`` value (preempt.lua writes it, commit.lua reads it):
+    the reservation with its expiry after the priority."""
+    priority, rest = held.split("|", 1)
+    return f"{priority}|{expires_ms}|{rest}"
+
+
+def parse_nomination(task_id: str, value: str) -> Nomination:
+    priority, expires, job, alloc, ports = value.split("|")
+    return Nomination(task_id=task_id, job=job, priority=int(priority), expires_ms=int(expires),
+                      resources=parse_allocation(alloc), ports=tuple(int(p) for p in filter(None, ports.split(","))))
+
+
 def node_from_hash(fields: dict[str, str]) -> Node:
     """Decode a node hash (see :func:`node_fields`) into a :class:`Node`."""
-    capacity, allocated, ports = {}, {}, {}
+    capacity, allocated, ports, nominations = {}, {}, {}, {}
     for field, value in fields.items():
         if field.startswith("cap:"):
             capacity[field[4:]] = int(value)
@@ -32,6 +60,8 @@ def node_from_hash(fields: dict[str, str]) -> Node:
             allocated[field[6:]] = int(value)
         elif field.startswith("port:"):
             ports[int(field[5:])] = value
+        elif field.startswith("nom:"):
+            nominations[field[4:]] = parse_nomination(field[4:], value)
     return Node(
         name=fields["name"],
         capacity=capacity,
@@ -47,6 +77,7 @@ def node_from_hash(fields: dict[str, str]) -> Node:
         status=fields.get("status", READY),
         ports=ports,
         tasks=int(fields.get("tasks", 0)),
+        nominations=nominations,
     )
 
 
@@ -222,7 +253,7 @@ class Store:
         k = self.keys
         resources = self.resource_names()
         keys = [k.active, k.backoff, k.unschedulable, k.inflight, k.leases, k.tally_tasks, k.node_changes,
-                k.node_seq, k.cycle, k.move_cycle, *(k.free(r) for r in resources)]
+                k.node_seq, k.cycle, k.move_cycle, k.tally_priority, *(k.free(r) for r in resources)]
         args = [k.events, len(resources), *resources]
         for task in tasks:
             node = task.get("node", "") if task.get("state") in LIVE_STATES else ""

@@ -27,19 +27,22 @@ from scheduler.model import LIVE_STATES, make_node, parse_job
 
 SCHED = str(Path(sys.executable).parent / "sched")
 TESTS_DIR = str(Path(__file__).resolve().parent)
-HEARTBEAT_S = "0.2"
+HEARTBEAT_S = "0.2"  # agents whose loss a test waits for: down 0.6 s after their last beat
+STEADY_HEARTBEAT_S = "1.0"  # the others: a busy machine must not take them down by accident
 LIVENESS_S = 15.0  # a bound on "eventually", not a performance target
 STOP_TIMEOUT_S = 10.0
 
 
-def wait_until(predicate, what: str, timeout_s: float = LIVENESS_S, interval_s: float = 0.05):
+def wait_until(predicate, what: str, timeout_s: float = LIVENESS_S, interval_s: float = 0.05, detail=None):
+    """Poll ``predicate`` until it is truthy; on timeout fail, showing ``detail()`` if given."""
     deadline = time.monotonic() + timeout_s
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+            shown = f"\n{detail()}" if detail else ""
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}{shown}")
         time.sleep(interval_s)
 
 
@@ -98,8 +101,8 @@ class Cluster:
         return process
 
     def agent(self, name: str, *, cpu: str = "2", memory: str = "1GiB", labels=(), slots: int = 2,
-              wait: bool = True) -> subprocess.Popen:
-        args = ["agent", name, "--cpu", cpu, "--memory", memory, "--heartbeat", HEARTBEAT_S, "--slots", str(slots)]
+              heartbeat: str = STEADY_HEARTBEAT_S, wait: bool = True) -> subprocess.Popen:
+        args = ["agent", name, "--cpu", cpu, "--memory", memory, "--heartbeat", heartbeat, "--slots", str(slots)]
         for label in labels:
             args += ["--label", label]
         process = self._start(f"agent-{name}", *args)
@@ -116,6 +119,16 @@ class Cluster:
 
     def worker(self) -> subprocess.Popen:
         return self._start("worker", "worker")
+
+    def wait(self, predicate, what: str, timeout_s: float = LIVENESS_S):
+        """wait_until, showing the cluster's state and the processes' logs on a timeout."""
+        return wait_until(predicate, what, timeout_s, detail=self.snapshot)
+
+    def snapshot(self) -> str:
+        store = self.app.store
+        tasks = [(t["id"], t["state"], t.get("node", ""), t.get("message", "")) for t in store.tasks(store.all_task_ids())]
+        nodes = [(n.name, n.status, n.availability, n.tasks) for n in store.nodes()]
+        return f"tasks: {tasks}\nnodes: {nodes}\n{self.logs_text()}"
 
     def logs_text(self, limit: int = 4000) -> str:
         parts = []
@@ -258,7 +271,7 @@ def test_function_task_runs_completes_and_releases_its_node(cluster, app, redis_
         assert state not in ("failed", "lost", "stopped"), (app.store.get_task(task_id), cluster.logs_text())
         return state == "completed"
 
-    wait_until(completed, "the task to complete")
+    cluster.wait(completed, "the task to complete")
     task = app.store.get_task(task_id)
     assert task["node"] == "n1"
     assert task["message"] == "agent_tasks:add returned 5"
@@ -271,7 +284,7 @@ def test_function_task_runs_completes_and_releases_its_node(cluster, app, redis_
 
     # The RQ job that ran it recorded run_task's result.
     job = Job.fetch(rq_job_id(namespace, task_id), connection=rq_client(redis_url))
-    wait_until(lambda: job.get_status(refresh=True) == "finished", "the RQ job to be finished")
+    cluster.wait(lambda: job.get_status(refresh=True) == "finished", "the RQ job to be finished")
     assert job.return_value(refresh=True) == {"task": task_id, "ran": True, "succeeded": True,
                                               "message": "agent_tasks:add returned 5",
                                               "state": "completed", "replacement": []}
@@ -290,7 +303,7 @@ def test_function_task_runs_completes_and_releases_its_node(cluster, app, redis_
         process.send_signal(signal.SIGTERM)
     assert agent.wait(timeout=STOP_TIMEOUT_S) == 0, cluster.logs_text()
     assert worker.wait(timeout=STOP_TIMEOUT_S) == 0, cluster.logs_text()
-    wait_until(lambda: not namespace_pids(namespace), "every agent and worker process to exit", 5)
+    cluster.wait(lambda: not namespace_pids(namespace), "every agent and worker process to exit", 5)
 
 
 def test_failing_batch_task_is_retried_up_to_max_retries(cluster, app):
@@ -304,7 +317,7 @@ def test_failing_batch_task_is_retried_up_to_max_retries(cluster, app):
         assert len(tasks) <= 3 and "completed" not in states(tasks), (tasks, cluster.logs_text())
         return states(tasks) == ["failed"] * 3
 
-    wait_until(three_failed, "3 failed attempts")
+    cluster.wait(three_failed, "3 failed attempts")
     # The third failure was the last: nothing is queued, and no fourth task appears.
     time.sleep(1.0)
     tasks = job_tasks(app, job_id)
@@ -337,10 +350,10 @@ def test_failing_service_task_is_replaced_until_the_job_stops(cluster, app):
         tasks = job_tasks(app, job_id)
         return len(tasks) >= 3 and states(tasks[:2]) == ["failed", "failed"]
 
-    wait_until(replaced_twice, "two failed tasks and their replacements")
+    cluster.wait(replaced_twice, "two failed tasks and their replacements")
     reconcile.stop(app.store, job_id)
     # A replacement in flight may still run once, but is not replaced: the job settles.
-    wait_until(lambda: not reconcile.open_tasks(app.store, job_id), "no open task after the stop")
+    cluster.wait(lambda: not reconcile.open_tasks(app.store, job_id), "no open task after the stop")
     time.sleep(0.5)
     assert not reconcile.open_tasks(app.store, job_id)
     tasks = job_tasks(app, job_id)
@@ -359,18 +372,18 @@ def test_failing_service_task_is_replaced_until_the_job_stops(cluster, app):
 
 
 # ----------------------------------------------------------------------------- node loss
-def _two_tasks_running_on(app, directory: Path, job_id: str, node: str, namespace: str):
+def _two_tasks_running_on(cluster, app, directory: Path, job_id: str, node: str, namespace: str):
     def running():
         tasks = job_tasks(app, job_id)
         started = marks(directory)
         return (states(tasks) == ["running", "running"] and all(t["node"] == node for t in tasks)
                 and all(rq_job_id(namespace, t["id"]) in started for t in tasks))
 
-    wait_until(running, f"both tasks running on {node}")
+    cluster.wait(running, f"both tasks running on {node}")
     return job_tasks(app, job_id)
 
 
-def _replaced_on(app, job_id: str, lost_ids: list[str], node: str) -> list[dict]:
+def _replaced_on(cluster, app, job_id: str, lost_ids: list[str], node: str) -> list[dict]:
     def done():
         tasks = {t["id"]: t for t in job_tasks(app, job_id)}
         live = [t for t in tasks.values() if t["state"] in LIVE_STATES]
@@ -378,17 +391,17 @@ def _replaced_on(app, job_id: str, lost_ids: list[str], node: str) -> list[dict]
                 and len(live) == 2 and all(t["node"] == node and t["state"] == "running" for t in live)
                 and live)
 
-    return wait_until(done, f"the lost tasks to be replaced and running on {node}")
+    return cluster.wait(done, f"the lost tasks to be replaced and running on {node}")
 
 
 def _service_on_a(cluster, app, tmp_path, namespace):
     directory = tmp_path / "marks"
     directory.mkdir()
-    cluster.agent("a")
+    cluster.agent("a", heartbeat=HEARTBEAT_S)
     cluster.worker()
     job_id = submit(app, {"id": "svc", "replicas": 2, "restart_delay": 0.1, "resources": SMALL,
                           "run": {"func": "agent_tasks:record_and_sleep", "args": [str(directory), 60]}})
-    originals = _two_tasks_running_on(app, directory, job_id, "a", namespace)
+    originals = _two_tasks_running_on(cluster, app, directory, job_id, "a", namespace)
     cluster.agent("b")
     return directory, job_id, [t["id"] for t in originals]
 
@@ -399,8 +412,8 @@ def test_killed_agent_node_goes_down_and_its_tasks_are_replaced(cluster, app, tm
     os.kill(agent_a.pid, signal.SIGKILL)  # the agent process itself: its heartbeat stops
     agent_a.wait(timeout=STOP_TIMEOUT_S)
 
-    wait_until(lambda: app.store.get_node("a").status == "down", "node a to be marked down")
-    replacements = _replaced_on(app, job_id, lost_ids, "b")
+    cluster.wait(lambda: app.store.get_node("a").status == "down", "node a to be marked down")
+    replacements = _replaced_on(cluster, app, job_id, lost_ids, "b")
     for task_id in lost_ids:
         task = app.store.get_task(task_id)
         assert task["state"] == "lost" and task["message"] == "node a is down", task
@@ -419,13 +432,13 @@ def test_restarted_agent_does_not_keep_running_replaced_tasks(cluster, app, tmp_
     agent_a = cluster.processes[0][1]
     os.kill(agent_a.pid, signal.SIGKILL)
     agent_a.wait(timeout=STOP_TIMEOUT_S)
-    wait_until(lambda: app.store.get_node("a").status == "down", "node a to be marked down")
-    replacements = _replaced_on(app, job_id, lost_ids, "b")
+    cluster.wait(lambda: app.store.get_node("a").status == "down", "node a to be marked down")
+    replacements = _replaced_on(cluster, app, job_id, lost_ids, "b")
 
-    cluster.agent("a")  # the same name comes back
+    cluster.agent("a", heartbeat=HEARTBEAT_S)  # the same name comes back
     assert app.store.get_node("a").status == "ready"
     horses = {task_id: marks(directory)[rq_job_id(namespace, task_id)] for task_id in lost_ids}
-    wait_until(lambda: not any(alive(pid) for pids in horses.values() for pid in pids),
+    cluster.wait(lambda: not any(alive(pid) for pids in horses.values() for pid in pids),
                f"the work horses of the lost tasks {horses} to stop")
     time.sleep(0.5)  # give the returned agent a few sync rounds to misbehave
     started = marks(directory)
@@ -451,19 +464,19 @@ def test_partitioned_node_comes_back_and_stops_replaced_tasks(cluster, app, tmp_
     for pid in paused:
         _signal(pid, signal.SIGSTOP)
     try:
-        wait_until(lambda: app.store.get_node("a").status == "down", "node a to be marked down")
-        replacements = _replaced_on(app, job_id, lost_ids, "b")
+        cluster.wait(lambda: app.store.get_node("a").status == "down", "node a to be marked down")
+        replacements = _replaced_on(cluster, app, job_id, lost_ids, "b")
     finally:
         for pid in paused:
             _signal(pid, signal.SIGCONT)
 
-    wait_until(lambda: app.store.get_node("a").status == "ready", "node a to be ready again")
+    cluster.wait(lambda: app.store.get_node("a").status == "ready", "node a to be ready again")
     horses = [pid for task_id in lost_ids for pid in marks(directory)[rq_job_id(namespace, task_id)]]
-    wait_until(lambda: not any(alive(pid) for pid in horses), "the lost tasks' work horses to be stopped")
+    cluster.wait(lambda: not any(alive(pid) for pid in horses), "the lost tasks' work horses to be stopped")
     connection = rq_client(redis_url)
     for task_id in lost_ids:
         job = Job.fetch(rq_job_id(namespace, task_id), connection=connection)
-        wait_until(lambda: job.get_status(refresh=True) in ("stopped", "failed", "canceled"),
+        cluster.wait(lambda: job.get_status(refresh=True) in ("stopped", "failed", "canceled"),
                    f"the RQ job of {task_id} to end")
         task = app.store.get_task(task_id)
         assert task["state"] == "lost", task
@@ -486,16 +499,16 @@ def test_global_job_follows_agents_joining_and_labels_changing(cluster, app):
     def running_on():
         return sorted(t["node"] for t in job_tasks(app, job_id) if t["state"] == "running")
 
-    wait_until(lambda: running_on() == ["g1", "g2"], "a running task on g1 and g2")
+    cluster.wait(lambda: running_on() == ["g1", "g2"], "a running task on g1 and g2")
     assert len(app.store.job_task_ids(job_id)) == 2
 
     cluster.agent("g3", labels=["zone=eu"], slots=1)
-    wait_until(lambda: running_on() == ["g1", "g2", "g3"], "a task on the node that joined")
+    cluster.wait(lambda: running_on() == ["g1", "g2", "g3"], "a task on the node that joined")
     joined = [t for t in job_tasks(app, job_id) if t["node"] == "g3"]
     assert len(joined) == 1 and joined[0]["pin"] == "g3"
 
     app.store.put_node(make_node("g3", cpu="2", memory="1GiB", labels={"zone": "us"}))
-    wait_until(lambda: running_on() == ["g1", "g2"], "g3's task to stop once g3 no longer matches")
+    cluster.wait(lambda: running_on() == ["g1", "g2"], "g3's task to stop once g3 no longer matches")
     assert app.store.get_task(joined[0]["id"])["state"] == "stopped"
     assert len(app.store.job_task_ids(job_id)) == 3  # nothing else was added
     assert node_is_empty(app, "g3")

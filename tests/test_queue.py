@@ -56,13 +56,14 @@ def wait_for_lease_expiry(app, lease_deadline_ms: int) -> None:
     raise AssertionError("Redis TIME never passed the lease deadline")
 
 
-def commit(app, token, task_id, node, job, request: dict[str, int], ports=(), max_per_node=0):
+def commit(app, token, task_id, node, job, request: dict[str, int], ports=(), max_per_node=0, priority=50):
     """Call lua/commit.lua for one placement, with the KEYS/ARGV layout its header documents."""
     k = app.keys
     names = sorted(request)
-    keys = [k.inflight, k.leases, k.tally_tasks, k.node_changes, k.node_seq, *(k.free(r) for r in names),
+    keys = [k.inflight, k.leases, k.tally_tasks, k.node_changes, k.node_seq, k.tally_priority,
+            *(k.free(r) for r in names),
             k.task(task_id), k.node(node), k.node_tasks(node), k.tally_job(job)]
-    args = [token, k.events, len(names), *names, task_id, node, job, max_per_node, len(names)]
+    args = [token, k.events, len(names), *names, task_id, node, job, max_per_node, priority, len(names)]
     for i, name in enumerate(names, start=1):
         args += [i, request[name]]
     args += [len(ports), *ports]

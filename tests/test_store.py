@@ -46,9 +46,10 @@ def place(app, placements: dict[str, str], cpu=1000, memory=GiB, ports=()):
     names = ["cpu", "memory"]
     for task_id, node in placements.items():
         job = app.client.hget(k.task(task_id), "job")
-        keys = [k.inflight, k.leases, k.tally_tasks, k.node_changes, k.node_seq, *(k.free(r) for r in names),
+        keys = [k.inflight, k.leases, k.tally_tasks, k.node_changes, k.node_seq, k.tally_priority,
+                *(k.free(r) for r in names),
                 k.task(task_id), k.node(node), k.node_tasks(node), k.tally_job(job)]
-        args = [claim.token, k.events, 2, *names, task_id, node, job, 0, 2, 1, cpu, 2, memory,
+        args = [claim.token, k.events, 2, *names, task_id, node, job, 0, 50, 2, 1, cpu, 2, memory,
                 len(ports), *ports]
         assert app.scripts.commit(keys=keys, args=args)[1:] == [1], task_id
     rest = [t for t in claim.task_ids if t not in placements]
@@ -224,9 +225,9 @@ def test_stop_ends_every_task_and_empties_the_queues(clocked_app, clock):
     # The worker that still holds web.3 cannot commit it any more.
     k = app.keys
     reply = app.scripts.commit(
-        keys=[k.inflight, k.leases, k.tally_tasks, k.node_changes, k.node_seq, k.free("cpu"),
+        keys=[k.inflight, k.leases, k.tally_tasks, k.node_changes, k.node_seq, k.tally_priority, k.free("cpu"),
               k.task("web.3"), k.node("n1"), k.node_tasks("n1"), k.tally_job("web")],
-        args=[claim.token, k.events, 1, "cpu", "web.3", "n1", "web", 0, 1, 1, 1000, 0])
+        args=[claim.token, k.events, 1, "cpu", "web.3", "n1", "web", 0, 50, 1, 1, 1000, 0])
     assert reply[1:] == ["lease expired"]
     assert app.queue.fail(claim.token, [("web.3", {"nodes_evaluated": 0, "reasons": {}, "message": "x"})]) \
         == ["lease expired"]

@@ -43,7 +43,21 @@ class NodeAgent:
 
     def register(self) -> None:
         self.app.store.put_node(self.node)
+        self._adopt()
         heartbeat.beat(self.app.store, self.node.name, self.interval_s)
+
+    def _adopt(self) -> None:
+        """Take over the RQ jobs a previous agent of this node left queued or started (its
+        RQ workers and work horses can outlive it), so that sync stops the ones whose task
+        is no longer this node's: a restarted agent must not keep running replaced tasks."""
+        registry = self.rq_queue.started_job_registry
+        for job_id in {*registry.get_job_ids(), *self.rq_queue.get_job_ids()}:
+            try:
+                job = Job.fetch(job_id, connection=self.rq_connection)
+            except NoSuchJobError:
+                continue
+            if len(job.args) == 4:  # run_task(url, namespace, node, task_id)
+                self.started[job.args[3]] = job_id
 
     def sync(self) -> None:
         """Enqueue newly assigned tasks; stop the ones that are no longer this node's."""

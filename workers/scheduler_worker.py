@@ -20,14 +20,17 @@ import signal
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import partial
 
 from scheduler import heartbeat, reasons, reconcile
 from scheduler.app import App
 from scheduler.commit import Planned, commit
 from scheduler.errors import NotFound
-from scheduler.model import STOPPED, JobSpec
+from scheduler.model import STOPPED, JobSpec, Node
 from scheduler.node_cache import NodeCache
-from scheduler.placement import PlacementOptions, Placer
+from scheduler.placement import Placement, PlacementOptions, Placer
+from scheduler.preemption import DEFAULT_MARGIN
+from scheduler.preemptor import Preemptor
 from scheduler.queue import QueueConfig
 
 log = logging.getLogger("sched.worker")
@@ -43,20 +46,25 @@ class WorkerConfig:
     idle_sleep_max_s: float = 0.02
     until_idle: bool = False
     fault_window_ms: int = 300_000
+    preemption: bool = True
+    preemption_margin: int = DEFAULT_MARGIN  # victims are at least this many priority levels lower
+    max_preemptions: int = 8  # preemption searches per batch: they read what runs on the nodes
     placement: PlacementOptions = field(default_factory=PlacementOptions)
 
 
 @dataclass
 class Group:
-    """Identical tasks: same job, same spec version, same pinned node (global jobs)."""
+    """Identical tasks: same job, same spec version, same pinned node (global jobs), same
+    nominated node (a preemptor's next attempt tries its nominated node first)."""
 
     spec: JobSpec
     pin: str
+    nominated: str
     task_ids: list[str]
 
 
 def _regroup(groups: list[Group], keep: set[str]) -> list[Group]:
-    kept = [Group(g.spec, g.pin, [t for t in g.task_ids if t in keep]) for g in groups]
+    kept = [Group(g.spec, g.pin, g.nominated, [t for t in g.task_ids if t in keep]) for g in groups]
     return [g for g in kept if g.task_ids]
 
 
@@ -67,6 +75,7 @@ class WorkerStats:
     placed: int = 0
     refused: int = 0
     unplaced: int = 0
+    preempted: int = 0  # preemptors nominated (each evicted one or more victims)
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
@@ -79,8 +88,11 @@ class SchedulerWorker:
         self.name = name or f"worker-{os.getpid()}"
         self.cache = NodeCache(app.store)
         self.placer = Placer(self.config.placement)
+        self.preemptor = Preemptor(app.store, self._spec, self.config.preemption_margin) \
+            if self.config.preemption else None
         self.stats = WorkerStats()
         self._specs: dict[tuple[str, int], JobSpec] = {}
+        self._hopeless: dict[str, float] = {}  # job -> until when preemption is not retried
         self._stopping = False
         self._last_maintain = self._last_health = 0.0
         self._seen_epoch: str | None = None
@@ -133,26 +145,23 @@ class SchedulerWorker:
         claim = app.queue.claim(cfg.batch_size, cfg.lease_ms)
         if not claim.task_ids:
             return 0
+        preempted_before = self.stats.preempted
         groups = self._group(claim.task_ids)
+        group_of = {task_id: group for group in groups for task_id in group.task_ids}
         failures: dict[str, dict] = {}
         conflicts: set[str] = set()  # refused at commit in the last round they were tried
         placed = refused_total = 0
         for _round in range(cfg.commit_retries):
             if not groups:
                 break
-            nodes = self.cache.refresh()
+            nodes = self.cache.refresh(claim.now_ms)
             counts, faults = self._tallies({group.spec.id for group in groups}, claim.now_ms)
             plans: list[Planned] = []
             for group in groups:
-                if group.pin:
-                    candidates = [nodes[group.pin]] if group.pin in nodes else []
-                else:
-                    candidates = list(nodes.values())
-                result = self.placer.place(candidates, group.spec, group.task_ids,
-                                           job_counts=counts[group.spec.id], faults=faults.get(group.spec.id))
+                result = self._place(group, nodes, counts[group.spec.id], faults.get(group.spec.id))
                 plans += [Planned(task_id, node, group.spec) for task_id, node in result.assignments]
                 for task_id in result.unplaced:
-                    failures[task_id] = _explanation(result.explanation, candidates)
+                    failures[task_id] = _explanation(result.explanation, len(nodes))
                     conflicts.discard(task_id)
             if not plans:
                 break
@@ -170,10 +179,53 @@ class SchedulerWorker:
                                           "message": f"placement on {plan.node} refused at commit: {reason}."}
             # A stale lease means the task is no longer ours (reclaimed or stopped): drop it.
             groups = _regroup(groups, {plan.task_id for plan, _ in retry})
+        if failures and self.preemptor is not None:
+            self._preempt(claim, group_of, failures, conflicts)
         if failures:
             app.queue.fail(claim.token, list(failures.items()), conflicts)
-        self._count(len(claim.task_ids), placed, refused_total, len(failures))
+        self._count(len(claim.task_ids), placed, refused_total, len(failures), self.stats.preempted - preempted_before)
         return len(claim.task_ids)
+
+    def _place(self, group: Group, nodes: dict[str, Node], job_counts: dict[str, int], faults) -> Placement:
+        """Place one group: a pinned group only on its node; a nominated group on its
+        nominated node first (kube's fast path), then anywhere."""
+        place = partial(self.placer.place, job=group.spec, job_counts=job_counts, faults=faults)
+        if group.pin:
+            return place([nodes[group.pin]] if group.pin in nodes else [], task_ids=group.task_ids)
+        if group.nominated in nodes:
+            first = place([nodes[group.nominated]], task_ids=group.task_ids)
+            if not first.unplaced:
+                return first
+            rest = place(list(nodes.values()), task_ids=first.unplaced)
+            return Placement(first.assignments + rest.assignments, rest.unplaced, rest.explanation)
+        return place(list(nodes.values()), task_ids=group.task_ids)
+
+    def _preempt(self, claim, group_of: dict[str, Group], failures: dict[str, dict], conflicts: set[str]) -> None:
+        """For tasks that fit nowhere, try evicting lower-priority tasks; a preemptor that
+        gets a node leaves ``failures`` (it is back in the queue, nominated)."""
+        preemptor = self.preemptor
+        lowest = preemptor.lowest_live_priority()
+        now = time.monotonic()
+        todo = [t for t in failures if t not in conflicts and preemptor.worth_trying(group_of[t].spec, lowest)
+                and self._hopeless.get(group_of[t].spec.id, 0) <= now]
+        for task_id in todo[: self.config.max_preemptions]:
+            group = group_of[task_id]
+            if self._hopeless.get(group.spec.id, 0) > now:
+                continue
+            nodes = self.cache.refresh(claim.now_ms)
+            candidates = ([nodes[group.pin]] if group.pin in nodes else []) if group.pin else list(nodes.values())
+            counts, _ = self._tallies({group.spec.id}, claim.now_ms)
+            search = preemptor.search(candidates, group.spec, counts[group.spec.id])
+            if search.choice is not None and preemptor.apply(claim.token, task_id, group.spec, search) == "ok":
+                del failures[task_id]
+                self.stats.preempted += 1
+                continue
+            # Searching reads what runs on every candidate node: don't repeat a fruitless
+            # search for this job within the next second.
+            self._hopeless[group.spec.id] = now + 1.0
+            explanation = failures[task_id]
+            note = search.message(group.spec, preemptor.margin)
+            failures[task_id] = {**explanation, "preemption": note, "message": f"{explanation['message']} {note}"}
 
     def _group(self, task_ids: list[str]) -> list[Group]:
         """Group claimed tasks by job, spec version and pinned node: each group is a set of
@@ -181,18 +233,18 @@ class SchedulerWorker:
         store = self.app.store
         with store.client.pipeline(transaction=False) as pipe:
             for task_id in task_ids:
-                pipe.hmget(store.keys.task(task_id), "job", "version", "pin")
+                pipe.hmget(store.keys.task(task_id), "job", "version", "pin", "nominated_node")
             rows = pipe.execute()
-        groups: dict[tuple[str, int, str], Group] = {}
+        groups: dict[tuple[str, int, str, str], Group] = {}
         orphans = []
-        for task_id, (job_id, version, pin) in zip(task_ids, rows):
+        for task_id, (job_id, version, pin, nominated) in zip(task_ids, rows):
             spec = self._spec(job_id, version) if job_id and version else None
             if spec is None:
                 orphans.append(task_id)
                 continue
-            key = (job_id, int(version), pin or "")
+            key = (job_id, int(version), pin or "", nominated or "")
             if key not in groups:
-                groups[key] = Group(spec, pin or "", [])
+                groups[key] = Group(spec, pin or "", nominated or "", [])
             groups[key].task_ids.append(task_id)
         if orphans:
             store.finish_ids(orphans, STOPPED, "its job no longer exists")
@@ -232,7 +284,7 @@ class SchedulerWorker:
                 faults[job_id] = per_node
         return counts, faults
 
-    def _count(self, claimed: int, placed: int, refused: int, unplaced: int) -> None:
+    def _count(self, claimed: int, placed: int, refused: int, unplaced: int, preempted: int) -> None:
         s = self.stats
         s.batches += 1
         s.claimed += claimed
@@ -241,15 +293,15 @@ class SchedulerWorker:
         s.unplaced += unplaced
         with self.app.client.pipeline(transaction=False) as pipe:
             for name, value in (("batches", 1), ("claimed", claimed), ("placed", placed),
-                                ("refused", refused), ("unplaced", unplaced)):
+                                ("refused", refused), ("unplaced", unplaced), ("preempted", preempted)):
                 if value:
                     pipe.hincrby(self.app.keys.stats, name, value)
             pipe.execute()
 
 
-def _explanation(explanation, candidates) -> dict:
+def _explanation(explanation, nodes: int) -> dict:
     if explanation is None:
-        return {"nodes_evaluated": len(candidates), "reasons": {}, "message": "no node had room in this batch."}
+        return {"nodes_evaluated": nodes, "reasons": {}, "message": "no node had room in this batch."}
     return explanation.to_dict()
 
 

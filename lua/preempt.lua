@@ -1,0 +1,64 @@
+-- preempt.lua: evict victims from a node and nominate the node for the preemptor, at once.
+-- Checked first, all or nothing: the preemptor's lease is still held by this claim, the
+-- node is ready and active, and every victim is still live on that node. Then each victim
+-- ends as "preempted" and gives back what it held (as finish.lua does), and the preemptor
+-- returns to the active queue with nominated_node set and its room held on the node as
+-- "nom:<task>" until it is placed or the nomination expires.
+--
+-- KEYS[1] q:inflight  KEYS[2] q:leases  KEYS[3] q:active  KEYS[4] tally:tasks
+-- KEYS[5] nodes:changes  KEYS[6] nodes:seq
+-- KEYS[7] preemptor task HASH  KEYS[8] node HASH  KEYS[9] node tasks SET
+-- KEYS[10] tally:priority HASH
+-- KEYS[11 .. 10+R] free:<resource> ZSET for each resource name in ARGV
+-- then 2 keys per victim: task HASH, tally:job:<its job> ZSET
+-- ARGV[1] fencing token  ARGV[2] events channel  ARGV[3] preemptor task id
+-- ARGV[4] node name  ARGV[5] nomination lifetime (ms)
+-- ARGV[6] nomination value without its expiry: priority, job, allocation, ports as
+--         "priority|job|cpu=500,memory=...|8080,..." (the expiry is inserted here)
+-- ARGV[7] R, then R resource names, then the victim task ids
+-- Returns "ok", or why nothing was done: "lease expired", "node removed", "node down",
+-- "node drained", "node paused", "victims changed".
+
+local token, channel, id, name = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local now = now_ms()
+local R = tonumber(ARGV[7])
+local free = {}
+for r = 1, R do free[ARGV[7 + r]] = KEYS[10 + r] end
+local first_victim = 8 + R
+
+if redis.call('HGET', KEYS[2], id) ~= token then return 'lease expired' end
+local st = redis.call('HMGET', KEYS[8], 'status', 'availability')
+if not st[1] then return 'node removed' end
+if st[1] ~= 'ready' then return 'node down' end
+if st[2] ~= 'active' then return st[2] == 'drain' and 'node drained' or 'node paused' end
+
+local victims = {}
+for a = first_victim, #ARGV do
+  local v = (a - first_victim) * 2
+  local task = KEYS[11 + R + v]
+  local cur = redis.call('HMGET', task, 'state', 'node', 'alloc', 'ports', 'job', 'priority')
+  if (cur[1] ~= 'assigned' and cur[1] ~= 'running') or cur[2] ~= name then return 'victims changed' end
+  victims[#victims + 1] = {id = ARGV[a], task = task, tally_job = KEYS[12 + R + v], cur = cur}
+end
+
+local keys = {node = KEYS[8], node_tasks = KEYS[9], tally_tasks = KEYS[4], tally_priority = KEYS[10],
+  changes = KEYS[5], seq = KEYS[6]}
+for _, victim in ipairs(victims) do
+  keys.tally_job = victim.tally_job
+  release(victim.id, name, victim.cur[3], victim.cur[4], victim.cur[6], keys, free)
+  redis.call('HSET', victim.task, 'state', 'preempted', 'ended_at', int(now), 'message', 'preempted by ' .. id)
+  publish(channel, {'type', 'task', 'id', victim.id, 'job', victim.cur[5], 'state', 'preempted',
+    'node', name, 'by', id, 'ts', now})
+end
+
+local prio, job, rest = string.match(ARGV[6], '^(%d+)|([^|]*)|(.*)$')
+if redis.call('HSET', KEYS[8], 'nom:' .. id, prio .. '|' .. int(now + tonumber(ARGV[5])) .. '|' .. job .. '|' .. rest) == 1 then
+  redis.call('HINCRBY', KEYS[8], 'nominations', 1)
+end
+redis.call('ZADD', KEYS[5], redis.call('INCR', KEYS[6]), name)
+redis.call('ZREM', KEYS[1], id)
+redis.call('HDEL', KEYS[2], id)
+redis.call('HSET', KEYS[7], 'nominated_node', name, 'state', 'pending')
+redis.call('ZADD', KEYS[3], redis.call('HGET', KEYS[7], 'qscore'), id)
+publish(channel, {'type', 'task', 'id', id, 'job', job, 'state', 'pending', 'nominated_node', name, 'ts', now})
+return 'ok'

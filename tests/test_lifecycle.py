@@ -1,0 +1,466 @@
+"""Task lifecycle and reconciliation without agents: static nodes, an in-process scheduler
+worker run until idle, and ``execution.run_task`` (the RQ job an agent would run) called
+directly, so every step is deterministic. Scale, drain, stop, global jobs following node
+changes, node loss through lapsed heartbeats, restarts, retries and faulty nodes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from scheduler import heartbeat, reconcile
+from scheduler.audit import audit
+from scheduler.errors import SpecError
+from scheduler.execution import execute, run_task
+from scheduler.model import LIVE_STATES, make_node, parse_job
+from workers.scheduler_worker import SchedulerWorker, WorkerConfig
+
+SCHED = str(Path(sys.executable).parent / "sched")
+SMALL = {"cpu": 0.5, "memory": "64MiB"}
+
+
+# ----------------------------------------------------------------------------- helpers
+def add_nodes(app, *names, cpu="2", memory="1GiB", labels=None):
+    for name in names:
+        app.store.put_node(make_node(name, cpu=cpu, memory=memory, labels=labels or {}))
+
+
+def submit(app, raw: dict) -> str:
+    return reconcile.submit(app.store, parse_job(raw))["id"]
+
+
+def settle(app) -> None:
+    """Place everything placeable (waiting out backoffs) with one in-process worker."""
+    SchedulerWorker(app, WorkerConfig(until_idle=True)).run()
+
+
+def tasks_of(app, job_id: str) -> list[dict]:
+    return sorted(app.store.tasks(app.store.job_task_ids(job_id)), key=lambda t: int(t["index"]))
+
+
+def live(app, job_id: str) -> list[dict]:
+    return [t for t in tasks_of(app, job_id) if t["state"] in LIVE_STATES]
+
+
+def by_state(app, job_id: str, state: str) -> list[str]:
+    return [t["id"] for t in tasks_of(app, job_id) if t["state"] == state]
+
+
+def run_assigned(app, redis_url: str, namespace: str, job_id: str) -> list[dict]:
+    """Do what the agents would: run every assigned task of the job on its node."""
+    return [run_task(redis_url, namespace, t["node"], t["id"])
+            for t in tasks_of(app, job_id) if t["state"] == "assigned"]
+
+
+def assert_audit_ok(app) -> None:
+    report = audit(app.store)
+    assert report.ok, report.problems
+    assert report.overcommits == 0
+
+
+def assert_released(app) -> None:
+    """Nothing is allocated anywhere: node fields, tallies, free lists, queues."""
+    k, client = app.keys, app.client
+    for node in app.store.nodes():
+        assert node.tasks == 0 and not any(node.allocated.values()) and not node.ports, node
+        assert app.store.node_task_ids(node.name) == []
+        for resource, capacity in node.capacity.items():
+            assert client.zscore(k.free(resource), node.name) == capacity
+    assert all(score == 0 for _, score in client.zrange(k.tally_tasks, 0, -1, withscores=True))
+    for job_id in app.store.job_ids():
+        assert all(score == 0 for _, score in client.zrange(k.tally_job(job_id), 0, -1, withscores=True)), job_id
+    assert app.queue.counts() == {"active": 0, "backoff": 0, "unschedulable": 0, "inflight": 0}
+    assert_audit_ok(app)
+
+
+def cli(redis_url: str, namespace: str, *args: str) -> subprocess.CompletedProcess:
+    done = subprocess.run([SCHED, "--redis-url", redis_url, "--namespace", namespace, *args],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    return done
+
+
+# ----------------------------------------------------------------------------- running one task
+def test_execute_reports_success_and_failure_of_funcs_and_commands():
+    assert execute({"func": "scheduler.demo_tasks:crunch", "args": [0, "x"]})[0] is True
+    ok, message = execute({"func": "scheduler.demo_tasks:flaky", "args": [0, "/nonexistent/dir", "y"]})
+    assert not ok and "raised" in message
+    assert execute({"command": ["true"]}) == (True, "exited with code 0")
+    assert execute({"command": ["sh", "-c", "echo why >&2; exit 3"]}) == (False, "exited with code 3: why")
+    assert execute({"command": ["false"]}) == (False, "exited with code 1")
+    assert execute({"command": ["/no/such/binary"]}) == (False, "command not found: /no/such/binary")
+    assert execute({"command": ["sleep", "5"], "timeout": 0.2}) == (False, "command timed out after 0.2 s")
+
+
+def test_run_task_moves_assigned_to_running_to_completed_and_releases(app, redis_url, namespace):
+    add_nodes(app, "n1")
+    job_id = submit(app, {"id": "one", "type": "batch", "resources": SMALL,
+                          "run": {"func": "scheduler.demo_tasks:crunch", "args": [0, "x"]}})
+    settle(app)
+    (task,) = tasks_of(app, job_id)
+    assert task["state"] == "assigned" and task["node"] == "n1"
+    assert app.store.get_node("n1").allocated["cpu"] == 500
+
+    result = run_task(redis_url, namespace, "n1", task["id"])
+    assert result["ran"] and result["succeeded"] and result["state"] == "completed"
+    assert result["replacement"] == []
+    assert result["message"].startswith("scheduler.demo_tasks:crunch returned 'x done after 0s")
+    done = app.store.get_task(task["id"])
+    assert done["state"] == "completed"
+    assert int(done["assigned_at"]) <= int(done["started_at"]) <= int(done["ended_at"])
+    assert_released(app)
+
+    # An RQ job delivered twice does not run the task again.
+    assert run_task(redis_url, namespace, "n1", task["id"]) == {"task": task["id"], "ran": False}
+    assert app.store.get_task(task["id"])["state"] == "completed"
+    assert len(app.store.job_task_ids(job_id)) == 1
+
+
+def test_a_task_that_is_no_longer_its_nodes_does_not_run(app, redis_url, namespace, tmp_path):
+    add_nodes(app, "n1", "n2")
+    marker = tmp_path / "ran"
+    job_id = submit(app, {"id": "touch", "replicas": 2, "max_per_node": 1, "resources": SMALL,
+                          "run": {"command": ["touch", str(marker)]}})
+    settle(app)
+    first, second = tasks_of(app, job_id)
+    other = "n2" if first["node"] == "n1" else "n1"
+    # Queued on the wrong node (a stale RQ job): refused, and the task is untouched.
+    assert run_task(redis_url, namespace, other, first["id"]) == {"task": first["id"], "ran": False}
+    assert app.store.get_task(first["id"])["state"] == "assigned"
+    # Stopped while it waited in its node's RQ queue: refused.
+    reconcile.stop(app.store, job_id)
+    for task in (first, second):
+        assert run_task(redis_url, namespace, task["node"], task["id"]) == {"task": task["id"], "ran": False}
+        assert app.store.get_task(task["id"])["state"] == "stopped"
+    assert not marker.exists()
+    assert_released(app)
+
+
+# ----------------------------------------------------------------------------- what comes after a task
+def test_batch_failures_are_retried_up_to_max_retries(app, redis_url, namespace):
+    add_nodes(app, "n1")
+    job_id = submit(app, {"id": "flaky", "type": "batch", "max_retries": 2, "restart_delay": 0,
+                          "resources": SMALL, "run": {"command": ["sh", "-c", "exit 3"]}})
+    once = submit(app, {"id": "once", "type": "batch", "max_retries": 0, "resources": SMALL,
+                        "run": {"command": ["false"]}})
+    for _ in range(10):
+        settle(app)
+        if not run_assigned(app, redis_url, namespace, job_id) + run_assigned(app, redis_url, namespace, once):
+            break
+    tasks = tasks_of(app, job_id)
+    assert [t["state"] for t in tasks] == ["failed"] * 3
+    assert [int(t["retries"]) for t in tasks] == [0, 1, 2]
+    assert all(t["message"] == "exited with code 3" for t in tasks)
+    assert [t["state"] for t in tasks_of(app, once)] == ["failed"]
+    # Every failure is recorded for faulty-node detection, with the node and the task.
+    assert sorted(app.client.zrange(app.keys.faults(job_id), 0, -1)) == sorted(f"n1|{t['id']}" for t in tasks)
+    assert app.client.zrange(app.keys.faults(once), 0, -1) == ["n1|once.0"]
+    assert_released(app)
+
+
+def test_batch_task_that_succeeds_on_retry_is_done(app, redis_url, namespace, tmp_path):
+    add_nodes(app, "n1")
+    job_id = submit(app, {"id": "report", "type": "batch", "max_retries": 5, "restart_delay": 0,
+                          "resources": SMALL,
+                          "run": {"func": "scheduler.demo_tasks:flaky", "args": [0, str(tmp_path), "r"]}})
+    for _ in range(10):
+        settle(app)
+        if not run_assigned(app, redis_url, namespace, job_id):
+            break
+    assert [t["state"] for t in tasks_of(app, job_id)] == ["failed", "completed"]
+    assert app.client.zcard(app.keys.faults(job_id)) == 1
+    assert_released(app)
+
+
+def test_service_task_is_replaced_after_its_restart_delay(app, redis_url, namespace):
+    add_nodes(app, "n1")
+    job_id = submit(app, {"id": "svc", "replicas": 1, "restart_delay": 0.3, "resources": SMALL,
+                          "run": {"command": ["true"]}})
+    settle(app)
+    (first,) = tasks_of(app, job_id)
+    result = run_task(redis_url, namespace, "n1", first["id"])
+    # A service keeps its replicas even when a task ends well.
+    assert result["state"] == "completed" and len(result["replacement"]) == 1
+    replacement = app.store.get_task(result["replacement"][0])
+    assert replacement["state"] == "pending" and int(replacement["retries"]) == 1
+    assert app.client.zscore(app.keys.backoff, replacement["id"]) == int(replacement["backoff_until"])
+    assert app.client.zscore(app.keys.active, replacement["id"]) is None
+    ended = int(app.store.get_task(first["id"])["ended_at"])
+    assert int(replacement["backoff_until"]) >= ended + 300
+    settle(app)
+    placed = app.store.get_task(replacement["id"])
+    assert placed["state"] == "assigned" and int(placed["assigned_at"]) >= int(placed["backoff_until"])
+    assert app.client.zcard(app.keys.faults(job_id)) == 0  # nothing failed
+
+    # A failing task is replaced too, and the failure is recorded (a new version of the
+    # spec replaces the live task first).
+    reconcile.submit(app.store, parse_job({"id": "svc", "replicas": 1, "restart_delay": 0, "resources": SMALL,
+                                          "run": {"command": ["false"]}}))
+    assert app.store.get_task(placed["id"])["state"] == "stopped"
+    settle(app)
+    (current,) = live(app, job_id)
+    assert current["version"] == "2"
+    result = run_task(redis_url, namespace, "n1", current["id"])
+    assert result["state"] == "failed" and len(result["replacement"]) == 1
+    assert app.client.zrange(app.keys.faults(job_id), 0, -1) == [f"n1|{current['id']}"]
+    settle(app)
+    assert [t["id"] for t in live(app, job_id)] == result["replacement"]
+    reconcile.stop(app.store, job_id)
+    assert_released(app)
+
+
+def test_global_task_that_ends_is_restarted_on_its_own_node(app, redis_url, namespace):
+    add_nodes(app, "n1", "n2", "n3")
+    job_id = submit(app, {"id": "agent", "type": "global", "restart_delay": 0, "resources": SMALL,
+                          "run": {"command": ["false"]}})
+    settle(app)
+    assert sorted(t["node"] for t in live(app, job_id)) == ["n1", "n2", "n3"]
+    on_n2 = next(t for t in live(app, job_id) if t["node"] == "n2")
+    result = run_task(redis_url, namespace, "n2", on_n2["id"])
+    assert result["state"] == "failed"
+    (replacement_id,) = result["replacement"]
+    assert app.store.get_task(replacement_id)["pin"] == "n2"
+    settle(app)
+    assert app.store.get_task(replacement_id)["node"] == "n2"
+    assert sorted(t["node"] for t in live(app, job_id)) == ["n1", "n2", "n3"]
+    assert_audit_ok(app)
+
+
+def test_a_node_where_a_job_keeps_failing_loses_to_a_healthy_one(app, redis_url, namespace):
+    add_nodes(app, "n1", "n2")
+    # A filler on n1 makes n1 the fuller node, which binpack prefers while n1 is healthy.
+    submit(app, {"id": "filler", "resources": {"cpu": 1, "memory": "64MiB"}, "constraints": ["node.id==n1"]})
+    job_id = submit(app, {"id": "bad", "type": "batch", "strategy": "binpack", "max_retries": 20,
+                          "restart_delay": 0, "resources": SMALL, "run": {"command": ["false"]}})
+    nodes = []
+    for _ in range(7):
+        settle(app)
+        (task,) = [t for t in tasks_of(app, job_id) if t["state"] == "assigned"]
+        nodes.append(task["node"])
+        run_task(redis_url, namespace, task["node"], task["id"])
+    threshold = WorkerConfig().placement.faulty_threshold
+    assert nodes[:threshold] == ["n1"] * threshold
+    assert nodes[threshold:] == ["n2"] * (7 - threshold), nodes
+    assert app.client.zcard(app.keys.faults(job_id)) == 7
+
+
+def test_task_ending_while_its_job_is_stopped_gets_no_replacement(app, redis_url, namespace, monkeypatch):
+    """The job is stopped after task_ended saw it running but before the replacement is
+    queued (the window between reading the job and adding the task): nothing may be left
+    open in a stopped job."""
+    add_nodes(app, "n1")
+    job_id = submit(app, {"id": "svc", "replicas": 1, "restart_delay": 0, "resources": SMALL,
+                          "run": {"command": ["true"]}})
+    settle(app)
+    (task,) = live(app, job_id)
+    store = app.store
+    real_job_spec = store.job_spec
+
+    def stop_then_read(*args, **kwargs):
+        monkeypatch.setattr(store, "job_spec", real_job_spec)
+        reconcile.stop(store, job_id)  # another client stops the job right now
+        return real_job_spec(*args, **kwargs)
+
+    monkeypatch.setattr(store, "job_spec", stop_then_read)
+    reconcile.task_ended(store, store.get_task(task["id"]), True, "done")
+    assert store.get_job(job_id)["status"] == "stopped"
+    assert reconcile.open_tasks(store, job_id) == []
+    assert_released(app)
+
+
+# ----------------------------------------------------------------------------- node loss
+def test_lapsed_heartbeat_takes_the_node_down_once_and_replaces_its_tasks(app):
+    store = app.store
+    add_nodes(app, "n1", "n2", cpu="4")
+    web = submit(app, {"id": "web", "replicas": 4, "max_per_node": 2, "resources": SMALL})
+    batch = submit(app, {"id": "crunch", "type": "batch", "replicas": 2, "max_per_node": 1, "resources": SMALL})
+    glob = submit(app, {"id": "agent", "type": "global", "resources": SMALL})
+    settle(app)
+    heartbeat.beat(store, "n1", interval_s=0.05)  # n1 is now run by an agent; n2 stays static
+    on_n1 = {t["id"]: t for t in store.tasks(store.node_task_ids("n1"))}
+    assert sorted(t["job"] for t in on_n1.values()) == ["agent", "crunch", "web", "web"]
+
+    deadline = time.monotonic() + 10
+    while app.client.exists(app.keys.heartbeat("n1")) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert heartbeat.check(store) == ["n1"]
+    assert heartbeat.check(store) == []  # exactly once
+    assert store.get_node("n1").status == "down" and store.get_node("n2").status == "ready"
+    for task_id in on_n1:
+        task = store.get_task(task_id)
+        assert task["state"] == "lost" and task["message"] == "node n1 is down"
+    assert store.node_task_ids("n1") == [] and store.get_node("n1").allocated["cpu"] == 0
+    # Service and batch tasks get replacements; the global task waits for its node.
+    settle(app)
+    assert len(live(app, web)) == 2
+    assert {t["node"] for t in live(app, web)} == {"n2"}
+    assert len(by_state(app, web, "pending")) == 2  # max_per_node 2: no room for the other two
+    assert {t["node"] for t in live(app, batch)} == {"n2"} and len(by_state(app, batch, "pending")) == 1
+    assert [t["node"] for t in live(app, glob)] == ["n2"]
+    assert len(app.store.job_task_ids(glob)) == 2  # no replacement for the lost global task
+
+    # The node comes back: ready again, waiting tasks land there, the global job returns.
+    heartbeat.beat(store, "n1", interval_s=5)
+    assert store.get_node("n1").status == "ready"
+    settle(app)
+    assert len(live(app, web)) == 4 and len(live(app, batch)) == 2
+    assert sorted(t["node"] for t in live(app, glob)) == ["n1", "n2"]
+    for task_id in on_n1:
+        assert store.get_task(task_id)["state"] == "lost"  # lost tasks stay lost
+    assert_audit_ok(app)
+
+
+# ----------------------------------------------------------------------------- global jobs
+def test_global_job_follows_node_joins_and_label_changes(app):
+    store = app.store
+    add_nodes(app, "n1", "n2", labels={"zone": "eu"})
+    job_id = submit(app, {"id": "logs", "type": "global", "resources": SMALL,
+                          "constraints": ["node.labels.zone==eu"]})
+    assert len(store.job_task_ids(job_id)) == 2
+    worker = SchedulerWorker(app, WorkerConfig(until_idle=True))
+    worker.run()
+    assert sorted(t["node"] for t in live(app, job_id)) == ["n1", "n2"]
+
+    add_nodes(app, "n3", labels={"zone": "eu"})
+    add_nodes(app, "n4", labels={"zone": "us"})
+    worker.run()  # the same worker notices the node change
+    assert sorted(t["node"] for t in live(app, job_id)) == ["n1", "n2", "n3"]
+    (on_n3,) = [t for t in live(app, job_id) if t["node"] == "n3"]
+    assert on_n3["pin"] == "n3"
+
+    add_nodes(app, "n3", labels={"zone": "us"})  # n3 no longer matches the constraint
+    worker.run()
+    assert sorted(t["node"] for t in live(app, job_id)) == ["n1", "n2"]
+    assert store.get_task(on_n3["id"])["state"] == "stopped"
+    assert store.get_node("n3").tasks == 0 and store.get_node("n3").allocated["cpu"] == 0
+
+    store.set_status("n2", "down")  # a down node does not keep a global task either
+    worker.run()
+    assert [t["node"] for t in live(app, job_id)] == ["n1"]
+    store.set_status("n2", "ready")
+    worker.run()
+    assert sorted(t["node"] for t in live(app, job_id)) == ["n1", "n2"]
+    assert len(store.job_task_ids(job_id)) == 4  # n1's, n2's twice, n3's; none for n4
+    assert_audit_ok(app)
+
+
+# ----------------------------------------------------------------------------- scale, drain, stop
+def test_scale_up_and_down_stops_the_newest_first(app, redis_url, namespace):
+    add_nodes(app, "n1", "n2", cpu="4")
+    job_id = submit(app, {"id": "web", "replicas": 3, "resources": SMALL})
+    settle(app)
+    assert len(live(app, job_id)) == 3
+
+    result = reconcile.scale(app.store, job_id, 5)
+    assert result["added"] == ["web.3", "web.4"] and result["stopped"] == []
+    settle(app)
+    assert [t["id"] for t in live(app, job_id)] == [f"web.{i}" for i in range(5)]
+    assert app.store.get_job(job_id)["spec"]["replicas"] == 5
+
+    result = reconcile.scale(app.store, job_id, 2)
+    assert result["added"] == [] and result["stopped"] == ["web.4", "web.3", "web.2"]
+    assert [t["id"] for t in live(app, job_id)] == ["web.0", "web.1"]
+    assert by_state(app, job_id, "stopped") == ["web.2", "web.3", "web.4"]
+    assert sum(n.allocated["cpu"] for n in app.store.nodes()) == 2 * 500
+    assert app.store.get_job(job_id)["spec"]["replicas"] == 2
+    assert_audit_ok(app)
+
+    # The CLI does the same.
+    up = json.loads(cli(redis_url, namespace, "job", "scale", job_id, "4", "--json").stdout)
+    assert up["added"] == ["web.5", "web.6"] and up["stopped"] == []
+    settle(app)
+    assert [t["id"] for t in live(app, job_id)] == ["web.0", "web.1", "web.5", "web.6"]
+    down = json.loads(cli(redis_url, namespace, "job", "scale", job_id, "1", "--json").stdout)
+    assert down["stopped"] == ["web.6", "web.5", "web.1"]
+    assert [t["id"] for t in live(app, job_id)] == ["web.0"]
+    settle(app)
+    assert len(live(app, job_id)) == 1 and app.queue.counts()["active"] == 0
+    assert_audit_ok(app)
+
+
+def test_scale_down_stops_pending_tasks_before_live_ones(app):
+    add_nodes(app, "n1", cpu="1")
+    job_id = submit(app, {"id": "web", "replicas": 4, "resources": SMALL})
+    settle(app)
+    assert [t["id"] for t in live(app, job_id)] == ["web.0", "web.1"]
+    assert by_state(app, job_id, "pending") == ["web.2", "web.3"]
+    assert reconcile.scale(app.store, job_id, 3)["stopped"] == ["web.3"]
+    assert reconcile.scale(app.store, job_id, 1)["stopped"] == ["web.2", "web.1"]
+    assert [t["id"] for t in live(app, job_id)] == ["web.0"]
+    assert app.queue.counts() == {"active": 0, "backoff": 0, "unschedulable": 0, "inflight": 0}
+    assert_audit_ok(app)
+
+
+def test_scale_refuses_global_and_stopped_jobs(app):
+    add_nodes(app, "n1")
+    glob = submit(app, {"id": "agent", "type": "global", "resources": SMALL})
+    web = submit(app, {"id": "web", "replicas": 1, "resources": SMALL})
+    reconcile.stop(app.store, web)
+    with pytest.raises(SpecError):
+        reconcile.scale(app.store, glob, 3)
+    with pytest.raises(SpecError):
+        reconcile.scale(app.store, web, 3)
+    assert len(app.store.job_task_ids(glob)) == 1 and len(app.store.job_task_ids(web)) == 1
+
+
+def test_drain_moves_service_tasks_off_the_node(app, redis_url, namespace):
+    store = app.store
+    add_nodes(app, "n1", "n2", "n3", cpu="4")
+    web = submit(app, {"id": "web", "replicas": 6, "resources": SMALL})
+    glob = submit(app, {"id": "agent", "type": "global", "resources": SMALL})
+    settle(app)
+    on_n1 = [t["id"] for t in live(app, web) if t["node"] == "n1"]
+    assert on_n1  # spread puts some of web on every node
+
+    done = cli(redis_url, namespace, "node", "drain", "n1")
+    assert f"node n1 drained ({len(on_n1)} task(s) moved elsewhere)" in done.stdout
+    settle(app)
+    assert store.get_node("n1").availability == "drain"
+    assert store.node_task_ids("n1") == [] and store.get_node("n1").tasks == 0
+    assert not any(store.get_node("n1").allocated.values())
+    for task_id in on_n1:
+        task = store.get_task(task_id)
+        assert task["state"] == "stopped" and task["message"] == "node n1 drained"
+    assert len(live(app, web)) == 6 and {t["node"] for t in live(app, web)} == {"n2", "n3"}
+    assert sorted(t["node"] for t in live(app, glob)) == ["n2", "n3"]  # not replaced while drained
+    assert_audit_ok(app)
+
+    cli(redis_url, namespace, "node", "activate", "n1")
+    settle(app)
+    assert sorted(t["node"] for t in live(app, glob)) == ["n1", "n2", "n3"]
+    assert len(live(app, web)) == 6  # nothing moves back by itself
+    assert_audit_ok(app)
+
+
+def test_job_stop_releases_every_allocation(app, redis_url, namespace):
+    add_nodes(app, "n1", "n2", cpu="2")
+    web = submit(app, {"id": "web", "replicas": 3, "ports": [8080], "resources": SMALL})
+    crunch = submit(app, {"id": "crunch", "type": "batch", "replicas": 6, "resources": {"cpu": 1, "memory": "64MiB"}})
+    glob = submit(app, {"id": "agent", "type": "global", "resources": {"cpu": 0.25, "memory": "32MiB"}})
+    settle(app)
+    assert len(live(app, web)) == 2 and len(by_state(app, web, "pending")) == 1  # one port 8080 per node
+    assert by_state(app, crunch, "pending")  # more than fits
+    assert any(n.ports for n in app.store.nodes())
+
+    reconcile.stop(app.store, web)
+    assert set(t["state"] for t in tasks_of(app, web)) == {"stopped"}
+    assert not any(n.ports for n in app.store.nodes())
+    assert app.client.zcard(app.keys.tally_job(web)) == 0
+    assert live(app, crunch) and len(live(app, glob)) == 2  # other jobs keep theirs
+    assert_audit_ok(app)
+
+    cli(redis_url, namespace, "job", "stop", crunch)
+    reconcile.stop(app.store, glob)
+    for job_id in (web, crunch, glob):
+        assert app.store.get_job(job_id)["status"] == "stopped"
+        assert set(t["state"] for t in tasks_of(app, job_id)) == {"stopped"}
+    assert_released(app)
+    settle(app)  # a worker (and the global reconciler) adds nothing back
+    assert not any(t["state"] in LIVE_STATES or t["state"] == "pending"
+                   for job_id in (web, crunch, glob) for t in tasks_of(app, job_id))
+    assert_released(app)
