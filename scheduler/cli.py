@@ -264,6 +264,25 @@ def job_scale(app, job_id, replicas, as_json):
     click.echo(f"job {job_id}: {len(result['added'])} added, {len(result['stopped'])} stopped")
 
 
+@job.command("plan")
+@click.argument("file", type=click.File("r"))
+@json_option
+@pass_app
+def job_plan(app, file, as_json):
+    """Dry run: where a job spec's tasks would go now, what they would preempt, and why
+    any would wait. Changes nothing."""
+    from .plan import plan
+
+    result = plan(app, parse_job(load_spec(file)))
+    if as_json:
+        return print_json(result)
+    rows = [[p["task"], p["node"], ""] for p in result["placements"]]
+    rows += [[p["task"], p["node"], "preempts " + ", ".join(f"{v['id']} (priority {v['priority']})"
+                                                            for v in p["victims"])] for p in result["preemptions"]]
+    rows += [[p["task"], "-", p["message"]] for p in result["pending"]]
+    print_table(["TASK", "NODE", "NOTE"], rows, title=f"plan for job {result['job']}")
+
+
 @job.command("stop")
 @click.argument("job_id", metavar="ID")
 @pass_app
