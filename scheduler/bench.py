@@ -124,6 +124,20 @@ DEFINITIONS = {
     "redis_cpu_s": "user+system CPU of redis-server while the workers ran (INFO cpu)",
 }
 
+RATE_DEFINITIONS = {
+    "offered_rate": "tasks/s the submitter is scheduled to submit (jobs of `replicas` tasks, evenly spaced)",
+    "achieved_rate": "measured tasks / time from when the measured part was due to start to its last submission",
+    "submit_lag_max_ms": "how far behind its schedule the submitter fell at worst",
+    "placements_per_s": "measured tasks assigned / (last assigned_at - first created) over them",
+    "p50_ms/p99_ms/max_ms": "task created to assigned_at (Redis TIME), nearest rank, over measured tasks assigned",
+    "backlog_max": "largest active-queue length seen (polled every 0.2 s)",
+    "drained": "the queue emptied within the drain timeout after the last submission",
+    "never_attempted": "tasks still pending that no worker had tried yet (only when not drained)",
+    "unplaced": "tasks pending after an attempt (with an explanation)",
+    "worker_cpu_s": "user+system CPU of the worker processes",
+    "redis_cpu_s": "user+system CPU of redis-server during the run (INFO cpu)",
+}
+
 
 @dataclass(frozen=True)
 class Scenario:
@@ -829,7 +843,10 @@ def _run_rate(app, bar, rate, duration, warmup, node_count, replicas, workers, b
     latencies = sorted(int(t["assigned_at"]) - int(t["created"]) for t in assigned)
     window_ms = (max(int(t["assigned_at"]) for t in assigned) - min(int(t["created"]) for t in mine)
                  if assigned else 0)
-    submit_s = (measured_end - measured_start) if measured_start is not None else 0.0
+    # From when the measured part was due to start (not when it did: a submitter running
+    # late and catching up would seem faster than offered) to one interval after its last
+    # submission (n submissions on schedule span n intervals).
+    submit_s = measured_end + interval - (start + len(warm) * interval) if measured_start is not None else 0.0
     return {
         "mode": "rate",
         "scenario": {"nodes": node_count, "rate": rate, "duration_s": duration, "warmup_s": warmup,
@@ -838,7 +855,7 @@ def _run_rate(app, bar, rate, duration, warmup, node_count, replicas, workers, b
                      "tasks": total, "measured_tasks": len(measured) * replicas, "zones": ZONES, "racks": RACKS,
                      "redis": "private" if private else "given", "namespace": app.keys.namespace},
         "offered_rate": rate,
-        "achieved_rate": round(len(mine) / submit_s, 1) if submit_s > 0 else None,
+        "achieved_rate": round(len(mine) / submit_s, 1) if submit_s > 0 else None,  # behind schedule: lower
         "submit_lag_max_ms": round(lag_max * 1000, 1),
         "placements_per_s": round(len(assigned) / (window_ms / 1000), 1) if window_ms > 0 else None,
         "p50_ms": percentile(latencies, 0.50),
@@ -850,7 +867,7 @@ def _run_rate(app, bar, rate, duration, warmup, node_count, replicas, workers, b
         "never_attempted": sum(1 for t in tasks if t["state"] == PENDING and not t.get("explanation")),
         "tasks": len(tasks),
         "assigned": sum(1 for t in tasks if t["state"] == ASSIGNED),
-        "unplaced": sum(1 for t in tasks if t["state"] == PENDING),
+        "unplaced": sum(1 for t in tasks if t["state"] == PENDING and t.get("explanation")),
         "backlog_max": backlog_max,
         "drain_s": round(drained_s, 3),
         "commit_rejections": counters.get("refused", 0),
@@ -864,6 +881,7 @@ def _run_rate(app, bar, rate, duration, warmup, node_count, replicas, workers, b
                     "reported": len(pool.reports)},
         "states": checks["states"],
         "machine": {**host, "loadavg_1m_after": machine()["loadavg_1m"]},
+        "definitions": RATE_DEFINITIONS,
     }
 
 

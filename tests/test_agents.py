@@ -488,6 +488,26 @@ def test_partitioned_node_comes_back_and_stops_replaced_tasks(cluster, app, tmp_
     assert report.ok, report.problems
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "known bug: an agent restarted before its heartbeat lapsed never reconciles the tasks its dead "
+    "work horses were running; they stay 'running' (holding their resources) forever"))
+def test_task_of_a_crashed_agent_does_not_stay_running_after_a_quick_restart(cluster, app, tmp_path, namespace):
+    directory = tmp_path / "marks"
+    directory.mkdir()
+    cluster.agent("a", heartbeat="2.0")  # 6 s TTL: the node does not go down during the restart
+    cluster.worker()
+    job_id = submit(app, {"id": "once", "type": "batch", "max_retries": 1, "restart_delay": 0, "resources": SMALL,
+                          "run": {"func": "agent_tasks:record_and_sleep", "args": [str(directory), 1]}})
+    cluster.wait(lambda: states(job_tasks(app, job_id)) == ["running"] and marks(directory), "the task to run")
+    task_id = job_tasks(app, job_id)[0]["id"]
+    for pid in namespace_pids(namespace, "agent", "a"):  # the agent, its RQ workers, the work horse
+        _signal(pid, signal.SIGKILL)
+    cluster.agent("a", heartbeat="2.0")
+    cluster.wait(lambda: app.store.get_task(task_id)["state"] != "running",
+                 "the task whose work horse died to stop being 'running'", timeout_s=10)
+    cluster.wait(lambda: "completed" in states(job_tasks(app, job_id)), "the job to complete")
+
+
 # ----------------------------------------------------------------------------- global jobs
 def test_global_job_follows_agents_joining_and_labels_changing(cluster, app):
     cluster.agent("g1", labels=["zone=eu"], slots=1)

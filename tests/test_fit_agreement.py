@@ -79,3 +79,106 @@ def test_stale_token_is_refused_before_anything_else(app):
     assert [reason for _, reason in outcome.refused] == ["lease expired"]
     assert client.hget(k.node("n"), "alloc:cpu") == "0"
     assert client.hget(k.task("j.0"), "state") == "pending"
+
+
+# ----------------------------------------------------------------------------- with nominations
+# Room held for preemptors (``nom:<task>`` fields and the ``nominations`` count, as
+# lua/preempt.lua writes them): the commit and misfit must still agree, across random
+# priorities and jobs. Live nominations expire far in the future; expired ones are written
+# only to Redis (the node cache drops them from a worker's copy, and commit.lua must
+# ignore them).
+FAR_FUTURE_MS = 2**52
+nominations = st.lists(
+    st.builds(
+        lambda job, priority, res, ports, expired: (job, priority, res, ports, expired),
+        st.sampled_from(["j", "x", "x", "y"]),
+        st.sampled_from([0, 10, 49, 50, 51, 100]),
+        st.dictionaries(st.sampled_from(RESOURCES), st.integers(1, 3), min_size=1),
+        st.lists(st.sampled_from([80, 443, 8080, 9090]), max_size=2, unique=True),
+        st.sampled_from([False, False, False, True]),
+    ),
+    min_size=1,
+    max_size=3,
+)
+small_requests = st.builds(
+    lambda res, ports, max_per_node, on_node: (res, ports, max_per_node, on_node),
+    st.dictionaries(st.sampled_from(RESOURCES), st.integers(1, 3), min_size=1, max_size=2),
+    st.lists(st.sampled_from([80, 443, 8080, 9090]), max_size=1),
+    st.integers(0, 3),
+    st.integers(0, 1),
+)
+
+
+@st.composite
+def roomy_nodes(draw):
+    """Nodes that usually have some room left, so that held room often decides."""
+    cap = draw(st.fixed_dictionaries({r: st.integers(2, 8) for r in RESOURCES}))
+    alloc = {r: cap[r] - draw(st.integers(0, min(cap[r], 4))) for r in RESOURCES}  # 0 to 4 left
+    used_ports = draw(st.sets(st.sampled_from([80, 443, 8080]), max_size=1))
+    status = draw(st.sampled_from(["ready"] * 9 + ["down"]))
+    availability = draw(st.sampled_from(["active"] * 8 + ["pause", "drain"]))
+    return cap, alloc, used_ports, status, availability
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(node=st.one_of(roomy_nodes(), nodes), request=st.one_of(small_requests, requests), held=nominations,
+       priority=st.sampled_from([0, 10, 50, 100]), own=st.booleans())
+def test_lua_commit_agrees_with_misfit_under_nominations(app, node, request, held, priority, own):
+    import dataclasses
+
+    from scheduler.store import nomination_value, parse_nomination, reservation
+
+    cap, alloc, used_ports, status, availability = node
+    resources, ports, max_per_node, on_node = request
+    k, client = app.keys, app.client
+    client.delete(k.node("n"), k.tally_job("j"), k.task("j.0"), k.node_tasks("n"))
+    fields = {"name": "n", "status": status, "availability": availability, "tasks": 0}
+    for r in RESOURCES:
+        fields[f"cap:{r}"] = cap[r]
+        fields[f"alloc:{r}"] = alloc[r]
+    for port in used_ports:
+        fields[f"port:{port}"] = "other"
+    live = {}
+    for i, (job, prio, res, nports, expired) in enumerate(held):
+        holder = parse_job({"id": job, "priority": prio, "ports": nports})
+        holder = dataclasses.replace(holder, resources=res)
+        task_id = f"{job}.n{i}"
+        value = nomination_value(reservation(holder), 1 if expired else FAR_FUTURE_MS)
+        fields[f"nom:{task_id}"] = value
+        if not expired:
+            live[task_id] = parse_nomination(task_id, value)
+    if own:  # the task being committed holds a nomination on this node itself
+        mine = nomination_value(f"{priority}|j|cpu=1|", FAR_FUTURE_MS)
+        fields["nom:j.0"] = mine
+        live["j.0"] = parse_nomination("j.0", mine)
+    count = len(held) + own
+    if count:
+        fields["nominations"] = count
+    client.hset(k.node("n"), mapping=fields)
+    if on_node:
+        client.zadd(k.tally_job("j"), {"n": on_node})
+    client.hset(k.task("j.0"), mapping={"id": "j.0", "job": "j", "state": "pending"})
+    client.zadd(k.inflight, {"j.0": 1})
+    client.hset(k.leases, "j.0", "7")
+
+    spec = parse_job({"id": "j", "priority": priority, "ports": ports, "max_per_node": max_per_node})
+    spec = dataclasses.replace(spec, resources=resources)
+    py_node = Node(name="n", capacity=cap, allocated=alloc, status=status, availability=availability,
+                   ports={p: "other" for p in used_ports}, nominations=live)
+    py = misfit(py_node, spec.resources, spec.ports, spec.max_per_node, on_node, spec.priority, spec.id)
+    outcome = commit(app.scripts, k, "7", [Planned("j.0", "n", spec)])
+    lua = None if outcome.accepted else outcome.refused[0][1]
+    assert lua == py
+    after = client.hgetall(k.node("n"))
+    if py is None:
+        for r, amount in resources.items():
+            assert int(after[f"alloc:{r}"]) == alloc[r] + amount
+        assert client.hget(k.task("j.0"), "state") == "assigned"
+        # The placed task's own nomination is released; everyone else's stays.
+        assert "nom:j.0" not in after
+        assert int(after.get("nominations", 0)) == len(held)
+    else:
+        assert int(after.get("nominations", 0)) == count
+        assert ("nom:j.0" in after) == own
+    assert sorted(f for f in after if f.startswith("nom:") and f != "nom:j.0") == \
+        sorted(f"nom:{job}.n{i}" for i, (job, *_rest) in enumerate(held))

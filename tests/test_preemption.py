@@ -1,0 +1,340 @@
+"""Preemption as pure logic (scheduler.preemption), and the fit rule with nominated room
+(scheduler.fit.misfit). No Redis.
+
+Expected victims are derived by hand from the documented rules: eligible victims are
+preemptible and at least ``margin`` priority levels below the preemptor; all of them are
+taken away, then given back one by one in order (highest priority first, then task id),
+and each one the task can do without is kept back (kube's reprieve). Among nodes, the
+choice is the lowest highest-victim-priority, then fewest victims, then least total
+priority, then node name.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler.fit import misfit
+from scheduler.model import DOWN, DRAIN, PAUSE, Node, Nomination, parse_job
+from scheduler.preemption import DEFAULT_MARGIN, Choice, Search, Victim, eligible, find, victims_on
+from scheduler.preemptor import Preemptor
+
+CORE = 1000  # millicores
+
+
+def v(task_id, cpu=1, priority=0, ports=(), preemptible=True, job="low"):
+    """A victim holding ``cpu`` cores."""
+    return Victim(task_id=task_id, job=job, priority=priority, resources={"cpu": int(cpu * CORE)},
+                  ports=tuple(ports), preemptible=preemptible)
+
+
+def node_with(name, cpu, victims=(), extra_cpu=0, extra_ports=(), labels=None, status="ready",
+              availability="active", nominations=None):
+    """A node of ``cpu`` cores holding ``victims`` plus ``extra_cpu`` cores and
+    ``extra_ports`` of tasks that are not candidates."""
+    allocated = {"cpu": sum(x.resources["cpu"] for x in victims) + int(extra_cpu * CORE)}
+    ports = {p: x.task_id for x in victims for p in x.ports}
+    ports.update({p: "other" for p in extra_ports})
+    return Node(name=name, capacity={"cpu": cpu * CORE}, allocated=allocated, ports=ports,
+                tasks=len(victims), labels=dict(labels or {}), status=status, availability=availability,
+                nominations=dict(nominations or {}))
+
+
+def spec(priority=100, cpu=1, job_id="hi", **extra):
+    return parse_job({"id": job_id, "priority": priority, "resources": {"cpu": cpu}, **extra})
+
+
+def ids(victims):
+    return None if victims is None else tuple(x.task_id for x in victims)
+
+
+# ----------------------------------------------------------------------------- victims_on
+VICTIM_CASES = [
+    # (case, node cores, victims, preemptor spec kwargs, job_on_node, margin, expected victim ids)
+    # Reprieve: all three taken away, then given back in order a, b, c (equal priority:
+    # by id). a and b fit back beside a 2-cpu task (1+1+2 <= 4); c does not: evict c.
+    ("reprieve keeps the small ones", 4, [v("a", 1), v("b", 1), v("c", 2)], {"cpu": 2}, 0, 10, ("c",)),
+    # Same sizes, ids ordered the other way: the 2-cpu task a is given back first and
+    # kept, then neither 1-cpu task fits back (2+1+2 > 4): both are evicted.
+    ("reprieve order follows task id among equals", 4, [v("a", 2), v("b", 1), v("c", 1)], {"cpu": 2}, 0, 10,
+     ("b", "c")),
+    # Priority before id: the 1-cpu tasks (priority 5) are given back first and kept.
+    ("higher priority reprieved first, small", 4, [v("a", 2, 0), v("b", 1, 5), v("c", 1, 5)], {"cpu": 2}, 0, 10,
+     ("a",)),
+    # ... and when the 2-cpu task has the higher priority, it is kept, the others go.
+    ("higher priority reprieved first, big", 4, [v("a", 1, 0), v("b", 1, 0), v("c", 2, 5)], {"cpu": 2}, 0, 10,
+     ("a", "b")),
+    # One slot needed on a full node: only the lowest-priority task is evicted.
+    ("one slot: the lowest priority goes", 4, [v("a", 1, 3), v("b", 1, 1), v("c", 1, 2), v("d", 1, 0)],
+     {"cpu": 1}, 0, 10, ("d",)),
+    ("one slot, equal priorities: last by id goes", 4, [v("a"), v("b"), v("c"), v("d")], {"cpu": 1}, 0, 10, ("d",)),
+    # Margin 10 from priority 100: 90 is eligible, 91 is not.
+    ("margin: 90 is a victim of 100", 2, [v("a", 1, 91), v("b", 1, 90)], {"cpu": 1}, 0, 10, ("b",)),
+    ("margin: 91 is not a victim of 100", 2, [v("a", 1, 91), v("b", 1, 91)], {"cpu": 1}, 0, 10, None),
+    ("margin configurable: 91 is a victim with margin 5", 2, [v("a", 1, 91), v("b", 1, 91)], {"cpu": 1}, 0, 5,
+     ("b",)),
+    ("margin configurable: 90 is not a victim with margin 20", 2, [v("a", 1, 90), v("b", 1, 90)], {"cpu": 1}, 0, 20,
+     None),
+    ("default margin is 10", 2, [v("a", 1, 90), v("b", 1, 91)], {"cpu": 1}, 0, DEFAULT_MARGIN, ("a",)),
+    ("equal priority never", 2, [v("a", 1, 100), v("b", 1, 100)], {"cpu": 1}, 0, 10, None),
+    ("higher priority never", 2, [v("a", 1, 200), v("b", 1, 500)], {"cpu": 1}, 0, 10, None),
+    ("preemptible false never", 2, [v("a", 1, 0, preemptible=False), v("b", 1, 0, preemptible=False)],
+     {"cpu": 1}, 0, 10, None),
+    # The protected task has the lower priority, yet the preemptible one is taken.
+    ("preemptible false protects even the lowest", 2, [v("a", 1, 0, preemptible=False), v("b", 1, 50)],
+     {"cpu": 1}, 0, 10, ("b",)),
+    # Evicting every eligible task frees 2 cores; 3 are needed (2 held by priority 95).
+    ("not enough even with every victim", 4, [v("a", 1), v("b", 1)], {"cpu": 3}, 0, 10, None),
+    # Ports: the node has cpu to spare; only the holder of port 8080 is in the way.
+    ("evict the port holder", 4, [v("a", 1, 0, ports=[8080]), v("b", 1, 0)], {"cpu": 1, "ports": [8080]}, 0, 10,
+     ("a",)),
+    ("evict the port holder, whatever its order", 4, [v("a", 1, 0), v("b", 1, 5, ports=[8080])],
+     {"cpu": 1, "ports": [8080]}, 0, 10, ("b",)),
+    ("evict both port holders", 4, [v("a", 1, 0, ports=[80]), v("b", 1, 0, ports=[443]), v("c", 1)],
+     {"cpu": 1, "ports": [80, 443]}, 0, 10, ("a", "b")),
+    # max_per_node: evicting other jobs' tasks never lowers this job's count on the node.
+    ("max_per_node reached: eviction cannot help", 4, [v("a", 2), v("b", 1)], {"cpu": 1, "max_per_node": 1}, 1, 10,
+     None),
+    ("max_per_node not reached", 4, [v("a", 2), v("b", 1)], {"cpu": 1, "max_per_node": 2}, 1, 10, ("b",)),
+]
+
+
+# Cores held by tasks that are not candidates (priority too high, or the preemptor's own job).
+EXTRA_CPU = {"not enough even with every victim": 2, "max_per_node reached: eviction cannot help": 1,
+             "max_per_node not reached": 1}
+
+
+@pytest.mark.parametrize("case,cores,victims,job_kw,on_node,margin,expected", VICTIM_CASES,
+                         ids=[c[0] for c in VICTIM_CASES])
+def test_victims_on(case, cores, victims, job_kw, on_node, margin, expected):
+    extra = EXTRA_CPU.get(case, 0)
+    node = node_with("n", cores, victims, extra_cpu=extra)
+    before = (dict(node.allocated), dict(node.ports), node.tasks)
+    job = spec(**job_kw)
+    chosen = victims_on(node, job, victims, on_node, margin)
+    assert ids(chosen) == expected
+    assert (dict(node.allocated), dict(node.ports), node.tasks) == before  # the node is not touched
+    if chosen is not None:
+        # The choice makes room, and is minimal in the reprieve's sense: giving back any
+        # single victim would leave no room.
+        freed = node_with("n", cores, [x for x in victims if x not in chosen], extra_cpu=extra)
+        assert misfit(freed, job.resources, job.ports, job.max_per_node, on_node, job.priority, job.id) is None
+        for keep in chosen:
+            fewer = node_with("n", cores, [x for x in victims if x not in chosen or x is keep], extra_cpu=extra)
+            assert misfit(fewer, job.resources, job.ports, job.max_per_node, on_node,
+                          job.priority, job.id) is not None
+
+
+def test_port_held_by_a_task_that_is_not_a_victim_blocks_preemption():
+    victims = [v("a", 1, 0)]
+    node = node_with("n", 4, victims, extra_cpu=2, extra_ports=[8080])  # 8080 held at priority 95
+    assert victims_on(node, spec(cpu=1, ports=[8080]), victims, 0) is None
+    # 1 core is free; a preemptor that needs 2 cores and not the port evicts a.
+    assert ids(victims_on(node, spec(cpu=2), victims, 0)) == ("a",)
+
+
+def test_room_nominated_for_another_preemptor_is_not_counted_as_free():
+    # 2 cores: a holds 1, the other is nominated for hi2's preemptor (priority 100): a
+    # preemptor of equal priority from another job must evict a to get a core.
+    nomination = Nomination("hi2.0", "hi2", 100, 2**62, {"cpu": CORE}, ())
+    victims = [v("a", 1, 0)]
+    node = node_with("n", 2, victims, nominations={"hi2.0": nomination})
+    assert ids(victims_on(node, spec(priority=100, job_id="hi"), victims, 0)) == ("a",)
+    # A preemptor of the same job as the nomination may use that room: nothing to evict.
+    assert victims_on(node, spec(priority=100, job_id="hi2"), victims, 0) is None
+    # Ask for both cores: even evicting a leaves the nominated core taken.
+    assert victims_on(node, spec(priority=100, job_id="hi", cpu=2), victims, 0) is None
+
+
+def test_eligible_is_margin_and_preemptible():
+    pool = [v("a", 1, 0), v("b", 1, 89), v("c", 1, 90), v("d", 1, 91), v("e", 1, 100), v("f", 1, 0, preemptible=False)]
+    assert [x.task_id for x in eligible(pool, 100, 10)] == ["a", "b", "c"]
+    assert [x.task_id for x in eligible(pool, 100, 0)][:4] == ["a", "b", "c", "d"]
+    assert [x.task_id for x in eligible(pool, 5, 10)] == []
+
+
+# ----------------------------------------------------------------------------- find: which node
+def test_prefers_the_lowest_highest_victim_priority_over_fewer_victims():
+    tasks = {"a": [v("a1", 2, 5)],  # one victim of priority 5
+             "b": [v("b1", 1, 1), v("b2", 1, 1)]}  # two victims, both priority 1
+    nodes = [node_with("a", 2, tasks["a"]), node_with("b", 2, tasks["b"])]
+    search = find(nodes, spec(cpu=2), tasks, {})
+    assert search.choice == Choice("b", (tasks["b"][0], tasks["b"][1]))
+    assert (search.nodes_tried, search.with_victims) == (2, 2)
+
+
+def test_then_prefers_fewer_victims():
+    tasks = {"a": [v("a1", 1, 5), v("a2", 1, 1)],  # highest 5, two victims
+             "b": [v("b1", 2, 5)]}  # highest 5, one victim
+    nodes = [node_with("a", 2, tasks["a"]), node_with("b", 2, tasks["b"])]
+    assert find(nodes, spec(cpu=2), tasks, {}).choice == Choice("b", (tasks["b"][0],))
+
+
+def test_then_prefers_least_total_priority():
+    tasks = {"a": [v("a1", 1, 5), v("a2", 1, 4)],  # 5 + 4
+             "b": [v("b1", 1, 5), v("b2", 1, 1)]}  # 5 + 1
+    nodes = [node_with("a", 2, tasks["a"]), node_with("b", 2, tasks["b"])]
+    choice = find(nodes, spec(cpu=2), tasks, {}).choice
+    assert choice.node == "b" and ids(choice.victims) == ("b1", "b2")
+    assert choice.key == (5, 2, 6, "b")
+
+
+def test_then_node_name():
+    tasks = {name: [v(f"{name}1", 1, 3)] for name in ("n2", "n0", "n1")}
+    nodes = [node_with(name, 1, tasks[name]) for name in ("n2", "n0", "n1")]
+    assert find(nodes, spec(cpu=1), tasks, {}).choice.node == "n0"
+
+
+def test_node_preference_uses_the_reprieved_set_not_every_eligible_task():
+    # Node a has many eligible tasks but one slot frees enough; node b has a single task
+    # at priority 2. Only a's reprieved victim (priority 0) counts: a wins.
+    tasks = {"a": [v("a1", 1, 9), v("a2", 1, 8), v("a3", 1, 0)], "b": [v("b1", 1, 2)]}
+    nodes = [node_with("a", 3, tasks["a"]), node_with("b", 1, tasks["b"])]
+    choice = find(nodes, spec(cpu=1), tasks, {}).choice
+    assert choice == Choice("a", (tasks["a"][2],))
+
+
+def test_static_filters_exclude_nodes_whatever_their_victims():
+    tasks = {"cheap": [v("c1", 1, 0)], "dear": [v("d1", 1, 50)]}
+    nodes = [node_with("cheap", 1, tasks["cheap"], labels={"zone": "b"}),
+             node_with("dear", 1, tasks["dear"], labels={"zone": "a"})]
+    job = spec(cpu=1, constraints=["node.labels.zone==a"])
+    search = find(nodes, job, tasks, {})
+    assert search.choice == Choice("dear", (tasks["dear"][0],))
+    assert (search.nodes_tried, search.with_victims) == (1, 1)
+    # When the only node meeting the constraints has nothing to evict: no choice at all.
+    only = find(nodes, spec(cpu=1, constraints=["node.labels.zone==b"], priority=5), tasks, {})
+    assert only.choice is None and (only.nodes_tried, only.with_victims) == (1, 0)
+
+
+def test_plugins_and_platform_filters_too():
+    tasks = {"n": [v("n1", 1, 0)]}
+    plain = node_with("n", 1, tasks["n"])
+    assert find([plain], spec(cpu=1, plugins=["gpu-driver"]), tasks, {}).choice is None
+    assert find([plain], spec(cpu=1, constraints=["node.platform.arch==arm64"]), tasks, {}).choice is None
+    assert find([plain], spec(cpu=1, constraints=["node.platform.arch==amd64"]), tasks, {}).choice is not None
+
+
+@pytest.mark.parametrize("status,availability", [(DOWN, "active"), ("ready", DRAIN), ("ready", PAUSE)])
+def test_unusable_nodes_are_never_chosen_nor_counted(status, availability):
+    tasks = {"bad": [v("b1", 1, 0)], "good": [v("g1", 1, 80)]}
+    nodes = [node_with("bad", 1, tasks["bad"], status=status, availability=availability),
+             node_with("good", 1, tasks["good"])]
+    search = find(nodes, spec(cpu=1), tasks, {})
+    assert search.choice == Choice("good", (tasks["good"][0],))
+    assert search.nodes_tried == 1
+
+
+def test_max_per_node_moves_the_choice_elsewhere():
+    tasks = {"a": [v("a1", 1, 0)], "b": [v("b1", 1, 5)]}
+    nodes = [node_with("a", 2, tasks["a"], extra_cpu=1), node_with("b", 1, tasks["b"])]
+    job = spec(cpu=1, max_per_node=1)
+    assert find(nodes, job, tasks, {}).choice.node == "a"
+    assert find(nodes, job, tasks, {"a": 1}).choice == Choice("b", (tasks["b"][0],))
+
+
+def test_margin_passed_to_find():
+    tasks = {"a": [v("a1", 1, 95)]}
+    nodes = [node_with("a", 1, tasks["a"])]
+    assert find(nodes, spec(cpu=1), tasks, {}).choice is None
+    assert find(nodes, spec(cpu=1), tasks, {}, margin=5).choice == Choice("a", (tasks["a"][0],))
+
+
+# ----------------------------------------------------------------------------- explanations
+def test_message_when_no_node_has_an_eligible_victim():
+    tasks = {"a": [v("a1", 1, 100)], "b": [v("b1", 1, 0, preemptible=False)]}
+    nodes = [node_with("a", 1, tasks["a"]), node_with("b", 1, tasks["b"]),
+             node_with("c", 1, [], status=DOWN)]
+    job = spec(cpu=1)
+    search = find(nodes, job, tasks, {})
+    assert search == Search(None, 2, 0)
+    assert search.message(job, 10) == (
+        "preemption tried: no preemptible task at priority 90 or lower on any of the 2 eligible node(s).")
+    assert "priority 80 or lower" in search.message(job, 20)
+
+
+def test_message_when_evicting_everything_would_not_be_enough():
+    tasks = {"a": [v("a1", 1, 0)], "b": [v("b1", 1, 100)]}
+    nodes = [node_with("a", 4, tasks["a"], extra_cpu=3), node_with("b", 1, tasks["b"])]
+    job = spec(cpu=2)
+    search = find(nodes, job, tasks, {})
+    assert search == Search(None, 2, 1)
+    assert search.message(job, 10) == (
+        "preemption tried: evicting every eligible lower-priority task would still not make room "
+        "on any of the 1 node(s) that have some.")
+
+
+def test_message_when_a_choice_is_found():
+    tasks = {"a": [v("a1", 1, 0), v("a2", 1, 0)]}
+    job = spec(cpu=2)
+    search = find([node_with("a", 2, tasks["a"])], job, tasks, {})
+    assert search.message(job, 10) == "preemption: evicting a1, a2 on a makes room."
+
+
+def test_worth_trying():
+    preemptor = Preemptor(store=None, spec_of=lambda job, version: None)
+    assert preemptor.worth_trying(spec(priority=100), 90)
+    assert not preemptor.worth_trying(spec(priority=100), 91)
+    assert not preemptor.worth_trying(spec(priority=100), None)
+    assert not preemptor.worth_trying(spec(priority=100, preempt="never"), 0)
+    assert Preemptor(None, lambda *a: None, margin=0).worth_trying(spec(priority=100), 100)
+
+
+def test_candidates_drop_nodes_too_small_even_when_empty():
+    preemptor = Preemptor(store=None, spec_of=lambda job, version: None)
+    nodes = [node_with("small", 1, [v("s1", 1, 0)]), node_with("big", 2, [v("b1", 2, 0)]),
+             node_with("down", 4, [], status=DOWN)]
+    assert [n.name for n in preemptor.candidates(nodes, spec(cpu=2))] == ["big"]
+
+
+# ----------------------------------------------------------------------------- misfit with nominations
+HELD = Nomination("hi.0", "hi", 100, 2**62, {"cpu": CORE}, (8080,))
+
+MISFIT_CASES = [
+    # (case, request cpu cores, ports, priority, job, expected)
+    ("equal priority, other job: held room counts", 1, (), 100, "other", "insufficient cpu"),
+    ("lower priority, other job: held", 1, (), 50, "other", "insufficient cpu"),
+    ("higher priority: not held", 1, (), 101, "other", None),
+    ("same job: not held", 1, (), 100, "hi", None),
+    ("same job, lower priority (older version): not held", 1, (), 10, "hi", None),
+    ("no priority: nominations not considered", 1, (), None, "other", None),
+    ("held port, equal priority", 0, (8080,), 100, "other", "host port 8080 in use"),
+    ("held port, lower priority", 0, (8080,), 0, "other", "host port 8080 in use"),
+    ("held port, higher priority", 0, (8080,), 101, "other", None),
+    ("held port, same job", 0, (8080,), 100, "hi", None),
+    ("another port is free", 0, (9090,), 100, "other", None),
+    ("half a core still fits beside nothing held", 0.5, (), 101, "other", None),
+]
+
+
+@pytest.mark.parametrize("case,cores,ports,priority,job,expected", MISFIT_CASES, ids=[c[0] for c in MISFIT_CASES])
+def test_misfit_with_nominations(case, cores, ports, priority, job, expected):
+    # 2 cores, 1 allocated, the other nominated for hi.0 (and port 8080 with it).
+    node = Node(name="n", capacity={"cpu": 2 * CORE}, allocated={"cpu": CORE}, nominations={"hi.0": HELD})
+    resources = {"cpu": int(cores * CORE)} if cores else {}
+    assert misfit(node, resources, ports, 0, 0, priority, job) == expected
+
+
+def test_misfit_sums_only_the_nominations_that_hold_against_the_task():
+    nominations = {"a.0": Nomination("a.0", "a", 100, 2**62, {"cpu": 500}, ()),
+                   "b.0": Nomination("b.0", "b", 200, 2**62, {"cpu": 500}, ()),
+                   "c.0": Nomination("c.0", "c", 200, 2**62, {"cpu": 500, "gpu": 1}, ())}
+    node = Node(name="n", capacity={"cpu": 3 * CORE, "gpu": 1}, allocated={"cpu": CORE}, nominations=nominations)
+    # Priority 150: b and c hold (1 core); a does not. 1 + 1 + 1 = 3 fits, 1.001 more does not.
+    assert misfit(node, {"cpu": CORE}, (), 0, 0, 150, "x") is None
+    assert misfit(node, {"cpu": CORE + 1}, (), 0, 0, 150, "x") == "insufficient cpu"
+    # Priority 100: all three hold 1.5 cores.
+    assert misfit(node, {"cpu": 500}, (), 0, 0, 100, "x") is None
+    assert misfit(node, {"cpu": 501}, (), 0, 0, 100, "x") == "insufficient cpu"
+    # The gpu is held by c for anything up to priority 200 of another job.
+    assert misfit(node, {"gpu": 1}, (), 0, 0, 200, "x") == "insufficient gpu"
+    assert misfit(node, {"gpu": 1}, (), 0, 0, 200, "c") is None
+    assert misfit(node, {"gpu": 1}, (), 0, 0, 201, "x") is None
+
+
+def test_held_room_does_not_hide_other_reasons():
+    node = Node(name="n", capacity={"cpu": 2 * CORE}, allocated={}, nominations={"hi.0": HELD},
+                availability=DRAIN)
+    assert misfit(node, {"cpu": CORE}, (), 0, 0, 10, "other") == "node drained"
+    node.availability = "active"
+    assert misfit(node, {"cpu": CORE}, (), 1, 1, 10, "other") == "max_per_node reached"
+    assert misfit(node, {"cpu": 2 * CORE}, (), 0, 0, 10, "other") == "insufficient cpu"
