@@ -488,9 +488,6 @@ def test_partitioned_node_comes_back_and_stops_replaced_tasks(cluster, app, tmp_
     assert report.ok, report.problems
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "known bug: an agent restarted before its heartbeat lapsed never reconciles the tasks its dead "
-    "work horses were running; they stay 'running' (holding their resources) forever"))
 def test_task_of_a_crashed_agent_does_not_stay_running_after_a_quick_restart(cluster, app, tmp_path, namespace):
     directory = tmp_path / "marks"
     directory.mkdir()

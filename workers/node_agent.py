@@ -12,22 +12,47 @@ down, lost while the node was away and replaced) is stopped in RQ.
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import time
 
 import redis
 from rq import Queue
-from rq.command import send_stop_job_command
+from rq.command import send_shutdown_command, send_stop_job_command
 from rq.exceptions import InvalidJobOperation, NoSuchJobError
 from rq.job import Job
+from rq.worker import Worker
 from rq.worker_pool import WorkerPool
 
-from scheduler import heartbeat
+from scheduler import heartbeat, reconcile
 from scheduler.app import App
 from scheduler.execution import rq_job_id, run_task
-from scheduler.model import ASSIGNED, Node
+from scheduler.model import ASSIGNED, RUNNING, Node
 
 log = logging.getLogger("sched.agent")
+
+
+def _process_alive(worker: Worker) -> bool:
+    """Whether an RQ worker registered on this machine still runs (a SIGKILLed one stays
+    registered until its TTL runs out). Workers on other machines are taken as alive."""
+    if worker.hostname != socket.gethostname():
+        return True
+    if not os.path.isdir("/proc"):
+        try:
+            os.kill(worker.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass
+        return True
+    try:
+        with open(f"/proc/{worker.pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie is not running
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
 
 
 class NodeAgent:
@@ -47,9 +72,18 @@ class NodeAgent:
         heartbeat.beat(self.app.store, self.node.name, self.interval_s)
 
     def _adopt(self) -> None:
-        """Take over the RQ jobs a previous agent of this node left queued or started (its
-        RQ workers and work horses can outlive it), so that sync stops the ones whose task
-        is no longer this node's: a restarted agent must not keep running replaced tasks."""
+        """Take over from a previous agent of this node. Its RQ workers and work horses can
+        outlive it: live ones are asked to finish their current job and leave (ours replace
+        them), and their jobs are adopted so that sync stops the ones whose task is no longer
+        this node's. A task that was running in a work horse that died with the old agent
+        has ended: it is reported failed (and so restarted as its job says); an assigned
+        task whose RQ job was lost is enqueued again."""
+        store, keys = self.app.store, self.app.keys
+        alive = set()
+        for worker in Worker.all(queue=self.rq_queue):
+            if _process_alive(worker):
+                alive.add(worker.name)
+                send_shutdown_command(self.rq_connection, worker.name)
         registry = self.rq_queue.started_job_registry
         for job_id in {*registry.get_job_ids(), *self.rq_queue.get_job_ids()}:
             try:
@@ -58,6 +92,19 @@ class NodeAgent:
                 continue
             if len(job.args) == 4:  # run_task(url, namespace, node, task_id)
                 self.started[job.args[3]] = job_id
+        for task in store.tasks(store.node_task_ids(self.node.name)):
+            job_id = rq_job_id(keys.namespace, task["id"])
+            try:
+                job = Job.fetch(job_id, connection=self.rq_connection)
+                working = job.is_queued or (job.is_started and job.worker_name in alive)
+            except NoSuchJobError:
+                working = False
+            if working:
+                continue
+            if task["state"] == RUNNING and task.get("enqueued"):
+                reconcile.task_ended(store, task, False, "its agent restarted while it ran")
+            elif task["state"] == ASSIGNED and task.get("enqueued"):
+                store.client.hdel(keys.task(task["id"]), "enqueued")
 
     def sync(self) -> None:
         """Enqueue newly assigned tasks; stop the ones that are no longer this node's."""

@@ -206,6 +206,11 @@ class SchedulerWorker:
         preemptor = self.preemptor
         lowest = preemptor.lowest_live_priority()
         now = time.monotonic()
+        for task_id, explanation in list(failures.items()):  # no live task is low enough: say so
+            spec = group_of[task_id].spec
+            if task_id not in conflicts and spec.preempt != "never" and not preemptor.worth_trying(spec, lowest):
+                note = f"preemption tried: no task runs at priority {spec.priority - preemptor.margin} or lower."
+                failures[task_id] = {**explanation, "preemption": note, "message": f"{explanation['message']} {note}"}
         todo = [t for t in failures if t not in conflicts and preemptor.worth_trying(group_of[t].spec, lowest)
                 and self._hopeless.get(group_of[t].spec.id, 0) <= now]
         for task_id in todo[: self.config.max_preemptions]:
@@ -216,9 +221,18 @@ class SchedulerWorker:
             candidates = ([nodes[group.pin]] if group.pin in nodes else []) if group.pin else list(nodes.values())
             counts, _ = self._tallies({group.spec.id}, claim.now_ms)
             search = preemptor.search(candidates, group.spec, counts[group.spec.id])
-            if search.choice is not None and preemptor.apply(claim.token, task_id, group.spec, search) == "ok":
-                del failures[task_id]
-                self.stats.preempted += 1
+            if search.choice is not None:
+                result = preemptor.apply(claim.token, task_id, group.spec, search)
+                if result == "ok":
+                    del failures[task_id]
+                    self.stats.preempted += 1
+                    continue
+                # Lost a race (victims or node changed since the search): like a refused
+                # commit, back off and search again soon rather than wait as unschedulable.
+                conflicts.add(task_id)
+                explanation = failures[task_id]
+                note = f"preemption on {search.choice.node} refused: {result}."
+                failures[task_id] = {**explanation, "preemption": note, "message": f"{explanation['message']} {note}"}
                 continue
             # Searching reads what runs on every candidate node: don't repeat a fruitless
             # search for this job within the next second.

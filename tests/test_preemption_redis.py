@@ -1,0 +1,358 @@
+"""Preemption against the real redis-server: workers evict lower-priority tasks for a task
+that fits nowhere, atomically with a nomination that holds the room for it.
+
+The issue's cases: a full cluster of priority 10 tasks and a priority 100 job that runs
+by evicting the minimum; equal priorities never evicted; ``preemptible: false`` tasks
+never evicted; a ``preempt: never`` job never evicts; the nominated node is tried first
+and its room is held against lower-or-equal priorities of other jobs; two worker
+processes preempting at once evict no more than the preemptors need. Every test ends
+with ``audit(app.store).ok``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import orjson
+
+from scheduler import reconcile
+from scheduler.audit import audit
+from scheduler.commit import Planned, commit
+from scheduler.model import make_node, parse_job
+from scheduler.placement import PlacementOptions, Placer
+from workers.scheduler_worker import SchedulerWorker, WorkerConfig
+
+from worker_harness import queue_members, run_worker_until_idle
+
+SCHED = str(Path(sys.executable).parent / "sched")
+PROCESS_TIMEOUT_S = 90  # a liveness bound for the worker processes, never a speed threshold
+
+
+# ----------------------------------------------------------------------------- helpers
+def add_nodes(app, count, cpu, prefix="n", **kw):
+    for i in range(count):
+        app.store.put_node(make_node(f"{prefix}{i}", cpu=cpu, memory="8GiB", **kw))
+
+
+def submit(app, **raw):
+    raw.setdefault("resources", {"cpu": 1})
+    return reconcile.submit(app.store, parse_job(raw))["tasks"]
+
+
+def tasks_of(app, job_id):
+    store = app.store
+    return {t["id"]: t for t in store.tasks(store.job_task_ids(job_id))}
+
+
+def all_tasks(app):
+    store = app.store
+    return {t["id"]: t for t in store.tasks(store.all_task_ids())}
+
+
+def in_state(tasks, state):
+    return sorted(t["id"] for t in tasks.values() if t["state"] == state)
+
+
+def message(task):
+    return orjson.loads(task["explanation"])["message"] if task.get("explanation") else ""
+
+
+def nomination_fields(app):
+    """node -> {field: value} of its nom:* fields and nominations count (only non-empty)."""
+    out = {}
+    for name in app.store.node_names():
+        fields = app.client.hgetall(app.keys.node(name))
+        held = {f: v for f, v in fields.items() if f.startswith("nom:")}
+        count = int(fields.get("nominations", 0))
+        if held or count:
+            out[name] = {**held, "nominations": count}
+    return out
+
+
+def assert_audit_ok(app):
+    report = audit(app.store)
+    assert report.ok, report.problems
+    assert report.overcommits == 0
+
+
+def fill(app, nodes, cpu, job="low", priority=10, **extra):
+    """``nodes`` nodes of ``cpu`` cores, filled with 1-core tasks of one service job."""
+    add_nodes(app, nodes, cpu)
+    ids = submit(app, id=job, priority=priority, replicas=nodes * cpu, **extra)
+    run_worker_until_idle(app)
+    tasks = tasks_of(app, job)
+    assert in_state(tasks, "assigned") == sorted(ids)
+    return ids
+
+
+# ----------------------------------------------------------------------------- a priority 100 job arrives
+def test_priority_100_job_runs_by_evicting_exactly_what_it_needs(app):
+    fill(app, nodes=3, cpu=2)  # 6 tasks of priority 10, every core taken
+    high = submit(app, id="high", priority=100, replicas=2)
+    stats = run_worker_until_idle(app)
+
+    tasks = all_tasks(app)
+    high_tasks = {i: tasks[i] for i in high}
+    assert all(t["state"] == "assigned" for t in high_tasks.values()), high_tasks
+    # Exactly two 1-core tasks were evicted: the minimum for two 1-core tasks.
+    preempted = in_state(tasks, "preempted")
+    assert len(preempted) == 2
+    assert stats.preempted == 2
+    # Each victim was evicted by a different preemptor, which now runs on its node.
+    by = {tasks[v]["message"].removeprefix("preempted by "): tasks[v] for v in preempted}
+    assert sorted(by) == sorted(high)
+    for preemptor, victim in by.items():
+        assert victim["job"] == "low" and victim["priority"] == "10"
+        assert tasks[preemptor]["node"] == victim["node"]
+        assert "nominated_node" not in tasks[preemptor]
+    # The service keeps its 6 replicas: 4 still run, 2 replacements wait for room. They
+    # cannot evict anything (priority 10), and their explanation says so.
+    low = tasks_of(app, "low")
+    assert len(in_state(low, "assigned")) == 4
+    replacements = in_state(low, "pending")
+    assert len(replacements) == 2
+    assert set(replacements).isdisjoint(preempted)
+    queues = queue_members(app)
+    for task_id in replacements:
+        text = message(low[task_id])
+        assert "insufficient cpu" in text
+        assert "preemption tried" in text, text
+        assert task_id in queues["unschedulable"]
+    # The nominations were released when the preemptors were placed.
+    assert nomination_fields(app) == {}
+    assert app.client.hgetall(app.keys.tally_priority) == {"10": "4", "100": "2"}
+    assert_audit_ok(app)
+
+
+def test_equal_priority_is_never_evicted(app):
+    fill(app, nodes=2, cpu=1, job="peer", priority=100)
+    late = submit(app, id="late", priority=100)
+    run_worker_until_idle(app)
+    tasks = all_tasks(app)
+    assert in_state(tasks, "preempted") == []
+    assert in_state(tasks, "assigned") == ["peer.0", "peer.1"]
+    assert tasks[late[0]]["state"] == "pending"
+    assert "preemption tried" in message(tasks[late[0]]), message(tasks[late[0]])
+    assert_audit_ok(app)
+
+
+def test_equal_priority_never_evicted_while_lower_ones_run_elsewhere(app):
+    # Two nodes in zone a full of priority 100; a third (zone b) runs a priority 10 task
+    # that the arrival's constraint keeps out of reach: the search runs, finds nothing.
+    add_nodes(app, 2, 1, labels={"zone": "a"})
+    app.store.put_node(make_node("b0", cpu=1, memory="8GiB", labels={"zone": "b"}))
+    submit(app, id="peer", priority=100, replicas=2, constraints=["node.labels.zone==a"])
+    submit(app, id="low", priority=10, constraints=["node.labels.zone==b"])
+    run_worker_until_idle(app)
+    late = submit(app, id="late", priority=100, constraints=["node.labels.zone==a"])
+    run_worker_until_idle(app)
+    tasks = all_tasks(app)
+    assert in_state(tasks, "preempted") == []
+    assert in_state(tasks, "assigned") == ["low.0", "peer.0", "peer.1"]
+    assert message(tasks[late[0]]) == (
+        "0/3 nodes available: 3 insufficient cpu. "  # resources are checked before constraints
+        "preemption tried: no preemptible task at priority 90 or lower on any of the 2 eligible node(s).")
+    assert_audit_ok(app)
+
+
+# ----------------------------------------------------------------------------- opting out
+def test_preemptible_false_tasks_are_never_evicted(app):
+    # n0, n1: priority 0 tasks that opt out; n2: a priority 50 task that does not. The
+    # first preemptor takes n2 (although its victim has the higher priority); the second
+    # finds nothing it may evict.
+    add_nodes(app, 3, 1)
+    guard = submit(app, id="guard", priority=0, replicas=2, preemptible=False, constraints=["node.hostname!=n2"])
+    mid = submit(app, id="mid", priority=50, constraints=["node.hostname==n2"])
+    run_worker_until_idle(app)
+    assert in_state(all_tasks(app), "assigned") == sorted(guard + mid)
+
+    high = submit(app, id="high", priority=100, replicas=2)
+    run_worker_until_idle(app)
+    tasks = all_tasks(app)
+    assert in_state(tasks, "preempted") == mid
+    assert all(tasks[g]["state"] == "assigned" for g in guard)
+    placed = [h for h in high if tasks[h]["state"] == "assigned"]
+    waiting = [h for h in high if tasks[h]["state"] == "pending"]
+    assert len(placed) == 1 and len(waiting) == 1
+    assert tasks[placed[0]]["node"] == "n2"
+    assert "preemption tried: no preemptible task at priority 90 or lower" in message(tasks[waiting[0]])
+    assert_audit_ok(app)
+
+
+def test_preempt_never_job_does_not_evict(app):
+    low = fill(app, nodes=2, cpu=1)
+    polite = submit(app, id="polite", priority=100, preempt="never")
+    stats = run_worker_until_idle(app)
+    tasks = all_tasks(app)
+    assert stats.preempted == 0
+    assert in_state(tasks, "preempted") == []
+    assert in_state(tasks, "assigned") == sorted(low)
+    assert tasks[polite[0]]["state"] == "pending"
+    assert "insufficient cpu" in message(tasks[polite[0]])
+    assert nomination_fields(app) == {}
+    # The same job allowed to preempt does evict one.
+    submit(app, id="polite", priority=100, preempt="lower")
+    run_worker_until_idle(app)
+    tasks = all_tasks(app)
+    assert len(in_state(tasks, "preempted")) == 1
+    assert [t["id"] for t in tasks.values() if t["job"] == "polite" and t["state"] == "assigned"] == ["polite.1"]
+    assert_audit_ok(app)
+
+
+# ----------------------------------------------------------------------------- nomination
+def preempt_once(app):
+    """n0 (2 cores) full of two priority 10 tasks; one worker step for a priority 100 task:
+    it evicts one and is nominated to n0. Returns the high task's id."""
+    fill(app, nodes=1, cpu=2)
+    (high,) = submit(app, id="high", priority=100)
+    worker = SchedulerWorker(app, WorkerConfig())
+    assert worker.step() == 1
+    assert worker.stats.preempted == 1
+    return high
+
+
+def test_preemption_nominates_the_node_and_holds_the_room(app):
+    high = preempt_once(app)
+    tasks = all_tasks(app)
+    # The victim: exactly one, the last by id (reprieve keeps low.0), ended preempted.
+    assert in_state(tasks, "preempted") == ["low.1"]
+    assert tasks["low.1"]["message"] == f"preempted by {high}"
+    assert app.client.smembers(app.keys.node_tasks("n0")) == {"low.0"}
+    # The preemptor: back in the active queue, nominated to n0.
+    assert tasks[high]["state"] == "pending"
+    assert tasks[high]["nominated_node"] == "n0"
+    queues = queue_members(app)
+    assert high in queues["active"] and not queues["inflight"]
+    # Its room, held on the node: priority|expiry|job|allocation|ports.
+    nominations = nomination_fields(app)
+    assert list(nominations) == ["n0"] and nominations["n0"]["nominations"] == 1
+    priority, expires, job, alloc, ports = nominations["n0"][f"nom:{high}"].split("|")
+    assert (priority, job, alloc, ports) == ("100", "high", "cpu=1000", "")
+    assert int(expires) > app.store.now_ms()
+    # The victim's replacement is queued.
+    assert tasks["low.2"]["state"] == "pending" and "low.2" in queues["active"]
+
+    # Before the preemptor is placed, lower or equal priorities of other jobs cannot take
+    # the room: the commit refuses them whatever the worker believed.
+    submit(app, id="peer", priority=100)
+    claim = app.queue.claim(10)
+    assert sorted(claim.task_ids) == sorted([high, "low.2", "peer.0"])
+    specs = {job: app.store.job_spec(job) for job in ("low", "peer", "high")}
+    refused = commit(app.scripts, app.keys, claim.token,
+                     [Planned("low.2", "n0", specs["low"]), Planned("peer.0", "n0", specs["peer"])])
+    assert [reason for _, reason in refused.refused] == ["insufficient cpu", "insufficient cpu"]
+    assert app.client.hget(app.keys.node("n0"), "alloc:cpu") == "1000"
+    # The preemptor itself takes it, and its nomination goes with the placement.
+    accepted = commit(app.scripts, app.keys, claim.token, [Planned(high, "n0", specs["high"])])
+    assert [plan.task_id for plan in accepted.accepted] == [high]
+    assert nomination_fields(app) == {}
+    assert "nominated_node" not in app.store.get_task(high)
+    app.queue.fail(claim.token, [("low.2", {"nodes_evaluated": 1, "reasons": {}, "message": "test"}),
+                                 ("peer.0", {"nodes_evaluated": 1, "reasons": {}, "message": "test"})])
+    assert_audit_ok(app)
+
+
+def test_higher_priority_of_another_job_may_take_nominated_room(app):
+    high = preempt_once(app)
+    submit(app, id="vip", priority=200)
+    claim = app.queue.claim(10)
+    assert "vip.0" in claim.task_ids and high in claim.task_ids
+    outcome = commit(app.scripts, app.keys, claim.token,
+                     [Planned("vip.0", "n0", app.store.job_spec("vip")),
+                      Planned(high, "n0", app.store.job_spec("high"))])
+    assert [p.task_id for p in outcome.accepted] == ["vip.0"]
+    assert [reason for _, reason in outcome.refused] == ["insufficient cpu"]
+    app.queue.release(claim.token, [t for t in claim.task_ids if t != "vip.0"])
+    assert_audit_ok(app)
+
+
+def test_nominated_node_is_tried_first(app):
+    high = preempt_once(app)
+    # A bigger, empty node arrives before the preemptor's next attempt. Spread placement
+    # alone would choose it...
+    app.store.put_node(make_node("big", cpu=8, memory="8GiB"))
+    nodes = {n.name: n for n in app.store.nodes()}
+    nodes["n0"].nominations.clear()
+    alone = Placer(PlacementOptions(seed=1)).place(list(nodes.values()), app.store.job_spec("high"), ["x"],
+                                                    job_counts={})
+    assert alone.assignments == [("x", "big")]
+    # ... but the preemptor goes where its room was made (kube's nominated node fast path).
+    run_worker_until_idle(app)
+    tasks = all_tasks(app)
+    assert tasks[high]["state"] == "assigned" and tasks[high]["node"] == "n0"
+    assert tasks["low.2"]["state"] == "assigned" and tasks["low.2"]["node"] == "big"
+    assert nomination_fields(app) == {}
+    assert len(in_state(tasks, "preempted")) == 1
+    assert_audit_ok(app)
+
+
+def test_lower_priority_task_in_the_same_batch_does_not_take_the_room(app):
+    # The victim's replacement (priority 10) and the preemptor are claimed in one batch;
+    # the node cache shows the nomination, so the replacement is not even planned there.
+    high = preempt_once(app)
+    worker = SchedulerWorker(app, WorkerConfig())
+    assert worker.step() == 2
+    tasks = all_tasks(app)
+    assert tasks[high]["state"] == "assigned" and tasks[high]["node"] == "n0"
+    assert tasks["low.2"]["state"] == "pending"
+    assert worker.stats.refused == 0  # nothing was planned onto the held room
+    assert nomination_fields(app) == {}
+    assert_audit_ok(app)
+
+
+# ----------------------------------------------------------------------------- two workers at once
+def sched(redis_url, namespace, *args):
+    return [SCHED, "--redis-url", redis_url, "--namespace", namespace, *args]
+
+
+def test_workers_preempting_at_once_evict_no_more_than_needed(app, redis_url, namespace):
+    nodes, cores = 6, 2
+    low = fill(app, nodes=nodes, cpu=cores)  # 12 tasks of priority 10: every core taken
+    # Six preemptors, each needing exactly one core: three of one job, three of another
+    # at a higher priority (which may take the first job's nominated room).
+    preemptors = submit(app, id="hi-a", priority=100, replicas=3) + submit(app, id="hi-b", priority=150, replicas=3)
+    commands = [sched(redis_url, namespace, "worker", "--until-idle", "--batch-size", "1", "--json")
+                for _ in range(3)]
+    processes = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for c in commands]
+    outcomes = []
+    try:
+        for process in processes:
+            out, err = process.communicate(timeout=PROCESS_TIMEOUT_S)
+            outcomes.append((process.returncode, out, err))
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+    for code, out, err in outcomes:
+        assert code == 0, f"worker exited {code}\nstdout: {out}\nstderr: {err}"
+    stats = [json.loads(out) for _, out, _ in outcomes]
+
+    tasks = all_tasks(app)
+    preempted = in_state(tasks, "preempted")
+    placed = [p for p in preemptors if tasks[p]["state"] == "assigned"]
+    # Every preemptor is on one node at most: in exactly its node's task set.
+    for name in app.store.node_names():
+        members = app.client.smembers(app.keys.node_tasks(name))
+        assert members == {t["id"] for t in tasks.values() if t["state"] == "assigned" and t["node"] == name}
+    # Every commit the workers made is one placement of one preemptor (the replacements
+    # of priority 10 never fit): no task was placed twice.
+    assert sum(s.get("placed", 0) for s in stats) == len(placed)
+    # Each preemption evicted exactly one task, and each eviction made the room one
+    # preemptor now uses: no more evictions than the preemptors needed.
+    assert sum(s.get("preempted", 0) for s in stats) == len(preempted)
+    assert len(preempted) == len(placed)
+    assert all(tasks[v]["job"] == "low" for v in preempted)
+    assert all(tasks[v]["message"].removeprefix("preempted by ") in preemptors for v in preempted)
+    # The cluster is still exactly full: every core runs a preemptor or a low task.
+    live = in_state(tasks, "assigned")
+    assert len(live) == nodes * cores
+    assert Counter(tasks[t]["job"] for t in live)["low"] == len(low) - len(preempted)
+    # All six get to run: there was room for every one of them.
+    assert sorted(placed) == sorted(preemptors), {p: message(tasks[p]) for p in preemptors if p not in placed}
+    assert nomination_fields(app) == {}
+    assert_audit_ok(app)
