@@ -44,7 +44,10 @@ local function held(node, priority, job)
   for i = 1, #all, 2 do
     if string.sub(all[i], 1, 4) == 'nom:' then
       local prio, expires, owner, alloc, nports = string.match(all[i + 1], '^(%d+)|(%d+)|([^|]*)|([^|]*)|(.*)$')
-      if tonumber(expires) > now and tonumber(prio) >= priority and owner ~= job then
+      if tonumber(expires) <= now then  -- expired: tidy it away
+        redis.call('HDEL', node, all[i])
+        redis.call('HINCRBY', node, 'nominations', -1)
+      elseif tonumber(prio) >= priority and owner ~= job then
         for r, amount in string.gmatch(alloc, '([^,=]+)=(%d+)') do
           room[r] = (room[r] or 0) + tonumber(amount)
         end

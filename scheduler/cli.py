@@ -158,7 +158,7 @@ def _availability_command(name: str, value: str, doc: str):
     return command
 
 
-_availability_command("drain", "drain", "Stop placing tasks on a node and move its service tasks elsewhere.")
+_availability_command("drain", "drain", "Stop placing tasks on a node and move its tasks elsewhere.")
 _availability_command("pause", "pause", "Stop placing new tasks on a node; what runs there stays.")
 _availability_command("activate", "active", "Let the scheduler place tasks on a node again.")
 
@@ -229,11 +229,12 @@ def job_ls(app, as_json):
             counts[task["state"]] = counts.get(task["state"], 0) + 1
         spec = job["spec"]
         records.append({"id": job_id, "type": spec["type"], "priority": spec["priority"],
-                        "replicas": spec["replicas"], "version": job["version"], "status": job["status"],
+                        "replicas": spec.get("replicas"), "version": job["version"], "status": job["status"],
                         "tasks": counts})
     if as_json:
         return print_json(records)
-    rows = [[r["id"], r["type"], r["status"], r["priority"], r["replicas"], r["version"],
+    rows = [[r["id"], r["type"], r["status"], r["priority"], "per node" if r["replicas"] is None else r["replicas"],
+             r["version"],
              " ".join(f"{s}={n}" for s, n in sorted(r["tasks"].items()))] for r in records]
     print_table(["ID", "TYPE", "STATUS", "PRIORITY", "REPLICAS", "VERSION", "TASKS"], rows)
 
@@ -335,7 +336,8 @@ def task_ls(app, job_id, state, node_name, as_json):
 def task_explain(app, task_id, as_json):
     """Say why a task is where it is: for a pending task, what each node lacked."""
     t = app.store.get_task(task_id)
-    explanation = orjson.loads(t["explanation"]) if t.get("explanation") else None
+    # The last attempt's explanation matters only while the task is still pending.
+    explanation = orjson.loads(t["explanation"]) if t.get("explanation") and t["state"] == "pending" else None
     record = {"id": t["id"], "state": t["state"],
               "nodes_evaluated": explanation["nodes_evaluated"] if explanation else 0,
               "reasons": explanation["reasons"] if explanation else {},

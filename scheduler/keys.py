@@ -118,7 +118,7 @@ class Keys:
         return self._key("task", task_id)
 
     def faults(self, job_id: str) -> str:
-        """ZSET "node|task|attempt" -> failure time (ms): faulty-node detection per job."""
+        """ZSET "node|task" -> failure time (ms): faulty-node detection per job."""
         return self._key("faults", job_id)
 
     # Tallies kept by the Lua commit and release.
@@ -153,6 +153,3 @@ class Keys:
     def rq_queue_name(self, node: str) -> str:
         """The RQ queue a node's agent works from (RQ adds its own ``rq:queue:`` prefix)."""
         return f"sched-{self.namespace}-{node}"
-
-    def task_pattern(self) -> str:
-        return self._key("task", "*")

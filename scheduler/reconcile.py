@@ -17,6 +17,7 @@ from .model import (ACTIVE, BATCH, COMPLETED, FAILED, GLOBAL, LOST, PENDING, REA
 from .store import Store, parse_stored
 
 RUNNING_JOB, STOPPED_JOB = "running", "stopped"
+FAULT_WINDOW_MS = 300_000  # failures of a job on a node count towards "faulty" for 5 minutes
 
 
 def global_targets(spec: JobSpec, nodes) -> set[str]:
@@ -168,7 +169,11 @@ def task_ended(store: Store, task: dict, succeeded: bool, message: str) -> dict:
     job_id, node = task["job"], task["node"]
     now = store.now_ms()
     if not succeeded:
-        store.client.zadd(store.keys.faults(job_id), {f"{node}|{task['id']}": now})
+        faults = store.keys.faults(job_id)
+        with store.client.pipeline(transaction=False) as pipe:
+            pipe.zadd(faults, {f"{node}|{task['id']}": now})
+            pipe.zremrangebyscore(faults, "-inf", now - FAULT_WINDOW_MS)  # older ones no longer count
+            pipe.execute()
     job = store.get_job(job_id)
     spec = store.job_spec(job_id)
     retries = int(task.get("retries", 0))

@@ -32,6 +32,7 @@ from scheduler.placement import Placement, PlacementOptions, Placer
 from scheduler.preemption import DEFAULT_MARGIN
 from scheduler.preemptor import Preemptor
 from scheduler.queue import QueueConfig
+from scheduler.reconcile import FAULT_WINDOW_MS
 
 log = logging.getLogger("sched.worker")
 
@@ -45,7 +46,7 @@ class WorkerConfig:
     health_every_s: float = 1.0
     idle_sleep_max_s: float = 0.02
     until_idle: bool = False
-    fault_window_ms: int = 300_000
+    fault_window_ms: int = FAULT_WINDOW_MS
     preemption: bool = True
     preemption_margin: int = DEFAULT_MARGIN  # victims are at least this many priority levels lower
     max_preemptions: int = 8  # preemption searches per batch: they read what runs on the nodes
