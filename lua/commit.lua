@@ -23,8 +23,10 @@
 -- ARGV[3] R, then R resource names
 -- then per placement: task id, node name, job id, max_per_node, priority, n, n x (resource
 --   index (1-based, into the names), amount), m, m x host port
--- Returns {now, result per placement}: 1 when assigned, else the reason it was refused
--- (the same words scheduler/reasons.py uses).
+-- Returns {now, results, changes}: results has one entry per placement, 1 when assigned,
+-- else the reason it was refused (the words scheduler/reasons.py uses); changes lists
+-- node name, new change sequence, previous change sequence for every node this call
+-- changed (a worker whose copy was current at the previous sequence need not read it back).
 
 local now = now_ms()
 local nowtxt = int(now)
@@ -32,9 +34,34 @@ local token, channel = ARGV[1], ARGV[2]
 local R = tonumber(ARGV[3])
 local names = {}
 for r = 1, R do names[r] = ARGV[3 + r] end
-local a = 4 + R
 local kb = 7 + R
-local out = {now}
+
+-- Decode the placements first, so the leases can be read in one call.
+local plans = {}
+local a = 4 + R
+while a <= #ARGV do
+  local plan = {id = ARGV[a], name = ARGV[a + 1], job = ARGV[a + 2], max_per_node = tonumber(ARGV[a + 3]),
+                priority = tonumber(ARGV[a + 4]), req = {}, ports = {}}
+  local n = tonumber(ARGV[a + 5])
+  a = a + 6
+  for i = 1, n do
+    plan.req[i] = {tonumber(ARGV[a]), tonumber(ARGV[a + 1])}
+    a = a + 2
+  end
+  local m = tonumber(ARGV[a])
+  a = a + 1
+  for i = 1, m do
+    plan.ports[i] = ARGV[a]
+    a = a + 1
+  end
+  local base = kb + 4 * #plans
+  plan.task, plan.node, plan.node_tasks, plan.tally_job = KEYS[base], KEYS[base + 1], KEYS[base + 2], KEYS[base + 3]
+  plans[#plans + 1] = plan
+end
+if #plans == 0 then return {now, {}, {}} end
+local ids = {}
+for i, plan in ipairs(plans) do ids[i] = plan.id end
+local leases = redis.call('HMGET', KEYS[2], unpack(ids))
 
 -- Room held on the node for preemptors that this task must not take: nominations
 -- ("priority|expires|job|cpu=500,...|8080,...") of priority >= ours, of another job.
@@ -58,89 +85,98 @@ local function held(node, priority, job)
   return room, ports
 end
 
-local function check(id, node, tally_job, name, max_per_node, priority, job, req, ports)
-  if redis.call('HGET', KEYS[2], id) ~= token then return 'lease expired' end
-  local st = redis.call('HMGET', node, 'status', 'availability', 'nominations')
+-- The rule of fit.py. On success returns nil and the node's new values to write.
+local function check(plan, lease)
+  if lease ~= token then return 'lease expired' end
+  local fields = {'status', 'availability', 'nominations', 'tasks'}
+  for _, ra in ipairs(plan.req) do
+    fields[#fields + 1] = 'cap:' .. names[ra[1]]
+    fields[#fields + 1] = 'alloc:' .. names[ra[1]]
+  end
+  local st = redis.call('HMGET', plan.node, unpack(fields))
   if not st[1] then return 'node removed' end
   if st[1] ~= 'ready' then return 'node down' end
   if st[2] ~= 'active' then
     if st[2] == 'drain' then return 'node drained' end
     return 'node paused'
   end
+  local nominated = tonumber(st[3] or '0') > 0
   local room, held_ports = {}, {}
-  if tonumber(st[3] or '0') > 0 then room, held_ports = held(node, priority, job) end
-  for _, ra in ipairs(req) do
+  if nominated then room, held_ports = held(plan.node, plan.priority, plan.job) end
+  local writes = {}
+  for i, ra in ipairs(plan.req) do
     local r, amount = names[ra[1]], ra[2]
-    if amount > 0 then
-      local v = redis.call('HMGET', node, 'cap:' .. r, 'alloc:' .. r)
-      if tonumber(v[2] or '0') + (room[r] or 0) + amount > tonumber(v[1] or '0') then
-        return 'insufficient ' .. r
-      end
+    local cap, used = tonumber(st[3 + 2 * i] or '0'), tonumber(st[4 + 2 * i] or '0')
+    if amount > 0 and used + (room[r] or 0) + amount > cap then
+      return 'insufficient ' .. r
     end
+    writes[#writes + 1] = {r, ra[1], cap, used + amount, amount}
   end
-  for _, p in ipairs(ports) do
-    if redis.call('HEXISTS', node, 'port:' .. p) == 1 or held_ports[p] then
+  for _, p in ipairs(plan.ports) do
+    if held_ports[p] or redis.call('HEXISTS', plan.node, 'port:' .. p) == 1 then
       return 'host port ' .. p .. ' in use'
     end
   end
-  if max_per_node > 0 and tonumber(redis.call('ZSCORE', tally_job, name) or '0') >= max_per_node then
+  if plan.max_per_node > 0 and
+     tonumber(redis.call('ZSCORE', plan.tally_job, plan.name) or '0') >= plan.max_per_node then
     return 'max_per_node reached'
   end
-  return nil
+  return nil, writes, tonumber(st[4] or '0'), nominated
 end
 
-local p = 0
-while a <= #ARGV do
-  local id, name, job = ARGV[a], ARGV[a + 1], ARGV[a + 2]
-  local max_per_node, priority = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
-  local n = tonumber(ARGV[a + 5])
-  a = a + 6
-  local req = {}
-  for i = 1, n do
-    req[i] = {tonumber(ARGV[a]), tonumber(ARGV[a + 1])}
-    a = a + 2
-  end
-  local m = tonumber(ARGV[a])
-  a = a + 1
-  local ports = {}
-  for i = 1, m do
-    ports[i] = ARGV[a]
-    a = a + 1
-  end
-  local base = kb + 4 * p
-  local task, node, node_tasks, tally_job = KEYS[base], KEYS[base + 1], KEYS[base + 2], KEYS[base + 3]
-  p = p + 1
-
-  local refused = check(id, node, tally_job, name, max_per_node, priority, job, req, ports)
+local results, placed, touched, by_priority = {}, {}, {}, {}
+for i, plan in ipairs(plans) do
+  local refused, writes, tasks, nominated = check(plan, not placed[plan.id] and leases[i] or false)
   if refused then
-    out[#out + 1] = refused
+    results[i] = refused
   else
-    local alloc = {}
-    for _, ra in ipairs(req) do
-      local r, amount = names[ra[1]], ra[2]
+    local id, name = plan.id, plan.name
+    local node_fields, alloc = {'tasks', tasks + 1}, {}
+    for _, w in ipairs(writes) do
+      local r, index, cap, used, amount = w[1], w[2], w[3], w[4], w[5]
       if amount > 0 then
-        redis.call('HINCRBY', node, 'alloc:' .. r, amount)
-        redis.call('ZINCRBY', KEYS[6 + ra[1]], -amount, name)
+        node_fields[#node_fields + 1] = 'alloc:' .. r
+        node_fields[#node_fields + 1] = used
+        redis.call('ZADD', KEYS[6 + index], cap - used, name)
         alloc[#alloc + 1] = r .. '=' .. int(amount)
       end
     end
-    for _, port in ipairs(ports) do
-      redis.call('HSET', node, 'port:' .. port, id)
+    for _, port in ipairs(plan.ports) do
+      node_fields[#node_fields + 1] = 'port:' .. port
+      node_fields[#node_fields + 1] = id
     end
-    redis.call('HINCRBY', node, 'tasks', 1)
-    redis.call('ZINCRBY', tally_job, 1, name)
+    redis.call('HSET', plan.node, unpack(node_fields))
+    if nominated and redis.call('HDEL', plan.node, 'nom:' .. id) == 1 then
+      redis.call('HINCRBY', plan.node, 'nominations', -1)
+    end
+    redis.call('ZINCRBY', plan.tally_job, 1, name)
     redis.call('ZINCRBY', KEYS[3], 1, name)
-    redis.call('HINCRBY', KEYS[6], priority, 1)
-    redis.call('SADD', node_tasks, id)
-    redis.call('HSET', task, 'state', 'assigned', 'node', name, 'assigned_at', nowtxt,
-      'alloc', table.concat(alloc, ','), 'ports', table.concat(ports, ','))
-    redis.call('HDEL', task, 'explanation', 'nominated_node')
-    if redis.call('HDEL', node, 'nom:' .. id) == 1 then redis.call('HINCRBY', node, 'nominations', -1) end
-    redis.call('ZREM', KEYS[1], id)
-    redis.call('HDEL', KEYS[2], id)
-    redis.call('ZADD', KEYS[4], redis.call('INCR', KEYS[5]), name)
-    publish(channel, {'type', 'task', 'id', id, 'job', job, 'state', 'assigned', 'node', name, 'ts', now})
-    out[#out + 1] = 1
+    redis.call('SADD', plan.node_tasks, id)
+    redis.call('HSET', plan.task, 'state', 'assigned', 'node', name, 'assigned_at', nowtxt,
+      'alloc', table.concat(alloc, ','), 'ports', table.concat(plan.ports, ','))
+    redis.call('HDEL', plan.task, 'explanation', 'nominated_node')
+    publish(channel, {'type', 'task', 'id', id, 'job', plan.job, 'state', 'assigned', 'node', name, 'ts', now})
+    placed[id] = true
+    placed[#placed + 1] = id
+    touched[name] = true
+    by_priority[plan.priority] = (by_priority[plan.priority] or 0) + 1
+    results[i] = 1
   end
 end
-return out
+if #placed > 0 then
+  redis.call('ZREM', KEYS[1], unpack(placed))
+  redis.call('HDEL', KEYS[2], unpack(placed))
+end
+for priority, count in pairs(by_priority) do
+  redis.call('HINCRBY', KEYS[6], priority, count)
+end
+local changes = {}
+for name in pairs(touched) do
+  local before = redis.call('ZSCORE', KEYS[4], name) or '0'
+  local seq = redis.call('INCR', KEYS[5])
+  redis.call('ZADD', KEYS[4], seq, name)
+  changes[#changes + 1] = name
+  changes[#changes + 1] = seq
+  changes[#changes + 1] = tonumber(before)
+end
+return {now, results, changes}

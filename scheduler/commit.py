@@ -25,6 +25,7 @@ class CommitResult:
     now_ms: int
     accepted: list[Planned]
     refused: list[tuple[Planned, str]]  # with the reason (reasons.py wording)
+    changes: dict[str, tuple[int, int]]  # node -> (change sequence this commit gave it, the one before)
 
 
 def commit(scripts: Scripts, keys: Keys, token: str, plans: list[Planned]) -> CommitResult:
@@ -50,10 +51,13 @@ def commit(scripts: Scripts, keys: Keys, token: str, plans: list[Planned]) -> Co
         keys=[keys.inflight, keys.leases, keys.tally_tasks, keys.node_changes, keys.node_seq, keys.tally_priority,
               *(keys.free(name) for name in names), *task_keys],
         args=argv)
+    now, results, changes = reply
     accepted, refused = [], []
-    for plan, result in zip(plans, reply[1:]):
+    for plan, result in zip(plans, results):
         if result == 1:
             accepted.append(plan)
         else:
             refused.append((plan, result))
-    return CommitResult(now_ms=int(reply[0]), accepted=accepted, refused=refused)
+    return CommitResult(now_ms=int(now), accepted=accepted, refused=refused,
+                        changes={changes[i]: (int(changes[i + 1]), int(changes[i + 2]))
+                                 for i in range(0, len(changes), 3)})

@@ -8,9 +8,11 @@ per node that changed — O(changed nodes), never O(all nodes) — and a node wh
 gone has been removed.
 
 The placement engine writes its own decisions into the cached nodes (SwarmKit's local
-state); the commit's effects come back through the feed and overwrite them with what
-Redis holds. Nodes whose placements were refused are re-read explicitly, since a
-refusal for an expired lease changes nothing in Redis.
+state), so after a commit the copy already holds what Redis holds for a node that no one
+else changed meanwhile: the commit reports each node's previous change sequence, and
+such nodes are not read back (:meth:`committed`). Every other change comes through the
+feed and overwrites the copy. Nodes whose placements were refused are re-read
+explicitly, since a refusal for an expired lease changes nothing in Redis.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ class NodeCache:
         self.seq = -1
         self._dirty: set[str] = set()
         self._nominated: set[str] = set()  # nodes holding room for a preemptor
+        self._own: dict[str, int] = {}  # node -> change sequence of our own commit, already in the copy
         self.reads = 0  # node hashes read, for the benchmark's cost accounting
 
     def refresh(self, now_ms: int | None = None) -> dict[str, Node]:
@@ -57,10 +60,12 @@ class NodeCache:
         changed = client.zrangebyscore(keys.node_changes, f"({self.seq}", "+inf", withscores=True)
         names = set(self._dirty)
         for name, score in changed:
-            names.add(name)
+            if self._own.pop(name, None) != int(score):
+                names.add(name)
             if score > self.seq:
                 self.seq = int(score)
         self._dirty.clear()
+        self._own.clear()
         if not names:
             return
         ordered = sorted(names)
@@ -76,6 +81,14 @@ class NodeCache:
                     self._nominated.add(name)
             else:
                 self.nodes.pop(name, None)
+
+    def committed(self, changes: dict[str, tuple[int, int]], seen: int) -> None:
+        """Our commit changed these nodes (node -> (sequence, previous sequence)); the
+        placements are already in the copy, which was current at sequence ``seen``. A node
+        nobody else changed since then need not be read back."""
+        for name, (seq, before) in changes.items():
+            if before <= seen and name not in self._dirty:
+                self._own[name] = seq
 
     def invalidate(self, names) -> None:
         """Re-read these nodes on the next refresh, whatever the feed says."""

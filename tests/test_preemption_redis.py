@@ -12,6 +12,7 @@ with ``audit(app.store).ok``.
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from collections import Counter
@@ -27,7 +28,7 @@ from scheduler.model import make_node, parse_job
 from scheduler.placement import PlacementOptions, Placer
 from workers.scheduler_worker import SchedulerWorker, WorkerConfig
 
-from worker_harness import queue_members, run_worker_until_idle
+from worker_harness import queue_members, run_worker_until_idle, wait_until
 
 SCHED = str(Path(sys.executable).parent / "sched")
 PROCESS_TIMEOUT_S = 90  # a liveness bound for the worker processes, never a speed threshold
@@ -402,6 +403,48 @@ def sched(redis_url, namespace, *args):
     return [SCHED, "--redis-url", redis_url, "--namespace", namespace, *args]
 
 
+def run_worker_processes(app, redis_url, namespace, count, jobs):
+    """Start ``count`` `sched worker` processes (one task per claim), wait until they are
+    all connected, submit ``jobs`` (id, priority, replicas: 1-core tasks) so that they
+    all go at them at once, wait until nothing is left to schedule, stop them with
+    SIGTERM and return their stats."""
+    before = {c["id"] for c in app.client.client_list()}
+    command = sched(redis_url, namespace, "worker", "--batch-size", "1", "--json")
+    processes = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for _ in range(count)]
+    outcomes = []
+    try:
+        # A worker's connection shows a command other than the handshake once its loop
+        # runs (its SIGTERM handler is installed by then).
+        def running():
+            return sum(1 for c in app.client.client_list() if c["id"] not in before
+                       and c.get("cmd", "").split("|")[0] not in ("ping", "client", "hello", "NULL", "")) >= count
+
+        wait_until(running, PROCESS_TIMEOUT_S, "the worker processes to start their loops")
+        for job, priority, replicas in jobs:
+            submit(app, id=job, priority=priority, replicas=replicas)
+
+        def idle():
+            counts = app.queue.counts()
+            return counts["active"] == counts["backoff"] == counts["inflight"] == 0
+
+        wait_until(idle, PROCESS_TIMEOUT_S, "the workers to schedule everything they can")
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in processes:
+            try:
+                out, err = process.communicate(timeout=PROCESS_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                out, err = process.communicate()
+            outcomes.append((process.returncode, out, err))
+    for code, out, err in outcomes:
+        assert code == 0, f"worker exited {code}\nstdout: {out}\nstderr: {err}"
+    return [json.loads(out) for _, out, _ in outcomes]
+
+
 PREEMPTORS = {
     # Six single-replica jobs of equal priority: each nomination holds against all the
     # others, so every preemptor lands where it evicted.
@@ -417,27 +460,9 @@ PREEMPTORS = {
 def test_workers_preempting_at_once_evict_no_more_than_needed(app, redis_url, namespace, mix):
     nodes, cores = 6, 2
     low = fill(app, nodes=nodes, cpu=cores)  # 12 tasks of priority 10: every core taken
-    preemptors = []  # each needs exactly one core
-    for job, priority, replicas in PREEMPTORS[mix]:
-        preemptors += submit(app, id=job, priority=priority, replicas=replicas)
-    # Three worker processes started together, one task per claim, so that their
-    # searches and evictions overlap.
-    commands = [sched(redis_url, namespace, "worker", "--until-idle", "--batch-size", "1", "--json")
-                for _ in range(3)]
-    processes = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for c in commands]
-    outcomes = []
-    try:
-        for process in processes:
-            out, err = process.communicate(timeout=PROCESS_TIMEOUT_S)
-            outcomes.append((process.returncode, out, err))
-    finally:
-        for process in processes:
-            if process.poll() is None:
-                process.kill()
-                process.communicate()
-    for code, out, err in outcomes:
-        assert code == 0, f"worker exited {code}\nstdout: {out}\nstderr: {err}"
-    stats = [json.loads(out) for _, out, _ in outcomes]
+    preemptors = [(job, priority, replicas) for job, priority, replicas in PREEMPTORS[mix]]
+    stats = run_worker_processes(app, redis_url, namespace, 3, preemptors)
+    preemptors = [task_id for job, _, _ in preemptors for task_id in sorted(tasks_of(app, job))]
 
     tasks = all_tasks(app)
     preempted = in_state(tasks, "preempted")

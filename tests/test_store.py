@@ -51,7 +51,7 @@ def place(app, placements: dict[str, str], cpu=1000, memory=GiB, ports=()):
                 k.task(task_id), k.node(node), k.node_tasks(node), k.tally_job(job)]
         args = [claim.token, k.events, 2, *names, task_id, node, job, 0, 50, 2, 1, cpu, 2, memory,
                 len(ports), *ports]
-        assert app.scripts.commit(keys=keys, args=args)[1:] == [1], task_id
+        assert app.scripts.commit(keys=keys, args=args)[1] == [1], task_id
     rest = [t for t in claim.task_ids if t not in placements]
     if rest:
         app.queue.release(claim.token, rest)
@@ -228,7 +228,7 @@ def test_stop_ends_every_task_and_empties_the_queues(clocked_app, clock):
         keys=[k.inflight, k.leases, k.tally_tasks, k.node_changes, k.node_seq, k.tally_priority, k.free("cpu"),
               k.task("web.3"), k.node("n1"), k.node_tasks("n1"), k.tally_job("web")],
         args=[claim.token, k.events, 1, "cpu", "web.3", "n1", "web", 0, 50, 1, 1, 1000, 0])
-    assert reply[1:] == ["lease expired"]
+    assert reply[1] == ["lease expired"]
     assert app.queue.fail(claim.token, [("web.3", {"nodes_evaluated": 0, "reasons": {}, "message": "x"})]) \
         == ["lease expired"]
     assert app.queue.release(claim.token, ["web.3"]) == []

@@ -156,6 +156,7 @@ class SchedulerWorker:
             if not groups:
                 break
             nodes = self.cache.refresh(claim.now_ms)
+            seen = self.cache.seq
             counts, faults = self._tallies({group.spec.id for group in groups}, claim.now_ms)
             plans: list[Planned] = []
             for group in groups:
@@ -173,6 +174,7 @@ class SchedulerWorker:
                 conflicts.discard(plan.task_id)
             refused_total += len(outcome.refused)
             self.cache.invalidate(plan.node for plan, _ in outcome.refused)
+            self.cache.committed(outcome.changes, seen)
             retry = [(plan, reason) for plan, reason in outcome.refused if reason != reasons.STALE_LEASE]
             for plan, reason in retry:
                 conflicts.add(plan.task_id)
