@@ -45,7 +45,7 @@ while a <= #ARGV do
   local n = tonumber(ARGV[a + 5])
   a = a + 6
   for i = 1, n do
-    plan.req[i] = {tonumber(ARGV[a]), tonumber(ARGV[a + 1])}
+    plan.req[i] = {tonumber(ARGV[a]), tonumber(ARGV[a + 1]), ARGV[a + 1]}
     a = a + 2
   end
   local m = tonumber(ARGV[a])
@@ -110,7 +110,7 @@ local function check(plan, lease)
     if amount > 0 and used + (room[r] or 0) + amount > cap then
       return 'insufficient ' .. r
     end
-    writes[#writes + 1] = {r, ra[1], cap, used + amount, amount}
+    writes[#writes + 1] = {r, ra[1], cap, used + amount, amount, ra[3]}
   end
   for _, p in ipairs(plan.ports) do
     if held_ports[p] or redis.call('HEXISTS', plan.node, 'port:' .. p) == 1 then
@@ -138,7 +138,7 @@ for i, plan in ipairs(plans) do
         node_fields[#node_fields + 1] = 'alloc:' .. r
         node_fields[#node_fields + 1] = used
         redis.call('ZADD', KEYS[6 + index], cap - used, name)
-        alloc[#alloc + 1] = r .. '=' .. int(amount)
+        alloc[#alloc + 1] = r .. '=' .. w[6]
       end
     end
     for _, port in ipairs(plan.ports) do
@@ -155,7 +155,9 @@ for i, plan in ipairs(plans) do
     redis.call('HSET', plan.task, 'state', 'assigned', 'node', name, 'assigned_at', nowtxt,
       'alloc', table.concat(alloc, ','), 'ports', table.concat(plan.ports, ','))
     redis.call('HDEL', plan.task, 'explanation', 'nominated_node')
-    publish(channel, {'type', 'task', 'id', id, 'job', plan.job, 'state', 'assigned', 'node', name, 'ts', now})
+    -- Ids and names are validated to plain characters, so the event is built directly.
+    redis.call('PUBLISH', channel, '{"type":"task","id":"' .. id .. '","job":"' .. plan.job ..
+      '","state":"assigned","node":"' .. name .. '","ts":' .. nowtxt .. '}')
     placed[id] = true
     placed[#placed + 1] = id
     touched[name] = true

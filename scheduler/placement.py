@@ -21,6 +21,14 @@ One batch, top to bottom:
 
 Cost: O(nodes) for 1-3, O(tasks * depth * log nodes) for 4, instead of O(nodes * tasks).
 
+On large clusters (``vector_min_nodes``) steps 1-3 start from columns instead
+(:mod:`scheduler.node_table`): numpy keeps the nodes with room that pass the static
+filters, orders them by the ranking's key (per preference group), and only the best
+``tasks`` of each group that ``misfit`` confirms go into the heaps. That is exact, not a
+sample: each placement changes one node, so while a group has taken fewer than ``tasks``
+tasks, one of its ``tasks`` best nodes is still at least as good as any node outside
+them; and a candidate is only used up by taking a task.
+
 With ``percentage_of_nodes_to_score`` the scan checks fit as it goes and stops once it
 has found enough nodes that fit (kube-scheduler's numFeasibleNodesToFind, and at least
 one per task), starting where the previous scan stopped so every node gets its turn.
@@ -34,9 +42,13 @@ from dataclasses import dataclass
 from heapq import heappop, heapreplace
 from typing import Iterable, Mapping, Sequence
 
+import numpy as np
+
 from .filters import Pipeline, filter_pipeline
 from .fit import misfit
 from .model import JobSpec, Node, Task
+from .node_table import NodeTable
+from . import reasons
 from .reasons import Explanation
 from .scoring import Context, KeyFn, faulty_nodes, ranking
 from .topology import build, take
@@ -53,6 +65,7 @@ class PlacementOptions:
     faulty_threshold: int = 5  # failures of a job on a node (in the caller's window) that make it sort last; 0 = off
     percentage_of_nodes_to_score: int | None = None  # None: all nodes; 0: kube's adaptive default; 1..100
     seed: int | None = None  # seeds the random tie-break, so a run can be replayed; None = random
+    vector_min_nodes: int | None = 512  # from this many nodes, narrow candidates with numpy; None = never
 
     def __post_init__(self):
         pct = self.percentage_of_nodes_to_score
@@ -97,6 +110,8 @@ class Placer:
     def __init__(self, options: PlacementOptions | None = None):
         self.options = options or PlacementOptions()
         self._random = random.Random(self.options.seed)
+        self._np_random = np.random.default_rng(self.options.seed)
+        self._table = NodeTable()
         self._next_start = 0
         self._stamp = 0  # bumped per call; a fact stamped this call belongs to a node in view
         # static key -> node name -> [node, static reason or None, preference path, stamp]
@@ -129,11 +144,14 @@ class Placer:
         else:
             limit = None
         path_of = _path_getter(job)
-        leaves, scanned = self._scan(order, limit, pipeline, facts, batch, path_of)
-        if limit is not None:
-            self._next_start = (start + scanned) % total
-
-        counts = self._group_counts(nodes, job, facts, job_counts, path_of, complete=scanned == total)
+        vector = limit is None and self.options.vector_min_nodes is not None and total >= self.options.vector_min_nodes
+        if vector:
+            leaves, counts = self._candidates(nodes, len(tasks), pipeline, batch, path_of, ctx)
+        else:
+            leaves, scanned = self._scan(order, limit, pipeline, facts, batch, path_of)
+            if limit is not None:
+                self._next_start = (start + scanned) % total
+            counts = self._group_counts(nodes, job, facts, job_counts, path_of, complete=scanned == total)
         tree = build(leaves, counts, penalised, self._random.random, batch.settle)
         assignments: list[tuple[str, str]] = []
         while tree is not None and len(assignments) < len(tasks):
@@ -143,15 +161,21 @@ class Placer:
                 break
             assignments.append((batch.task_id, node.name))
 
-        if len(facts) > total + CACHED_SPECS and scanned == total:
+        if vector:
+            table = self._table
+            for name in {name for _, name in assignments}:
+                table.write(table.rows[name])
+        elif len(facts) > total + CACHED_SPECS and scanned == total:
             self._forget_removed(facts)
         unplaced = tasks[len(assignments):]
-        explanation = pipeline.explain(nodes, job_counts) if unplaced else None
+        explanation = None
+        if unplaced:
+            explanation = self._explain(pipeline, job_counts) if vector else pipeline.explain(nodes, job_counts)
         return Placement(assignments, unplaced, explanation)
 
     def _facts_for(self, job: JobSpec, pipeline: Pipeline) -> dict[str, list]:
         """Static verdicts and preference paths, shared by every spec with the same static part."""
-        key = (tuple(c.text for c in job.constraints), job.plugins, tuple(p.spread for p in job.preferences))
+        key = _static_key(job)
         facts = self._facts.get(key)
         if facts is None:
             facts = self._facts[key] = {}
@@ -200,6 +224,103 @@ class Placer:
             if found == limit:
                 return leaves, index + 1
         return leaves, len(order)
+
+    def _candidates(self, nodes: Sequence[Node], wanted: int, pipeline: Pipeline, batch: "_Batch", path_of,
+                    ctx: Context) -> tuple[dict[tuple, list], dict[tuple, int]]:
+        """Leaf entries from the node table: per preference group, the ``wanted`` best nodes
+        that fit (or all that fit); and the job's task counts per path prefix."""
+        job, table = pipeline.job, self._table
+        table.sync(nodes)
+        mask = table.room(job.resources)
+        if pipeline.static:
+            mask &= table.static(_static_key(job), pipeline.static_check)[1]
+        rows = np.flatnonzero(mask)
+        job_on_all = np.zeros(len(table.nodes), dtype=np.int64)
+        for name, on_node in batch.job_counts.items():
+            row = table.rows.get(name)
+            if row is not None:
+                job_on_all[row] = on_node
+        columns = ranking(job).columns(ctx, table, rows, job_on_all[rows])
+        sort_keys = [self._np_random.random(rows.size), *reversed(columns)]
+        depth = len(job.preferences)
+        if depth:
+            codes, paths = table.groups(tuple(p.spread for p in job.preferences), path_of)
+            sort_keys.append(codes[rows])
+        order = rows[np.lexsort(sort_keys)] if rows.size else rows
+        if depth:
+            group_of = codes[order]
+            starts = [0, *(np.flatnonzero(group_of[1:] != group_of[:-1]) + 1).tolist(), order.size]
+            segments = [(paths[group_of[a]], order[a:b]) for a, b in zip(starts, starts[1:]) if b > a]
+        else:
+            segments = [((), order)]
+        count, key, rnd = batch.job_counts.get, batch.key, self._random.random
+        needs, ports, max_per_node = job.resources, job.ports, job.max_per_node
+        leaves: dict[tuple, list] = {}
+        for path, segment in segments:
+            entries = []
+            for row in segment.tolist():
+                node = table.nodes[row]
+                on_node = count(node.name, 0)
+                if misfit(node, needs, ports, max_per_node, on_node, job.priority, job.id) is None:
+                    entries.append((key(node, on_node), rnd(), row, node))
+                    if len(entries) == wanted:
+                        break
+            if entries:
+                leaves[path] = entries
+        counts: dict[tuple, int] = {}
+        if depth:
+            for name, on_node in batch.job_counts.items():
+                row = table.rows.get(name)
+                if row is None or on_node <= 0:
+                    continue
+                path = paths[codes[row]]
+                for length in range(1, depth + 1):
+                    counts[path[:length]] = counts.get(path[:length], 0) + on_node
+        return leaves, counts
+
+    def _explain(self, pipeline: Pipeline, job_counts: Mapping[str, int]) -> Explanation:
+        """``pipeline.explain`` over the node table: the same counts, with the resource
+        and static filters answered from columns and cached verdicts; nodes that are not
+        usable or hold nominations are asked one by one."""
+        job, table = pipeline.job, self._table
+        result = Explanation(nodes_evaluated=len(table.nodes))
+        one_by_one = np.flatnonzero(~table.usable).tolist() + table.nominated().tolist()
+        remaining = table.usable.copy()
+        remaining[one_by_one] = False
+        for resource, amount in job.resources.items():
+            if amount <= 0:
+                continue
+            if resource in table.capacity:
+                lacking = remaining & (table.capacity[resource] - table.allocated[resource] < amount)
+            else:
+                lacking = remaining.copy()
+            if lacking.any():
+                result.add(reasons.insufficient(resource), int(lacking.sum()))
+                remaining &= ~lacking
+        if pipeline.static:
+            verdicts, passing = table.static(_static_key(job), pipeline.static_check)
+            for reason in verdicts[remaining & ~passing].tolist():
+                result.add(reason)
+            remaining &= passing
+        if job.ports or job.max_per_node:
+            count = job_counts.get
+            for row in np.flatnonzero(remaining).tolist():
+                node = table.nodes[row]
+                reason = misfit(node, {}, job.ports, job.max_per_node, count(node.name, 0), job.priority, job.id)
+                if reason is None:
+                    result.available += 1
+                else:
+                    result.add(reason)
+        else:
+            result.available += int(remaining.sum())
+        for row in sorted(set(one_by_one)):
+            node = table.nodes[row]
+            reason = pipeline.check(node, job_counts.get(node.name, 0))
+            if reason is None:
+                result.available += 1
+            else:
+                result.add(reason)
+        return result
 
     def _group_counts(self, nodes: Sequence[Node], job: JobSpec, facts: dict[str, list],
                       job_counts: Mapping[str, int], path_of, complete: bool) -> dict[tuple, int]:
@@ -265,6 +386,11 @@ class _Batch:
         heapreplace(heap, (self.key(node, self.job_counts[node.name]), rank, index, node))
         self.settle(heap)
         return node
+
+
+def _static_key(job: JobSpec) -> tuple:
+    """What static filter verdicts and preference paths depend on."""
+    return (tuple(c.text for c in job.constraints), job.plugins, tuple(p.spread for p in job.preferences))
 
 
 def _path_getter(job: JobSpec):

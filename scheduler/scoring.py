@@ -20,6 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
+import numpy as np
+
 from .model import BINPACK, JobSpec, Node
 from .quantities import CPU, MEMORY
 
@@ -47,11 +49,16 @@ def faulty_nodes(ctx: Context) -> frozenset[str]:
 
 
 class Scorer:
-    """``bind`` returns the per-node score function for a batch, or None to sit this job out."""
+    """``bind`` returns the per-node score function for a batch, or None to sit this job out.
+    ``vector`` scores many nodes at once from a :class:`~scheduler.node_table.NodeTable`
+    (rows, and the job's tasks on each), the same numbers ``bind``'s function gives."""
 
     name = ""
 
     def bind(self, ctx: Context) -> ScoreFn | None:
+        raise NotImplementedError
+
+    def vector(self, ctx: Context, table, rows: np.ndarray, job_on: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
 
@@ -66,6 +73,11 @@ class FaultyNode(Scorer):
             return None
         return lambda node, job_on_node: 0 if node.name in bad else MAX_NODE_SCORE
 
+    def vector(self, ctx, table, rows, job_on):
+        scores = np.full(len(table.nodes), MAX_NODE_SCORE, dtype=np.float64)
+        scores[[table.rows[name] for name in faulty_nodes(ctx) if name in table.rows]] = 0
+        return scores[rows]
+
 
 class JobSpread(Scorer):
     """Fewest tasks of this job on the node (SwarmKit's spread)."""
@@ -75,6 +87,9 @@ class JobSpread(Scorer):
     def bind(self, ctx):
         return lambda node, job_on_node: -job_on_node
 
+    def vector(self, ctx, table, rows, job_on):
+        return -job_on.astype(np.float64)
+
 
 class LeastTasks(Scorer):
     """Fewest tasks in total on the node (SwarmKit's tie-break)."""
@@ -83,6 +98,9 @@ class LeastTasks(Scorer):
 
     def bind(self, ctx):
         return lambda node, job_on_node: -node.tasks
+
+    def vector(self, ctx, table, rows, job_on):
+        return -table.tasks[rows].astype(np.float64)
 
 
 class BinPack(Scorer):
@@ -112,6 +130,19 @@ class BinPack(Scorer):
 
         return score
 
+    def vector(self, ctx, table, rows, job_on):
+        free = []
+        for resource in (CPU, MEMORY):
+            if resource not in table.capacity:
+                free.append(np.zeros(rows.size))
+                continue
+            capacity = table.capacity[resource][rows].astype(np.float64)
+            used = table.allocated[resource][rows] + ctx.job.resources.get(resource, 0)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                fraction = np.where(capacity > 0, 1 - used / capacity, 0.0)
+            free.append(np.clip(fraction, 0.0, 1.0))
+        return (20 - np.power(10.0, free[0]) - np.power(10.0, free[1])) * (MAX_NODE_SCORE / 18)
+
 
 Tier = tuple[tuple[Scorer, float], ...]
 
@@ -124,6 +155,16 @@ class Ranking:
 
     def names(self) -> list[list[str]]:
         return [[scorer.name for scorer, _ in tier] for tier in self.tiers]
+
+    def columns(self, ctx: Context, table, rows: np.ndarray, job_on: np.ndarray) -> list[np.ndarray]:
+        """The same key as :meth:`bind`, as one column per tier (primary first), for the
+        nodes at ``rows`` of a node table: what ``np.lexsort`` needs."""
+        columns = []
+        for tier in self.tiers:
+            parts = [(scorer, weight) for scorer, weight in tier if scorer.bind(ctx) is not None]
+            if parts:
+                columns.append(-sum(weight * scorer.vector(ctx, table, rows, job_on) for scorer, weight in parts))
+        return columns
 
     def bind(self, ctx: Context) -> KeyFn:
         """The sort key for this batch: a tuple of negated tier scores, lower is better."""

@@ -64,3 +64,20 @@ def clocked_app(redis_url, namespace, clock) -> App:
     for key in client.scan_iter(match=f"sched:{{{namespace}}}:*", count=1000):
         client.delete(key)
     client.close()
+
+
+@pytest.fixture(params=["scan", "columns"])
+def both_placement_paths(request, monkeypatch):
+    """Run a test with the placer's per-node scan and with its numpy candidate path
+    (normally used only from 512 nodes), so both give what the test expects."""
+    if request.param == "columns":
+        from scheduler.placement import Placer
+
+        original = Placer.__init__
+
+        def init(self, options=None):
+            original(self, options)
+            self.options.vector_min_nodes = 1
+
+        monkeypatch.setattr(Placer, "__init__", init)
+    return request.param

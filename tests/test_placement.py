@@ -11,6 +11,11 @@ from scheduler.placement import Placement, PlacementOptions, Placer, batches, ex
 GIB = 2**30
 
 
+@pytest.fixture(autouse=True)
+def _each_placement_path(both_placement_paths):
+    """Every test here runs on both placement paths (see conftest)."""
+
+
 def node(name, *, cpu=16, memory="64GiB", tasks=0, labels=None, engine_labels=None, allocated=None, **kw):
     n = make_node(name, cpu=cpu, memory=memory, labels=labels, engine_labels=engine_labels, **kw)
     n.tasks = tasks

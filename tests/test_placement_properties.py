@@ -9,6 +9,8 @@ placement; with bin packing, a node is filled before the next is opened.
 import copy
 from collections import Counter
 
+import pytest
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,6 +21,11 @@ from scheduler.placement import PlacementOptions, Placer
 GIB = 2**30
 PORTS = (80, 443)
 CONSTRAINTS = ("node.labels.zone!=c", "node.labels.ssd is_set", "node.platform.os==linux", "node.role in worker")
+
+
+@pytest.fixture(autouse=True)
+def _each_placement_path(both_placement_paths):
+    """Every test here runs on both placement paths (see conftest)."""
 
 
 @st.composite
@@ -208,3 +215,27 @@ def test_binpack_fills_one_node_before_opening_the_next(nodes, tasks, cpu):
     assert sum(fits(n, job, counts) for n in used) <= 1
     order = list(dict.fromkeys(name for _, name in assignments))
     assert [name for _, name in assignments] == [name for name in order for _ in range(counts[name])]
+
+
+@settings(max_examples=150, deadline=None)
+@given(nodes=nodes_st(max_size=14), job=jobs_st(), data=st.data())
+def test_explanations_from_columns_match_the_pipeline(nodes, job, data):
+    """The placer's column-based explanation counts exactly what the filter pipeline says,
+    node by node, nominations included."""
+    if data.draw(st.booleans()):
+        from scheduler.model import Nomination
+
+        nodes[0].nominations = {"other.1": Nomination("other.1", "other", data.draw(st.integers(0, 100)),
+                                                      10**15, {"cpu": 500}, (80,))}
+    counts = {n.name: data.draw(st.integers(0, 3)) for n in nodes}
+    placer = Placer(PlacementOptions(seed=0, vector_min_nodes=1))
+    placer._table.sync(nodes)
+    assert placer._explain(filter_pipeline(job), counts) == filter_pipeline(job).explain(nodes, counts)
+
+
+def test_the_column_path_is_taken_only_when_asked(both_placement_paths):
+    nodes = [Node(name=f"n{i}", capacity={"cpu": 1000, "memory": GIB}) for i in range(3)]
+    placer = Placer(PlacementOptions(seed=0))
+    placement = placer.place(nodes, parse_job({"id": "j", "replicas": 2}), ["j.0", "j.1"], job_counts={})
+    assert len(placement.assignments) == 2
+    assert (len(placer._table.nodes) == 3) == (both_placement_paths == "columns")

@@ -371,6 +371,27 @@ def test_lower_priority_task_in_the_same_batch_does_not_take_the_room(app):
     assert_audit_ok(app)
 
 
+def test_two_preemptors_nominated_to_one_node_both_land_there(app):
+    # n0 runs two priority 10 tasks; two single-task jobs of priority 100 each evict one
+    # (in one batch: the second sees the first's room held, and takes the other task).
+    fill(app, nodes=1, cpu=2)
+    a, b = submit(app, id="hi-a", priority=100)[0], submit(app, id="hi-b", priority=100)[0]
+    worker = SchedulerWorker(app, WorkerConfig())
+    assert worker.step() == 2
+    assert worker.stats.preempted == 2
+    assert sorted(nomination_fields(app)["n0"]) == [f"nom:{a}", f"nom:{b}", "nominations"]
+    # Next batch: both are placed on n0. Placing a must release a's room in the worker's
+    # copy of n0 too (as the commit does in Redis), or b finds n0 "full" and, with
+    # nothing left to evict, waits for a minute in the unschedulable queue.
+    assert worker.step() == 4  # with the victims' two replacements
+    tasks = all_tasks(app)
+    assert (tasks[a]["state"], tasks[a].get("node")) == ("assigned", "n0")
+    assert (tasks[b]["state"], tasks[b].get("node")) == ("assigned", "n0")
+    assert len(in_state(tasks, "preempted")) == 2
+    assert nomination_fields(app) == {}
+    assert_audit_ok(app)
+
+
 @pytest.mark.xfail(strict=True, reason="bug: a nomination is only released on the node where its task is "
                    "placed; one left on an earlier nominated node holds room until it expires (30 s)")
 def test_nomination_left_behind_when_the_preemptor_lands_elsewhere(app):

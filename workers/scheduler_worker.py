@@ -161,6 +161,8 @@ class SchedulerWorker:
             plans: list[Planned] = []
             for group in groups:
                 result = self._place(group, nodes, counts[group.spec.id], faults.get(group.spec.id))
+                for task_id, node in result.assignments:  # as the commit will: its room is no longer held
+                    nodes[node].nominations.pop(task_id, None)
                 plans += [Planned(task_id, node, group.spec) for task_id, node in result.assignments]
                 for task_id in result.unplaced:
                     failures[task_id] = _explanation(result.explanation, len(nodes))
