@@ -250,10 +250,8 @@ class SchedulerWorker:
         """Group claimed tasks by job, spec version and pinned node: each group is a set of
         identical tasks that the placement engine places from one node ordering."""
         store = self.app.store
-        with store.client.pipeline(transaction=False) as pipe:
-            for task_id in task_ids:
-                pipe.hmget(store.keys.task(task_id), "job", "version", "pin", "nominated_node")
-            rows = pipe.execute()
+        rows = store.scripts.fields(keys=[store.keys.task(t) for t in task_ids],
+                                    args=["job", "version", "pin", "nominated_node"])
         groups: dict[tuple[str, int, str, str], Group] = {}
         orphans = []
         for task_id, (job_id, version, pin, nominated) in zip(task_ids, rows):
