@@ -35,11 +35,17 @@ class NodeTable:
         self.tasks = np.zeros(0, dtype=np.int64)
         self.usable = np.zeros(0, dtype=bool)
         self._ids = np.zeros(0, dtype=np.int64)
+        self._source: Sequence[Node] | None = None  # the list last synced from
         self._static: dict[tuple, tuple[int, np.ndarray, np.ndarray]] = {}
         self._codes: dict[tuple, tuple[int, np.ndarray, list[tuple]]] = {}
 
     def sync(self, nodes: Sequence[Node]) -> None:
-        """Make the rows match ``nodes`` (same order), rewriting only rows whose object changed."""
+        """Make the rows match ``nodes`` (same order), rewriting only rows whose object changed.
+        The same list as last time is taken to hold the same objects (the placer keeps their
+        rows current itself), so groups of one batch sync once."""
+        if nodes is self._source and len(nodes) == len(self.nodes):
+            return
+        self._source = nodes
         ids = np.fromiter(map(id, nodes), dtype=np.int64, count=len(nodes))
         same_shape = len(nodes) == len(self.nodes)
         if same_shape:

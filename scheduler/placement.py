@@ -112,6 +112,7 @@ class Placer:
         self._random = random.Random(self.options.seed)
         self._np_random = np.random.default_rng(self.options.seed)
         self._table = NodeTable()
+        self._pipelines: dict[int, Pipeline] = {}
         self._next_start = 0
         self._stamp = 0  # bumped per call; a fact stamped this call belongs to a node in view
         # static key -> node name -> [node, static reason or None, preference path, stamp]
@@ -125,7 +126,7 @@ class Placer:
         tasks = list(task_ids)
         if not tasks:
             return Placement([], [], None)
-        pipeline = filter_pipeline(job)
+        pipeline = self._pipeline(job)
         ctx = Context(job, faults or {}, self.options.faulty_threshold)
         bad = faulty_nodes(ctx)
         penalised = (lambda node: node.name in bad) if bad else None
@@ -225,6 +226,16 @@ class Placer:
                 return leaves, index + 1
         return leaves, len(order)
 
+    def _pipeline(self, job: JobSpec) -> Pipeline:
+        """The job's filter chain, kept while the same spec object comes back (workers keep
+        one object per job and version): building it is per-task work done once."""
+        cached = self._pipelines.get(id(job))
+        if cached is None or cached.job is not job:
+            if len(self._pipelines) > CACHED_SPECS:
+                self._pipelines.clear()
+            cached = self._pipelines[id(job)] = filter_pipeline(job)
+        return cached
+
     def _candidates(self, nodes: Sequence[Node], wanted: int, pipeline: Pipeline, batch: "_Batch", path_of,
                     ctx: Context) -> tuple[dict[tuple, list], dict[tuple, int]]:
         """Leaf entries from the node table: per preference group, the ``wanted`` best nodes
@@ -241,12 +252,16 @@ class Placer:
             if row is not None:
                 job_on_all[row] = on_node
         columns = ranking(job).columns(ctx, table, rows, job_on_all[rows])
-        sort_keys = [self._np_random.random(rows.size), *reversed(columns)]
+        noise = self._np_random.random(rows.size)
         depth = len(job.preferences)
+        order = None
+        if not depth and rows.size > 4 * wanted + 64:
+            order = _best(rows, columns, noise, 2 * wanted + 16)  # a few more than needed: some may not fit
         if depth:
             codes, paths = table.groups(tuple(p.spread for p in job.preferences), path_of)
-            sort_keys.append(codes[rows])
-        order = rows[np.lexsort(sort_keys)] if rows.size else rows
+            order = rows[np.lexsort([noise, *reversed(columns), codes[rows]])]
+        elif order is None:
+            order = rows[np.lexsort([noise, *reversed(columns)])] if rows.size else rows
         if depth:
             group_of = codes[order]
             starts = [0, *(np.flatnonzero(group_of[1:] != group_of[:-1]) + 1).tolist(), order.size]
@@ -267,6 +282,19 @@ class Placer:
                         break
             if entries:
                 leaves[path] = entries
+        if not depth and len(leaves.get((), ())) < wanted and order.size < rows.size:
+            # The few best did not hold enough that fit: take them all, in order.
+            order = rows[np.lexsort([noise, *reversed(columns)])]
+            leaves, entries = {}, []
+            for row in order.tolist():
+                node = table.nodes[row]
+                on_node = count(node.name, 0)
+                if misfit(node, needs, ports, max_per_node, on_node, job.priority, job.id) is None:
+                    entries.append((key(node, on_node), rnd(), row, node))
+                    if len(entries) == wanted:
+                        break
+            if entries:
+                leaves[()] = entries
         counts: dict[tuple, int] = {}
         if depth:
             for name, on_node in batch.job_counts.items():
@@ -386,6 +414,23 @@ class _Batch:
         heapreplace(heap, (self.key(node, self.job_counts[node.name]), rank, index, node))
         self.settle(heap)
         return node
+
+
+def _best(rows: np.ndarray, columns: list[np.ndarray], noise: np.ndarray, k: int) -> np.ndarray | None:
+    """The ``k`` best ``rows`` in key order, without sorting them all: the tiers are folded
+    into one number (each tier a whole number below 2^16 after shifting, ties broken by
+    ``noise``) and partitioned. None when the tiers do not fold exactly (fractions, ranges)."""
+    if len(columns) > 3 or columns.fractional:
+        return None  # beyond 48 bits the noise would not survive; fractions do not fold
+    composite = np.zeros(rows.size)
+    for column in columns:
+        shifted = column - column.min()
+        if shifted.max() >= 2**16:
+            return None
+        composite = composite * 2**16 + shifted
+    composite += noise
+    part = np.argpartition(composite, k)[:k]
+    return rows[part[np.argsort(composite[part], kind="stable")]]
 
 
 def _static_key(job: JobSpec) -> tuple:

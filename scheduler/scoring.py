@@ -54,6 +54,7 @@ class Scorer:
     (rows, and the job's tasks on each), the same numbers ``bind``'s function gives."""
 
     name = ""
+    whole = True  # scores are whole numbers (lets columns fold into one sort key)
 
     def bind(self, ctx: Context) -> ScoreFn | None:
         raise NotImplementedError
@@ -112,6 +113,7 @@ class BinPack(Scorer):
     """
 
     name = "binpack"
+    whole = False
 
     def bind(self, ctx):
         cpu = ctx.job.resources.get(CPU, 0)
@@ -147,6 +149,12 @@ class BinPack(Scorer):
 Tier = tuple[tuple[Scorer, float], ...]
 
 
+class Columns(list):
+    """Key columns, primary first; ``fractional`` when some tier is not whole numbers."""
+
+    fractional = False
+
+
 @dataclass(frozen=True)
 class Ranking:
     """Tiers of (scorer, weight), compared in order; weighted sums within a tier."""
@@ -159,11 +167,12 @@ class Ranking:
     def columns(self, ctx: Context, table, rows: np.ndarray, job_on: np.ndarray) -> list[np.ndarray]:
         """The same key as :meth:`bind`, as one column per tier (primary first), for the
         nodes at ``rows`` of a node table: what ``np.lexsort`` needs."""
-        columns = []
+        columns = Columns()
         for tier in self.tiers:
             parts = [(scorer, weight) for scorer, weight in tier if scorer.bind(ctx) is not None]
             if parts:
                 columns.append(-sum(weight * scorer.vector(ctx, table, rows, job_on) for scorer, weight in parts))
+                columns.fractional |= any(not scorer.whole or weight != int(weight) for scorer, weight in parts)
         return columns
 
     def bind(self, ctx: Context) -> KeyFn:

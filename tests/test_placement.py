@@ -419,3 +419,23 @@ def test_jobs_with_different_constraints_do_not_share_verdicts():
 def test_batches_group_tasks_by_job_and_spec_version():
     tasks = [Task("w.1", "web", 1), Task("d.1", "db", 4), Task("w.2", "web", 2), Task("w.3", "web", 1)]
     assert list(batches(tasks).items()) == [(("web", 1), ["w.1", "w.3"]), (("db", 4), ["d.1"]), (("web", 2), ["w.2"])]
+
+
+@pytest.mark.parametrize("strategy", ["spread", "binpack"])
+def test_large_clusters_choose_exactly_the_best_nodes(strategy):
+    """From 512 nodes the placer narrows candidates with columns: it must still choose the
+    very best nodes by the ranking, skipping those that do not fit."""
+    from scheduler.model import Node
+
+    nodes = [Node(name=f"n{i:03}", capacity={"cpu": 64000, "memory": 64 * 2**30},
+                  allocated={"cpu": 100 * (i % 97), "memory": 0}, tasks=(i * 37) % 600 + 1) for i in range(600)]
+    by_tasks = sorted(nodes, key=lambda n: n.tasks)
+    by_tasks[0].ports[80] = "other.0"       # the emptiest node cannot take the port
+    spec = job(ports=[80], strategy=strategy, resources={"cpu": 1})
+    if strategy == "binpack":
+        expected = sorted((n for n in nodes if 80 not in n.ports),
+                          key=lambda n: (-n.allocated["cpu"], n.tasks))[:3]
+    else:
+        expected = by_tasks[1:4]
+    placement = Placer(PlacementOptions(seed=3)).place(nodes, spec, ["t.0", "t.1", "t.2"], job_counts={})
+    assert sorted(node for _, node in placement.assignments) == sorted(n.name for n in expected)

@@ -33,6 +33,7 @@ from scheduler.preemption import DEFAULT_MARGIN
 from scheduler.preemptor import Preemptor
 from scheduler.queue import QueueConfig
 from scheduler.reconcile import FAULT_WINDOW_MS
+from scheduler.store import parse_stored
 
 log = logging.getLogger("sched.worker")
 
@@ -159,8 +160,9 @@ class SchedulerWorker:
             seen = self.cache.seq
             counts, faults = self._tallies({group.spec.id for group in groups}, claim.now_ms)
             plans: list[Planned] = []
+            everywhere = list(nodes.values())  # one list per round: the placer's columns follow it
             for group in groups:
-                result = self._place(group, nodes, counts[group.spec.id], faults.get(group.spec.id))
+                result = self._place(group, nodes, everywhere, counts[group.spec.id], faults.get(group.spec.id))
                 for task_id, node in result.assignments:  # as the commit will: its room is no longer held
                     nodes[node].nominations.pop(task_id, None)
                 plans += [Planned(task_id, node, group.spec) for task_id, node in result.assignments]
@@ -191,7 +193,8 @@ class SchedulerWorker:
         self._count(len(claim.task_ids), placed, refused_total, len(failures), self.stats.preempted - preempted_before)
         return len(claim.task_ids)
 
-    def _place(self, group: Group, nodes: dict[str, Node], job_counts: dict[str, int], faults) -> Placement:
+    def _place(self, group: Group, nodes: dict[str, Node], everywhere: list[Node], job_counts: dict[str, int],
+               faults) -> Placement:
         """Place one group: a pinned group only on its node; a nominated group on its
         nominated node first (kube's fast path), then anywhere."""
         place = partial(self.placer.place, job=group.spec, job_counts=job_counts, faults=faults)
@@ -201,9 +204,9 @@ class SchedulerWorker:
             first = place([nodes[group.nominated]], task_ids=group.task_ids)
             if not first.unplaced:
                 return first
-            rest = place(list(nodes.values()), task_ids=first.unplaced)
+            rest = place(everywhere, task_ids=first.unplaced)
             return Placement(first.assignments + rest.assignments, rest.unplaced, rest.explanation)
-        return place(list(nodes.values()), task_ids=group.task_ids)
+        return place(everywhere, task_ids=group.task_ids)
 
     def _preempt(self, claim, group_of: dict[str, Group], failures: dict[str, dict], conflicts: set[str]) -> None:
         """For tasks that fit nowhere, try evicting lower-priority tasks; a preemptor that
@@ -252,6 +255,7 @@ class SchedulerWorker:
         store = self.app.store
         rows = store.scripts.fields(keys=[store.keys.task(t) for t in task_ids],
                                     args=["job", "version", "pin", "nominated_node"])
+        self._fetch_specs({(job_id, int(version)) for job_id, version, _, _ in rows if job_id and version})
         groups: dict[tuple[str, int, str, str], Group] = {}
         orphans = []
         for task_id, (job_id, version, pin, nominated) in zip(task_ids, rows):
@@ -266,6 +270,21 @@ class SchedulerWorker:
         if orphans:
             store.finish_ids(orphans, STOPPED, "its job no longer exists")
         return list(groups.values())
+
+    def _fetch_specs(self, wanted: set[tuple[str, int]]) -> None:
+        """Load the specs of these (job, version) pairs not cached yet, in one round trip."""
+        missing = sorted(key for key in wanted if key not in self._specs)
+        if not missing:
+            return
+        if len(self._specs) + len(missing) > 10_000:
+            self._specs.clear()
+        keys = self.app.keys
+        with self.app.client.pipeline(transaction=False) as pipe:
+            for job_id, version in missing:
+                pipe.hget(keys.job(job_id), f"spec:{version}")
+            for key, raw in zip(missing, pipe.execute()):
+                if raw is not None:
+                    self._specs[key] = parse_stored(raw)
 
     def _spec(self, job_id: str, version: str) -> JobSpec | None:
         key = (job_id, int(version))
@@ -282,17 +301,16 @@ class SchedulerWorker:
 
     def _tallies(self, job_ids: set[str], now_ms: int):
         """Tasks of each job per node (for spread and max_per_node) and its recent failures."""
-        keys, client = self.app.keys, self.app.client
+        keys = self.app.keys
         ordered = sorted(job_ids)
-        with client.pipeline(transaction=False) as pipe:
-            for job_id in ordered:
-                pipe.zrange(keys.tally_job(job_id), 0, -1, withscores=True)
-                pipe.zrangebyscore(keys.faults(job_id), now_ms - self.config.fault_window_ms, "+inf")
-            replies = pipe.execute()
+        replies = self.app.scripts.tallies(
+            keys=[key for job_id in ordered for key in (keys.tally_job(job_id), keys.faults(job_id))],
+            args=[now_ms - self.config.fault_window_ms])
         counts: dict[str, dict[str, int]] = {}
         faults: dict[str, dict[str, int]] = {}
         for i, job_id in enumerate(ordered):
-            counts[job_id] = {node: int(n) for node, n in replies[2 * i]}
+            flat = replies[2 * i]
+            counts[job_id] = {flat[k]: int(float(flat[k + 1])) for k in range(0, len(flat), 2)}
             per_node: dict[str, int] = {}
             for entry in replies[2 * i + 1]:
                 node = entry.split("|", 1)[0]
