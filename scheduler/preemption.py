@@ -67,7 +67,8 @@ class Search:
 
 
 def eligible(victims, priority: int, margin: int) -> list[Victim]:
-    return [v for v in victims if v.preemptible and v.priority <= priority - margin]
+    # Never an equal or higher priority, whatever the margin.
+    return [v for v in victims if v.preemptible and v.priority < priority and v.priority <= priority - margin]
 
 
 def _without(node: Node, victims) -> Node:

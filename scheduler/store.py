@@ -165,6 +165,11 @@ class Store:
             raise SpecError(f"node {name!r} still runs tasks; drain it and wait for them to move first.")
         self.client.srem(k.agents, name)
 
+    def unnominate(self, task_id: str, node: str) -> bool:
+        """Release the room ``node`` holds for ``task_id`` (placed or nominated elsewhere)."""
+        k = self.keys
+        return bool(self.scripts.unnominate(keys=[k.node(node), k.node_changes, k.node_seq], args=[task_id, node]))
+
     def node_task_ids(self, name: str) -> list[str]:
         return sorted(self.client.smembers(self.keys.node_tasks(name)))
 

@@ -392,8 +392,6 @@ def test_two_preemptors_nominated_to_one_node_both_land_there(app):
     assert_audit_ok(app)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: a nomination is only released on the node where its task is "
-                   "placed; one left on an earlier nominated node holds room until it expires (30 s)")
 def test_nomination_left_behind_when_the_preemptor_lands_elsewhere(app):
     # n0 and n1 run one priority 10 task each; high (100) evicts on n0 and is nominated.
     fill(app, nodes=2, cpu=1)

@@ -176,6 +176,9 @@ class SchedulerWorker:
             for plan in outcome.accepted:  # refused in an earlier round, placed now: not a failure
                 failures.pop(plan.task_id, None)
                 conflicts.discard(plan.task_id)
+                nominated = group_of[plan.task_id].nominated
+                if nominated and nominated != plan.node:  # placed elsewhere: the room it held is free
+                    self.app.store.unnominate(plan.task_id, nominated)
             refused_total += len(outcome.refused)
             self.cache.invalidate(plan.node for plan, _ in outcome.refused)
             self.cache.committed(outcome.changes, seen)
@@ -234,6 +237,8 @@ class SchedulerWorker:
                 if result == "ok":
                     del failures[task_id]
                     self.stats.preempted += 1
+                    if group.nominated and group.nominated != search.choice.node:
+                        self.app.store.unnominate(task_id, group.nominated)  # nominated anew elsewhere
                     continue
                 # Lost a race (victims or node changed since the search): like a refused
                 # commit, back off and search again soon rather than wait as unschedulable.
