@@ -403,7 +403,7 @@ def events(app, count):
 @main.command()
 @click.option("--concurrency", "-c", type=click.IntRange(1, 256), default=1, show_default=True,
               help="Worker loops to run, each in its own process (placement is CPU-bound).")
-@click.option("--batch-size", "-b", type=click.IntRange(1, 100_000), default=256, show_default=True,
+@click.option("--batch-size", "-b", type=click.IntRange(1, 100_000), default=512, show_default=True,
               help="Tasks claimed per batch; identical tasks in a batch are placed together.")
 @click.option("--lease", "lease_s", type=click.FloatRange(0.1, 3600), default=30.0, show_default=True,
               help="Seconds a claim is held before other workers may take the tasks back.")
@@ -488,7 +488,7 @@ def demo(ctx, seconds):
               help="Tasks per job.  [default: 100; 1 with --rate]")
 @click.option("--workers", type=click.IntRange(1, 256), default=2, show_default=True,
               help="Worker processes.")
-@click.option("--batch-size", type=click.IntRange(1, 100_000), default=256, show_default=True,
+@click.option("--batch-size", type=click.IntRange(1, 100_000), default=512, show_default=True,
               help="Tasks a worker claims per batch.")
 @click.option("--distinct", is_flag=True, help="Every task is its own job (no batching possible).")
 @click.option("--seed", type=int, default=42, show_default=True, help="Seed of the scenario (nodes, jobs, tie-breaks).")

@@ -36,6 +36,7 @@ class NodeTable:
         self.usable = np.zeros(0, dtype=bool)
         self._ids = np.zeros(0, dtype=np.int64)
         self._source: Sequence[Node] | None = None  # the list last synced from
+        self._nominated: set[int] = set()
         self._static: dict[tuple, tuple[int, np.ndarray, np.ndarray]] = {}
         self._codes: dict[tuple, tuple[int, np.ndarray, list[tuple]]] = {}
 
@@ -76,6 +77,7 @@ class NodeTable:
                           for r in resources}
         self.tasks = np.array([n.tasks for n in self.nodes], dtype=np.int64) if size else np.zeros(0, np.int64)
         self.usable = np.array([n.status == READY and n.availability == ACTIVE for n in self.nodes], dtype=bool)
+        self._nominated = {i for i, node in enumerate(self.nodes) if node.nominations}
         self.epoch += 1
 
     def write(self, row: int) -> None:
@@ -86,6 +88,10 @@ class NodeTable:
             self.capacity[resource][row] = node.capacity.get(resource, 0)
         self.tasks[row] = node.tasks
         self.usable[row] = node.status == READY and node.availability == ACTIVE
+        if node.nominations:
+            self._nominated.add(row)
+        else:
+            self._nominated.discard(row)
 
     def room(self, needs: dict[str, int]) -> np.ndarray:
         """Usable nodes with room for ``needs`` in every resource (nominations aside)."""
@@ -111,7 +117,7 @@ class NodeTable:
 
     def nominated(self) -> np.ndarray:
         """Rows of nodes holding room for preemptors (their fit needs the exact check)."""
-        return np.array([i for i, node in enumerate(self.nodes) if node.nominations], dtype=np.int64)
+        return np.array(sorted(i for i in self._nominated if self.nodes[i].nominations), dtype=np.int64)
 
     def groups(self, key: tuple, path_of: Callable[[Node], tuple]) -> tuple[np.ndarray, list[tuple]]:
         """Each node's preference path as an integer code, and the paths by code."""

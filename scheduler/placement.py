@@ -113,6 +113,8 @@ class Placer:
         self._np_random = np.random.default_rng(self.options.seed)
         self._table = NodeTable()
         self._pipelines: dict[int, Pipeline] = {}
+        self._noise_for = None
+        self._noise_values = np.zeros(0)
         self._next_start = 0
         self._stamp = 0  # bumped per call; a fact stamped this call belongs to a node in view
         # static key -> node name -> [node, static reason or None, preference path, stamp]
@@ -226,6 +228,13 @@ class Placer:
                 return leaves, index + 1
         return leaves, len(order)
 
+    def _noise(self, size: int) -> np.ndarray:
+        """Random tie-breaks per node, drawn anew for each list of nodes (each round)."""
+        if self._noise_for is not self._table._source or self._noise_values.size != size:
+            self._noise_for = self._table._source
+            self._noise_values = self._np_random.random(size)
+        return self._noise_values
+
     def _pipeline(self, job: JobSpec) -> Pipeline:
         """The job's filter chain, kept while the same spec object comes back (workers keep
         one object per job and version): building it is per-task work done once."""
@@ -252,7 +261,7 @@ class Placer:
             if row is not None:
                 job_on_all[row] = on_node
         columns = ranking(job).columns(ctx, table, rows, job_on_all[rows])
-        noise = self._np_random.random(rows.size)
+        noise = self._noise(len(table.nodes))[rows]
         depth = len(job.preferences)
         order = None
         if not depth and rows.size > 4 * wanted + 64:

@@ -170,7 +170,9 @@ class Ranking:
         columns = Columns()
         for tier in self.tiers:
             parts = [(scorer, weight) for scorer, weight in tier if scorer.bind(ctx) is not None]
-            if parts:
+            if len(parts) == 1 and parts[0][1] == 1:
+                columns.append(-parts[0][0].vector(ctx, table, rows, job_on))
+            elif parts:
                 columns.append(-sum(weight * scorer.vector(ctx, table, rows, job_on) for scorer, weight in parts))
                 columns.fractional |= any(not scorer.whole or weight != int(weight) for scorer, weight in parts)
         return columns

@@ -40,7 +40,7 @@ log = logging.getLogger("sched.worker")
 
 @dataclass
 class WorkerConfig:
-    batch_size: int = 256
+    batch_size: int = 512
     lease_ms: int = 30_000
     commit_retries: int = 5  # placement rounds per claim when commits are refused (Nomad uses 5)
     maintain_every_s: float = 0.1
