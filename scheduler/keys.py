@@ -107,6 +107,11 @@ class Keys:
     def jobs(self) -> str:
         return self._key("jobs")
 
+    @cached_property
+    def global_jobs(self) -> str:
+        """SET of the ids of global jobs (the ones node changes may give or take tasks)."""
+        return self._key("jobs", "global")
+
     def job(self, job_id: str) -> str:
         return self._key("job", job_id)
 

@@ -53,6 +53,8 @@ def submit(store: Store, spec: JobSpec) -> dict:
                                         "status": RUNNING_JOB, "created": current.get("created", now),
                                         "updated": now, "next_index": first + count})
                 pipe.sadd(k.jobs, spec.id)
+                if spec.type == GLOBAL:
+                    pipe.sadd(k.global_jobs, spec.id)
                 new_ids = store.new_tasks(pipe, spec, version, first, count, now, pins)
                 pipe.execute()
                 break
@@ -200,13 +202,16 @@ def reconcile_global(store: Store) -> dict:
     """Give every running global job one task on each node it wants, and stop its tasks on
     nodes that no longer qualify (constraints changed, drained, down, removed). Runs under
     a short lock, since any worker may call it after a node change."""
+    global_jobs = sorted(store.client.smembers(store.keys.global_jobs))
+    if not global_jobs:
+        return {}  # nothing to do, and no need to read every node
     lock = store.keys.lock("reconcile-global")
     if not store.client.set(lock, "1", nx=True, px=10_000):
         return {}
     try:
         nodes = {n.name: n for n in store.nodes()}
         added: dict[str, list[str]] = {}
-        for job_id in store.job_ids():
+        for job_id in global_jobs:
             job = store.get_job(job_id)
             if job["status"] != RUNNING_JOB or job["spec"]["type"] != GLOBAL:
                 continue
