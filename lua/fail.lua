@@ -19,12 +19,7 @@
 -- ARGV[6 ..] triples: task id, explanation (JSON), "1" if refused at commit else "0"
 -- Returns one entry per task: "backoff", "unschedulable", or "lease expired" (not ours).
 
-local now
-if ARGV[2] == '' then
-  now = now_ms()
-else
-  now = tonumber(ARGV[2])
-end
+local now = clock_ms(ARGV[2])
 local token = ARGV[1]
 local initial, cap = tonumber(ARGV[3]), tonumber(ARGV[4])
 local moved = tonumber(redis.call('GET', KEYS[5]) or '0')

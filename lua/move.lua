@@ -14,12 +14,7 @@
 -- ARGV[4 ..] task ids
 -- Returns {moved to active, moved to backoff}.
 
-local now
-if ARGV[1] == '' then
-  now = now_ms()
-else
-  now = tonumber(ARGV[1])
-end
+local now = clock_ms(ARGV[1])
 local from_backoff = ARGV[2] == 'backoff'
 local latest = from_backoff and now or tonumber(ARGV[3])
 local to_active, to_backoff = 0, 0

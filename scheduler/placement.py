@@ -279,8 +279,9 @@ class Placer:
             segments = [((), order)]
         count, key, rnd = batch.job_counts.get, batch.key, self._random.random
         needs, ports, max_per_node = job.resources, job.ports, job.max_per_node
-        leaves: dict[tuple, list] = {}
-        for path, segment in segments:
+
+        def fitting(segment: np.ndarray) -> list:
+            """Leaf entries for the first ``wanted`` nodes of ``segment`` that fit now."""
             entries = []
             for row in segment.tolist():
                 node = table.nodes[row]
@@ -289,21 +290,13 @@ class Placer:
                     entries.append((key(node, on_node), rnd(), row, node))
                     if len(entries) == wanted:
                         break
-            if entries:
-                leaves[path] = entries
+            return entries
+
+        leaves: dict[tuple, list] = {path: entries for path, segment in segments if (entries := fitting(segment))}
         if not depth and len(leaves.get((), ())) < wanted and order.size < rows.size:
             # The few best did not hold enough that fit: take them all, in order.
-            order = rows[np.lexsort([noise, *reversed(columns)])]
-            leaves, entries = {}, []
-            for row in order.tolist():
-                node = table.nodes[row]
-                on_node = count(node.name, 0)
-                if misfit(node, needs, ports, max_per_node, on_node, job.priority, job.id) is None:
-                    entries.append((key(node, on_node), rnd(), row, node))
-                    if len(entries) == wanted:
-                        break
-            if entries:
-                leaves[()] = entries
+            entries = fitting(rows[np.lexsort([noise, *reversed(columns)])])
+            leaves = {(): entries} if entries else {}
         counts: dict[tuple, int] = {}
         if depth:
             for name, on_node in batch.job_counts.items():
