@@ -10,10 +10,18 @@
 -- KEYS[4] q:cycle        STRING scheduling cycle counter
 -- ARGV[1] how many tasks at most
 -- ARGV[2] lease length (ms)
+-- ARGV[3] optional: share with other workers. Take half of what is waiting, but at least
+--         this many (and at most ARGV[1]), so that a short queue is worked on by several
+--         workers at once instead of by whichever claims first.
 -- Returns {now_ms} when the queue is empty, else {now_ms, token, task id, ...}.
 
 local now = now_ms()
-local popped = redis.call('ZPOPMIN', KEYS[1], tonumber(ARGV[1]))
+local count = tonumber(ARGV[1])
+if ARGV[3] then
+  local half = math.ceil(redis.call('ZCARD', KEYS[1]) / 2)
+  count = math.min(count, math.max(tonumber(ARGV[3]), half))
+end
+local popped = redis.call('ZPOPMIN', KEYS[1], count)
 if #popped == 0 then
   return {now}
 end

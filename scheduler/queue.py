@@ -85,10 +85,14 @@ class SchedulingQueue:
         return seconds * 1000 + micros // 1000
 
     # Claim and what follows it.
-    def claim(self, count: int, lease_ms: int | None = None) -> Claim:
+    def claim(self, count: int, lease_ms: int | None = None, share_from: int | None = None) -> Claim:
+        """Lease up to ``count`` tasks. With ``share_from``, take only half of what is
+        waiting (but at least ``share_from``), leaving the rest to other workers."""
         k = self.keys
-        reply = self.scripts.claim(keys=[k.active, k.inflight, k.leases, k.cycle],
-                                   args=[count, lease_ms or self.config.lease_ms])
+        args = [count, lease_ms or self.config.lease_ms]
+        if share_from is not None:
+            args.append(share_from)
+        reply = self.scripts.claim(keys=[k.active, k.inflight, k.leases, k.cycle], args=args)
         if len(reply) == 1:
             return Claim(token="", now_ms=int(reply[0]), task_ids=[])
         return Claim(token=str(reply[1]), now_ms=int(reply[0]), task_ids=list(reply[2:]))

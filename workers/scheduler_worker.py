@@ -41,6 +41,7 @@ log = logging.getLogger("sched.worker")
 @dataclass
 class WorkerConfig:
     batch_size: int = 512
+    share_from: int | None = 16  # claim half of a short queue (at least this many): workers share it
     lease_ms: int = 30_000
     commit_retries: int = 5  # placement rounds per claim when commits are refused (Nomad uses 5)
     maintain_every_s: float = 0.1
@@ -144,7 +145,7 @@ class SchedulerWorker:
     def step(self) -> int:
         """Claim, place, commit and requeue one batch; returns how many tasks it claimed."""
         app, cfg = self.app, self.config
-        claim = app.queue.claim(cfg.batch_size, cfg.lease_ms)
+        claim = app.queue.claim(cfg.batch_size, cfg.lease_ms, cfg.share_from)
         if not claim.task_ids:
             return 0
         preempted_before = self.stats.preempted
