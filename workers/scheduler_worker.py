@@ -221,8 +221,8 @@ class SchedulerWorker:
         for task_id, explanation in list(failures.items()):  # no live task is low enough: say so
             spec = group_of[task_id].spec
             if task_id not in conflicts and spec.preempt != "never" and not preemptor.worth_trying(spec, lowest):
-                note = f"preemption tried: no task runs at priority {spec.priority - preemptor.margin} or lower."
-                failures[task_id] = {**explanation, "preemption": note, "message": f"{explanation['message']} {note}"}
+                failures[task_id] = _noted(explanation, f"preemption tried: no task runs at priority "
+                                                        f"{spec.priority - preemptor.margin} or lower.")
         todo = [t for t in failures if t not in conflicts and preemptor.worth_trying(group_of[t].spec, lowest)
                 and self._hopeless.get(group_of[t].spec.id, 0) <= now]
         for task_id in todo[: self.config.max_preemptions]:
@@ -244,16 +244,12 @@ class SchedulerWorker:
                 # Lost a race (victims or node changed since the search): like a refused
                 # commit, back off and search again soon rather than wait as unschedulable.
                 conflicts.add(task_id)
-                explanation = failures[task_id]
-                note = f"preemption on {search.choice.node} refused: {result}."
-                failures[task_id] = {**explanation, "preemption": note, "message": f"{explanation['message']} {note}"}
+                failures[task_id] = _noted(failures[task_id], f"preemption on {search.choice.node} refused: {result}.")
                 continue
             # Searching reads what runs on every candidate node: don't repeat a fruitless
             # search for this job within the next second.
             self._hopeless[group.spec.id] = now + 1.0
-            explanation = failures[task_id]
-            note = search.message(group.spec, preemptor.margin)
-            failures[task_id] = {**explanation, "preemption": note, "message": f"{explanation['message']} {note}"}
+            failures[task_id] = _noted(failures[task_id], search.message(group.spec, preemptor.margin))
 
     def _group(self, task_ids: list[str]) -> list[Group]:
         """Group claimed tasks by job, spec version and pinned node: each group is a set of
@@ -338,6 +334,11 @@ class SchedulerWorker:
                 if value:
                     pipe.hincrby(self.app.keys.stats, name, value)
             pipe.execute()
+
+
+def _noted(explanation: dict, note: str) -> dict:
+    """An explanation with what preemption found added to it."""
+    return {**explanation, "preemption": note, "message": f"{explanation['message']} {note}"}
 
 
 def _explanation(explanation, nodes: int) -> dict:
