@@ -28,11 +28,25 @@ def global_targets(spec: JobSpec, nodes) -> set[str]:
             and all(c.matches(n) for c in spec.constraints) and all(p in n.plugins for p in spec.plugins)}
 
 
+def _same_but_replicas(stored: str | None, spec: JobSpec) -> bool:
+    if stored is None:
+        return False
+    old = orjson.loads(stored)
+    return {**old, "replicas": spec.replicas} == orjson.loads(orjson.dumps(spec.raw))
+
+
 def submit(store: Store, spec: JobSpec) -> dict:
-    """Create or update a job and queue its tasks. Returns {id, version, tasks, created}."""
+    """Create or update a job and queue its tasks. Returns {id, version, tasks, created}.
+    A running job whose spec changes only in ``replicas`` is scaled, keeping its tasks
+    (as a change of count is in Nomad and kube); any other change is a new version."""
     k = store.keys
     key = k.job(spec.id)
     raw = orjson.dumps(spec.raw).decode()
+    current = store.client.hgetall(key)
+    if (current.get("status") == RUNNING_JOB and current.get("spec") != raw and spec.type != GLOBAL
+            and _same_but_replicas(current.get("spec"), spec)):
+        scaled = scale(store, spec.id, spec.replicas)
+        return {"id": spec.id, "version": int(current["version"]), "tasks": scaled["added"], "created": False}
     pins = None
     if spec.type == GLOBAL:
         pins = sorted(global_targets(spec, store.nodes()))

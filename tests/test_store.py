@@ -324,3 +324,15 @@ def test_drain_moves_service_tasks_elsewhere(app):
     assert app.client.zrange(app.keys.active, 0, -1) == ["web.2"]
     assert app.store.get_node("n1").allocated == {"cpu": 0, "memory": 0}
     assert app.store.node_task_ids("n1") == []
+
+
+def test_resubmitting_with_other_replicas_scales_without_replacing_tasks(app):
+    app.store.put_node(make_node("n1", cpu="8", memory="8GiB"))
+    spec = {"id": "web", "replicas": 2, "resources": {"cpu": "1", "memory": "256MiB"}}
+    reconcile.submit(app.store, parse_job(spec))
+    first = reconcile.submit(app.store, parse_job({**spec, "replicas": 4}))
+    assert first["version"] == 1 and first["tasks"] == ["web.2", "web.3"]
+    states = {t["id"]: t["state"] for t in app.store.tasks(app.store.job_task_ids("web"))}
+    assert states == {"web.0": "pending", "web.1": "pending", "web.2": "pending", "web.3": "pending"}
+    changed = reconcile.submit(app.store, parse_job({**spec, "replicas": 4, "priority": 60}))
+    assert changed["version"] == 2          # anything else than replicas is a new version
