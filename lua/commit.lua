@@ -148,13 +148,15 @@ for i, plan in ipairs(plans) do
     redis.call('HSET', plan.node, unpack(node_fields))
     if nominated and redis.call('HDEL', plan.node, 'nom:' .. id) == 1 then
       redis.call('HINCRBY', plan.node, 'nominations', -1)
+      redis.call('HDEL', plan.task, 'nominated_node')
     end
     redis.call('ZINCRBY', plan.tally_job, 1, name)
     redis.call('ZINCRBY', KEYS[3], 1, name)
     redis.call('SADD', plan.node_tasks, id)
+    -- The last attempt's explanation is cleared (a task nominated elsewhere has its
+    -- nominated_node cleared by unnominate.lua).
     redis.call('HSET', plan.task, 'state', 'assigned', 'node', name, 'assigned_at', nowtxt,
-      'alloc', table.concat(alloc, ','), 'ports', table.concat(plan.ports, ','))
-    redis.call('HDEL', plan.task, 'explanation', 'nominated_node')
+      'alloc', table.concat(alloc, ','), 'ports', table.concat(plan.ports, ','), 'explanation', '')
     -- Ids and names are validated to plain characters, so the event is built directly.
     redis.call('PUBLISH', channel, '{"type":"task","id":"' .. id .. '","job":"' .. plan.job ..
       '","state":"assigned","node":"' .. name .. '","ts":' .. nowtxt .. '}')
@@ -172,13 +174,20 @@ end
 for priority, count in pairs(by_priority) do
   redis.call('HINCRBY', KEYS[6], priority, count)
 end
-local changes = {}
-for name in pairs(touched) do
-  local before = redis.call('ZSCORE', KEYS[4], name) or '0'
-  local seq = redis.call('INCR', KEYS[5])
-  redis.call('ZADD', KEYS[4], seq, name)
-  changes[#changes + 1] = name
-  changes[#changes + 1] = seq
-  changes[#changes + 1] = tonumber(before)
+local changes, names_touched = {}, {}
+for name in pairs(touched) do names_touched[#names_touched + 1] = name end
+if #names_touched > 0 then
+  local before = redis.call('ZMSCORE', KEYS[4], unpack(names_touched))
+  local last = redis.call('INCRBY', KEYS[5], #names_touched)
+  local scored = {}
+  for i, name in ipairs(names_touched) do
+    local seq = last - #names_touched + i
+    scored[#scored + 1] = seq
+    scored[#scored + 1] = name
+    changes[#changes + 1] = name
+    changes[#changes + 1] = seq
+    changes[#changes + 1] = tonumber(before[i] or '0')
+  end
+  redis.call('ZADD', KEYS[4], unpack(scored))
 end
 return {now, results, changes}

@@ -168,7 +168,8 @@ class Store:
     def unnominate(self, task_id: str, node: str) -> bool:
         """Release the room ``node`` holds for ``task_id`` (placed or nominated elsewhere)."""
         k = self.keys
-        return bool(self.scripts.unnominate(keys=[k.node(node), k.node_changes, k.node_seq], args=[task_id, node]))
+        return bool(self.scripts.unnominate(keys=[k.node(node), k.node_changes, k.node_seq, k.task(task_id)],
+                                            args=[task_id, node]))
 
     def node_task_ids(self, name: str) -> list[str]:
         return sorted(self.client.smembers(self.keys.node_tasks(name)))
