@@ -18,7 +18,6 @@ from . import reconcile
 from .app import App, default_namespace
 from .errors import SchedError, SpecError
 from .model import TASK_STATES, make_node, parse_job
-from .quantities import parse_resources
 from .render import print_json, print_table, usage
 
 

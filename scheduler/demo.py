@@ -10,7 +10,6 @@ stopped on the way out, including on Ctrl-C.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -18,13 +17,14 @@ import tempfile
 import time
 from collections import Counter, defaultdict
 
+import orjson
 from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 
 from . import reconcile
 from .app import App
-from .model import LIVE_STATES, make_node, parse_job
+from .model import LIVE_STATES, parse_job
 from .render import usage
 
 AGENTS = [
@@ -102,7 +102,7 @@ def _summary(app: App, console: Console) -> None:
     for task_id in store.job_task_ids("train")[:1]:
         task = store.get_task(task_id)
         console.print(f"[bold]why {task_id} is {task['state']}:[/bold] "
-                      f"{(task.get('explanation') and __import__('orjson').loads(task['explanation'])['message']) or '-'}")
+                      f"{orjson.loads(task['explanation'])['message'] if task.get('explanation') else '-'}")
 
 
 def run_demo(app: App, seconds: float = 12.0, console: Console | None = None) -> int:

@@ -13,7 +13,7 @@ import redis
 
 from .errors import SpecError
 from .model import (ACTIVE, BATCH, COMPLETED, FAILED, GLOBAL, LOST, PENDING, READY, SERVICE, STOPPED,
-                    TERMINAL_STATES, JobSpec, Node, parse_job)
+                    TERMINAL_STATES, JobSpec, parse_job)
 from .store import Store, parse_stored
 
 RUNNING_JOB, STOPPED_JOB = "running", "stopped"

@@ -32,19 +32,27 @@ requests = st.builds(
 )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(node=nodes, request=requests)
-def test_lua_commit_agrees_with_misfit(app, node, request):
+def fresh_node_fields(app, node) -> dict:
+    """Clear the keys an example uses; the node hash fields for ``node`` (not yet written)."""
     cap, alloc, used_ports, status, availability = node
-    resources, ports, max_per_node, on_node = request
-    k, client = app.keys, app.client
-    client.delete(k.node("n"), k.tally_job("j"), k.task("j.0"), k.node_tasks("n"))
+    k = app.keys
+    app.client.delete(k.node("n"), k.tally_job("j"), k.task("j.0"), k.node_tasks("n"))
     fields = {"name": "n", "status": status, "availability": availability, "tasks": 0}
     for r in RESOURCES:
         fields[f"cap:{r}"] = cap[r]
         fields[f"alloc:{r}"] = alloc[r]
     for port in used_ports:
         fields[f"port:{port}"] = "other"
+    return fields
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(node=nodes, request=requests)
+def test_lua_commit_agrees_with_misfit(app, node, request):
+    cap, alloc, used_ports, status, availability = node
+    resources, ports, max_per_node, on_node = request
+    k, client = app.keys, app.client
+    fields = fresh_node_fields(app, node)
     client.hset(k.node("n"), mapping=fields)
     if on_node:
         client.zadd(k.tally_job("j"), {"n": on_node})
@@ -131,13 +139,7 @@ def test_lua_commit_agrees_with_misfit_under_nominations(app, node, request, hel
     cap, alloc, used_ports, status, availability = node
     resources, ports, max_per_node, on_node = request
     k, client = app.keys, app.client
-    client.delete(k.node("n"), k.tally_job("j"), k.task("j.0"), k.node_tasks("n"))
-    fields = {"name": "n", "status": status, "availability": availability, "tasks": 0}
-    for r in RESOURCES:
-        fields[f"cap:{r}"] = cap[r]
-        fields[f"alloc:{r}"] = alloc[r]
-    for port in used_ports:
-        fields[f"port:{port}"] = "other"
+    fields = fresh_node_fields(app, node)
     live = {}
     for i, (job, prio, res, nports, expired) in enumerate(held):
         holder = parse_job({"id": job, "priority": prio, "ports": nports})
