@@ -75,13 +75,13 @@ import orjson
 
 from .app import App
 from .audit import audit
+from .connection import time_ms
 from .errors import SpecError
 from .filters import filter_pipeline
 from .fit import misfit
 from .model import ASSIGNED, BINPACK, PENDING, SPREAD, JobSpec, Node, make_node, parse_job
 from .quantities import CPU, MEMORY
 from .reconcile import submit
-from .store import node_fields
 
 DEFAULT_NODES = 5000
 DEFAULT_JOBS = 100
@@ -247,19 +247,11 @@ def register_nodes(app: App, nodes: list[Node], advance: Callable[[int], None] |
     (that method first reads the node to learn which resources it had, one round trip
     per node); ``tests/test_bench.py`` checks the two write the same hash.
     """
-    k, node_put = app.keys, app.scripts.node_put
     with app.client.pipeline(transaction=False) as pipe:
         for i in range(0, len(nodes), chunk):
             part = nodes[i:i + chunk]
             for node in part:
-                names = sorted(node.capacity)
-                args = [k.events, node.name, len(names)]
-                for name in names:
-                    args += [name, node.capacity[name]]
-                args += node_fields(node)
-                node_put(keys=[k.node(node.name), k.nodes, k.node_changes, k.node_seq, k.cycle, k.move_cycle,
-                               k.resources, k.node_epoch, *(k.free(name) for name in names)],
-                         args=args, client=pipe)
+                app.store.node_put(node, client=pipe)
             pipe.execute()
             if advance:
                 advance(len(part))
@@ -321,8 +313,7 @@ def machine() -> dict:
 
 
 def redis_now_ms(app: App) -> int:
-    seconds, micros = app.client.time()
-    return seconds * 1000 + micros // 1000
+    return time_ms(app.client.time())
 
 
 # ----------------------------------------------------------------------------- workers
@@ -448,10 +439,10 @@ class ClaimWatch:
             pipe.get(k.cycle)
             pipe.zrange(k.inflight, 0, 0, withscores=True)
             pipe.time()
-            cycle, earliest, (seconds, micros) = pipe.execute()
+            cycle, earliest, now = pipe.execute()
         if int(cycle or 0) <= self.base:
             return False
-        now = seconds * 1000 + micros // 1000
+        now = time_ms(now)
         self.first_ms = min(now, int(earliest[0][1]) - LEASE_MS) if earliest else now
         return True
 

@@ -34,6 +34,13 @@ def connect(url: str | None = None, *, embedded_ok: bool = True) -> redis.Redis:
     return client
 
 
+def time_ms(reply) -> int:
+    """Redis ``TIME`` (seconds, microseconds) in milliseconds: the one clock of leases,
+    backoffs and measurements."""
+    seconds, micros = reply
+    return int(seconds) * 1000 + int(micros) // 1000
+
+
 def client_for(url: str) -> redis.Redis:
     retry = Retry(ExponentialBackoff(cap=1.0, base=0.05), retries=5)
     return redis.Redis.from_url(url, decode_responses=True, retry=retry, health_check_interval=30)

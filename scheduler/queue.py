@@ -27,6 +27,7 @@ from typing import Callable, Iterable
 import orjson
 import redis
 
+from .connection import time_ms
 from .keys import Keys
 from .model import MAX_PRIORITY
 from .scripts import Scripts
@@ -81,8 +82,7 @@ class SchedulingQueue:
     def now_ms(self) -> int:
         if self.clock is not None:
             return int(self.clock())
-        seconds, micros = self.client.time()
-        return seconds * 1000 + micros // 1000
+        return time_ms(self.client.time())
 
     # Claim and what follows it.
     def claim(self, count: int, lease_ms: int | None = None, share_from: int | None = None) -> Claim:
@@ -119,8 +119,7 @@ class SchedulingQueue:
 
     def reclaim_expired(self, limit: int = 1000) -> list[str]:
         """Return tasks whose lease has run out (their worker died or stalled) to active."""
-        seconds, micros = self.client.time()
-        now = seconds * 1000 + micros // 1000
+        now = time_ms(self.client.time())
         expired = self.client.zrangebyscore(self.keys.inflight, "-inf", now, start=0, num=limit)
         return self._reclaim("", expired) if expired else []
 
@@ -150,15 +149,14 @@ class SchedulingQueue:
         """After a cluster event: every unschedulable task goes to active (or backoff if still
         inside its backoff window). Returns (to active, to backoff)."""
         ids = self.client.zrange(self.keys.unschedulable, 0, -1)
-        return self._move(self.keys.unschedulable, "unschedulable", ids, float("inf"))
+        return self._move(self.keys.unschedulable, "unschedulable", ids, 2**53)  # any entry time
 
-    def _move(self, source: str, kind: str, ids: list[str], latest) -> tuple[int, int]:
+    def _move(self, source: str, kind: str, ids: list[str], latest: int) -> tuple[int, int]:
         k = self.keys
         to_active = to_backoff = 0
-        latest_arg = str(2**53) if latest == float("inf") else str(int(latest))
         for chunk in _chunks(ids):
             a, b = self.scripts.move(keys=[source, k.active, k.backoff, *(k.task(t) for t in chunk)],
-                                     args=[self._now_arg(), kind, latest_arg, *chunk])
+                                     args=[self._now_arg(), kind, int(latest), *chunk])
             to_active, to_backoff = to_active + a, to_backoff + b
         return to_active, to_backoff
 

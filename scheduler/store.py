@@ -13,6 +13,7 @@ import orjson
 import redis
 
 from .errors import NotFound, SpecError
+from .connection import time_ms
 from .keys import Keys
 from .model import (ACTIVE, AVAILABILITIES, DOWN, LIVE_STATES, PENDING, READY, STOPPED, JobSpec, Node,
                     Nomination, check_job_id, check_node_name, parse_job)
@@ -103,18 +104,23 @@ class Store:
 
     def put_node(self, node: Node) -> bool:
         """Register or update a node; returns True when it is new."""
+        current = self.client.hgetall(self.keys.node(node.name))
+        return bool(self.node_put(node, {f[4:] for f in current if f.startswith("cap:")}))
+
+    def node_put(self, node: Node, previous_resources=frozenset(), client=None):
+        """The ``node_put.lua`` call for ``node``; ``previous_resources`` are the ones the
+        node had before (they lose their capacity if it no longer has them). ``client``
+        may be a pipeline, to register many new nodes per round trip."""
         k = self.keys
-        current = self.client.hgetall(k.node(node.name))
-        old = {f[4:] for f in current if f.startswith("cap:")}
-        names = sorted(old | set(node.capacity))
+        names = sorted(set(previous_resources) | set(node.capacity))
         args = [k.events, node.name, len(names)]
         for name in names:
             args += [name, node.capacity.get(name, "")]
         args += node_fields(node)
-        return bool(self.scripts.node_put(
-            keys=[k.node(node.name), k.nodes, k.node_changes, k.node_seq, k.cycle, k.move_cycle, k.resources, k.node_epoch,
-                  *(k.free(name) for name in names)],
-            args=args))
+        return self.scripts.node_put(
+            keys=[k.node(node.name), k.nodes, k.node_changes, k.node_seq, k.cycle, k.move_cycle, k.resources,
+                  k.node_epoch, *(k.free(name) for name in names)],
+            args=args, client=client)
 
     def get_node(self, name: str) -> Node:
         fields = self.client.hgetall(self.keys.node(name))
@@ -175,9 +181,6 @@ class Store:
         return sorted(self.client.smembers(self.keys.node_tasks(name)))
 
     # Jobs.
-    def job_exists(self, job_id: str) -> bool:
-        return bool(self.client.exists(self.keys.job(job_id)))
-
     def get_job(self, job_id: str) -> dict:
         check_job_id(job_id)
         fields = self.client.hgetall(self.keys.job(job_id))
@@ -228,8 +231,7 @@ class Store:
         return ids
 
     def now_ms(self) -> int:
-        seconds, micros = self.client.time()
-        return seconds * 1000 + micros // 1000
+        return time_ms(self.client.time())
 
     # Tasks.
     def get_task(self, task_id: str) -> dict:

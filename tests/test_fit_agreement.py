@@ -46,6 +46,17 @@ def fresh_node_fields(app, node) -> dict:
     return fields
 
 
+def write_node_and_lease(app, fields: dict, on_node: int) -> None:
+    """Write the node, the job's tally on it, and task j.0 held under lease token 7."""
+    k, client = app.keys, app.client
+    client.hset(k.node("n"), mapping=fields)
+    if on_node:
+        client.zadd(k.tally_job("j"), {"n": on_node})
+    client.hset(k.task("j.0"), mapping={"id": "j.0", "job": "j", "state": "pending"})
+    client.zadd(k.inflight, {"j.0": 1})
+    client.hset(k.leases, "j.0", "7")
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(node=nodes, request=requests)
 def test_lua_commit_agrees_with_misfit(app, node, request):
@@ -53,12 +64,7 @@ def test_lua_commit_agrees_with_misfit(app, node, request):
     resources, ports, max_per_node, on_node = request
     k, client = app.keys, app.client
     fields = fresh_node_fields(app, node)
-    client.hset(k.node("n"), mapping=fields)
-    if on_node:
-        client.zadd(k.tally_job("j"), {"n": on_node})
-    client.hset(k.task("j.0"), mapping={"id": "j.0", "job": "j", "state": "pending"})
-    client.zadd(k.inflight, {"j.0": 1})
-    client.hset(k.leases, "j.0", "7")
+    write_node_and_lease(app, fields, on_node)
 
     # Amounts here are raw integers in each resource's unit (millicores, bytes, units).
     spec = parse_job({"id": "j", "ports": ports, "max_per_node": max_per_node})
@@ -156,12 +162,7 @@ def test_lua_commit_agrees_with_misfit_under_nominations(app, node, request, hel
     count = len(held) + own
     if count:
         fields["nominations"] = count
-    client.hset(k.node("n"), mapping=fields)
-    if on_node:
-        client.zadd(k.tally_job("j"), {"n": on_node})
-    client.hset(k.task("j.0"), mapping={"id": "j.0", "job": "j", "state": "pending"})
-    client.zadd(k.inflight, {"j.0": 1})
-    client.hset(k.leases, "j.0", "7")
+    write_node_and_lease(app, fields, on_node)
 
     spec = parse_job({"id": "j", "priority": priority, "ports": ports, "max_per_node": max_per_node})
     spec = dataclasses.replace(spec, resources=resources)

@@ -31,13 +31,14 @@ from pathlib import Path
 
 import orjson
 
+from scheduler.connection import time_ms
+
 QUEUES = ("active", "backoff", "unschedulable", "inflight")
 
 
 # ----------------------------------------------------------------------------- helpers for tests
 def redis_ms(app) -> int:
-    seconds, micros = app.client.time()
-    return seconds * 1000 + micros // 1000
+    return time_ms(app.client.time())
 
 
 def wait_until(predicate, timeout_s: float, what: str, interval_s: float = 0.02):
