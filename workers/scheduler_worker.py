@@ -105,6 +105,7 @@ class SchedulerWorker:
         self._stopping = True
 
     def run(self) -> WorkerStats:
+        self._load_nodes()
         idle = 0.001
         while not self._stopping:
             try:
@@ -120,6 +121,14 @@ class SchedulerWorker:
             time.sleep(idle)
             idle = min(idle * 2, self.config.idle_sleep_max_s)
         return self.stats
+
+    def _load_nodes(self) -> None:
+        """Read every node before claiming anything (kube-scheduler's cache sync): the
+        first batch's leases should not run while the whole cluster is being read."""
+        try:
+            self.cache.refresh()
+        except Exception:  # Redis not there yet: the first batch loads them instead
+            log.exception("%s: could not read the nodes", self.name)
 
     def maintain(self, force: bool = False) -> None:
         """Queue upkeep about every 100 ms; node health and global jobs about every second."""
