@@ -1,12 +1,15 @@
 -- commit.lua: apply a batch of placements, re-checking each one (Nomad's plan applier).
 -- Workers plan optimistically against their own copy of the nodes; this is the one
 -- serialised step. Each placement is checked with exactly the rule of scheduler/fit.py,
--- in the same order, against the node as it is now, and applied only if it holds:
--- lease still held by this claim, node exists, status ready, availability active,
--- room in every resource, host ports free, max_per_node. Room nominated for a preemptor
--- of the same or higher priority (of another job, not yet expired) counts as taken.
--- Refusals are partial: the rest of the batch still commits. A placed task's own
--- nomination on the node, if any, is released.
+-- in the same order, against the node as it is now (including the placements before it
+-- in this call), and applied only if it holds: lease still held by this claim, node
+-- exists, status ready, availability active, room in every resource, host ports free,
+-- max_per_node. Room nominated for a preemptor of the same or higher priority (of another
+-- job, not yet expired) counts as taken. Refusals are partial: the rest of the batch
+-- still commits. A placed task's own nomination on the node, if any, is released.
+--
+-- Each node is read once and written once per call, however many tasks it takes: its
+-- fields, free:<resource> scores and tallies are kept here and written at the end.
 --
 -- KEYS[1] q:inflight      ZSET
 -- KEYS[2] q:leases        HASH
@@ -15,14 +18,15 @@
 -- KEYS[5] nodes:seq       STRING
 -- KEYS[6] tally:priority  HASH  priority -> live tasks (preemption looks here first)
 -- KEYS[7 .. 6+R]          free:<resource> ZSET for each resource name in ARGV
--- then 4 keys per placement p (0-based), from b = 7+R:
---   KEYS[b+4p] task HASH, KEYS[b+4p+1] node HASH, KEYS[b+4p+2] node tasks SET,
---   KEYS[b+4p+3] tally:job:<job> ZSET
+-- then for each node i of the N in ARGV: node HASH, node tasks SET
+-- then for each group g of the G: tally:job:<job> ZSET of its job
+-- then for each placement, in ARGV order: task HASH
 -- ARGV[1] fencing token
 -- ARGV[2] events channel
 -- ARGV[3] R, then R resource names
--- then per placement: task id, node name, job id, max_per_node, priority, n, n x (resource
---   index (1-based, into the names), amount), m, m x host port
+-- then N, then N node names
+-- then G, then per group: job id, max_per_node, priority, n, n x (resource index (1-based,
+--   into the names), amount), m, m x host port, k, k x (task id, node index (1-based))
 -- Returns {now, results, changes}: results has one entry per placement, 1 when assigned,
 -- else the reason it was refused (the words scheduler/reasons.py uses); changes lists
 -- node name, new change sequence, previous change sequence for every node this call
@@ -34,46 +38,89 @@ local token, channel = ARGV[1], ARGV[2]
 local R = tonumber(ARGV[3])
 local names = {}
 for r = 1, R do names[r] = ARGV[3 + r] end
-local kb = 7 + R
-
--- Decode the placements first, so the leases can be read in one call.
-local plans = {}
 local a = 4 + R
-while a <= #ARGV do
-  local plan = {id = ARGV[a], name = ARGV[a + 1], job = ARGV[a + 2], max_per_node = tonumber(ARGV[a + 3]),
-                priority = tonumber(ARGV[a + 4]), req = {}, ports = {}}
-  local n = tonumber(ARGV[a + 5])
-  a = a + 6
+local N = tonumber(ARGV[a])
+local nodes = {}
+for i = 1, N do
+  nodes[i] = {name = ARGV[a + i], key = KEYS[5 + R + 2 * i], tasks_key = KEYS[6 + R + 2 * i]}
+end
+a = a + N + 1
+local G = tonumber(ARGV[a])
+a = a + 1
+local tally_base = 6 + R + 2 * N
+local task_base = tally_base + G
+
+-- Decode the groups first, so the leases can be read in one call. Groups of one job
+-- (two versions of its spec) share its tasks-per-node counts.
+local groups, ids, jobs = {}, {}, {}
+for g = 1, G do
+  local job = ARGV[a]
+  jobs[job] = jobs[job] or {tally = KEYS[tally_base + g], on = {}, placed = {}}
+  local group = {job = job, max_per_node = tonumber(ARGV[a + 1]), priority = tonumber(ARGV[a + 2]),
+                 req = {}, ports = {}, on = jobs[job].on, placed = jobs[job].placed}
+  local n = tonumber(ARGV[a + 3])
+  a = a + 4
+  local alloc = {}
   for i = 1, n do
-    plan.req[i] = {tonumber(ARGV[a]), tonumber(ARGV[a + 1]), ARGV[a + 1]}
+    local index, amount = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
+    group.req[i] = {index, amount}
+    if amount > 0 then alloc[#alloc + 1] = names[index] .. '=' .. ARGV[a + 1] end
     a = a + 2
   end
+  group.alloc = table.concat(alloc, ',')
   local m = tonumber(ARGV[a])
   a = a + 1
   for i = 1, m do
-    plan.ports[i] = ARGV[a]
+    group.ports[i] = ARGV[a]
     a = a + 1
   end
-  local base = kb + 4 * #plans
-  plan.task, plan.node, plan.node_tasks, plan.tally_job = KEYS[base], KEYS[base + 1], KEYS[base + 2], KEYS[base + 3]
-  plans[#plans + 1] = plan
+  group.port_list = table.concat(group.ports, ',')
+  local k = tonumber(ARGV[a])
+  a = a + 1
+  group.tasks = {}
+  for i = 1, k do
+    ids[#ids + 1] = ARGV[a]
+    group.tasks[i] = {ARGV[a], tonumber(ARGV[a + 1])}
+    a = a + 2
+  end
+  groups[g] = group
 end
-if #plans == 0 then return {now, {}, {}} end
-local ids = {}
-for i, plan in ipairs(plans) do ids[i] = plan.id end
+if #ids == 0 then return {now, {}, {}} end
 local leases = redis.call('HMGET', KEYS[2], unpack(ids))
+
+-- A node's state as this call sees it, read on first use.
+local node_fields = {'status', 'availability', 'nominations', 'tasks'}
+for r = 1, R do
+  node_fields[#node_fields + 1] = 'cap:' .. names[r]
+  node_fields[#node_fields + 1] = 'alloc:' .. names[r]
+end
+local function state(node)
+  if node.status == nil then
+    local st = redis.call('HMGET', node.key, unpack(node_fields))
+    node.status, node.availability = st[1] or false, st[2]
+    node.nominated = tonumber(st[3] or '0') > 0
+    node.tasks = tonumber(st[4] or '0')
+    node.cap, node.used, node.dirty = {}, {}, {}
+    for r = 1, R do
+      node.cap[r] = tonumber(st[3 + 2 * r] or '0')
+      node.used[r] = tonumber(st[4 + 2 * r] or '0')
+    end
+    node.ports, node.placed = {}, {}
+  end
+  return node
+end
 
 -- Room held on the node for preemptors that this task must not take: nominations
 -- ("priority|expires|job|cpu=500,...|8080,...") of priority >= ours, of another job.
-local function held(node, priority, job)
+local function held(key, priority, job)
   local room, ports = {}, {}
-  local all = redis.call('HGETALL', node)
+  local all = redis.call('HGETALL', key)
   for i = 1, #all, 2 do
     if string.sub(all[i], 1, 4) == 'nom:' then
       local prio, expires, owner, alloc, nports = string.match(all[i + 1], '^(%d+)|(%d+)|([^|]*)|([^|]*)|(.*)$')
       if tonumber(expires) <= now then  -- expired: tidy it away
-        redis.call('HDEL', node, all[i])
-        redis.call('HINCRBY', node, 'nominations', -1)
+        redis.call('HDEL', key, all[i])
+        redis.call('HINCRBY', key, 'nominations', -1)
       elseif tonumber(prio) >= priority and owner ~= job then
         for r, amount in string.gmatch(alloc, '([^,=]+)=(%d+)') do
           room[r] = (room[r] or 0) + tonumber(amount)
@@ -85,109 +132,125 @@ local function held(node, priority, job)
   return room, ports
 end
 
--- The rule of fit.py. On success returns nil and the node's new values to write.
-local function check(plan, lease)
+-- The rule of fit.py; nil when the task fits.
+local function refusal(group, node, lease)
   if lease ~= token then return 'lease expired' end
-  local fields = {'status', 'availability', 'nominations', 'tasks'}
-  for _, ra in ipairs(plan.req) do
-    fields[#fields + 1] = 'cap:' .. names[ra[1]]
-    fields[#fields + 1] = 'alloc:' .. names[ra[1]]
-  end
-  local st = redis.call('HMGET', plan.node, unpack(fields))
-  if not st[1] then return 'node removed' end
-  if st[1] ~= 'ready' then return 'node down' end
-  if st[2] ~= 'active' then
-    if st[2] == 'drain' then return 'node drained' end
+  if not node.status then return 'node removed' end
+  if node.status ~= 'ready' then return 'node down' end
+  if node.availability ~= 'active' then
+    if node.availability == 'drain' then return 'node drained' end
     return 'node paused'
   end
-  local nominated = tonumber(st[3] or '0') > 0
   local room, held_ports = {}, {}
-  if nominated then room, held_ports = held(plan.node, plan.priority, plan.job) end
-  local writes = {}
-  for i, ra in ipairs(plan.req) do
-    local r, amount = names[ra[1]], ra[2]
-    local cap, used = tonumber(st[3 + 2 * i] or '0'), tonumber(st[4 + 2 * i] or '0')
-    if amount > 0 and used + (room[r] or 0) + amount > cap then
-      return 'insufficient ' .. r
+  if node.nominated then room, held_ports = held(node.key, group.priority, group.job) end
+  for _, ra in ipairs(group.req) do
+    local index, amount = ra[1], ra[2]
+    if amount > 0 and node.used[index] + (room[names[index]] or 0) + amount > node.cap[index] then
+      return 'insufficient ' .. names[index]
     end
-    writes[#writes + 1] = {r, ra[1], cap, used + amount, amount, ra[3]}
   end
-  for _, p in ipairs(plan.ports) do
-    if held_ports[p] or redis.call('HEXISTS', plan.node, 'port:' .. p) == 1 then
+  for _, p in ipairs(group.ports) do
+    if held_ports[p] or node.ports[p] or redis.call('HEXISTS', node.key, 'port:' .. p) == 1 then
       return 'host port ' .. p .. ' in use'
     end
   end
-  if plan.max_per_node > 0 and
-     tonumber(redis.call('ZSCORE', plan.tally_job, plan.name) or '0') >= plan.max_per_node then
-    return 'max_per_node reached'
+  if group.max_per_node > 0 then
+    if group.on[node] == nil then
+      group.on[node] = tonumber(redis.call('ZSCORE', jobs[group.job].tally, node.name) or '0')
+    end
+    if group.on[node] >= group.max_per_node then return 'max_per_node reached' end
   end
-  return nil, writes, tonumber(st[4] or '0'), nominated
+  return nil
 end
 
 local results, placed, touched, by_priority = {}, {}, {}, {}
-for i, plan in ipairs(plans) do
-  local refused, writes, tasks, nominated = check(plan, not placed[plan.id] and leases[i] or false)
-  if refused then
-    results[i] = refused
-  else
-    local id, name = plan.id, plan.name
-    local node_fields, alloc = {'tasks', tasks + 1}, {}
-    for _, w in ipairs(writes) do
-      local r, index, cap, used, amount = w[1], w[2], w[3], w[4], w[5]
-      if amount > 0 then
-        node_fields[#node_fields + 1] = 'alloc:' .. r
-        node_fields[#node_fields + 1] = used
-        redis.call('ZADD', KEYS[6 + index], cap - used, name)
-        alloc[#alloc + 1] = r .. '=' .. w[6]
+local t = 0
+for _, group in ipairs(groups) do
+  for _, task in ipairs(group.tasks) do
+    t = t + 1
+    local id = task[1]
+    local node = state(nodes[task[2]])
+    local refused = refusal(group, node, not placed[id] and leases[t] or false)
+    if refused then
+      results[t] = refused
+    else
+      for _, ra in ipairs(group.req) do
+        local index, amount = ra[1], ra[2]
+        if amount > 0 then
+          node.used[index] = node.used[index] + amount
+          node.dirty[index] = true
+        end
       end
+      for _, port in ipairs(group.ports) do node.ports[port] = id end
+      node.tasks = node.tasks + 1
+      node.placed[#node.placed + 1] = id
+      if node.nominated and redis.call('HDEL', node.key, 'nom:' .. id) == 1 then
+        redis.call('HINCRBY', node.key, 'nominations', -1)
+        redis.call('HDEL', KEYS[task_base + t], 'nominated_node')
+      end
+      if group.on[node] then group.on[node] = group.on[node] + 1 end
+      group.placed[node] = (group.placed[node] or 0) + 1
+      -- The last attempt's explanation is cleared (a task nominated elsewhere has its
+      -- nominated_node cleared by unnominate.lua).
+      redis.call('HSET', KEYS[task_base + t], 'state', 'assigned', 'node', node.name, 'assigned_at', nowtxt,
+        'alloc', group.alloc, 'ports', group.port_list, 'explanation', '')
+      -- Ids and names are validated to plain characters, so the event is built directly.
+      redis.call('PUBLISH', channel, '{"type":"task","id":"' .. id .. '","job":"' .. group.job ..
+        '","state":"assigned","node":"' .. node.name .. '","ts":' .. nowtxt .. '}')
+      placed[id] = true
+      placed[#placed + 1] = id
+      if not touched[node] then
+        touched[node] = true
+        touched[#touched + 1] = node
+      end
+      by_priority[group.priority] = (by_priority[group.priority] or 0) + 1
+      results[t] = 1
     end
-    for _, port in ipairs(plan.ports) do
-      node_fields[#node_fields + 1] = 'port:' .. port
-      node_fields[#node_fields + 1] = id
-    end
-    redis.call('HSET', plan.node, unpack(node_fields))
-    if nominated and redis.call('HDEL', plan.node, 'nom:' .. id) == 1 then
-      redis.call('HINCRBY', plan.node, 'nominations', -1)
-      redis.call('HDEL', plan.task, 'nominated_node')
-    end
-    redis.call('ZINCRBY', plan.tally_job, 1, name)
-    redis.call('ZINCRBY', KEYS[3], 1, name)
-    redis.call('SADD', plan.node_tasks, id)
-    -- The last attempt's explanation is cleared (a task nominated elsewhere has its
-    -- nominated_node cleared by unnominate.lua).
-    redis.call('HSET', plan.task, 'state', 'assigned', 'node', name, 'assigned_at', nowtxt,
-      'alloc', table.concat(alloc, ','), 'ports', table.concat(plan.ports, ','), 'explanation', '')
-    -- Ids and names are validated to plain characters, so the event is built directly.
-    redis.call('PUBLISH', channel, '{"type":"task","id":"' .. id .. '","job":"' .. plan.job ..
-      '","state":"assigned","node":"' .. name .. '","ts":' .. nowtxt .. '}')
-    placed[id] = true
-    placed[#placed + 1] = id
-    touched[name] = true
-    by_priority[plan.priority] = (by_priority[plan.priority] or 0) + 1
-    results[i] = 1
   end
 end
-if #placed > 0 then
-  redis.call('ZREM', KEYS[1], unpack(placed))
-  redis.call('HDEL', KEYS[2], unpack(placed))
+if #placed == 0 then return {now, results, {}} end
+
+-- Write each changed node once.
+for _, node in ipairs(touched) do
+  local values = {'tasks', node.tasks}
+  for r = 1, R do
+    if node.dirty[r] then
+      values[#values + 1] = 'alloc:' .. names[r]
+      values[#values + 1] = node.used[r]
+      redis.call('ZADD', KEYS[6 + r], node.cap[r] - node.used[r], node.name)
+    end
+  end
+  for port, id in pairs(node.ports) do
+    values[#values + 1] = 'port:' .. port
+    values[#values + 1] = id
+  end
+  redis.call('HSET', node.key, unpack(values))
+  redis.call('SADD', node.tasks_key, unpack(node.placed))
+  redis.call('ZINCRBY', KEYS[3], #node.placed, node.name)
 end
+for _, job in pairs(jobs) do
+  for node, count in pairs(job.placed) do
+    redis.call('ZINCRBY', job.tally, count, node.name)
+  end
+end
+redis.call('ZREM', KEYS[1], unpack(placed))
+redis.call('HDEL', KEYS[2], unpack(placed))
 for priority, count in pairs(by_priority) do
   redis.call('HINCRBY', KEYS[6], priority, count)
 end
+
 local changes, names_touched = {}, {}
-for name in pairs(touched) do names_touched[#names_touched + 1] = name end
-if #names_touched > 0 then
-  local before = redis.call('ZMSCORE', KEYS[4], unpack(names_touched))
-  local last = redis.call('INCRBY', KEYS[5], #names_touched)
-  local scored = {}
-  for i, name in ipairs(names_touched) do
-    local seq = last - #names_touched + i
-    scored[#scored + 1] = seq
-    scored[#scored + 1] = name
-    changes[#changes + 1] = name
-    changes[#changes + 1] = seq
-    changes[#changes + 1] = tonumber(before[i] or '0')
-  end
-  redis.call('ZADD', KEYS[4], unpack(scored))
+for i, node in ipairs(touched) do names_touched[i] = node.name end
+local before = redis.call('ZMSCORE', KEYS[4], unpack(names_touched))
+local last = redis.call('INCRBY', KEYS[5], #names_touched)
+local scored = {}
+for i, name in ipairs(names_touched) do
+  local seq = last - #names_touched + i
+  scored[#scored + 1] = seq
+  scored[#scored + 1] = name
+  changes[#changes + 1] = name
+  changes[#changes + 1] = seq
+  changes[#changes + 1] = tonumber(before[i] or '0')
 end
+redis.call('ZADD', KEYS[4], unpack(scored))
 return {now, results, changes}

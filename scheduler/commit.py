@@ -29,31 +29,45 @@ class CommitResult:
 
 
 def commit(scripts: Scripts, keys: Keys, token: str, plans: list[Planned]) -> CommitResult:
+    """Commit ``plans`` in one script call. They are sent grouped by job spec (the spec's
+    fields once per group) and nodes once each; the results come back in that order."""
+    by_spec: dict[int, list[Planned]] = {}
+    for plan in plans:
+        by_spec.setdefault(id(plan.job), []).append(plan)
     names: list[str] = []
     index: dict[str, int] = {}
+    nodes: dict[str, int] = {}
     for plan in plans:
-        for resource in plan.job.resources:
+        if plan.node not in nodes:
+            nodes[plan.node] = len(nodes) + 1
+    for group in by_spec.values():
+        for resource in group[0].job.resources:
             if resource not in index:
                 names.append(resource)
                 index[resource] = len(names)
-    argv: list = [token, keys.events, len(names), *names]
-    task_keys: list[str] = []
-    for plan in plans:
-        job = plan.job
-        requested = [(index[r], amount) for r, amount in job.resources.items()]
-        argv += [plan.task_id, plan.node, job.id, job.max_per_node, job.priority, len(requested)]
-        for pair in requested:
-            argv += pair
-        argv += [len(job.ports), *job.ports]
-        task_keys += [keys.task(plan.task_id), keys.node(plan.node), keys.node_tasks(plan.node),
-                      keys.tally_job(job.id)]
+    argv: list = [token, keys.events, len(names), *names, len(nodes), *nodes, len(by_spec)]
+    node_keys: list[str] = []
+    for name in nodes:
+        node_keys += [keys.node(name), keys.node_tasks(name)]
+    ordered: list[Planned] = []
+    for group in by_spec.values():
+        job = group[0].job
+        argv += [job.id, job.max_per_node, job.priority, len(job.resources)]
+        for resource, amount in job.resources.items():
+            argv += [index[resource], amount]
+        argv += [len(job.ports), *job.ports, len(group)]
+        for plan in group:
+            argv += [plan.task_id, nodes[plan.node]]
+        ordered += group
     reply = scripts.commit(
         keys=[keys.inflight, keys.leases, keys.tally_tasks, keys.node_changes, keys.node_seq, keys.tally_priority,
-              *(keys.free(name) for name in names), *task_keys],
+              *(keys.free(name) for name in names), *node_keys,
+              *(keys.tally_job(group[0].job.id) for group in by_spec.values()),
+              *(keys.task(plan.task_id) for plan in ordered)],
         args=argv)
     now, results, changes = reply
     accepted, refused = [], []
-    for plan, result in zip(plans, results):
+    for plan, result in zip(ordered, results):
         if result == 1:
             accepted.append(plan)
         else:

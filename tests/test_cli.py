@@ -10,6 +10,8 @@ from click.testing import CliRunner
 
 from scheduler.cli import main
 
+from commits import commit_one
+
 GiB = 2**30
 
 WEB_YAML = """\
@@ -51,15 +53,10 @@ def snapshot_all(client) -> dict:
 
 
 def live(app, task_id, node):
-    """Make a pending task live on a node through lua/commit.lua (layout from its header)."""
-    k = app.keys
+    """Make a pending task live on a node through lua/commit.lua."""
     claim = app.queue.claim(10_000)
-    job = app.client.hget(k.task(task_id), "job")
-    reply = app.scripts.commit(
-        keys=[k.inflight, k.leases, k.tally_tasks, k.node_changes, k.node_seq, k.tally_priority, k.free("cpu"),
-              k.task(task_id), k.node(node), k.node_tasks(node), k.tally_job(job)],
-        args=[claim.token, k.events, 1, "cpu", task_id, node, job, 0, 50, 1, 1, 500, 0])
-    assert reply[1] == [1]
+    job = app.client.hget(app.keys.task(task_id), "job")
+    assert commit_one(app, claim.token, task_id, node, job, {"cpu": 500}) == 1
     app.queue.release(claim.token, [t for t in claim.task_ids if t != task_id])
 
 

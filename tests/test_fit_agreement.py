@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from scheduler.commit import Planned, commit
 from scheduler.fit import misfit
-from scheduler.model import Node, parse_job
+from scheduler.model import JobSpec, Node, parse_job
 
 RESOURCES = ("cpu", "memory", "gpu")
 
@@ -185,3 +185,90 @@ def test_lua_commit_agrees_with_misfit_under_nominations(app, node, request, hel
         assert "j.0" not in remaining  # the placed task's own nomination is released
     else:
         assert ("j.0" in remaining) == own
+
+
+# ----------------------------------------------------------------------------- whole batches
+# One call commits many placements, several on the same node and of the same job (two
+# versions of its spec may meet in one batch); each must be judged against the node as
+# the placements before it in the call left it, exactly as the worker's copy would be.
+batch_plans = st.lists(
+    st.builds(
+        lambda version, node, ports: (version, node, ports),
+        st.integers(0, 2),  # versions 0 and 1 are job j, 2 is job k
+        st.sampled_from(["n0", "n1"]),
+        st.lists(st.sampled_from([80, 443]), max_size=1),
+    ),
+    min_size=1,
+    max_size=10,
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(two=st.tuples(roomy_nodes(), roomy_nodes()), plans=batch_plans,
+       requests=st.lists(st.dictionaries(st.sampled_from(RESOURCES), st.integers(0, 2), min_size=1),
+                         min_size=3, max_size=3),
+       max_per_node=st.sampled_from([0, 1, 1, 2]))
+def test_lua_commit_agrees_with_misfit_across_a_batch(app, two, plans, requests, max_per_node):
+    import dataclasses
+
+    from scheduler.placement import _apply
+
+    k, client = app.keys, app.client
+    client.delete(*(key for name in ("n0", "n1") for key in (k.node(name), k.node_tasks(name))),
+                  k.tally_job("j"), k.tally_job("k"), k.tally_tasks, *(k.task(f"t{i}") for i in range(10)))
+    py_nodes = {}
+    for name, (cap, alloc, used_ports, status, availability) in zip(("n0", "n1"), two):
+        fields = {"name": name, "status": status, "availability": availability, "tasks": 0,
+                  **{f"cap:{r}": cap[r] for r in RESOURCES}, **{f"alloc:{r}": alloc[r] for r in RESOURCES},
+                  **{f"port:{p}": "other" for p in used_ports}}
+        client.hset(k.node(name), mapping=fields)
+        py_nodes[name] = Node(name=name, capacity=dict(cap), allocated=dict(alloc), status=status,
+                              availability=availability, ports={p: "other" for p in used_ports})
+    specs = []
+    for version, job in enumerate(("j", "j", "k")):
+        spec = parse_job({"id": job, "max_per_node": max_per_node})
+        specs.append(dataclasses.replace(spec, resources=requests[version]))
+    variants: dict[tuple, JobSpec] = {}  # one spec object per (version, ports), as a worker keeps them
+    planned = []
+    for i, (version, node, ports) in enumerate(plans):
+        task_id = f"t{i}"
+        client.hset(k.task(task_id), mapping={"id": task_id, "job": specs[version].id, "state": "pending"})
+        client.zadd(k.inflight, {task_id: 1})
+        client.hset(k.leases, task_id, "7")
+        spec = variants.setdefault((version, tuple(ports)), dataclasses.replace(specs[version], ports=tuple(ports)))
+        planned.append(Planned(task_id, node, spec))
+
+    outcome = commit(app.scripts, k, "7", planned)
+
+    # The reference: misfit in the order the commit judged them, applying each accepted one.
+    judged = [plan for plan, _ in outcome.refused] + outcome.accepted
+    order = {plan.task_id: i for i, plan in enumerate(_sent_order(planned))}
+    verdicts = {plan.task_id: reason for plan, reason in outcome.refused}
+    counts: dict[str, dict[str, int]] = {"j": {}, "k": {}}
+    for plan in sorted(judged, key=lambda p: order[p.task_id]):
+        job, node = plan.job, py_nodes[plan.node]
+        expected = misfit(node, job.resources, job.ports, job.max_per_node, counts[job.id].get(node.name, 0))
+        assert verdicts.get(plan.task_id) == expected, plan
+        if expected is None:
+            _apply(node, job, plan.task_id, counts[job.id])
+    for name, node in py_nodes.items():
+        after = client.hgetall(k.node(name))
+        assert {r: int(after[f"alloc:{r}"]) for r in RESOURCES} == node.allocated
+        assert int(after["tasks"]) == node.tasks
+        assert {int(f.removeprefix("port:")): v for f, v in after.items() if f.startswith("port:")} == node.ports
+        for job in ("j", "k"):
+            assert int(client.zscore(k.tally_job(job), name) or 0) == counts[job].get(name, 0)
+        assert int(client.zscore(k.tally_tasks, name) or 0) == node.tasks
+        assert client.smembers(k.node_tasks(name)) == {p.task_id for p in outcome.accepted if p.node == name}
+        for r in RESOURCES:
+            free = client.zscore(k.free(r), name)
+            if any(p.node == name and p.job.resources.get(r) for p in outcome.accepted):
+                assert free == node.capacity[r] - node.allocated[r]
+
+
+def _sent_order(plans: list[Planned]) -> list[Planned]:
+    """The order commit.py sends placements in: grouped by spec, groups by first appearance."""
+    groups: dict[int, list[Planned]] = {}
+    for plan in plans:
+        groups.setdefault(id(plan.job), []).append(plan)
+    return [plan for group in groups.values() for plan in group]

@@ -15,6 +15,8 @@ from scheduler import reconcile
 from scheduler.model import make_node, parse_job
 from scheduler.queue import MAX_PRIORITY, QueueConfig, queue_score
 
+from commits import commit_one
+
 GiB = 2**30
 
 
@@ -54,20 +56,6 @@ def wait_for_lease_expiry(app, lease_deadline_ms: int) -> None:
             return
         time.sleep(0.01)
     raise AssertionError("Redis TIME never passed the lease deadline")
-
-
-def commit(app, token, task_id, node, job, request: dict[str, int], ports=(), max_per_node=0, priority=50):
-    """Call lua/commit.lua for one placement, with the KEYS/ARGV layout its header documents."""
-    k = app.keys
-    names = sorted(request)
-    keys = [k.inflight, k.leases, k.tally_tasks, k.node_changes, k.node_seq, k.tally_priority,
-            *(k.free(r) for r in names),
-            k.task(task_id), k.node(node), k.node_tasks(node), k.tally_job(job)]
-    args = [token, k.events, len(names), *names, task_id, node, job, max_per_node, priority, len(names)]
-    for i, name in enumerate(names, start=1):
-        args += [i, request[name]]
-    args += [len(ports), *ports]
-    return app.scripts.commit(keys=keys, args=args)
 
 
 def move_cycle(app) -> int:
@@ -233,18 +221,16 @@ def test_commit_refuses_a_stale_token_and_accepts_the_current_one(app):
     fresh = app.queue.claim(1)
 
     before = snapshot(app)
-    reply = commit(app, stale.token, task, "n1", "web", {"cpu": 1000})
-    assert reply[1] == ["lease expired"]
+    assert commit_one(app, stale.token, task, "n1", "web", {"cpu": 1000}) == "lease expired"
     assert snapshot(app) == before
 
-    reply = commit(app, fresh.token, task, "n1", "web", {"cpu": 1000})
-    assert reply[1] == [1]
+    assert commit_one(app, fresh.token, task, "n1", "web", {"cpu": 1000}) == 1
     assert app.client.hget(app.keys.task(task), "state") == "assigned"
     assert app.client.hget(app.keys.node("n1"), "alloc:cpu") == "1000"
     assert app.client.zscore(app.keys.free("cpu"), "n1") == 3000
     assert where(app, task) == []
     # Committed once; the same token cannot commit it again (the lease is gone).
-    assert commit(app, fresh.token, task, "n1", "web", {"cpu": 1000})[1] == ["lease expired"]
+    assert commit_one(app, fresh.token, task, "n1", "web", {"cpu": 1000}) == "lease expired"
     assert app.client.hget(app.keys.node("n1"), "alloc:cpu") == "1000"
 
 
@@ -253,7 +239,7 @@ def test_commit_after_release_is_refused(app):
     (task,) = submit(app, "web")
     claim = app.queue.claim(1)
     app.queue.release(claim.token, [task])
-    assert commit(app, claim.token, task, "n1", "web", {"cpu": 1000})[1] == ["lease expired"]
+    assert commit_one(app, claim.token, task, "n1", "web", {"cpu": 1000}) == "lease expired"
     assert where(app, task) == ["active"]
 
 
@@ -348,7 +334,7 @@ def setup_cluster(app):
 
 
 def _finish_a_live_task(app, claim):
-    assert commit(app, claim.token, "other.0", "n1", "other", {"cpu": 1000})[1] == [1]
+    assert commit_one(app, claim.token, "other.0", "n1", "other", {"cpu": 1000}) == 1
     assert app.store.finish_ids(["other.0"], "completed") == {"other.0": "assigned"}
 
 

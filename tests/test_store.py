@@ -9,6 +9,8 @@ from scheduler import reconcile
 from scheduler.errors import NotFound, SpecError
 from scheduler.model import make_node, parse_job
 
+from commits import commit_one
+
 GiB = 2**30
 
 
@@ -40,18 +42,11 @@ def snapshot(app) -> dict:
 
 def place(app, placements: dict[str, str], cpu=1000, memory=GiB, ports=()):
     """Make tasks live: claim everything pending, commit ``task -> node`` through lua/commit.lua
-    (the layout in its header), and hand the rest back."""
-    k = app.keys
+    and hand the rest back."""
     claim = app.queue.claim(10_000)
-    names = ["cpu", "memory"]
     for task_id, node in placements.items():
-        job = app.client.hget(k.task(task_id), "job")
-        keys = [k.inflight, k.leases, k.tally_tasks, k.node_changes, k.node_seq, k.tally_priority,
-                *(k.free(r) for r in names),
-                k.task(task_id), k.node(node), k.node_tasks(node), k.tally_job(job)]
-        args = [claim.token, k.events, 2, *names, task_id, node, job, 0, 50, 2, 1, cpu, 2, memory,
-                len(ports), *ports]
-        assert app.scripts.commit(keys=keys, args=args)[1] == [1], task_id
+        job = app.client.hget(app.keys.task(task_id), "job")
+        assert commit_one(app, claim.token, task_id, node, job, {"cpu": cpu, "memory": memory}, ports) == 1, task_id
     rest = [t for t in claim.task_ids if t not in placements]
     if rest:
         app.queue.release(claim.token, rest)
@@ -223,12 +218,7 @@ def test_stop_ends_every_task_and_empties_the_queues(clocked_app, clock):
     assert app.store.node_task_ids("n1") == []
     assert app.store.get_job("web")["status"] == "stopped"
     # The worker that still holds web.3 cannot commit it any more.
-    k = app.keys
-    reply = app.scripts.commit(
-        keys=[k.inflight, k.leases, k.tally_tasks, k.node_changes, k.node_seq, k.tally_priority, k.free("cpu"),
-              k.task("web.3"), k.node("n1"), k.node_tasks("n1"), k.tally_job("web")],
-        args=[claim.token, k.events, 1, "cpu", "web.3", "n1", "web", 0, 50, 1, 1, 1000, 0])
-    assert reply[1] == ["lease expired"]
+    assert commit_one(app, claim.token, "web.3", "n1", "web", {"cpu": 1000}) == "lease expired"
     assert app.queue.fail(claim.token, [("web.3", {"nodes_evaluated": 0, "reasons": {}, "message": "x"})]) \
         == ["lease expired"]
     assert app.queue.release(claim.token, ["web.3"]) == []
