@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Callable
 
 from .errors import SpecError
@@ -114,7 +115,14 @@ def _tester(op: str, value: str, text: str) -> Callable[[str], bool]:
 
 def parse_constraint(text) -> Constraint:
     """Parse one expression; raise :class:`SpecError` naming the problem."""
-    if not isinstance(text, str) or not text.strip():
+    if not isinstance(text, str):
+        raise SpecError(f"constraint {text!r} must be a non-empty string such as 'node.labels.zone==eu-1'.")
+    return _parse_text(text)
+
+
+@lru_cache(maxsize=1024)  # workers parse every job's spec; most jobs share their few constraints
+def _parse_text(text: str) -> Constraint:
+    if not text.strip():
         raise SpecError(f"constraint {text!r} must be a non-empty string such as 'node.labels.zone==eu-1'.")
     expr = text.strip()
     parts = expr.split(None, 2)

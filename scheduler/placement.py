@@ -53,7 +53,8 @@ from .reasons import Explanation
 from .scoring import Context, KeyFn, faulty_nodes, ranking
 from .topology import build, take
 
-__all__ = ["Placement", "PlacementOptions", "Placer", "batches", "explain", "filter_pipeline", "nodes_to_find"]
+__all__ = ["Placement", "PlacementOptions", "Placer", "batches", "explain", "filter_pipeline", "nodes_to_find",
+           "placement_shape"]
 
 MIN_FEASIBLE_NODES = 100  # kube-scheduler's minFeasibleNodesToFind
 MIN_FEASIBLE_PERCENTAGE = 5  # kube-scheduler's minFeasibleNodesPercentageToFind
@@ -124,7 +125,11 @@ class Placer:
         return explain(nodes, job, job_counts)
 
     def place(self, nodes: Sequence[Node], job: JobSpec, task_ids: Sequence[str], *,
-              job_counts: dict[str, int], faults: Mapping[str, int] | None = None) -> Placement:
+              job_counts: dict[str, int], faults: Mapping[str, int] | None = None,
+              independent: bool = False) -> Placement:
+        """Place ``task_ids``, identical tasks of ``job``. ``independent``: each task is a
+        job of its own, of ``job``'s shape (:func:`placement_shape`) with no task placed
+        yet, so placing one does not count toward the next one's spread or max_per_node."""
         tasks = list(task_ids)
         if not tasks:
             return Placement([], [], None)
@@ -132,7 +137,7 @@ class Placer:
         ctx = Context(job, faults or {}, self.options.faulty_threshold)
         bad = faulty_nodes(ctx)
         penalised = (lambda node: node.name in bad) if bad else None
-        batch = _Batch(job, job_counts, ranking(job).bind(ctx))
+        batch = _Batch(job, job_counts, ranking(job).bind(ctx), counted=not independent)
         facts = self._facts_for(job, pipeline)
         self._stamp += 1
 
@@ -262,21 +267,15 @@ class Placer:
                 job_on_all[row] = on_node
         columns = ranking(job).columns(ctx, table, rows, job_on_all[rows])
         noise = self._noise(len(table.nodes))[rows]
+        composite = _fold(columns, noise)
         depth = len(job.preferences)
-        order = None
-        if not depth and rows.size > 4 * wanted + 64:
-            order = _best(rows, columns, noise, 2 * wanted + 16)  # a few more than needed: some may not fit
-        if depth:
+        if depth:  # positions (into rows) of each preference group, groups in code order
             codes, paths = table.groups(tuple(p.spread for p in job.preferences), path_of)
-            order = rows[np.lexsort([noise, *reversed(columns), codes[rows]])]
-        elif order is None:
-            order = rows[np.lexsort([noise, *reversed(columns)])] if rows.size else rows
-        if depth:
-            group_of = codes[order]
-            starts = [0, *(np.flatnonzero(group_of[1:] != group_of[:-1]) + 1).tolist(), order.size]
-            segments = [(paths[group_of[a]], order[a:b]) for a, b in zip(starts, starts[1:]) if b > a]
+            group_of = codes[rows]
+            groups = [(paths[code], np.flatnonzero(group_of == code))
+                      for code in np.flatnonzero(np.bincount(group_of)).tolist()] if rows.size else []
         else:
-            segments = [((), order)]
+            groups = [((), np.arange(rows.size))]
         count, key, rnd = batch.job_counts.get, batch.key, self._random.random
         needs, ports, max_per_node = job.resources, job.ports, job.max_per_node
 
@@ -292,11 +291,16 @@ class Placer:
                         break
             return entries
 
-        leaves: dict[tuple, list] = {path: entries for path, segment in segments if (entries := fitting(segment))}
-        if not depth and len(leaves.get((), ())) < wanted and order.size < rows.size:
-            # The few best did not hold enough that fit: take them all, in order.
-            entries = fitting(rows[np.lexsort([noise, *reversed(columns)])])
-            leaves = {(): entries} if entries else {}
+        leaves: dict[tuple, list] = {}
+        for path, positions in groups:
+            # The best few of the group (a few more than needed: some may not fit), then,
+            # only if they do not hold enough that fit, all of them in order.
+            order = _ordered(positions, columns, noise, composite, 2 * wanted + 16)
+            entries = fitting(rows[order])
+            if len(entries) < wanted and order.size < positions.size:
+                entries = fitting(rows[_ordered(positions, columns, noise, composite)])
+            if entries:
+                leaves[path] = entries
         counts: dict[tuple, int] = {}
         if depth:
             for name, on_node in batch.job_counts.items():
@@ -391,10 +395,11 @@ class Placer:
 class _Batch:
     """The leaf step of the fill: keep heaps settled, place the current task on a top node."""
 
-    __slots__ = ("job", "job_counts", "key", "task_id")
+    __slots__ = ("job", "job_counts", "key", "task_id", "counted")
 
-    def __init__(self, job: JobSpec, job_counts: dict[str, int], key: KeyFn):
+    def __init__(self, job: JobSpec, job_counts: dict[str, int], key: KeyFn, counted: bool = True):
         self.job, self.job_counts, self.key = job, job_counts, key
+        self.counted = counted  # whether a placement counts toward the next task's job counts
         self.task_id = ""
 
     def settle(self, heap: list) -> None:
@@ -412,27 +417,45 @@ class _Batch:
         if not heap:
             return None
         _, rank, index, node = heap[0]
-        _apply(node, self.job, self.task_id, self.job_counts)
-        heapreplace(heap, (self.key(node, self.job_counts[node.name]), rank, index, node))
+        _apply(node, self.job, self.task_id, self.job_counts if self.counted else None)
+        heapreplace(heap, (self.key(node, self.job_counts.get(node.name, 0)), rank, index, node))
         self.settle(heap)
         return node
 
 
-def _best(rows: np.ndarray, columns: list[np.ndarray], noise: np.ndarray, k: int) -> np.ndarray | None:
-    """The ``k`` best ``rows`` in key order, without sorting them all: the tiers are folded
-    into one number (each tier a whole number below 2^16 after shifting, ties broken by
-    ``noise``) and partitioned. None when the tiers do not fold exactly (fractions, ranges)."""
-    if len(columns) > 3 or columns.fractional:
+def _fold(columns, noise: np.ndarray) -> np.ndarray | None:
+    """The ranking's tiers folded into one number per row, ties broken by ``noise``: each
+    tier a whole number below 2^16 after shifting, so one sort key orders rows exactly as
+    the tiers and the noise would. None when they do not fold (fractions, ranges)."""
+    if len(columns) > 3 or columns.fractional or not noise.size:
         return None  # beyond 48 bits the noise would not survive; fractions do not fold
-    composite = np.zeros(rows.size)
+    composite = np.zeros(noise.size)
     for column in columns:
         shifted = column - column.min()
         if shifted.max() >= 2**16:
             return None
         composite = composite * 2**16 + shifted
-    composite += noise
-    part = np.argpartition(composite, k)[:k]
-    return rows[part[np.argsort(composite[part], kind="stable")]]
+    return composite + noise
+
+
+def _ordered(positions: np.ndarray, columns, noise: np.ndarray, composite: np.ndarray | None,
+             best: int | None = None) -> np.ndarray:
+    """``positions`` in key order; with ``best``, only the first ``best`` of them when there
+    are many more (partitioned, not sorted whole)."""
+    if composite is None:
+        return positions[np.lexsort([noise[positions], *(column[positions] for column in reversed(columns))])]
+    keys = composite[positions]
+    if best is not None and positions.size > 2 * best + 32:
+        part = np.argpartition(keys, best)[:best]
+        return positions[part[np.argsort(keys[part], kind="stable")]]
+    return positions[np.argsort(keys, kind="stable")]
+
+
+def placement_shape(job: JobSpec) -> tuple:
+    """Everything placement reads from a spec but the job's name: one-task jobs of one
+    shape, none of them placed yet, can be placed as one batch (kube-scheduler's
+    equivalence classes; SwarmKit batches only tasks of one service)."""
+    return (job.priority, tuple(job.resources.items()), _static_key(job), job.ports, job.strategy, job.max_per_node)
 
 
 def _static_key(job: JobSpec) -> tuple:
@@ -451,12 +474,14 @@ def _path_getter(job: JobSpec):
     return lambda node: tuple([get(node) for get in getters])
 
 
-def _apply(node: Node, job: JobSpec, task_id: str, job_counts: dict[str, int]) -> None:
-    """Record the placement on the worker's own copy (SwarmKit's local state)."""
+def _apply(node: Node, job: JobSpec, task_id: str, job_counts: dict[str, int] | None) -> None:
+    """Record the placement on the worker's own copy (SwarmKit's local state), and in the
+    job's counts when given."""
     allocated = node.allocated
     for resource, amount in job.resources.items():
         allocated[resource] = allocated.get(resource, 0) + amount
     for port in job.ports:
         node.ports[port] = task_id
     node.tasks += 1
-    job_counts[node.name] = job_counts.get(node.name, 0) + 1
+    if job_counts is not None:
+        job_counts[node.name] = job_counts.get(node.name, 0) + 1

@@ -28,7 +28,7 @@ from scheduler.commit import Planned, commit
 from scheduler.errors import NotFound
 from scheduler.model import STOPPED, JobSpec, Node
 from scheduler.node_cache import NodeCache
-from scheduler.placement import Placement, PlacementOptions, Placer
+from scheduler.placement import Placement, PlacementOptions, Placer, placement_shape
 from scheduler.preemption import DEFAULT_MARGIN
 from scheduler.preemptor import Preemptor
 from scheduler.queue import QueueConfig
@@ -64,6 +64,30 @@ class Group:
     pin: str
     nominated: str
     task_ids: list[str]
+
+
+def _batches(groups: list[Group], counts: dict[str, dict[str, int]], faults: dict[str, dict[str, int]]):
+    """The groups to place, in order (claim order: priority first), each with whether its
+    tasks are independent: groups of one task, of a job with nothing placed and no recent
+    failures, not pinned or nominated, are merged by :func:`placement_shape` into one
+    placement pass, at the place of the first of them."""
+    classes: dict[tuple, list[Group]] = {}
+    for group in groups:
+        spec = group.spec
+        if (len(group.task_ids) == 1 and not group.pin and not group.nominated and not counts.get(spec.id)
+                and spec.id not in faults):
+            classes.setdefault(placement_shape(spec), []).append(group)
+    merged: dict[int, list[Group]] = {}  # id of a class's first group -> the class
+    for members in classes.values():
+        if len(members) > 1 and len({group.spec.id for group in members}) == len(members):  # one task per job
+            merged[id(members[0])] = members
+    within = {id(group) for members in merged.values() for group in members}
+    for group in groups:
+        members = merged.get(id(group))
+        if members is not None:
+            yield Group(group.spec, "", "", [member.task_ids[0] for member in members]), True
+        elif id(group) not in within:
+            yield group, False
 
 
 def _regroup(groups: list[Group], keep: set[str]) -> list[Group]:
@@ -171,11 +195,12 @@ class SchedulerWorker:
             counts, faults = self._tallies({group.spec.id for group in groups}, claim.now_ms)
             plans: list[Planned] = []
             everywhere = list(nodes.values())  # one list per round: the placer's columns follow it
-            for group in groups:
-                result = self._place(group, nodes, everywhere, counts[group.spec.id], faults.get(group.spec.id))
+            for group, independent in _batches(groups, counts, faults):
+                job_counts = {} if independent else counts[group.spec.id]
+                result = self._place(group, nodes, everywhere, job_counts, faults.get(group.spec.id), independent)
                 for task_id, node in result.assignments:  # as the commit will: its room is no longer held
                     nodes[node].nominations.pop(task_id, None)
-                plans += [Planned(task_id, node, group.spec) for task_id, node in result.assignments]
+                plans += [Planned(task_id, node, group_of[task_id].spec) for task_id, node in result.assignments]
                 for task_id in result.unplaced:
                     failures[task_id] = _explanation(result.explanation, len(nodes))
                     conflicts.discard(task_id)
@@ -207,10 +232,11 @@ class SchedulerWorker:
         return len(claim.task_ids)
 
     def _place(self, group: Group, nodes: dict[str, Node], everywhere: list[Node], job_counts: dict[str, int],
-               faults) -> Placement:
+               faults, independent: bool = False) -> Placement:
         """Place one group: a pinned group only on its node; a nominated group on its
         nominated node first (kube's fast path), then anywhere."""
-        place = partial(self.placer.place, job=group.spec, job_counts=job_counts, faults=faults)
+        place = partial(self.placer.place, job=group.spec, job_counts=job_counts, faults=faults,
+                        independent=independent)
         if group.pin:
             return place([nodes[group.pin]] if group.pin in nodes else [], task_ids=group.task_ids)
         if group.nominated in nodes:
