@@ -9,7 +9,11 @@
 -- still commits. A placed task's own nomination on the node, if any, is released.
 --
 -- Each node is read once and written once per call, however many tasks it takes: its
--- fields, free:<resource> scores and tallies are kept here and written at the end.
+-- fields, free:<resource> scores and tallies are kept here and written at the end. What
+-- the call did to each node goes into nodes:deltas too ("seq|previous seq|node|tasks|
+-- cpu=..,memory=..|port=task,..", the new totals), so that other workers can bring their
+-- copies up to date without reading the node (not for a node holding nominations, which
+-- this call may change in ways a delta does not say).
 --
 -- KEYS[1] q:inflight      ZSET
 -- KEYS[2] q:leases        HASH
@@ -17,7 +21,8 @@
 -- KEYS[4] nodes:changes   ZSET  node -> change sequence
 -- KEYS[5] nodes:seq       STRING
 -- KEYS[6] tally:priority  HASH  priority -> live tasks (preemption looks here first)
--- KEYS[7 .. 6+R]          free:<resource> ZSET for each resource name in ARGV
+-- KEYS[7] nodes:deltas    ZSET  delta -> change sequence (the newest DELTAS_KEPT kept)
+-- KEYS[8 .. 7+R]          free:<resource> ZSET for each resource name in ARGV
 -- then for each node i of the N in ARGV: node HASH, node tasks SET
 -- then for each group g of the G: tally:job:<job> ZSET of its job
 -- then for each placement, in ARGV order: task HASH
@@ -32,6 +37,8 @@
 -- node name, new change sequence, previous change sequence for every node this call
 -- changed (a worker whose copy was current at the previous sequence need not read it back).
 
+local DELTAS_KEPT = 50000  -- a worker further behind than this re-reads the nodes instead
+
 local now = now_ms()
 local nowtxt = int(now)
 local token, channel = ARGV[1], ARGV[2]
@@ -42,12 +49,12 @@ local a = 4 + R
 local N = tonumber(ARGV[a])
 local nodes = {}
 for i = 1, N do
-  nodes[i] = {name = ARGV[a + i], key = KEYS[5 + R + 2 * i], tasks_key = KEYS[6 + R + 2 * i]}
+  nodes[i] = {name = ARGV[a + i], key = KEYS[6 + R + 2 * i], tasks_key = KEYS[7 + R + 2 * i]}
 end
 a = a + N + 1
 local G = tonumber(ARGV[a])
 a = a + 1
-local tally_base = 6 + R + 2 * N
+local tally_base = 7 + R + 2 * N
 local task_base = tally_base + G
 
 -- Decode the groups first, so the leases can be read in one call. Groups of one job
@@ -217,7 +224,7 @@ for _, node in ipairs(touched) do
     if node.dirty[r] then
       values[#values + 1] = 'alloc:' .. names[r]
       values[#values + 1] = node.used[r]
-      redis.call('ZADD', KEYS[6 + r], node.cap[r] - node.used[r], node.name)
+      redis.call('ZADD', KEYS[7 + r], node.cap[r] - node.used[r], node.name)
     end
   end
   for port, id in pairs(node.ports) do
@@ -239,18 +246,33 @@ for priority, count in pairs(by_priority) do
   redis.call('HINCRBY', KEYS[6], priority, count)
 end
 
-local changes, names_touched = {}, {}
+-- Each changed node's new change sequence, and its delta.
+local names_touched = {}
 for i, node in ipairs(touched) do names_touched[i] = node.name end
 local before = redis.call('ZMSCORE', KEYS[4], unpack(names_touched))
-local last = redis.call('INCRBY', KEYS[5], #names_touched)
-local scored = {}
-for i, name in ipairs(names_touched) do
-  local seq = last - #names_touched + i
+local last = redis.call('INCRBY', KEYS[5], #touched)
+local changes, scored, deltas = {}, {}, {}
+for i, node in ipairs(touched) do
+  local seq, previous = last - #touched + i, tonumber(before[i] or '0')
   scored[#scored + 1] = seq
-  scored[#scored + 1] = name
-  changes[#changes + 1] = name
+  scored[#scored + 1] = node.name
+  changes[#changes + 1] = node.name
   changes[#changes + 1] = seq
-  changes[#changes + 1] = tonumber(before[i] or '0')
+  changes[#changes + 1] = previous
+  if not node.nominated then
+    local allocs, ports = {}, {}
+    for r = 1, R do
+      if node.dirty[r] then allocs[#allocs + 1] = names[r] .. '=' .. int(node.used[r]) end
+    end
+    for port, id in pairs(node.ports) do ports[#ports + 1] = port .. '=' .. id end
+    deltas[#deltas + 1] = seq
+    deltas[#deltas + 1] = table.concat({int(seq), int(previous), node.name, int(node.tasks),
+                                        table.concat(allocs, ','), table.concat(ports, ',')}, '|')
+  end
 end
 redis.call('ZADD', KEYS[4], unpack(scored))
+if #deltas > 0 then
+  redis.call('ZADD', KEYS[7], unpack(deltas))
+  redis.call('ZREMRANGEBYRANK', KEYS[7], 0, -DELTAS_KEPT - 1)
+end
 return {now, results, changes}

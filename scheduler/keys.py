@@ -77,6 +77,12 @@ class Keys:
         return self._key("nodes", "seq")
 
     @cached_property
+    def node_deltas(self) -> str:
+        """ZSET of what each commit did to each node, scored by its change sequence: other
+        workers apply these instead of re-reading the node."""
+        return self._key("nodes", "deltas")
+
+    @cached_property
     def resources(self) -> str:
         """SET of every resource name some node has (cpu, memory, gpu...)."""
         return self._key("resources")

@@ -1,0 +1,86 @@
+"""A worker's copy of the nodes stays equal to Redis: after its own commits (placements
+already in the copy), other workers' commits (applied from their deltas), and changes
+that leave no delta (releases), which make it read the node instead."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scheduler import reconcile
+from scheduler.commit import Planned, commit
+from scheduler.fit import misfit
+from scheduler.model import STOPPED, make_node, parse_job
+from scheduler.node_cache import NodeCache
+from scheduler.placement import _apply
+
+NODES = ("n0", "n1", "n2")
+
+
+def setup_cluster(app):
+    """Three nodes; jobs web (12 small tasks) and api (3 tasks on host port 8080), all
+    claimed under one lease. Returns (token, {task id: spec})."""
+    for name in NODES:
+        app.store.put_node(make_node(name, cpu="2", memory="1GiB"))
+    specs = {}
+    for raw in ({"id": "web", "replicas": 12, "resources": {"cpu": 0.5, "memory": "64MiB"}},
+                {"id": "api", "replicas": 3, "resources": {"cpu": 0.25}, "ports": [8080]}):
+        task_ids = reconcile.submit(app.store, parse_job(raw))["tasks"]
+        spec = app.store.job_spec(raw["id"], 1)
+        specs.update({task_id: spec for task_id in task_ids})
+    claim = app.queue.claim(100)
+    assert sorted(claim.task_ids) == sorted(specs)
+    return claim.token, specs
+
+
+def place(app, cache: NodeCache, token: str, task_id: str, node: str, spec) -> bool:
+    """What a worker does: refresh, place on its copy if it fits there, commit, report."""
+    nodes = cache.refresh()
+    seen = cache.seq
+    copy = nodes[node]
+    if misfit(copy, spec.resources, spec.ports, spec.max_per_node, 0, spec.priority, spec.id) is not None:
+        return False
+    _apply(copy, spec, task_id, None)
+    outcome = commit(app.scripts, app.keys, token, [Planned(task_id, node, spec)])
+    cache.invalidate(plan.node for plan, _ in outcome.refused)
+    cache.committed(outcome.changes, seen)
+    return bool(outcome.accepted)
+
+
+def assert_current(app, cache: NodeCache) -> None:
+    assert cache.refresh() == {node.name: node for node in app.store.nodes()}
+
+
+def test_another_workers_commits_arrive_as_deltas_and_a_release_is_read(app):
+    token, specs = setup_cluster(app)
+    a, b = NodeCache(app.store), NodeCache(app.store)
+    a.refresh(), b.refresh()
+    reads = b.reads
+    assert place(app, a, token, "web.0", "n0", specs["web.0"])
+    assert place(app, a, token, "api.0", "n1", specs["api.0"])
+    assert place(app, a, token, "web.1", "n1", specs["web.1"])
+    assert_current(app, b)
+    assert (b.applied, b.reads - reads) == (2, 0)  # n0 and n1, from deltas only
+    assert b.nodes["n1"].ports == {8080: "api.0"}
+    assert app.store.finish_ids(["web.1"], STOPPED) == {"web.1": "assigned"}  # the state it left
+    assert_current(app, b)
+    assert b.reads - reads == 1  # the release left no delta: n1 was read
+    assert_current(app, a)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(st.tuples(st.sampled_from(["a", "b", "finish"]), st.integers(0, 14), st.sampled_from(NODES)),
+                      min_size=1, max_size=25))
+def test_copies_stay_equal_to_redis(app, steps):
+    app.client.flushdb()
+    token, specs = setup_cluster(app)
+    caches = {"a": NodeCache(app.store), "b": NodeCache(app.store)}
+    order = sorted(specs)
+    for who, index, node in steps:
+        task_id = order[index]
+        if who == "finish":
+            app.store.finish_ids([task_id], STOPPED)
+        elif app.store.get_task(task_id)["state"] == "pending":
+            place(app, caches[who], token, task_id, node, specs[task_id])
+    for cache in caches.values():
+        assert_current(app, cache)
