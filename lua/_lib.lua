@@ -18,6 +18,20 @@ local function int(n)
   return string.format('%d', n)
 end
 
+-- redis.call(command, key, args...) for a list of any length, in calls of at most 4000
+-- arguments (unpack is bounded by Lua's stack; 4000 keeps pairs together); the replies
+-- of calls that return lists are concatenated.
+local function call_all(command, key, args)
+  local out = {}
+  for i = 1, #args, 4000 do
+    local reply = redis.call(command, key, unpack(args, i, math.min(i + 3999, #args)))
+    if type(reply) == 'table' then
+      for j = 1, #reply do out[#out + 1] = reply[j] end
+    end
+  end
+  return out
+end
+
 -- One JSON event on the events channel (ids and names are validated: no quoting needed
 -- beyond cjson's).
 local function publish(channel, fields)

@@ -93,7 +93,7 @@ for g = 1, G do
   groups[g] = group
 end
 if #ids == 0 then return {now, {}, {}} end
-local leases = redis.call('HMGET', KEYS[2], unpack(ids))
+local leases = call_all('HMGET', KEYS[2], ids)
 
 -- A node's state as this call sees it, read on first use.
 local node_fields = {'status', 'availability', 'nominations', 'tasks'}
@@ -217,14 +217,17 @@ for _, group in ipairs(groups) do
 end
 if #placed == 0 then return {now, results, {}} end
 
--- Write each changed node once.
+-- Write each changed node once, and each sorted set once.
+local free, tally = {}, {}
+for r = 1, R do free[r] = {} end
 for _, node in ipairs(touched) do
   local values = {'tasks', node.tasks}
   for r = 1, R do
     if node.dirty[r] then
       values[#values + 1] = 'alloc:' .. names[r]
       values[#values + 1] = node.used[r]
-      redis.call('ZADD', KEYS[7 + r], node.cap[r] - node.used[r], node.name)
+      free[r][#free[r] + 1] = node.cap[r] - node.used[r]
+      free[r][#free[r] + 1] = node.name
     end
   end
   for port, id in pairs(node.ports) do
@@ -232,16 +235,28 @@ for _, node in ipairs(touched) do
     values[#values + 1] = id
   end
   redis.call('HSET', node.key, unpack(values))
-  redis.call('SADD', node.tasks_key, unpack(node.placed))
-  redis.call('ZINCRBY', KEYS[3], #node.placed, node.name)
+  call_all('SADD', node.tasks_key, node.placed)
+  tally[#tally + 1] = node.tasks  -- tally:tasks always equals the node's task count
+  tally[#tally + 1] = node.name
 end
+for r = 1, R do
+  if #free[r] > 0 then call_all('ZADD', KEYS[7 + r], free[r]) end
+end
+call_all('ZADD', KEYS[3], tally)
 for _, job in pairs(jobs) do
-  for node, count in pairs(job.placed) do
-    redis.call('ZINCRBY', job.tally, count, node.name)
+  local on, names_placed = {}, {}
+  for node in pairs(job.placed) do on[#on + 1] = node end
+  for i, node in ipairs(on) do names_placed[i] = node.name end
+  local before = call_all('ZMSCORE', job.tally, names_placed)
+  local scored = {}
+  for i, node in ipairs(on) do
+    scored[#scored + 1] = tonumber(before[i] or '0') + job.placed[node]
+    scored[#scored + 1] = node.name
   end
+  call_all('ZADD', job.tally, scored)
 end
-redis.call('ZREM', KEYS[1], unpack(placed))
-redis.call('HDEL', KEYS[2], unpack(placed))
+call_all('ZREM', KEYS[1], placed)
+call_all('HDEL', KEYS[2], placed)
 for priority, count in pairs(by_priority) do
   redis.call('HINCRBY', KEYS[6], priority, count)
 end
@@ -249,7 +264,7 @@ end
 -- Each changed node's new change sequence, and its delta.
 local names_touched = {}
 for i, node in ipairs(touched) do names_touched[i] = node.name end
-local before = redis.call('ZMSCORE', KEYS[4], unpack(names_touched))
+local before = call_all('ZMSCORE', KEYS[4], names_touched)
 local last = redis.call('INCRBY', KEYS[5], #touched)
 local changes, scored, deltas = {}, {}, {}
 for i, node in ipairs(touched) do
@@ -270,9 +285,9 @@ for i, node in ipairs(touched) do
                                         table.concat(allocs, ','), table.concat(ports, ',')}, '|')
   end
 end
-redis.call('ZADD', KEYS[4], unpack(scored))
+call_all('ZADD', KEYS[4], scored)
 if #deltas > 0 then
-  redis.call('ZADD', KEYS[7], unpack(deltas))
+  call_all('ZADD', KEYS[7], deltas)
   redis.call('ZREMRANGEBYRANK', KEYS[7], 0, -DELTAS_KEPT - 1)
 end
 return {now, results, changes}

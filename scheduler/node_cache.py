@@ -23,6 +23,10 @@ registration) breaks the chain and the node is read whole, as before.
 
 from __future__ import annotations
 
+from typing import Callable
+
+from redis.client import Pipeline
+
 from .model import Node
 from .store import Store, node_from_hash
 
@@ -37,12 +41,20 @@ class NodeCache:
         self._own: dict[str, int] = {}  # node -> change sequence of our own commit, already in the copy
         self.reads = 0  # node hashes read, for the benchmark's cost accounting
         self.applied = 0  # other workers' commits applied from their deltas instead
+        self.also_replies: list = []
 
-    def refresh(self, now_ms: int | None = None) -> dict[str, Node]:
+    def refresh(self, now_ms: int | None = None, also: Callable[[Pipeline], None] | None = None) -> dict[str, Node]:
         """Bring the copy up to date; returns the name -> Node mapping. With ``now_ms``,
         nominations that have expired by then are dropped from the copy (commit.lua
-        ignores them too)."""
+        ignores them too). ``also`` may queue more commands on the pipeline that reads
+        the change feed (one round trip for both); their replies are left in
+        :attr:`also_replies`."""
         keys, client = self.store.keys, self.store.client
+        self.also_replies = []
+        if self.seq < 0 and also is not None:
+            with client.pipeline(transaction=False) as pipe:
+                also(pipe)
+                self.also_replies = pipe.execute()
         if self.seq < 0:
             # Read the sequence first: anything that changes during the full load shows
             # up in the feed again, so the copy can only be too fresh, never stale.
@@ -52,7 +64,7 @@ class NodeCache:
             self._dirty.clear()
             self._nominated = {name for name, node in self.nodes.items() if node.nominations}
         else:
-            self._read_changes()
+            self._read_changes(also)
         if now_ms is not None and self._nominated:
             for name in list(self._nominated):
                 node = self.nodes.get(name)
@@ -62,12 +74,14 @@ class NodeCache:
                     self._nominated.discard(name)
         return self.nodes
 
-    def _read_changes(self) -> None:
+    def _read_changes(self, also: Callable[[Pipeline], None] | None) -> None:
         keys, client = self.store.keys, self.store.client
         with client.pipeline(transaction=False) as pipe:
             pipe.zrangebyscore(keys.node_changes, f"({self.seq}", "+inf", withscores=True)
             pipe.zrangebyscore(keys.node_deltas, f"({self.seq}", "+inf")
-            changed, delta_lines = pipe.execute()
+            if also is not None:
+                also(pipe)
+            changed, delta_lines, *self.also_replies = pipe.execute()
         seen = self.seq
         deltas: dict[str, list[str]] = {}
         for line in delta_lines:

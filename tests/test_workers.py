@@ -229,6 +229,7 @@ def test_task_refused_at_commit_then_placed_is_not_counted_unplaced(app, monkeyp
     assert [reason for _, reason in outcomes[0].refused] == ["insufficient cpu"]
     assert [(p.task_id, p.node) for p in outcomes[1].accepted] == [("j.0", "n2")]
     assert (a.stats.placed, a.stats.refused, a.stats.unplaced) == (1, 1, 0)
+    a.report(), b.report()  # workers add to the shared counts every report_every_s, and on exit
     shared = app.client.hgetall(app.keys.stats)
     assert int(shared.get("placed", 0)) == 2 and int(shared.get("unplaced", 0)) == 0
     problems, summary = cluster_problems(app, settled=True)

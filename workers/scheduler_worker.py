@@ -52,6 +52,7 @@ class WorkerConfig:
     preemption: bool = True
     preemption_margin: int = DEFAULT_MARGIN  # victims are at least this many priority levels lower
     max_preemptions: int = 8  # preemption searches per batch: they read what runs on the nodes
+    report_every_s: float = 0.2  # the shared stats hash is updated this often (and on exit)
     placement: PlacementOptions = field(default_factory=PlacementOptions)
 
 
@@ -123,6 +124,8 @@ class SchedulerWorker:
         self._stopping = False
         self._last_maintain = self._last_health = 0.0
         self._seen_epoch: str | None = None
+        self._unreported: dict[str, int] = defaultdict(int)  # counts not yet in the stats hash
+        self._last_report = time.monotonic()
 
     def stop(self, *_args) -> None:
         """Finish the batch in hand (commit or requeue it), then return from :meth:`run`."""
@@ -137,6 +140,7 @@ class SchedulerWorker:
                 if self.step():
                     idle = 0.001
                     continue
+                self.report()  # idle: the shared counts are current while nothing happens
                 if self.config.until_idle and self.idle():
                     break
             except Exception:  # keep serving: anything claimed comes back when its lease expires
@@ -144,6 +148,10 @@ class SchedulerWorker:
                 idle = self.config.idle_sleep_max_s
             time.sleep(idle)
             idle = min(idle * 2, self.config.idle_sleep_max_s)
+        try:
+            self.report()
+        except Exception:
+            log.exception("%s: could not report its last counts", self.name)
         return self.stats
 
     def _load_nodes(self) -> None:
@@ -190,9 +198,8 @@ class SchedulerWorker:
         for _round in range(cfg.commit_retries):
             if not groups:
                 break
-            nodes = self.cache.refresh(claim.now_ms)
+            nodes, counts, faults = self._refresh({group.spec.id for group in groups}, claim.now_ms)
             seen = self.cache.seq
-            counts, faults = self._tallies({group.spec.id for group in groups}, claim.now_ms)
             plans: list[Planned] = []
             everywhere = list(nodes.values())  # one list per round: the placer's columns follow it
             for group, independent in _batches(groups, counts, faults):
@@ -264,9 +271,8 @@ class SchedulerWorker:
             group = group_of[task_id]
             if self._hopeless.get(group.spec.id, 0) > now:
                 continue
-            nodes = self.cache.refresh(claim.now_ms)
+            nodes, counts, _ = self._refresh({group.spec.id}, claim.now_ms)
             candidates = ([nodes[group.pin]] if group.pin in nodes else []) if group.pin else list(nodes.values())
-            counts, _ = self._tallies({group.spec.id}, claim.now_ms)
             search = preemptor.search(candidates, group.spec, counts[group.spec.id])
             if search.choice is not None:
                 result = preemptor.apply(claim.token, task_id, group.spec, search)
@@ -336,13 +342,15 @@ class SchedulerWorker:
             self._specs[key] = spec
         return spec
 
-    def _tallies(self, job_ids: set[str], now_ms: int):
-        """Tasks of each job per node (for spread and max_per_node) and its recent failures."""
+    def _refresh(self, job_ids: set[str], now_ms: int):
+        """The nodes brought up to date and, in the same round trip, the tasks of each job
+        per node (for spread and max_per_node) and its recent failures per node."""
         keys = self.app.keys
         ordered = sorted(job_ids)
-        replies = self.app.scripts.tallies(
+        nodes = self.cache.refresh(now_ms, also=lambda pipe: self.app.scripts.tallies(
             keys=[key for job_id in ordered for key in (keys.tally_job(job_id), keys.faults(job_id))],
-            args=[now_ms - self.config.fault_window_ms])
+            args=[now_ms - self.config.fault_window_ms], client=pipe))
+        (replies,) = self.cache.also_replies
         counts: dict[str, dict[str, int]] = {}
         faults: dict[str, dict[str, int]] = {}
         for i, job_id in enumerate(ordered):
@@ -354,7 +362,7 @@ class SchedulerWorker:
                 per_node[node] = per_node.get(node, 0) + 1
             if per_node:
                 faults[job_id] = per_node
-        return counts, faults
+        return nodes, counts, faults
 
     def _count(self, claimed: int, placed: int, refused: int, unplaced: int, preempted: int) -> None:
         s = self.stats
@@ -363,12 +371,23 @@ class SchedulerWorker:
         s.placed += placed
         s.refused += refused
         s.unplaced += unplaced
+        for name, value in (("batches", 1), ("claimed", claimed), ("placed", placed), ("refused", refused),
+                            ("unplaced", unplaced), ("preempted", preempted)):
+            if value:
+                self._unreported[name] += value
+        if time.monotonic() - self._last_report >= self.config.report_every_s:
+            self.report()
+
+    def report(self) -> None:
+        """Add the counts since the last report to the shared ``stats`` hash."""
+        self._last_report = time.monotonic()
+        if not self._unreported:
+            return
         with self.app.client.pipeline(transaction=False) as pipe:
-            for name, value in (("batches", 1), ("claimed", claimed), ("placed", placed),
-                                ("refused", refused), ("unplaced", unplaced), ("preempted", preempted)):
-                if value:
-                    pipe.hincrby(self.app.keys.stats, name, value)
+            for name, value in self._unreported.items():
+                pipe.hincrby(self.app.keys.stats, name, value)
             pipe.execute()
+        self._unreported.clear()
 
 
 def _noted(explanation: dict, note: str) -> dict:
