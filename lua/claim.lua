@@ -27,11 +27,15 @@ if #popped == 0 then
 end
 local token = redis.call('INCR', KEYS[4])
 local deadline = now + tonumber(ARGV[2])
-local out = {now, token}
+local out, inflight, leases = {now, token}, {}, {}
 for i = 1, #popped, 2 do
   local id = popped[i]
-  redis.call('ZADD', KEYS[2], deadline, id)
-  redis.call('HSET', KEYS[3], id, token)
+  inflight[#inflight + 1] = deadline
+  inflight[#inflight + 1] = id
+  leases[#leases + 1] = id
+  leases[#leases + 1] = token
   out[#out + 1] = id
 end
+call_all('ZADD', KEYS[2], inflight)
+call_all('HSET', KEYS[3], leases)
 return out

@@ -19,6 +19,7 @@ import queue
 import signal
 import time
 from collections import defaultdict
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -44,6 +45,7 @@ class WorkerConfig:
     share_from: int | None = 16  # claim half of a short queue (at least this many): workers share it
     lease_ms: int = 30_000
     commit_retries: int = 5  # placement rounds per claim when commits are refused (Nomad uses 5)
+    commit_chunk: int = 128  # placements sent to Redis while the rest of the batch is placed
     maintain_every_s: float = 0.1
     health_every_s: float = 1.0
     idle_sleep_max_s: float = 0.02
@@ -124,6 +126,7 @@ class SchedulerWorker:
         self._stopping = False
         self._last_maintain = self._last_health = 0.0
         self._seen_epoch: str | None = None
+        self._committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{self.name}-commit")
         self._unreported: dict[str, int] = defaultdict(int)  # counts not yet in the stats hash
         self._last_report = time.monotonic()
 
@@ -200,6 +203,9 @@ class SchedulerWorker:
                 break
             nodes, counts, faults = self._refresh({group.spec.id for group in groups}, claim.now_ms)
             seen = self.cache.seq
+            # Placements go to the committer thread in chunks, so Redis applies one chunk
+            # while this thread places the next (Redis works while Python does).
+            sent: list[Future] = []
             plans: list[Planned] = []
             everywhere = list(nodes.values())  # one list per round: the placer's columns follow it
             for group, independent in _batches(groups, counts, faults):
@@ -211,20 +217,26 @@ class SchedulerWorker:
                 for task_id in result.unplaced:
                     failures[task_id] = _explanation(result.explanation, len(nodes))
                     conflicts.discard(task_id)
-            if not plans:
+                if len(plans) >= cfg.commit_chunk:
+                    sent.append(self._committer.submit(commit, app.scripts, app.keys, claim.token, plans))
+                    plans = []
+            if plans:
+                sent.append(self._committer.submit(commit, app.scripts, app.keys, claim.token, plans))
+            if not sent:
                 break
-            outcome = commit(app.scripts, app.keys, claim.token, plans)
-            placed += len(outcome.accepted)
-            for plan in outcome.accepted:  # refused in an earlier round, placed now: not a failure
-                failures.pop(plan.task_id, None)
-                conflicts.discard(plan.task_id)
-                nominated = group_of[plan.task_id].nominated
-                if nominated and nominated != plan.node:  # placed elsewhere: the room it held is free
-                    self.app.store.unnominate(plan.task_id, nominated)
-            refused_total += len(outcome.refused)
-            self.cache.invalidate(plan.node for plan, _ in outcome.refused)
-            self.cache.committed(outcome.changes, seen)
-            retry = [(plan, reason) for plan, reason in outcome.refused if reason != reasons.STALE_LEASE]
+            retry: list[tuple[Planned, str]] = []
+            for outcome in [future.result() for future in sent]:
+                placed += len(outcome.accepted)
+                for plan in outcome.accepted:  # refused in an earlier round, placed now: not a failure
+                    failures.pop(plan.task_id, None)
+                    conflicts.discard(plan.task_id)
+                    nominated = group_of[plan.task_id].nominated
+                    if nominated and nominated != plan.node:  # placed elsewhere: the room it held is free
+                        self.app.store.unnominate(plan.task_id, nominated)
+                refused_total += len(outcome.refused)
+                self.cache.invalidate(plan.node for plan, _ in outcome.refused)
+                self.cache.committed(outcome.changes, seen)
+                retry += [(plan, reason) for plan, reason in outcome.refused if reason != reasons.STALE_LEASE]
             for plan, reason in retry:
                 conflicts.add(plan.task_id)
                 failures[plan.task_id] = {"nodes_evaluated": 1, "reasons": {reason: 1},
