@@ -42,6 +42,8 @@ class NodeCache:
         self.reads = 0  # node hashes read, for the benchmark's cost accounting
         self.applied = 0  # other workers' commits applied from their deltas instead
         self.also_replies: list = []
+        self.replaced: set[str] = set()  # nodes given a new object since take_replaced()
+        self.membership = 0  # bumped whenever a node joins or leaves the copy
 
     def refresh(self, now_ms: int | None = None, also: Callable[[Pipeline], None] | None = None) -> dict[str, Node]:
         """Bring the copy up to date; returns the name -> Node mapping. With ``now_ms``,
@@ -60,6 +62,7 @@ class NodeCache:
             # up in the feed again, so the copy can only be too fresh, never stale.
             self.seq = int(client.get(keys.node_seq) or 0)
             self.nodes = {node.name: node for node in self.store.nodes()}
+            self.membership += 1
             self.reads += len(self.nodes)
             self._dirty.clear()
             self._nominated = {name for name, node in self.nodes.items() if node.nominations}
@@ -98,6 +101,7 @@ class NodeCache:
             updated = node and self._follow(node, deltas.get(name, ()), own if own is not None else seen, latest)
             if updated:
                 self.nodes[name] = updated
+                self.replaced.add(name)
                 self.applied += 1
             else:
                 names.add(name)
@@ -113,11 +117,14 @@ class NodeCache:
         self.reads += len(ordered)
         for name, fields in zip(ordered, replies):
             if fields:
+                if name not in self.nodes:
+                    self.membership += 1
                 node = self.nodes[name] = node_from_hash(fields)
+                self.replaced.add(name)
                 if node.nominations:
                     self._nominated.add(name)
-            else:
-                self.nodes.pop(name, None)
+            elif self.nodes.pop(name, None) is not None:
+                self.membership += 1
 
     @staticmethod
     def _follow(node: Node, lines: list[str], base: int, latest: int) -> Node | None:
@@ -149,6 +156,12 @@ class NodeCache:
                     engine_labels=node.engine_labels, hostname=node.hostname, role=node.role, os=node.os,
                     arch=node.arch, plugins=node.plugins, availability=node.availability, status=node.status,
                     ports=ports, tasks=tasks, nominations={})
+
+    def take_replaced(self) -> set[str]:
+        """The nodes given a new object since the last call (joins and leaves show in
+        :attr:`membership` instead)."""
+        replaced, self.replaced = self.replaced, set()
+        return replaced
 
     def committed(self, changes: dict[str, tuple[int, int]], seen: int) -> None:
         """Our commit changed these nodes (node -> (sequence, previous sequence)); the

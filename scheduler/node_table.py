@@ -57,15 +57,36 @@ class NodeTable:
             self._build(nodes)
         else:
             for i in changed.tolist():
-                old, new = self.nodes[i], nodes[i]
-                if set(new.capacity) - set(self.capacity):
+                if not self._replace(i, nodes[i]):
                     self._build(nodes)
                     break
-                if _description(old) != _description(new):
-                    self.epoch += 1
-                self.nodes[i] = new
-                self.write(i)
         self._ids = ids
+
+    def replaced(self, names) -> None:
+        """Rows of these nodes take the new objects now in the list last synced (a list
+        its owner updates in place, telling us which entries it replaced)."""
+        source = self._source
+        for name in names:
+            i = self.rows.get(name)
+            if i is None or source is None or i >= len(source) or source[i].name != name:
+                self._source = None  # not a replacement in place: the next sync starts over
+                return
+            if source[i] is not self.nodes[i]:
+                if not self._replace(i, source[i]):
+                    self._build(source)
+                    self._ids = np.fromiter(map(id, source), dtype=np.int64, count=len(source))
+                    return
+                self._ids[i] = id(source[i])
+
+    def _replace(self, i: int, new: Node) -> bool:
+        """Put a new object for row ``i``; False if it brings a resource the table lacks."""
+        if set(new.capacity) - set(self.capacity):
+            return False
+        if _description(self.nodes[i]) != _description(new):
+            self.epoch += 1
+        self.nodes[i] = new
+        self.write(i)
+        return True
 
     def _build(self, nodes: Sequence[Node]) -> None:
         self.nodes = list(nodes)

@@ -124,6 +124,12 @@ class Placer:
     def explain(self, nodes: Sequence[Node], job: JobSpec, job_counts: Mapping[str, int]) -> Explanation:
         return explain(nodes, job, job_counts)
 
+    def replaced(self, names) -> None:
+        """The caller replaced these nodes' objects in the list it keeps passing: a list
+        passed again is otherwise taken to hold the same objects as before."""
+        self._table.replaced(names)
+        self._noise_for = None  # new tie-breaks for the new round
+
     def place(self, nodes: Sequence[Node], job: JobSpec, task_ids: Sequence[str], *,
               job_counts: dict[str, int], faults: Mapping[str, int] | None = None,
               independent: bool = False) -> Placement:
@@ -234,7 +240,8 @@ class Placer:
         return leaves, len(order)
 
     def _noise(self, size: int) -> np.ndarray:
-        """Random tie-breaks per node, drawn anew for each list of nodes (each round)."""
+        """Random tie-breaks per node, drawn anew for each list of nodes and each round
+        (:meth:`replaced`)."""
         if self._noise_for is not self._table._source or self._noise_values.size != size:
             self._noise_for = self._table._source
             self._noise_values = self._np_random.random(size)

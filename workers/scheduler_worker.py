@@ -126,6 +126,9 @@ class SchedulerWorker:
         self._stopping = False
         self._last_maintain = self._last_health = 0.0
         self._seen_epoch: str | None = None
+        self._everywhere: list[Node] = []  # see _view
+        self._rows: dict[str, int] = {}
+        self._membership = -1
         self._committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{self.name}-commit")
         self._unreported: dict[str, int] = defaultdict(int)  # counts not yet in the stats hash
         self._last_report = time.monotonic()
@@ -207,7 +210,7 @@ class SchedulerWorker:
             # while this thread places the next (Redis works while Python does).
             sent: list[Future] = []
             plans: list[Planned] = []
-            everywhere = list(nodes.values())  # one list per round: the placer's columns follow it
+            everywhere = self._view(nodes)
             for group, independent in _batches(groups, counts, faults):
                 job_counts = {} if independent else counts[group.spec.id]
                 result = self._place(group, nodes, everywhere, job_counts, faults.get(group.spec.id), independent)
@@ -220,12 +223,13 @@ class SchedulerWorker:
                 if len(plans) >= cfg.commit_chunk:
                     sent.append(self._committer.submit(commit, app.scripts, app.keys, claim.token, plans))
                     plans = []
-            if plans:
-                sent.append(self._committer.submit(commit, app.scripts, app.keys, claim.token, plans))
-            if not sent:
+            if not sent and not plans:
                 break
+            # The last chunk is committed here: there is nothing left to place meanwhile.
+            last = [commit(app.scripts, app.keys, claim.token, plans)] if plans else []
+            outcomes = [future.result() for future in sent] + last
             retry: list[tuple[Planned, str]] = []
-            for outcome in [future.result() for future in sent]:
+            for outcome in outcomes:
                 placed += len(outcome.accepted)
                 for plan in outcome.accepted:  # refused in an earlier round, placed now: not a failure
                     failures.pop(plan.task_id, None)
@@ -249,6 +253,21 @@ class SchedulerWorker:
             app.queue.fail(claim.token, list(failures.items()), conflicts)
         self._count(len(claim.task_ids), placed, refused_total, len(failures), self.stats.preempted - preempted_before)
         return len(claim.task_ids)
+
+    def _view(self, nodes: dict[str, Node]) -> list[Node]:
+        """Every node as one list, kept across rounds and updated in place: the placer's
+        columns then rewrite only the rows of the nodes that changed."""
+        replaced = self.cache.take_replaced()
+        if (self._membership != self.cache.membership or len(self._everywhere) != len(nodes)
+                or not replaced <= self._rows.keys()):
+            self._membership = self.cache.membership
+            self._everywhere = list(nodes.values())
+            self._rows = {node.name: i for i, node in enumerate(self._everywhere)}
+        else:
+            for name in replaced:
+                self._everywhere[self._rows[name]] = nodes[name]
+        self.placer.replaced(replaced)
+        return self._everywhere
 
     def _place(self, group: Group, nodes: dict[str, Node], everywhere: list[Node], job_counts: dict[str, int],
                faults, independent: bool = False) -> Placement:
@@ -359,15 +378,19 @@ class SchedulerWorker:
         per node (for spread and max_per_node) and its recent failures per node."""
         keys = self.app.keys
         ordered = sorted(job_ids)
-        nodes = self.cache.refresh(now_ms, also=lambda pipe: self.app.scripts.tallies(
-            keys=[key for job_id in ordered for key in (keys.tally_job(job_id), keys.faults(job_id))],
-            args=[now_ms - self.config.fault_window_ms], client=pipe))
-        (replies,) = self.cache.also_replies
+        since = now_ms - self.config.fault_window_ms
+
+        def tallies(pipe) -> None:
+            for job_id in ordered:
+                pipe.zrange(keys.tally_job(job_id), 0, -1, withscores=True)
+                pipe.zrangebyscore(keys.faults(job_id), since, "+inf")
+
+        nodes = self.cache.refresh(now_ms, also=tallies)
+        replies = self.cache.also_replies
         counts: dict[str, dict[str, int]] = {}
         faults: dict[str, dict[str, int]] = {}
         for i, job_id in enumerate(ordered):
-            flat = replies[2 * i]
-            counts[job_id] = {flat[k]: int(float(flat[k + 1])) for k in range(0, len(flat), 2)}
+            counts[job_id] = {node: int(count) for node, count in replies[2 * i]}
             per_node: dict[str, int] = {}
             for entry in replies[2 * i + 1]:
                 node = entry.split("|", 1)[0]
