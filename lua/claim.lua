@@ -13,7 +13,7 @@
 -- ARGV[3] optional: share with other workers. Take half of what is waiting, but at least
 --         this many (and at most ARGV[1]), so that a short queue is worked on by several
 --         workers at once instead of by whichever claims first.
--- Returns {now_ms} when the queue is empty, else {now_ms, token, task id, ...}.
+-- Returns {now_ms} when the queue is empty, else {now_ms, token, tasks still waiting, task id, ...}.
 
 local now = now_ms()
 local count = tonumber(ARGV[1])
@@ -27,7 +27,7 @@ if #popped == 0 then
 end
 local token = redis.call('INCR', KEYS[4])
 local deadline = now + tonumber(ARGV[2])
-local out, inflight, leases = {now, token}, {}, {}
+local out, inflight, leases = {now, token, redis.call('ZCARD', KEYS[1])}, {}, {}
 for i = 1, #popped, 2 do
   local id = popped[i]
   inflight[#inflight + 1] = deadline

@@ -58,6 +58,7 @@ class Claim:
     token: str
     now_ms: int
     task_ids: list[str]
+    waiting: int = 0  # tasks left in the active queue after this claim
 
 
 def _chunks(items: list, size: int = CHUNK) -> Iterable[list]:
@@ -95,7 +96,7 @@ class SchedulingQueue:
         reply = self.scripts.claim(keys=[k.active, k.inflight, k.leases, k.cycle], args=args)
         if len(reply) == 1:
             return Claim(token="", now_ms=int(reply[0]), task_ids=[])
-        return Claim(token=str(reply[1]), now_ms=int(reply[0]), task_ids=list(reply[2:]))
+        return Claim(token=str(reply[1]), now_ms=int(reply[0]), task_ids=list(reply[3:]), waiting=int(reply[2]))
 
     def fail(self, token: str, failures: list[tuple[str, dict]], conflicts=frozenset()) -> list[str]:
         """Requeue claimed tasks that did not fit, each with its explanation (a dict).

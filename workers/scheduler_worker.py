@@ -129,6 +129,7 @@ class SchedulerWorker:
         self._everywhere: list[Node] = []  # see _view
         self._rows: dict[str, int] = {}
         self._membership = -1
+        self._ahead: Future | None = None  # the next batch, claimed while this one commits
         self._committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{self.name}-commit")
         self._unreported: dict[str, int] = defaultdict(int)  # counts not yet in the stats hash
         self._last_report = time.monotonic()
@@ -155,9 +156,10 @@ class SchedulerWorker:
             time.sleep(idle)
             idle = min(idle * 2, self.config.idle_sleep_max_s)
         try:
+            self._release_ahead()
             self.report()
         except Exception:
-            log.exception("%s: could not report its last counts", self.name)
+            log.exception("%s: could not hand back its next batch or report its last counts", self.name)
         return self.stats
 
     def _load_nodes(self) -> None:
@@ -192,7 +194,7 @@ class SchedulerWorker:
     def step(self) -> int:
         """Claim, place, commit and requeue one batch; returns how many tasks it claimed."""
         app, cfg = self.app, self.config
-        claim = app.queue.claim(cfg.batch_size, cfg.lease_ms, cfg.share_from)
+        claim = self._claim()
         if not claim.task_ids:
             return 0
         preempted_before = self.stats.preempted
@@ -201,7 +203,7 @@ class SchedulerWorker:
         failures: dict[str, dict] = {}
         conflicts: set[str] = set()  # refused at commit in the last round they were tried
         placed = refused_total = 0
-        for _round in range(cfg.commit_retries):
+        for attempt in range(cfg.commit_retries):
             if not groups:
                 break
             nodes, counts, faults = self._refresh({group.spec.id for group in groups}, claim.now_ms)
@@ -225,6 +227,10 @@ class SchedulerWorker:
                     plans = []
             if not sent and not plans:
                 break
+            if attempt == 0 and claim.waiting >= 2 * cfg.batch_size and not self._stopping:
+                # Two more full batches wait: claim one now, so that its placement can start
+                # as soon as this one is done (and the other is left for other workers).
+                self._ahead = self._committer.submit(app.queue.claim, cfg.batch_size, cfg.lease_ms, cfg.share_from)
             # The last chunk is committed here: there is nothing left to place meanwhile.
             last = [commit(app.scripts, app.keys, claim.token, plans)] if plans else []
             outcomes = [future.result() for future in sent] + last
@@ -253,6 +259,21 @@ class SchedulerWorker:
             app.queue.fail(claim.token, list(failures.items()), conflicts)
         self._count(len(claim.task_ids), placed, refused_total, len(failures), self.stats.preempted - preempted_before)
         return len(claim.task_ids)
+
+    def _claim(self):
+        """The batch claimed ahead, if any, else a new claim."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            return ahead.result()
+        return self.app.queue.claim(self.config.batch_size, self.config.lease_ms, self.config.share_from)
+
+    def _release_ahead(self) -> None:
+        """Hand back a batch claimed ahead that will not be worked on (the worker stops)."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            claim = ahead.result()
+            if claim.task_ids:
+                self.app.queue.release(claim.token, claim.task_ids)
 
     def _view(self, nodes: dict[str, Node]) -> list[Node]:
         """Every node as one list, kept across rounds and updated in place: the placer's

@@ -1,0 +1,36 @@
+"""A worker whose queue is deep claims its next batch while the current one commits,
+and hands it back untouched if it stops before working on it."""
+
+from __future__ import annotations
+
+from scheduler import reconcile
+from scheduler.model import make_node, parse_job
+from workers.scheduler_worker import SchedulerWorker, WorkerConfig
+
+
+def setup(app, replicas):
+    app.store.put_node(make_node("n1", cpu="16", memory="16GiB"))
+    reconcile.submit(app.store, parse_job({"id": "web", "replicas": replicas, "resources": {"cpu": 0.5}}))
+
+
+def test_a_deep_queue_is_claimed_one_batch_ahead_and_handed_back_on_stop(app):
+    setup(app, replicas=10)
+    worker = SchedulerWorker(app, WorkerConfig(batch_size=2))
+    assert worker.step() == 2
+    # Placed two; the next two are leased already; six wait for anyone.
+    assert app.queue.counts() == {"active": 6, "backoff": 0, "unschedulable": 0, "inflight": 2}
+    assert worker.step() == 2  # works on the batch it claimed ahead, and claims the next
+    assert worker.stats.placed == 4
+    assert app.queue.counts() == {"active": 4, "backoff": 0, "unschedulable": 0, "inflight": 2}
+    worker.stop()
+    worker.run()  # stopping: nothing more is placed, the batch claimed ahead goes back
+    assert app.queue.counts() == {"active": 6, "backoff": 0, "unschedulable": 0, "inflight": 0}
+    assert app.client.hlen(app.keys.leases) == 0
+
+
+def test_a_short_queue_is_left_to_other_workers(app):
+    setup(app, replicas=5)
+    worker = SchedulerWorker(app, WorkerConfig(batch_size=2))
+    assert worker.step() == 2
+    # Three were waiting: fewer than two more batches, so none is claimed ahead.
+    assert app.queue.counts() == {"active": 3, "backoff": 0, "unschedulable": 0, "inflight": 0}
