@@ -246,14 +246,18 @@ call_all('ZADD', KEYS[3], tally)
 for _, job in pairs(jobs) do
   local on, names_placed = {}, {}
   for node in pairs(job.placed) do on[#on + 1] = node end
-  for i, node in ipairs(on) do names_placed[i] = node.name end
-  local before = call_all('ZMSCORE', job.tally, names_placed)
-  local scored = {}
-  for i, node in ipairs(on) do
-    scored[#scored + 1] = tonumber(before[i] or '0') + job.placed[node]
-    scored[#scored + 1] = node.name
+  if #on == 1 then
+    redis.call('ZINCRBY', job.tally, job.placed[on[1]], on[1].name)
+  else  -- one read and one write for all the job's nodes
+    for i, node in ipairs(on) do names_placed[i] = node.name end
+    local before = call_all('ZMSCORE', job.tally, names_placed)
+    local scored = {}
+    for i, node in ipairs(on) do
+      scored[#scored + 1] = tonumber(before[i] or '0') + job.placed[node]
+      scored[#scored + 1] = node.name
+    end
+    call_all('ZADD', job.tally, scored)
   end
-  call_all('ZADD', job.tally, scored)
 end
 call_all('ZREM', KEYS[1], placed)
 call_all('HDEL', KEYS[2], placed)

@@ -11,7 +11,7 @@ from importlib.resources import files
 
 import redis
 
-SCRIPT_NAMES = ("claim", "reclaim", "fail", "move", "commit", "finish", "start", "preempt", "unnominate", "fields", "node_put", "node_set", "node_rm")
+SCRIPT_NAMES = ("claim", "reclaim", "fail", "move", "commit", "finish", "start", "preempt", "unnominate", "fields", "tallies", "node_put", "node_set", "node_rm")
 
 
 @cache
@@ -26,5 +26,15 @@ class Scripts:
     """The project's scripts registered on one client; ``scripts.commit(keys, args)``."""
 
     def __init__(self, client: redis.Redis):
+        self.client = client
         for name in SCRIPT_NAMES:
             setattr(self, name, client.register_script(script_source(name)))
+
+    def queue(self, pipe, name: str, keys: list, args: list) -> None:
+        """Queue a script call on a pipeline by its SHA. (redis-py would first ask Redis
+        whether the script exists, a round trip per pipeline.) If Redis has lost it, the
+        pipeline fails with NoScriptError: :meth:`load` it and run the pipeline again."""
+        pipe.evalsha(getattr(self, name).sha, len(keys), *keys, *args)
+
+    def load(self, name: str) -> None:
+        self.client.script_load(getattr(self, name).script)

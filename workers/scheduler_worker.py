@@ -23,6 +23,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 
+from redis.exceptions import NoScriptError
+
 from scheduler import heartbeat, reasons, reconcile
 from scheduler.app import App
 from scheduler.commit import Planned, commit
@@ -397,21 +399,24 @@ class SchedulerWorker:
     def _refresh(self, job_ids: set[str], now_ms: int):
         """The nodes brought up to date and, in the same round trip, the tasks of each job
         per node (for spread and max_per_node) and its recent failures per node."""
-        keys = self.app.keys
+        keys, scripts = self.app.keys, self.app.scripts
         ordered = sorted(job_ids)
-        since = now_ms - self.config.fault_window_ms
+        tally_keys = [key for job_id in ordered for key in (keys.tally_job(job_id), keys.faults(job_id))]
 
         def tallies(pipe) -> None:
-            for job_id in ordered:
-                pipe.zrange(keys.tally_job(job_id), 0, -1, withscores=True)
-                pipe.zrangebyscore(keys.faults(job_id), since, "+inf")
+            scripts.queue(pipe, "tallies", tally_keys, [now_ms - self.config.fault_window_ms])
 
-        nodes = self.cache.refresh(now_ms, also=tallies)
-        replies = self.cache.also_replies
+        try:
+            nodes = self.cache.refresh(now_ms, also=tallies)
+        except NoScriptError:  # Redis restarted or flushed its scripts
+            scripts.load("tallies")
+            nodes = self.cache.refresh(now_ms, also=tallies)
+        (replies,) = self.cache.also_replies
         counts: dict[str, dict[str, int]] = {}
         faults: dict[str, dict[str, int]] = {}
         for i, job_id in enumerate(ordered):
-            counts[job_id] = {node: int(count) for node, count in replies[2 * i]}
+            flat = replies[2 * i]
+            counts[job_id] = {flat[k]: int(float(flat[k + 1])) for k in range(0, len(flat), 2)}
             per_node: dict[str, int] = {}
             for entry in replies[2 * i + 1]:
                 node = entry.split("|", 1)[0]

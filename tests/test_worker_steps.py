@@ -1,5 +1,5 @@
-"""A worker whose queue is deep claims its next batch while the current one commits,
-and hands it back untouched if it stops before working on it."""
+"""One worker's steps: a deep queue is claimed one batch ahead (and handed back if the
+worker stops before working on it); a Redis that lost its scripts is served again."""
 
 from __future__ import annotations
 
@@ -34,3 +34,13 @@ def test_a_short_queue_is_left_to_other_workers(app):
     assert worker.step() == 2
     # Three were waiting: fewer than two more batches, so none is claimed ahead.
     assert app.queue.counts() == {"active": 3, "backoff": 0, "unschedulable": 0, "inflight": 0}
+
+
+def test_a_redis_that_lost_its_scripts_is_served_again(app):
+    setup(app, replicas=3)
+    worker = SchedulerWorker(app, WorkerConfig())
+    assert worker.step() == 3
+    app.client.script_flush()  # as after a restart without persistence of scripts
+    reconcile.scale(app.store, "web", 5)
+    assert worker.step() == 2
+    assert worker.stats.placed == 5
