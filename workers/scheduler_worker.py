@@ -350,12 +350,13 @@ class SchedulerWorker:
         """Group claimed tasks by job, spec version and pinned node: each group is a set of
         identical tasks that the placement engine places from one node ordering."""
         store = self.app.store
-        rows = store.scripts.fields(keys=[store.keys.task(t) for t in task_ids],
-                                    args=["job", "version", "pin", "nominated_node"])
-        self._fetch_specs({(job_id, int(version)) for job_id, version, _, _ in rows if job_id and version})
+        rows = store.scripts.claimed(keys=[*(store.keys.task(t) for t in task_ids),
+                                           *(store.keys.job(t.rpartition(".")[0]) for t in task_ids)])
         groups: dict[tuple[str, int, str, str], Group] = {}
         orphans = []
-        for task_id, (job_id, version, pin, nominated) in zip(task_ids, rows):
+        for task_id, (job_id, version, pin, nominated, raw) in zip(task_ids, rows):
+            if raw and job_id == task_id.rpartition(".")[0] and (job_id, int(version)) not in self._specs:
+                self._keep(job_id, version, parse_stored(raw))
             spec = self._spec(job_id, version) if job_id and version else None
             if spec is None:
                 orphans.append(task_id)
@@ -368,20 +369,10 @@ class SchedulerWorker:
             store.finish_ids(orphans, STOPPED, "its job no longer exists")
         return list(groups.values())
 
-    def _fetch_specs(self, wanted: set[tuple[str, int]]) -> None:
-        """Load the specs of these (job, version) pairs not cached yet, in one round trip."""
-        missing = sorted(key for key in wanted if key not in self._specs)
-        if not missing:
-            return
-        if len(self._specs) + len(missing) > 10_000:
+    def _keep(self, job_id: str, version, spec: JobSpec) -> None:
+        if len(self._specs) >= 10_000:
             self._specs.clear()
-        keys = self.app.keys
-        with self.app.client.pipeline(transaction=False) as pipe:
-            for job_id, version in missing:
-                pipe.hget(keys.job(job_id), f"spec:{version}")
-            for key, raw in zip(missing, pipe.execute()):
-                if raw is not None:
-                    self._specs[key] = parse_stored(raw)
+        self._specs[(job_id, int(version))] = spec
 
     def _spec(self, job_id: str, version: str) -> JobSpec | None:
         key = (job_id, int(version))
@@ -391,9 +382,7 @@ class SchedulerWorker:
                 spec = self.app.store.job_spec(job_id, int(version))
             except NotFound:
                 return None
-            if len(self._specs) > 10_000:
-                self._specs.clear()
-            self._specs[key] = spec
+            self._keep(job_id, version, spec)
         return spec
 
     def _refresh(self, job_ids: set[str], now_ms: int):
