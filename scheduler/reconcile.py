@@ -42,11 +42,6 @@ def submit(store: Store, spec: JobSpec) -> dict:
     k = store.keys
     key = k.job(spec.id)
     raw = orjson.dumps(spec.raw).decode()
-    current = store.client.hgetall(key)
-    if (current.get("status") == RUNNING_JOB and current.get("spec") != raw and spec.type != GLOBAL
-            and _same_but_replicas(current.get("spec"), spec)):
-        scaled = scale(store, spec.id, spec.replicas)
-        return {"id": spec.id, "version": int(current["version"]), "tasks": scaled["added"], "created": False}
     pins = None
     if spec.type == GLOBAL:
         pins = sorted(global_targets(spec, store.nodes()))
@@ -55,13 +50,20 @@ def submit(store: Store, spec: JobSpec) -> dict:
             try:
                 pipe.watch(key)
                 current = pipe.hgetall(key)
-                if current and current.get("spec") == raw and current.get("status") == RUNNING_JOB:
+                if current.get("status") == RUNNING_JOB and current.get("spec") == raw:
                     pipe.unwatch()
                     return {"id": spec.id, "version": int(current["version"]), "tasks": [], "created": False}
+                if (current.get("status") == RUNNING_JOB and spec.type != GLOBAL
+                        and _same_but_replicas(current.get("spec"), spec)):
+                    pipe.unwatch()
+                    scaled = scale(store, spec.id, spec.replicas)
+                    return {"id": spec.id, "version": int(current["version"]), "tasks": scaled["added"],
+                            "created": False}
                 version = int(current.get("version", 0)) + 1
                 first = int(current.get("next_index", 0))
                 count = len(pins) if pins is not None else spec.replicas
-                now = store.now_ms()
+                stamp = store.stamp(count)
+                now = stamp[0]
                 pipe.multi()
                 pipe.hset(key, mapping={"id": spec.id, "spec": raw, f"spec:{version}": raw, "version": version,
                                         "status": RUNNING_JOB, "created": current.get("created", now),
@@ -69,7 +71,7 @@ def submit(store: Store, spec: JobSpec) -> dict:
                 pipe.sadd(k.jobs, spec.id)
                 if spec.type == GLOBAL:
                     pipe.sadd(k.global_jobs, spec.id)
-                new_ids = store.new_tasks(pipe, spec, version, first, count, now, pins)
+                new_ids = store.new_tasks(pipe, spec, version, first, count, stamp, pins)
                 pipe.execute()
                 break
             except redis.WatchError:
@@ -103,14 +105,14 @@ def add_tasks(store: Store, job_id: str, count: int, spec: JobSpec | None = None
                 first = int(fields.get("next_index", 0))
                 version = int(fields["version"])
                 current = spec or parse_stored(fields["spec"])
-                now = store.now_ms()
+                stamp = store.stamp(count)
                 pipe.multi()
-                mapping = {"next_index": first + count, "updated": now}
+                mapping = {"next_index": first + count, "updated": stamp[0]}
                 if spec is not None:
                     text = orjson.dumps(spec.raw).decode()
                     mapping.update({"spec": text, f"spec:{version}": text})
                 pipe.hset(k.job(job_id), mapping=mapping)
-                added = store.new_tasks(pipe, current, version, first, count, now, pins=pins,
+                added = store.new_tasks(pipe, current, version, first, count, stamp, pins=pins,
                                         delay_ms=delay_ms, retries=retries)
                 pipe.execute()
                 return added

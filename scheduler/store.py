@@ -201,13 +201,24 @@ class Store:
             raise NotFound(f"job {job_id!r} (version {version}) does not exist.")
         return parse_stored(raw)
 
-    def new_tasks(self, pipe, spec: JobSpec, version: int, first_index: int, count: int, now_ms: int,
-                  pins: list[str] | None = None, delay_ms: int = 0, retries: int = 0) -> list[str]:
-        """Queue ``count`` new pending tasks of a job in ``pipe`` (a MULTI). ``pins`` fixes each
+    def stamp(self, count: int) -> tuple[int, int]:
+        """Redis TIME (ms) and the first of ``count`` enqueue sequence numbers, in one round
+        trip: what :meth:`new_tasks` needs, taken before its MULTI."""
+        with self.client.pipeline(transaction=False) as pipe:
+            pipe.time()
+            pipe.incrby(self.keys.enqueue_seq, count)
+            now, last = pipe.execute()
+        return time_ms(now), last - count + 1
+
+    def new_tasks(self, pipe, spec: JobSpec, version: int, first_index: int, count: int,
+                  stamp: tuple[int, int], pins: list[str] | None = None, delay_ms: int = 0,
+                  retries: int = 0) -> list[str]:
+        """Queue ``count`` new pending tasks of a job in ``pipe`` (a MULTI), created at the
+        time and with the sequence numbers of ``stamp`` (:meth:`stamp`). ``pins`` fixes each
         task to one node (global jobs); ``delay_ms`` starts them in backoff (restart delay);
         ``retries`` counts how many tasks ran before them in the same slot (batch retries)."""
         k = self.keys
-        first_seq = self.client.incrby(k.enqueue_seq, count) - count + 1 if count else 0
+        now_ms, first_seq = stamp
         ids = []
         for offset in range(count):
             index = first_index + offset
