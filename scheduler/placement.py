@@ -267,12 +267,16 @@ class Placer:
         if pipeline.static:
             mask &= table.static(_static_key(job), pipeline.static_check)[1]
         rows = np.flatnonzero(mask)
-        job_on_all = np.zeros(len(table.nodes), dtype=np.int64)
-        for name, on_node in batch.job_counts.items():
-            row = table.rows.get(name)
-            if row is not None:
-                job_on_all[row] = on_node
-        columns = ranking(job).columns(ctx, table, rows, job_on_all[rows])
+        if batch.job_counts:
+            job_on_all = np.zeros(len(table.nodes), dtype=np.int64)
+            for name, on_node in batch.job_counts.items():
+                row = table.rows.get(name)
+                if row is not None:
+                    job_on_all[row] = on_node
+            job_on = job_on_all[rows]
+        else:
+            job_on = np.zeros(rows.size, dtype=np.int64)
+        columns = ranking(job).columns(ctx, table, rows, job_on)
         noise = self._noise(len(table.nodes))[rows]
         composite = _fold(columns, noise)
         depth = len(job.preferences)
@@ -282,7 +286,7 @@ class Placer:
             groups = [(paths[code], np.flatnonzero(group_of == code))
                       for code in np.flatnonzero(np.bincount(group_of)).tolist()] if rows.size else []
         else:
-            groups = [((), np.arange(rows.size))]
+            groups = [((), None)]  # every row
         count, key, rnd = batch.job_counts.get, batch.key, self._random.random
         needs, ports, max_per_node = job.resources, job.ports, job.max_per_node
 
@@ -304,7 +308,7 @@ class Placer:
             # only if they do not hold enough that fit, all of them in order.
             order = _ordered(positions, columns, noise, composite, 2 * wanted + 16)
             entries = fitting(rows[order])
-            if len(entries) < wanted and order.size < positions.size:
+            if len(entries) < wanted and order.size < (rows.size if positions is None else positions.size):
                 entries = fitting(rows[_ordered(positions, columns, noise, composite)])
             if entries:
                 leaves[path] = entries
@@ -433,29 +437,39 @@ class _Batch:
 def _fold(columns, noise: np.ndarray) -> np.ndarray | None:
     """The ranking's tiers folded into one number per row, ties broken by ``noise``: each
     tier a whole number below 2^16 after shifting, so one sort key orders rows exactly as
-    the tiers and the noise would. None when they do not fold (fractions, ranges)."""
-    if len(columns) > 3 or columns.fractional or not noise.size:
-        return None  # beyond 48 bits the noise would not survive; fractions do not fold
-    composite = np.zeros(noise.size)
+    the tiers and the noise would (a tier equal on every row orders nothing and is left
+    out). None when they do not fold (fractions, ranges, more than three tiers)."""
+    if columns.fractional or not noise.size:
+        return None
+    composite, tiers = None, 0
     for column in columns:
-        shifted = column - column.min()
-        if shifted.max() >= 2**16:
-            return None
-        composite = composite * 2**16 + shifted
-    return composite + noise
+        low, high = column.min(), column.max()
+        if high == low:
+            continue
+        tiers += 1
+        if high - low >= 2**16 or tiers > 3:
+            return None  # beyond 48 bits the noise would not survive
+        shifted = column - low
+        composite = shifted if composite is None else composite * 2**16 + shifted
+    return noise.copy() if composite is None else composite + noise
 
 
-def _ordered(positions: np.ndarray, columns, noise: np.ndarray, composite: np.ndarray | None,
+def _ordered(positions: np.ndarray | None, columns, noise: np.ndarray, composite: np.ndarray | None,
              best: int | None = None) -> np.ndarray:
-    """``positions`` in key order; with ``best``, only the first ``best`` of them when there
-    are many more (partitioned, not sorted whole)."""
+    """``positions`` (indices into the columns; None for all of them) in key order; with
+    ``best``, only the first ``best`` of them when there are many more (partitioned, not
+    sorted whole)."""
     if composite is None:
+        if positions is None:
+            return np.lexsort([noise, *reversed(columns)])
         return positions[np.lexsort([noise[positions], *(column[positions] for column in reversed(columns))])]
-    keys = composite[positions]
-    if best is not None and positions.size > 2 * best + 32:
+    keys = composite if positions is None else composite[positions]
+    if best is not None and keys.size > 2 * best + 32:
         part = np.argpartition(keys, best)[:best]
-        return positions[part[np.argsort(keys[part], kind="stable")]]
-    return positions[np.argsort(keys, kind="stable")]
+        order = part[np.argsort(keys[part], kind="stable")]
+    else:
+        order = np.argsort(keys, kind="stable")
+    return order if positions is None else positions[order]
 
 
 def placement_shape(job: JobSpec) -> tuple:
