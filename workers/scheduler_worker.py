@@ -286,6 +286,7 @@ class SchedulerWorker:
             self._membership = self.cache.membership
             self._everywhere = list(nodes.values())
             self._rows = {node.name: i for i, node in enumerate(self._everywhere)}
+            replaced = set()  # a new list: the placer compares it object by object
         else:
             for name in replaced:
                 self._everywhere[self._rows[name]] = nodes[name]
