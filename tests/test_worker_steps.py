@@ -3,6 +3,8 @@ worker stops before working on it); a Redis that lost its scripts is served agai
 
 from __future__ import annotations
 
+import time
+
 from scheduler import reconcile
 from scheduler.model import make_node, parse_job
 from workers.scheduler_worker import SchedulerWorker, WorkerConfig
@@ -13,15 +15,27 @@ def setup(app, replicas):
     reconcile.submit(app.store, parse_job({"id": "web", "replicas": replicas, "resources": {"cpu": 0.5}}))
 
 
+def queue_becomes(app, **expected) -> dict:
+    """The queue counts once they match ``expected`` (the claim ahead runs on the worker's
+    committer thread), or as they are after a few seconds."""
+    counts = app.queue.counts()
+    for _ in range(500):
+        if all(counts[name] == value for name, value in expected.items()):
+            break
+        time.sleep(0.01)
+        counts = app.queue.counts()
+    return counts
+
+
 def test_a_deep_queue_is_claimed_one_batch_ahead_and_handed_back_on_stop(app):
     setup(app, replicas=10)
     worker = SchedulerWorker(app, WorkerConfig(batch_size=2))
     assert worker.step() == 2
     # Placed two; the next two are leased already; six wait for anyone.
-    assert app.queue.counts() == {"active": 6, "backoff": 0, "unschedulable": 0, "inflight": 2}
+    assert queue_becomes(app, active=6, inflight=2) == {"active": 6, "backoff": 0, "unschedulable": 0, "inflight": 2}
     assert worker.step() == 2  # works on the batch it claimed ahead, and claims the next
     assert worker.stats.placed == 4
-    assert app.queue.counts() == {"active": 4, "backoff": 0, "unschedulable": 0, "inflight": 2}
+    assert queue_becomes(app, active=4, inflight=2) == {"active": 4, "backoff": 0, "unschedulable": 0, "inflight": 2}
     worker.stop()
     worker.run()  # stopping: nothing more is placed, the batch claimed ahead goes back
     assert app.queue.counts() == {"active": 6, "backoff": 0, "unschedulable": 0, "inflight": 0}
