@@ -58,3 +58,15 @@ def test_a_redis_that_lost_its_scripts_is_served_again(app):
     reconcile.scale(app.store, "web", 5)
     assert worker.step() == 2
     assert worker.stats.placed == 5
+
+
+def test_tasks_whose_job_is_gone_are_stopped_with_a_reason(app):
+    setup(app, replicas=2)
+    app.client.delete(app.keys.job("web"))  # removed behind the scheduler's back
+    worker = SchedulerWorker(app, WorkerConfig())
+    assert worker.step() == 2
+    assert worker.stats.placed == 0
+    for task_id in ("web.0", "web.1"):
+        task = app.store.get_task(task_id)
+        assert task["state"] == "stopped" and "its job no longer exists" in task.get("message", ""), task
+    assert app.queue.counts() == {"active": 0, "backoff": 0, "unschedulable": 0, "inflight": 0}
