@@ -41,22 +41,24 @@ class NodeCache:
         self._own: dict[str, int] = {}  # node -> change sequence of our own commit, already in the copy
         self.reads = 0  # node hashes read, for the benchmark's cost accounting
         self.applied = 0  # other workers' commits applied from their deltas instead
-        self.also_replies: list = []
         self.replaced: set[str] = set()  # nodes given a new object since take_replaced()
         self.membership = 0  # bumped whenever a node joins or leaves the copy
 
-    def refresh(self, now_ms: int | None = None, also: Callable[[Pipeline], None] | None = None) -> dict[str, Node]:
+    def refresh(self, now_ms: int | None = None) -> dict[str, Node]:
         """Bring the copy up to date; returns the name -> Node mapping. With ``now_ms``,
         nominations that have expired by then are dropped from the copy (commit.lua
-        ignores them too). ``also`` may queue more commands on the pipeline that reads
-        the change feed (one round trip for both); their replies are left in
-        :attr:`also_replies`."""
+        ignores them too)."""
+        return self.refresh_with(now_ms, None)[0]
+
+    def refresh_with(self, now_ms: int | None, also: Callable[[Pipeline], None] | None) -> tuple[dict[str, Node], list]:
+        """:meth:`refresh`, with more commands that ``also`` queues on the pipeline that
+        reads the change feed (one round trip for both); returns their replies too."""
         keys, client = self.store.keys, self.store.client
-        self.also_replies = []
+        replies: list = []
         if self.seq < 0 and also is not None:
             with client.pipeline(transaction=False) as pipe:
                 also(pipe)
-                self.also_replies = pipe.execute()
+                replies = pipe.execute()
         if self.seq < 0:
             # Read the sequence first: anything that changes during the full load shows
             # up in the feed again, so the copy can only be too fresh, never stale.
@@ -67,7 +69,7 @@ class NodeCache:
             self._dirty.clear()
             self._nominated = {name for name, node in self.nodes.items() if node.nominations}
         else:
-            self._read_changes(also)
+            replies = self._read_changes(also)
         if now_ms is not None and self._nominated:
             for name in list(self._nominated):
                 node = self.nodes.get(name)
@@ -75,16 +77,17 @@ class NodeCache:
                     node.nominations = {t: n for t, n in node.nominations.items() if n.expires_ms > now_ms}
                 if node is None or not node.nominations:
                     self._nominated.discard(name)
-        return self.nodes
+        return self.nodes, replies
 
-    def _read_changes(self, also: Callable[[Pipeline], None] | None) -> None:
+    def _read_changes(self, also: Callable[[Pipeline], None] | None) -> list:
+        """Apply the change feed; returns the replies to what ``also`` queued."""
         keys, client = self.store.keys, self.store.client
         with client.pipeline(transaction=False) as pipe:
             pipe.zrangebyscore(keys.node_changes, f"({self.seq}", "+inf", withscores=True)
             pipe.zrangebyscore(keys.node_deltas, f"({self.seq}", "+inf")
             if also is not None:
                 also(pipe)
-            changed, delta_lines, *self.also_replies = pipe.execute()
+            changed, delta_lines, *queued = pipe.execute()
         seen = self.seq
         deltas: dict[str, list[str]] = {}
         for line in delta_lines:
@@ -96,7 +99,8 @@ class NodeCache:
             own = self._own.pop(name, None)
             if own == latest or name in names:
                 continue
-            # The copy holds every change of this node up to ``base``.
+            # The copy holds every change of this node up to our own commit, if it was
+            # the last we knew of, else up to the sequence seen before this refresh.
             node = self.nodes.get(name)
             updated = node and self._follow(node, deltas.get(name, ()), own if own is not None else seen, latest)
             if updated:
@@ -108,7 +112,7 @@ class NodeCache:
         self._dirty.clear()
         self._own.clear()
         if not names:
-            return
+            return queued
         ordered = sorted(names)
         with client.pipeline(transaction=False) as pipe:
             for name in ordered:
@@ -125,6 +129,7 @@ class NodeCache:
                     self._nominated.add(name)
             elif self.nodes.pop(name, None) is not None:
                 self.membership += 1
+        return queued
 
     @staticmethod
     def _follow(node: Node, lines: list[str], base: int, latest: int) -> Node | None:

@@ -397,11 +397,10 @@ class SchedulerWorker:
             scripts.queue(pipe, "tallies", tally_keys, [now_ms - self.config.fault_window_ms])
 
         try:
-            nodes = self.cache.refresh(now_ms, also=tallies)
+            nodes, (replies,) = self.cache.refresh_with(now_ms, tallies)
         except NoScriptError:  # Redis restarted or flushed its scripts
             scripts.load("tallies")
-            nodes = self.cache.refresh(now_ms, also=tallies)
-        (replies,) = self.cache.also_replies
+            nodes, (replies,) = self.cache.refresh_with(now_ms, tallies)
         counts: dict[str, dict[str, int]] = {}
         faults: dict[str, dict[str, int]] = {}
         for i, job_id in enumerate(ordered):
