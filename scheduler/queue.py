@@ -86,13 +86,14 @@ class SchedulingQueue:
         return time_ms(self.client.time())
 
     # Claim and what follows it.
-    def claim(self, count: int, lease_ms: int | None = None, share_from: int | None = None) -> Claim:
+    def claim(self, count: int, lease_ms: int | None = None, share_from: int | None = None,
+              job_tail: int = 0) -> Claim:
         """Lease up to ``count`` tasks. With ``share_from``, take only half of what is
-        waiting (but at least ``share_from``), leaving the rest to other workers."""
+        waiting (but at least ``share_from``), leaving the rest to other workers. With
+        ``job_tail``, a claim that ends inside a job takes up to that many more of its
+        tasks, so that the job is placed in one pass."""
         k = self.keys
-        args = [count, lease_ms or self.config.lease_ms]
-        if share_from is not None:
-            args.append(share_from)
+        args = [count, lease_ms or self.config.lease_ms, "" if share_from is None else share_from, job_tail]
         reply = self.scripts.claim(keys=[k.active, k.inflight, k.leases, k.cycle], args=args)
         if len(reply) == 1:
             return Claim(token="", now_ms=int(reply[0]), task_ids=[])

@@ -118,6 +118,18 @@ def test_claim_moves_tasks_to_inflight_with_a_lease_from_redis_time(clocked_app,
     assert where(app, task) == ["inflight"]
 
 
+def test_a_claim_ending_inside_a_job_takes_the_rest_of_it_up_to_the_tail(app):
+    a = submit(app, "a", replicas=5)
+    b = submit(app, "b", replicas=5)
+    assert app.queue.claim(3, job_tail=10).task_ids == a  # a's last two come along, not b's
+    assert app.queue.claim(2, job_tail=1).task_ids == b[:3]  # at most one more
+    assert app.queue.claim(2).task_ids == b[3:]  # no tail: exactly what was asked
+    c = submit(app, "c", replicas=2)
+    d = submit(app, "d", replicas=2)
+    assert app.queue.claim(2, job_tail=10).task_ids == c  # ends at c's end: d stays
+    assert app.queue.counts()["active"] == len(d)
+
+
 # ----------------------------------------------------------------------------- leases
 def test_expired_lease_returns_the_task_with_its_original_score(app):
     tasks = submit(app, "web", replicas=3)

@@ -45,6 +45,7 @@ log = logging.getLogger("sched.worker")
 class WorkerConfig:
     batch_size: int = 512
     share_from: int | None = 16  # claim half of a short queue (at least this many): workers share it
+    keep_jobs_whole: bool = True  # a claim ending inside a job takes up to batch_size // 4 more of it
     lease_ms: int = 30_000
     commit_retries: int = 5  # placement rounds per claim when commits are refused (Nomad uses 5)
     commit_chunk: int = 128  # placements sent to Redis while the rest of the batch is placed
@@ -232,7 +233,7 @@ class SchedulerWorker:
             if attempt == 0 and claim.waiting >= 2 * cfg.batch_size and not self._stopping:
                 # Two more full batches wait: claim one now, so that its placement can start
                 # as soon as this one is done (and the other is left for other workers).
-                self._ahead = self._committer.submit(app.queue.claim, cfg.batch_size, cfg.lease_ms, cfg.share_from)
+                self._ahead = self._committer.submit(self._new_claim)
             # The last chunk is committed here: there is nothing left to place meanwhile.
             last = [commit(app.scripts, app.keys, claim.token, plans)] if plans else []
             outcomes = [future.result() for future in sent] + last
@@ -267,7 +268,12 @@ class SchedulerWorker:
         ahead, self._ahead = self._ahead, None
         if ahead is not None:
             return ahead.result()
-        return self.app.queue.claim(self.config.batch_size, self.config.lease_ms, self.config.share_from)
+        return self._new_claim()
+
+    def _new_claim(self):
+        cfg = self.config
+        return self.app.queue.claim(cfg.batch_size, cfg.lease_ms, cfg.share_from,
+                                    cfg.batch_size // 4 if cfg.keep_jobs_whole else 0)
 
     def _release_ahead(self) -> None:
         """Hand back a batch claimed ahead that will not be worked on (the worker stops)."""
