@@ -25,25 +25,14 @@ from scheduler.audit import audit
 from scheduler.execution import rq_job_id
 from scheduler.model import LIVE_STATES, make_node, parse_job
 
+from worker_harness import wait_until
+
 SCHED = str(Path(sys.executable).parent / "sched")
 TESTS_DIR = str(Path(__file__).resolve().parent)
 HEARTBEAT_S = "0.2"  # agents whose loss a test waits for: down 0.6 s after their last beat
 STEADY_HEARTBEAT_S = "1.0"  # the others: a busy machine must not take them down by accident
 LIVENESS_S = 15.0  # a bound on "eventually", not a performance target
 STOP_TIMEOUT_S = 10.0
-
-
-def wait_until(predicate, what: str, timeout_s: float = LIVENESS_S, interval_s: float = 0.05, detail=None):
-    """Poll ``predicate`` until it is truthy; on timeout fail, showing ``detail()`` if given."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            shown = f"\n{detail()}" if detail else ""
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}{shown}")
-        time.sleep(interval_s)
 
 
 def _cmdline(pid: int) -> list[str]:
@@ -114,7 +103,7 @@ class Cluster:
                 return (store.client.exists(keys.heartbeat(name))
                         and store.client.hget(keys.node(name), "status") == "ready")
 
-            wait_until(up, f"agent {name} to register and heartbeat")
+            wait_until(up, LIVENESS_S, f"agent {name} to register and heartbeat", 0.05)
         return process
 
     def worker(self) -> subprocess.Popen:
@@ -122,7 +111,7 @@ class Cluster:
 
     def wait(self, predicate, what: str, timeout_s: float = LIVENESS_S):
         """wait_until, showing the cluster's state and the processes' logs on a timeout."""
-        return wait_until(predicate, what, timeout_s, detail=self.snapshot)
+        return wait_until(predicate, timeout_s, what, 0.05, detail=self.snapshot)
 
     def snapshot(self) -> str:
         store = self.app.store

@@ -3,11 +3,11 @@ worker stops before working on it); a Redis that lost its scripts is served agai
 
 from __future__ import annotations
 
-import time
-
 from scheduler import reconcile
 from scheduler.model import make_node, parse_job
 from workers.scheduler_worker import SchedulerWorker, WorkerConfig
+
+from worker_harness import wait_until
 
 
 def setup(app, replicas):
@@ -17,14 +17,12 @@ def setup(app, replicas):
 
 def queue_becomes(app, **expected) -> dict:
     """The queue counts once they match ``expected`` (the claim ahead runs on the worker's
-    committer thread), or as they are after a few seconds."""
-    counts = app.queue.counts()
-    for _ in range(500):
-        if all(counts[name] == value for name, value in expected.items()):
-            break
-        time.sleep(0.01)
+    committer thread)."""
+    def matching():
         counts = app.queue.counts()
-    return counts
+        return counts if all(counts[name] == value for name, value in expected.items()) else None
+
+    return wait_until(matching, 5.0, f"queue counts {expected}", detail=app.queue.counts)
 
 
 def test_a_deep_queue_is_claimed_one_batch_ahead_and_handed_back_on_stop(app):

@@ -41,16 +41,17 @@ def redis_ms(app) -> int:
     return time_ms(app.client.time())
 
 
-def wait_until(predicate, timeout_s: float, what: str, interval_s: float = 0.02):
+def wait_until(predicate, timeout_s: float, what: str, interval_s: float = 0.02, detail=None):
     """Poll ``predicate`` until it returns something truthy; fail after ``timeout_s`` (a
-    liveness bound, never a speed threshold)."""
+    liveness bound, never a speed threshold), showing ``detail()`` if given."""
     deadline = time.monotonic() + timeout_s
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+            shown = f"\n{detail()}" if detail else ""
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}{shown}")
         time.sleep(interval_s)
 
 
