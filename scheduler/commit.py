@@ -28,29 +28,37 @@ class CommitResult:
     changes: dict[str, tuple[int, int]]  # node -> (change sequence this commit gave it, the one before)
 
 
+def by_spec(plans: list[Planned]) -> list[list[Planned]]:
+    """``plans`` grouped by job spec object, groups in order of first appearance: the
+    order in which :func:`commit` sends them and commit.lua judges them."""
+    groups: dict[int, list[Planned]] = {}
+    for plan in plans:
+        groups.setdefault(id(plan.job), []).append(plan)
+    return list(groups.values())
+
+
 def commit(scripts: Scripts, keys: Keys, token: str, plans: list[Planned]) -> CommitResult:
     """Commit ``plans`` in one script call. They are sent grouped by job spec (the spec's
-    fields once per group) and nodes once each; the results come back in that order."""
-    by_spec: dict[int, list[Planned]] = {}
-    for plan in plans:
-        by_spec.setdefault(id(plan.job), []).append(plan)
+    fields once per group, :func:`by_spec`) and nodes once each; the results come back in
+    that order."""
+    groups = by_spec(plans)
     names: list[str] = []
     index: dict[str, int] = {}
     nodes: dict[str, int] = {}
     for plan in plans:
         if plan.node not in nodes:
             nodes[plan.node] = len(nodes) + 1
-    for group in by_spec.values():
+    for group in groups:
         for resource in group[0].job.resources:
             if resource not in index:
                 names.append(resource)
                 index[resource] = len(names)
-    argv: list = [token, keys.events, len(names), *names, len(nodes), *nodes, len(by_spec)]
+    argv: list = [token, keys.events, len(names), *names, len(nodes), *nodes, len(groups)]
     node_keys: list[str] = []
     for name in nodes:
         node_keys += [keys.node(name), keys.node_tasks(name)]
     ordered: list[Planned] = []
-    for group in by_spec.values():
+    for group in groups:
         job = group[0].job
         argv += [job.id, job.max_per_node, job.priority, len(job.resources)]
         for resource, amount in job.resources.items():
@@ -62,7 +70,7 @@ def commit(scripts: Scripts, keys: Keys, token: str, plans: list[Planned]) -> Co
     reply = scripts.commit(
         keys=[keys.inflight, keys.leases, keys.tally_tasks, keys.node_changes, keys.node_seq, keys.tally_priority,
               keys.node_deltas, *(keys.free(name) for name in names), *node_keys,
-              *(keys.tally_job(group[0].job.id) for group in by_spec.values()),
+              *(keys.tally_job(group[0].job.id) for group in groups),
               *(keys.task(plan.task_id) for plan in ordered)],
         args=argv)
     now, results, changes = reply

@@ -9,7 +9,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler.commit import Planned, commit
+from scheduler.commit import Planned, by_spec, commit
 from scheduler.fit import misfit
 from scheduler.model import JobSpec, Node, parse_job
 
@@ -242,7 +242,7 @@ def test_lua_commit_agrees_with_misfit_across_a_batch(app, two, plans, requests,
 
     # The reference: misfit in the order the commit judged them, applying each accepted one.
     judged = [plan for plan, _ in outcome.refused] + outcome.accepted
-    order = {plan.task_id: i for i, plan in enumerate(_sent_order(planned))}
+    order = {plan.task_id: i for i, plan in enumerate(p for group in by_spec(planned) for p in group)}
     verdicts = {plan.task_id: reason for plan, reason in outcome.refused}
     counts: dict[str, dict[str, int]] = {"j": {}, "k": {}}
     for plan in sorted(judged, key=lambda p: order[p.task_id]):
@@ -265,10 +265,3 @@ def test_lua_commit_agrees_with_misfit_across_a_batch(app, two, plans, requests,
             if any(p.node == name and p.job.resources.get(r) for p in outcome.accepted):
                 assert free == node.capacity[r] - node.allocated[r]
 
-
-def _sent_order(plans: list[Planned]) -> list[Planned]:
-    """The order commit.py sends placements in: grouped by spec, groups by first appearance."""
-    groups: dict[int, list[Planned]] = {}
-    for plan in plans:
-        groups.setdefault(id(plan.job), []).append(plan)
-    return [plan for group in groups.values() for plan in group]
