@@ -9,7 +9,6 @@ tasks; scaling adds tasks or stops the newest; stopping ends every task.
 from __future__ import annotations
 
 import orjson
-import redis
 
 from .errors import SpecError
 from .model import (ACTIVE, BATCH, COMPLETED, FAILED, GLOBAL, LOST, PENDING, READY, SERVICE, STOPPED,
@@ -35,47 +34,40 @@ def _same_but_replicas(stored: str | None, spec: JobSpec) -> bool:
     return {**old, "replicas": spec.replicas} == orjson.loads(orjson.dumps(spec.raw))
 
 
+def job_state(fields: dict) -> str:
+    """What ``enqueue.lua`` compares to see whether a job changed since it was read."""
+    if not fields:
+        return ""
+    return f"{fields.get('version', '')}|{fields.get('next_index', '')}|{fields.get('status', '')}"
+
+
 def submit(store: Store, spec: JobSpec) -> dict:
     """Create or update a job and queue its tasks. Returns {id, version, tasks, created}.
     A running job whose spec changes only in ``replicas`` is scaled, keeping its tasks
-    (as a change of count is in Nomad and kube); any other change is a new version."""
-    k = store.keys
-    key = k.job(spec.id)
+    (as a change of count is in Nomad and kube); any other change is a new version.
+    A new job takes one round trip: ``enqueue.lua`` creates it unless it exists."""
     raw = orjson.dumps(spec.raw).decode()
     pins = None
     if spec.type == GLOBAL:
         pins = sorted(global_targets(spec, store.nodes()))
-    with store.client.pipeline() as pipe:
-        while True:
-            try:
-                pipe.watch(key)
-                current = pipe.hgetall(key)
-                if current.get("status") == RUNNING_JOB and current.get("spec") == raw:
-                    pipe.unwatch()
-                    return {"id": spec.id, "version": int(current["version"]), "tasks": [], "created": False}
-                if (current.get("status") == RUNNING_JOB and spec.type != GLOBAL
-                        and _same_but_replicas(current.get("spec"), spec)):
-                    pipe.unwatch()
-                    scaled = scale(store, spec.id, spec.replicas)
-                    return {"id": spec.id, "version": int(current["version"]), "tasks": scaled["added"],
-                            "created": False}
-                version = int(current.get("version", 0)) + 1
-                first = int(current.get("next_index", 0))
-                count = len(pins) if pins is not None else spec.replicas
-                stamp = store.stamp(count)
-                now = stamp[0]
-                pipe.multi()
-                pipe.hset(key, mapping={"id": spec.id, "spec": raw, f"spec:{version}": raw, "version": version,
-                                        "status": RUNNING_JOB, "created": current.get("created", now),
-                                        "updated": now, "next_index": first + count})
-                pipe.sadd(k.jobs, spec.id)
-                if spec.type == GLOBAL:
-                    pipe.sadd(k.global_jobs, spec.id)
-                new_ids = store.new_tasks(pipe, spec, version, first, count, stamp, pins)
-                pipe.execute()
-                break
-            except redis.WatchError:
-                continue
+    count = len(pins) if pins is not None else spec.replicas
+    current: dict = {}
+    while True:
+        if current.get("status") == RUNNING_JOB and current.get("spec") == raw:
+            return {"id": spec.id, "version": int(current["version"]), "tasks": [], "created": False}
+        if (current.get("status") == RUNNING_JOB and spec.type != GLOBAL
+                and _same_but_replicas(current.get("spec"), spec)):
+            scaled = scale(store, spec.id, spec.replicas)
+            return {"id": spec.id, "version": int(current["version"]), "tasks": scaled["added"], "created": False}
+        version = int(current.get("version", 0)) + 1
+        first = int(current.get("next_index", 0))
+        fields = {"id": spec.id, "spec": raw, f"spec:{version}": raw, "version": version, "status": RUNNING_JOB,
+                  "next_index": first + count}
+        if store.enqueue(spec.id, job_state(current), fields, version, spec.priority, first, count, pins=pins,
+                         is_global=spec.type == GLOBAL) is not None:
+            break
+        current = store.client.hgetall(store.keys.job(spec.id))  # it exists, or changed: read it, decide again
+    new_ids = [f"{spec.id}.{first + i}" for i in range(count)]
     if current:
         old = [t["id"] for t in store.tasks(store.job_task_ids(spec.id))
                if t["state"] not in TERMINAL_STATES and int(t["version"]) < version]
@@ -92,32 +84,21 @@ def open_tasks(store: Store, job_id: str) -> list[dict]:
 def add_tasks(store: Store, job_id: str, count: int, spec: JobSpec | None = None, *,
               pins: list[str] | None = None, delay_ms: int = 0, retries: int = 0) -> list[str]:
     """Queue ``count`` more tasks of the job's current version (optionally saving ``spec``
-    as that version's spec first, as scaling does). See :meth:`Store.new_tasks`."""
-    k = store.keys
-    with store.client.pipeline() as pipe:
-        while True:
-            try:
-                pipe.watch(k.job(job_id))
-                fields = pipe.hgetall(k.job(job_id))
-                if fields.get("status", RUNNING_JOB) != RUNNING_JOB:  # stopped since the caller looked
-                    pipe.unwatch()
-                    return []
-                first = int(fields.get("next_index", 0))
-                version = int(fields["version"])
-                current = spec or parse_stored(fields["spec"])
-                stamp = store.stamp(count)
-                pipe.multi()
-                mapping = {"next_index": first + count, "updated": stamp[0]}
-                if spec is not None:
-                    text = orjson.dumps(spec.raw).decode()
-                    mapping.update({"spec": text, f"spec:{version}": text})
-                pipe.hset(k.job(job_id), mapping=mapping)
-                added = store.new_tasks(pipe, current, version, first, count, stamp, pins=pins,
-                                        delay_ms=delay_ms, retries=retries)
-                pipe.execute()
-                return added
-            except redis.WatchError:
-                continue
+    as that version's spec first, as scaling does). See :meth:`Store.enqueue`."""
+    while True:
+        fields = store.client.hgetall(store.keys.job(job_id))
+        if fields.get("status", RUNNING_JOB) != RUNNING_JOB:  # stopped since the caller looked
+            return []
+        first = int(fields.get("next_index", 0))
+        version = int(fields["version"])
+        current = spec or parse_stored(fields["spec"])
+        mapping = {"next_index": first + count}
+        if spec is not None:
+            text = orjson.dumps(spec.raw).decode()
+            mapping.update({"spec": text, f"spec:{version}": text})
+        if store.enqueue(job_id, job_state(fields), mapping, version, current.priority, first, count, pins=pins,
+                         delay_ms=delay_ms, retries=retries) is not None:
+            return [f"{job_id}.{first + i}" for i in range(count)]
 
 
 def scale(store: Store, job_id: str, replicas: int) -> dict:

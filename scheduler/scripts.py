@@ -11,7 +11,7 @@ from importlib.resources import files
 
 import redis
 
-SCRIPT_NAMES = ("claim", "reclaim", "fail", "move", "commit", "finish", "start", "preempt", "unnominate", "claimed", "tallies", "node_put", "node_set", "node_rm")
+SCRIPT_NAMES = ("enqueue", "claim", "reclaim", "fail", "move", "commit", "finish", "start", "preempt", "unnominate", "claimed", "tallies", "node_put", "node_set", "node_rm")
 
 
 @cache

@@ -15,9 +15,8 @@ import redis
 from .errors import NotFound, SpecError
 from .connection import time_ms
 from .keys import Keys
-from .model import (ACTIVE, AVAILABILITIES, DOWN, LIVE_STATES, PENDING, READY, STOPPED, JobSpec, Node,
+from .model import (ACTIVE, AVAILABILITIES, DOWN, LIVE_STATES, READY, STOPPED, JobSpec, Node,
                     Nomination, check_job_id, check_node_name, parse_job)
-from .queue import queue_score
 from .scripts import Scripts
 
 _DESCRIPTION = ("hostname", "role", "os", "arch")
@@ -201,45 +200,26 @@ class Store:
             raise NotFound(f"job {job_id!r} (version {version}) does not exist.")
         return parse_stored(raw)
 
-    def stamp(self, count: int) -> tuple[int, int]:
-        """Redis TIME (ms) and the first of ``count`` enqueue sequence numbers, in one round
-        trip: what :meth:`new_tasks` needs, taken before its MULTI."""
-        with self.client.pipeline(transaction=False) as pipe:
-            pipe.time()
-            pipe.incrby(self.keys.enqueue_seq, count)
-            now, last = pipe.execute()
-        return time_ms(now), last - count + 1
-
-    def new_tasks(self, pipe, spec: JobSpec, version: int, first_index: int, count: int,
-                  stamp: tuple[int, int], pins: list[str] | None = None, delay_ms: int = 0,
-                  retries: int = 0) -> list[str]:
-        """Queue ``count`` new pending tasks of a job in ``pipe`` (a MULTI), created at the
-        time and with the sequence numbers of ``stamp`` (:meth:`stamp`). ``pins`` fixes each
+    def enqueue(self, job_id: str, read: str, job_fields: dict, version: int, priority: int, first_index: int,
+                count: int, *, pins: list[str] | None = None, delay_ms: int = 0, retries: int = 0,
+                is_global: bool = False) -> int | None:
+        """``enqueue.lua``: write ``job_fields`` to the job's hash and queue ``count`` new
+        pending tasks (``<job>.<first_index + i>``), created now (Redis TIME), if the job is
+        still as ``read`` (:func:`job_state`; "" = it must not exist). ``pins`` fixes each
         task to one node (global jobs); ``delay_ms`` starts them in backoff (restart delay);
-        ``retries`` counts how many tasks ran before them in the same slot (batch retries)."""
+        ``retries`` counts how many tasks ran before them in the same slot. Returns the
+        creation time (ms), or None when the job changed since it was read."""
         k = self.keys
-        now_ms, first_seq = stamp
-        ids = []
-        for offset in range(count):
-            index = first_index + offset
-            task_id = f"{spec.id}.{index}"
-            score = queue_score(spec.priority, first_seq + offset)
-            fields = {"id": task_id, "job": spec.id, "version": version, "state": PENDING,
-                      "priority": spec.priority, "qscore": score, "created": now_ms, "attempts": 0,
-                      "index": index, "retries": retries}
-            if pins is not None:
-                fields["pin"] = pins[offset]
-            if delay_ms:
-                fields["backoff_until"] = now_ms + delay_ms
-                pipe.zadd(k.backoff, {task_id: now_ms + delay_ms})
-            else:
-                pipe.zadd(k.active, {task_id: score})
-            pipe.hset(k.task(task_id), mapping=fields)
-            pipe.zadd(k.job_tasks(spec.id), {task_id: index})
-            pipe.publish(k.events, orjson.dumps({"type": "task", "id": task_id, "job": spec.id,
-                                                 "state": PENDING, "ts": now_ms}))
-            ids.append(task_id)
-        return ids
+        args = [read, k.events, job_id, version, priority, first_index, delay_ms, retries, int(is_global),
+                len(job_fields)]
+        for field, value in job_fields.items():
+            args += [field, value]
+        args += pins or []
+        reply = self.scripts.enqueue(
+            keys=[k.job(job_id), k.jobs, k.global_jobs, k.active, k.backoff, k.job_tasks(job_id), k.enqueue_seq,
+                  *(k.task(f"{job_id}.{first_index + i}") for i in range(count))],
+            args=args)
+        return int(reply[1]) if reply[0] else None
 
     def now_ms(self) -> int:
         return time_ms(self.client.time())

@@ -8,6 +8,7 @@ import pytest
 from scheduler import reconcile
 from scheduler.errors import NotFound, SpecError
 from scheduler.model import make_node, parse_job
+from scheduler.queue import queue_score
 
 from commits import commit_one
 
@@ -65,6 +66,50 @@ def test_submit_creates_pending_tasks_in_the_active_queue(app):
         assert float(task["qscore"]) == app.client.zscore(app.keys.active, task["id"])
     job = app.store.get_job("web")
     assert (job["version"], job["status"], job["spec"]["replicas"]) == (1, "running", 3)
+
+
+def test_queue_scores_written_by_enqueue_lua_follow_queue_score(app):
+    first_seq = int(app.client.get(app.keys.enqueue_seq) or 0) + 1
+    reconcile.submit(app.store, spec("low", replicas=2, priority=10))
+    reconcile.submit(app.store, spec("high", replicas=1, priority=900))
+    for task_id, priority, seq in (("low.0", 10, first_seq), ("low.1", 10, first_seq + 1), ("high.0", 900, first_seq + 2)):
+        assert app.client.zscore(app.keys.active, task_id) == queue_score(priority, seq)
+    assert app.client.zrange(app.keys.active, 0, -1) == ["high.0", "low.0", "low.1"]
+
+
+def test_enqueue_refuses_a_job_changed_since_it_was_read_and_writes_nothing(app):
+    reconcile.submit(app.store, spec(replicas=1))
+    stale = reconcile.job_state(app.client.hgetall(app.keys.job("web")))
+    reconcile.scale(app.store, "web", 2)
+    before = snapshot(app)
+    assert app.store.enqueue("web", stale, {"next_index": 2}, 1, 0, 1, 1) is None
+    assert app.store.enqueue("web", "", {"next_index": 3}, 1, 0, 2, 1) is None  # "must not exist"
+    assert snapshot(app) == before
+
+
+def _add_one_at_a_time(url, namespace, times):
+    from scheduler.app import App
+    app = App(redis_url=url, namespace=namespace)
+    for _ in range(times):
+        reconcile.add_tasks(app.store, "web", 1)
+
+
+def test_concurrent_adds_from_many_processes_lose_and_repeat_no_index(app, redis_url, namespace):
+    """Compare-and-set under contention: every add gets its own index, none is lost."""
+    import multiprocessing
+    reconcile.submit(app.store, spec(replicas=1))
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_add_one_at_a_time, args=(redis_url, namespace, 40)) for _ in range(4)]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(60)
+        assert proc.exitcode == 0
+    expected = [f"web.{i}" for i in range(1 + 4 * 40)]
+    assert app.store.job_task_ids("web") == expected
+    assert sorted(app.client.zrange(app.keys.active, 0, -1)) == sorted(expected)
+    assert int(app.client.hget(app.keys.job("web"), "next_index")) == len(expected)
+    assert all(task["state"] == "pending" for task in app.store.tasks(expected))
 
 
 def test_resubmitting_the_identical_spec_is_a_no_op(app):

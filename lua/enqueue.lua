@@ -1,0 +1,83 @@
+-- enqueue.lua: write a job's hash and queue new pending tasks of it, in one step, if the
+-- job is still as the caller read it (compare and set: no WATCH round trips). Submitting
+-- a new job is this one call. Each task gets the next enqueue sequence number; its
+-- active-queue score is scheduler.queue.queue_score (priority first, then sequence).
+--
+-- KEYS[1] job:<id>         HASH
+-- KEYS[2] jobs             SET
+-- KEYS[3] jobs:global      SET
+-- KEYS[4] q:active         ZSET
+-- KEYS[5] q:backoff        ZSET
+-- KEYS[6] job:<id>:tasks   ZSET  task id -> index
+-- KEYS[7] q:seq            STRING
+-- KEYS[8 ..]               task HASH of each new task (<job>.<first index + i>)
+-- ARGV[1] the job as read: "" = must not exist, else "<version>|<next_index>|<status>"
+-- ARGV[2] events channel
+-- ARGV[3] job id
+-- ARGV[4] spec version of the tasks
+-- ARGV[5] priority
+-- ARGV[6] index of the first task
+-- ARGV[7] start in backoff for this many ms ("0": queue now)
+-- ARGV[8] retries (tasks that ran before these in the same slots)
+-- ARGV[9] "1" to add the job to jobs:global
+-- ARGV[10] n, then n field/value pairs for the job hash ("updated" and, when the job is
+--          new, "created" are set here to Redis TIME)
+-- then, optionally, one pinned node per task
+-- Returns {0} if the job changed since it was read (read it again), else {1, now}.
+
+local MAX_PRIORITY = 1000
+
+local job = KEYS[1]
+if ARGV[1] == '' then
+  if redis.call('EXISTS', job) == 1 then return {0} end
+else
+  local cur = redis.call('HMGET', job, 'version', 'next_index', 'status')
+  if (cur[1] or '') .. '|' .. (cur[2] or '') .. '|' .. (cur[3] or '') ~= ARGV[1] then return {0} end
+end
+
+local channel, job_id, version = ARGV[2], ARGV[3], ARGV[4]
+local priority, first = tonumber(ARGV[5]), tonumber(ARGV[6])
+local delay, retries = tonumber(ARGV[7]), ARGV[8]
+local pairs_at = 11 + 2 * tonumber(ARGV[10])
+local count = #KEYS - 7
+local now = now_ms()
+local first_seq = redis.call('INCRBY', KEYS[7], count) - count + 1
+
+local fields = {}
+for i = 11, pairs_at - 1 do fields[#fields + 1] = ARGV[i] end
+fields[#fields + 1] = 'updated'
+fields[#fields + 1] = int(now)
+call_all('HSET', job, fields)
+redis.call('HSETNX', job, 'created', int(now))
+redis.call('SADD', KEYS[2], job_id)
+if ARGV[9] == '1' then redis.call('SADD', KEYS[3], job_id) end
+
+local queued, indexes = {}, {}
+local queue = delay > 0 and KEYS[5] or KEYS[4]
+for i = 0, count - 1 do
+  local index = int(first + i)
+  local id = job_id .. '.' .. index
+  local score = int((MAX_PRIORITY - priority) * 1e12 + first_seq + i)
+  local task = {'id', id, 'job', job_id, 'version', version, 'state', 'pending', 'priority', ARGV[5],
+                'qscore', score, 'created', int(now), 'attempts', '0', 'index', index, 'retries', retries}
+  local pin = ARGV[pairs_at + i]
+  if pin then
+    task[#task + 1] = 'pin'
+    task[#task + 1] = pin
+  end
+  if delay > 0 then
+    task[#task + 1] = 'backoff_until'
+    task[#task + 1] = int(now + delay)
+    queued[#queued + 1] = int(now + delay)
+  else
+    queued[#queued + 1] = score
+  end
+  queued[#queued + 1] = id
+  indexes[#indexes + 1] = index
+  indexes[#indexes + 1] = id
+  redis.call('HSET', KEYS[8 + i], unpack(task))
+  publish(channel, {'type', 'task', 'id', id, 'job', job_id, 'state', 'pending', 'ts', now})
+end
+call_all('ZADD', queue, queued)
+call_all('ZADD', KEYS[6], indexes)
+return {1, now}
