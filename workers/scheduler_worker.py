@@ -12,6 +12,7 @@ CPU-bound Python, so processes (not threads) are what use more than one core.
 
 from __future__ import annotations
 
+import gc
 import logging
 import multiprocessing
 import os
@@ -168,6 +169,8 @@ class SchedulerWorker:
     def _load_nodes(self) -> None:
         """Read every node before claiming anything (kube-scheduler's cache sync): the
         first batch's leases should not run while the whole cluster is being read."""
+        if self.cache.seq >= 0:
+            return
         try:
             self.cache.refresh()
         except Exception:  # Redis not there yet: the first batch loads them instead
@@ -463,6 +466,10 @@ def _run_one(url: str, namespace: str, config: WorkerConfig, queue_config: Queue
     worker = SchedulerWorker(app, config)
     signal.signal(signal.SIGTERM, worker.stop)
     signal.signal(signal.SIGINT, worker.stop)
+    worker._load_nodes()
+    # The process is the worker's own: what exists now (modules, the copy of the nodes) lives
+    # as long as it does, and a full collection walking it stalls a batch for ~30 ms.
+    gc.freeze()
     return worker.run().as_dict()
 
 
