@@ -7,6 +7,7 @@ queue or the tallies goes through a Lua script; simple writes use MULTI transact
 
 from __future__ import annotations
 
+import dataclasses
 from functools import lru_cache
 
 import orjson
@@ -280,4 +281,20 @@ class Store:
 
 @lru_cache(maxsize=4096)
 def parse_stored(raw: str) -> JobSpec:
+    """A spec as stored (normalised JSON, ``id`` first). Jobs made from one template differ
+    only in their id, so the rest of the text is parsed and validated once and shared."""
+    head, comma, rest = raw.partition('",')
+    if comma and head.startswith('{"id":"'):
+        job_id = head[7:]
+        try:
+            template = _parse_without_id(rest)
+        except SpecError:
+            pass  # parsed in full below, so the error names this job
+        else:
+            return dataclasses.replace(template, id=job_id, raw={**template.raw, "id": job_id})
     return parse_job(orjson.loads(raw))
+
+
+@lru_cache(maxsize=1024)
+def _parse_without_id(rest: str) -> JobSpec:
+    return parse_job(orjson.loads('{"id":"x",' + rest))

@@ -1,11 +1,14 @@
-"""Parsing what people write: quantities, node flags and job specs (constraints: test_constraints.py). No Redis."""
+"""Parsing what people write: quantities, node flags and job specs (constraints: test_constraints.py), and
+specs as stored. No Redis."""
 
 from __future__ import annotations
 
+import orjson
 import pytest
 
 from scheduler.errors import SpecError
 from scheduler.model import make_node, parse_job, parse_labels
+from scheduler.store import parse_stored
 from scheduler.quantities import (MAX_BYTES, format_quantity, parse_cpu, parse_memory, parse_resources,
                                   parse_units)
 
@@ -259,3 +262,29 @@ def test_global_job_has_no_replicas():
 def test_bad_job_specs(raw, match):
     with pytest.raises(SpecError, match=match):
         parse_job(raw)
+
+
+# ----------------------------------------------------------------------------- stored specs
+STORED_TEMPLATES = [
+    {"replicas": 2, "resources": {"cpu": "500m", "memory": "1Gi"}},
+    {"replicas": 1, "priority": 700, "resources": {"cpu": "2"}, "constraints": ["node.labels.zone==z1"],
+     "preferences": [{"spread": "node.labels.zone"}], "ports": [8080], "max_per_node": 1},
+    {"type": "global", "resources": {"memory": "64Mi"}, "plugins": ["gpu"], "run": {"func": "builtins:print"}},
+]
+
+
+@pytest.mark.parametrize("template", STORED_TEMPLATES)
+def test_stored_specs_of_one_template_parse_as_in_full_each_with_its_own_id(template):
+    for job_id in ("web", "web-2", "w_3"):
+        text = orjson.dumps(parse_job({"id": job_id, **template}).raw).decode()
+        stored, full = parse_stored(text), parse_job(orjson.loads(text))
+        assert stored == full and stored.raw == full.raw
+        assert stored.id == stored.raw["id"] == job_id
+
+
+def test_an_invalid_stored_spec_is_refused_naming_its_own_job():
+    text = orjson.dumps(parse_job({"id": "fine", "resources": {"cpu": "1"}}).raw).decode()
+    parse_stored(text)
+    broken = text.replace('"fine"', '"broken"').replace('"priority":50', '"priority":5000')
+    with pytest.raises(SpecError, match="job broken: priority"):
+        parse_stored(broken)
