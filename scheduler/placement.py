@@ -289,6 +289,9 @@ class Placer:
             groups = [((), None)]  # every row
         count, key, rnd = batch.job_counts.get, batch.key, self._random.random
         needs, ports, max_per_node = job.resources, job.ports, job.max_per_node
+        # Rows come from the room mask (usable, room in every resource): without host ports,
+        # max_per_node or nominations on the node, misfit could only agree.
+        decided = not ports and not max_per_node
 
         def fitting(segment: np.ndarray) -> list:
             """Leaf entries for the first ``wanted`` nodes of ``segment`` that fit now."""
@@ -296,7 +299,8 @@ class Placer:
             for row in segment.tolist():
                 node = table.nodes[row]
                 on_node = count(node.name, 0)
-                if misfit(node, needs, ports, max_per_node, on_node, job.priority, job.id) is None:
+                if (decided and not node.nominations) or misfit(node, needs, ports, max_per_node, on_node,
+                                                                job.priority, job.id) is None:
                     entries.append((key(node, on_node), rnd(), row, node))
                     if len(entries) == wanted:
                         break
@@ -424,7 +428,8 @@ class _Batch:
             heappop(heap)
 
     def pick(self, heap: list) -> Node | None:
-        self.settle(heap)  # the top was settled already; checking again costs one misfit per task
+        """Place the task on the top node. The heap is settled (at build and after each
+        pick) and its nodes are in no other heap, so the top still fits."""
         if not heap:
             return None
         _, rank, index, node = heap[0]
