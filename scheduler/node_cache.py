@@ -83,7 +83,8 @@ class NodeCache:
         """Apply the change feed; returns the replies to what ``also`` queued."""
         keys, client = self.store.keys, self.store.client
         with client.pipeline(transaction=False) as pipe:
-            pipe.zrangebyscore(keys.node_changes, f"({self.seq}", "+inf", withscores=True)
+            # Sent raw: redis-py's withscores=True re-encodes every score to bytes and back.
+            pipe.execute_command("ZRANGEBYSCORE", keys.node_changes, f"({self.seq}", "+inf", "WITHSCORES")
             pipe.zrangebyscore(keys.node_deltas, f"({self.seq}", "+inf")
             if also is not None:
                 also(pipe)
@@ -93,7 +94,7 @@ class NodeCache:
         for line in delta_lines:
             deltas.setdefault(line.split("|", 3)[2], []).append(line)
         names = set(self._dirty)
-        for name, score in changed:
+        for name, score in _pairs(changed):
             latest = int(score)
             self.seq = max(self.seq, latest)
             own = self._own.pop(name, None)
@@ -179,3 +180,10 @@ class NodeCache:
     def invalidate(self, names) -> None:
         """Re-read these nodes on the next refresh, whatever the feed says."""
         self._dirty.update(names)
+
+
+def _pairs(reply: list) -> list:
+    """(member, score) pairs of a raw WITHSCORES reply: nested over RESP3, flat over RESP2."""
+    if reply and not isinstance(reply[0], list):
+        return list(zip(reply[::2], reply[1::2]))
+    return reply

@@ -4,6 +4,7 @@ that leave no delta (releases), which make it read the node instead."""
 
 from __future__ import annotations
 
+import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -13,6 +14,7 @@ from scheduler.fit import misfit
 from scheduler.model import STOPPED, make_node, parse_job
 from scheduler.node_cache import NodeCache
 from scheduler.placement import _apply
+from scheduler.store import Store
 
 NODES = ("n0", "n1", "n2")
 
@@ -66,6 +68,18 @@ def test_another_workers_commits_arrive_as_deltas_and_a_release_is_read(app):
     assert_current(app, b)
     assert b.reads - reads == 1  # the release left no delta: n1 was read
     assert_current(app, a)
+
+
+def test_a_copy_over_a_resp2_connection_follows_the_feed_too(app, redis_url):
+    """The change feed is read as a raw WITHSCORES reply, whose shape depends on the protocol."""
+    token, specs = setup_cluster(app)
+    resp2 = redis.Redis.from_url(redis_url, decode_responses=True, protocol=2)
+    b = NodeCache(Store(resp2, app.keys))
+    b.refresh()
+    assert place(app, NodeCache(app.store), token, "web.0", "n2", specs["web.0"])
+    assert_current(app, b)
+    assert b.applied == 1 and b.nodes["n2"].tasks == 1
+    resp2.close()
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
