@@ -136,6 +136,8 @@ def run_demo(app: App, seconds: float = 12.0, console: Console | None = None) ->
             while time.monotonic() < end:
                 time.sleep(0.25)
                 live.update(_view(app))
+        if not console.is_terminal:
+            console.line()  # a Live display written to a file or pipe ends without a newline
         _summary(app, console)
         return 0
     finally:

@@ -75,7 +75,7 @@ def test_demo_runs_a_live_cluster_and_leaves_nothing_running(tmp_path_factory):
         assert "4 agents and 2 workers up" in out
         for job in DEMO_JOBS:
             assert f"submitted {job} " in out, job
-        assert "what ran where" in out
+        assert re.search(r"^ *what ran where", out, re.M), out  # on a line of its own, after the live view
         summary = out[out.index("what ran where"):]
         header = next(line for line in summary.splitlines() if " job " in line)
         for node in DEMO_NODES:
