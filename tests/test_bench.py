@@ -9,11 +9,13 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from scheduler import bench
+from scheduler import bench, reconcile
 from scheduler.app import App
 from scheduler.cli import main
 from scheduler.errors import SpecError
 from scheduler.model import make_node, parse_job
+
+from commits import commit_one
 
 BATCH_KEYS = {
     "mode", "scenario", "tasks", "assigned", "unplaced", "placements_per_s", "us_per_placement", "window_s",
@@ -64,6 +66,30 @@ def test_two_workers(app, redis_url):
     scenario = tiny(nodes=30, jobs=4, replicas=20, workers=2, batch_size=7)
     report = bench.run_batch(scenario, redis_url=redis_url, namespace=app.keys.namespace, clear=False)
     check_batch(report, scenario)
+
+
+def _one_task_waiting(app) -> int:
+    """A node and one pending task; returns the workers' release time (Redis TIME)."""
+    app.store.put_node(make_node("n1", cpu=4, memory="8GiB"))
+    reconcile.submit(app.store, parse_job({"id": "web", "resources": {"cpu": 1}}))
+    return bench.redis_now_ms(app)
+
+
+def test_the_window_starts_at_the_earliest_lease_in_flight(app):
+    released = _one_task_waiting(app)
+    watch = bench.ClaimWatch(app, released)
+    assert not watch.poll()  # nothing claimed yet
+    app.queue.claim(1, bench.LEASE_MS)
+    assert watch.poll() and released <= watch.first_ms <= bench.redis_now_ms(app)
+
+
+def test_a_claim_committed_before_the_first_look_counts_from_the_release(app):
+    released = _one_task_waiting(app)
+    watch = bench.ClaimWatch(app, released)
+    claim = app.queue.claim(1, bench.LEASE_MS)
+    assert commit_one(app, claim.token, "web.0", "n1", "web", {"cpu": 1000}) == 1
+    assert watch.poll() and watch.first_ms == released
+    assert watch.first_ms <= int(app.client.hget(app.keys.task("web.0"), "assigned_at"))
 
 
 def test_cli_prints_one_json_object(app, redis_url):
