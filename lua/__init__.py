@@ -1,0 +1,1 @@
+"""The Lua scripts, shipped as the package data of ``scheduler.lua``."""

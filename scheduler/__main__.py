@@ -1,3 +1,3 @@
-from .cli import run
+from scheduler.tools.cli import run
 
 run()

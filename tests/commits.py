@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from scheduler.commit import Planned, commit
+from scheduler.state.commit import Planned, commit
 from scheduler.model import JobSpec, parse_job
 
 

@@ -7,8 +7,8 @@ import uuid
 
 import pytest
 
-from scheduler.app import App
-from scheduler.embedded import start_server
+from scheduler.state.app import App
+from scheduler.state.embedded import start_server
 
 
 @pytest.fixture(scope="session")
@@ -71,7 +71,7 @@ def both_placement_paths(request, monkeypatch):
     """Run a test with the placer's per-node scan and with its numpy candidate path
     (normally used only from 512 nodes), so both give what the test expects."""
     if request.param == "columns":
-        from scheduler.placement import Placer
+        from scheduler.engine.placement import Placer
 
         original = Placer.__init__
 

@@ -20,9 +20,9 @@ import pytest
 import redis
 from rq.job import Job
 
-from scheduler import reconcile
-from scheduler.audit import audit
-from scheduler.execution import rq_job_id
+from scheduler.control import reconcile
+from scheduler.control.audit import audit
+from scheduler.control.execution import rq_job_id
 from scheduler.model import LIVE_STATES, make_node, parse_job
 
 from worker_harness import wait_until

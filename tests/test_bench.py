@@ -9,10 +9,11 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from scheduler import bench, reconcile
-from scheduler.app import App
-from scheduler.cli import main
-from scheduler.errors import SpecError
+from scheduler.tools import bench
+from scheduler.control import reconcile
+from scheduler.state.app import App
+from scheduler.tools.cli import main
+from scheduler.model.errors import SpecError
 from scheduler.model import make_node, parse_job
 
 from commits import commit_one

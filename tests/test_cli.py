@@ -8,7 +8,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from scheduler.cli import main
+from scheduler.tools.cli import main
 
 from commits import commit_one
 

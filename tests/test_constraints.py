@@ -2,8 +2,8 @@
 
 import pytest
 
-from scheduler.constraints import parse_constraint, parse_constraints
-from scheduler.errors import SpecError
+from scheduler.model.constraints import parse_constraint, parse_constraints
+from scheduler.model.errors import SpecError
 from scheduler.model import Node, make_node
 
 GiB = 2**30

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import redis
 
-from scheduler.app import App
-from scheduler.audit import audit
+from scheduler.state.app import App
+from scheduler.control.audit import audit
 from scheduler.model import LIVE_STATES
 
 SCHED = str(Path(sys.executable).parent / "sched")

@@ -13,8 +13,8 @@ from click.testing import CliRunner
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from scheduler.cli import main
-from scheduler.embedded import ensure_embedded, state_dir
+from scheduler.tools.cli import main
+from scheduler.state.embedded import ensure_embedded, state_dir
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ import time
 import orjson
 from click.testing import CliRunner
 
-from scheduler import reconcile
-from scheduler.cli import main
+from scheduler.control import reconcile
+from scheduler.tools.cli import main
 from scheduler.model import make_node, parse_job
 
 from worker_harness import cluster_problems, format_problems, run_worker_until_idle, wait_until

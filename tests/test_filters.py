@@ -5,10 +5,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler import reasons
-from scheduler.filters import (Constraints, HostPorts, MaxPerNode, NodeReady, Platform, Plugins,
+from scheduler.model import reasons
+from scheduler.engine.filters import (Constraints, HostPorts, MaxPerNode, NodeReady, Platform, Plugins,
                                Resources, filter_pipeline)
-from scheduler.fit import misfit
+from scheduler.engine.fit import misfit
 from scheduler.model import DOWN, DRAIN, PAUSE, make_node, parse_job
 
 

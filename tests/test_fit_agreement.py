@@ -9,8 +9,8 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler.commit import Planned, by_spec, commit
-from scheduler.fit import misfit
+from scheduler.state.commit import Planned, by_spec, commit
+from scheduler.engine.fit import misfit
 from scheduler.model import JobSpec, Node, parse_job
 
 RESOURCES = ("cpu", "memory", "gpu")
@@ -140,7 +140,7 @@ def roomy_nodes(draw):
 def test_lua_commit_agrees_with_misfit_under_nominations(app, node, request, held, priority, own):
     import dataclasses
 
-    from scheduler.store import nomination_value, parse_nomination, reservation
+    from scheduler.state.store import nomination_value, parse_nomination, reservation
 
     cap, alloc, used_ports, status, availability = node
     resources, ports, max_per_node, on_node = request
@@ -211,7 +211,7 @@ batch_plans = st.lists(
 def test_lua_commit_agrees_with_misfit_across_a_batch(app, two, plans, requests, max_per_node):
     import dataclasses
 
-    from scheduler.placement import _apply
+    from scheduler.engine.placement import _apply
 
     k, client = app.keys, app.client
     client.delete(*(key for name in ("n0", "n1") for key in (k.node(name), k.node_tasks(name))),

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from scheduler import heartbeat, reconcile
-from scheduler.audit import audit
-from scheduler.errors import SpecError
-from scheduler.execution import execute, run_task
+from scheduler.control import heartbeat
+from scheduler.control import reconcile
+from scheduler.control.audit import audit
+from scheduler.model.errors import SpecError
+from scheduler.control.execution import execute, run_task
 from scheduler.model import LIVE_STATES, make_node, parse_job
 from workers.scheduler_worker import SchedulerWorker, WorkerConfig
 
@@ -87,8 +88,8 @@ def cli(redis_url: str, namespace: str, *args: str) -> subprocess.CompletedProce
 
 # ----------------------------------------------------------------------------- running one task
 def test_execute_reports_success_and_failure_of_funcs_and_commands():
-    assert execute({"func": "scheduler.demo_tasks:crunch", "args": [0, "x"]})[0] is True
-    ok, message = execute({"func": "scheduler.demo_tasks:flaky", "args": [0, "/nonexistent/dir", "y"]})
+    assert execute({"func": "scheduler.tools.demo_tasks:crunch", "args": [0, "x"]})[0] is True
+    ok, message = execute({"func": "scheduler.tools.demo_tasks:flaky", "args": [0, "/nonexistent/dir", "y"]})
     assert not ok and "raised" in message
     assert execute({"command": ["true"]}) == (True, "exited with code 0")
     assert execute({"command": ["sh", "-c", "echo why >&2; exit 3"]}) == (False, "exited with code 3: why")
@@ -100,7 +101,7 @@ def test_execute_reports_success_and_failure_of_funcs_and_commands():
 def test_run_task_moves_assigned_to_running_to_completed_and_releases(app, redis_url, namespace):
     add_nodes(app, "n1")
     job_id = submit(app, {"id": "one", "type": "batch", "resources": SMALL,
-                          "run": {"func": "scheduler.demo_tasks:crunch", "args": [0, "x"]}})
+                          "run": {"func": "scheduler.tools.demo_tasks:crunch", "args": [0, "x"]}})
     settle(app)
     (task,) = tasks_of(app, job_id)
     assert task["state"] == "assigned" and task["node"] == "n1"
@@ -109,7 +110,7 @@ def test_run_task_moves_assigned_to_running_to_completed_and_releases(app, redis
     result = run_task(redis_url, namespace, "n1", task["id"])
     assert result["ran"] and result["succeeded"] and result["state"] == "completed"
     assert result["replacement"] == []
-    assert result["message"].startswith("scheduler.demo_tasks:crunch returned 'x done after 0s")
+    assert result["message"].startswith("scheduler.tools.demo_tasks:crunch returned 'x done after 0s")
     done = app.store.get_task(task["id"])
     assert done["state"] == "completed"
     assert int(done["assigned_at"]) <= int(done["started_at"]) <= int(done["ended_at"])
@@ -167,7 +168,7 @@ def test_batch_task_that_succeeds_on_retry_is_done(app, redis_url, namespace, tm
     add_nodes(app, "n1")
     job_id = submit(app, {"id": "report", "type": "batch", "max_retries": 5, "restart_delay": 0,
                           "resources": SMALL,
-                          "run": {"func": "scheduler.demo_tasks:flaky", "args": [0, str(tmp_path), "r"]}})
+                          "run": {"func": "scheduler.tools.demo_tasks:flaky", "args": [0, str(tmp_path), "r"]}})
     for _ in range(10):
         settle(app)
         if not run_assigned(app, redis_url, namespace, job_id):

@@ -6,10 +6,10 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from scheduler.errors import SpecError
+from scheduler.model.errors import SpecError
 from scheduler.model import make_node, parse_job, parse_labels
-from scheduler.store import parse_stored
-from scheduler.quantities import (MAX_BYTES, format_quantity, parse_cpu, parse_memory, parse_resources,
+from scheduler.state.store import parse_stored
+from scheduler.model.quantities import (MAX_BYTES, format_quantity, parse_cpu, parse_memory, parse_resources,
                                   parse_units)
 
 MiB, GiB = 2**20, 2**30

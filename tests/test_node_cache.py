@@ -8,13 +8,13 @@ import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler import reconcile
-from scheduler.commit import Planned, commit
-from scheduler.fit import misfit
+from scheduler.control import reconcile
+from scheduler.state.commit import Planned, commit
+from scheduler.engine.fit import misfit
 from scheduler.model import STOPPED, make_node, parse_job
-from scheduler.node_cache import NodeCache
-from scheduler.placement import _apply
-from scheduler.store import Store
+from scheduler.state.node_cache import NodeCache
+from scheduler.engine.placement import _apply
+from scheduler.state.store import Store
 
 NODES = ("n0", "n1", "n2")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from scheduler.model import make_node
-from scheduler.node_table import NodeTable
+from scheduler.engine.node_table import NodeTable
 
 
 def cluster(count=4):

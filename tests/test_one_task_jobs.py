@@ -4,8 +4,8 @@ for a job that already has tasks placed (its spread must count them)."""
 
 from __future__ import annotations
 
-from scheduler import reconcile
-from scheduler.audit import audit
+from scheduler.control import reconcile
+from scheduler.control.audit import audit
 from scheduler.model import make_node, parse_job
 from workers.scheduler_worker import SchedulerWorker, WorkerConfig
 

@@ -6,7 +6,7 @@ from collections import Counter
 import pytest
 
 from scheduler.model import DRAIN, Task, make_node, parse_job
-from scheduler.placement import Placement, PlacementOptions, Placer, batches, explain, nodes_to_find
+from scheduler.engine.placement import Placement, PlacementOptions, Placer, batches, explain, nodes_to_find
 
 GIB = 2**30
 

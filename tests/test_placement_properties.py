@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.filters import filter_pipeline
+from scheduler.engine.filters import filter_pipeline
 from scheduler.model import DOWN, DRAIN, PAUSE, Node, parse_job
-from scheduler.placement import PlacementOptions, Placer
+from scheduler.engine.placement import PlacementOptions, Placer
 
 GIB = 2**30
 PORTS = (80, 443)

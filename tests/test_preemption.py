@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.fit import misfit
+from scheduler.engine.fit import misfit
 from scheduler.model import DOWN, DRAIN, PAUSE, Node, Nomination, parse_job
-from scheduler.preemption import DEFAULT_MARGIN, Choice, Search, Victim, eligible, find, victims_on
-from scheduler.preemptor import Preemptor
+from scheduler.engine.preemption import DEFAULT_MARGIN, Choice, Search, Victim, eligible, find, victims_on
+from scheduler.control.preemptor import Preemptor
 
 CORE = 1000  # millicores
 

@@ -21,11 +21,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from scheduler import reconcile
-from scheduler.audit import audit
-from scheduler.commit import Planned, commit
+from scheduler.control import reconcile
+from scheduler.control.audit import audit
+from scheduler.state.commit import Planned, commit
 from scheduler.model import make_node, parse_job
-from scheduler.placement import PlacementOptions, Placer
+from scheduler.engine.placement import PlacementOptions, Placer
 from workers.scheduler_worker import SchedulerWorker, WorkerConfig
 
 from worker_harness import queue_members, run_worker_until_idle, wait_until

@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from scheduler import reconcile
+from scheduler.control import reconcile
 from scheduler.model import make_node, parse_job
-from scheduler.queue import MAX_PRIORITY, QueueConfig, queue_score
+from scheduler.state.queue import MAX_PRIORITY, QueueConfig, queue_score
 
 from commits import commit_one
 
@@ -286,7 +286,7 @@ def test_backoff_doubles_from_one_second_to_a_ten_second_cap(clocked_app, clock)
 
 
 def test_backoff_honours_a_custom_config(redis_url, namespace, clock):
-    from scheduler.app import App
+    from scheduler.state.app import App
 
     app = App(redis_url=redis_url, namespace=namespace, clock=clock,
               queue_config=QueueConfig(initial_backoff_ms=300, max_backoff_ms=1000))
@@ -523,7 +523,7 @@ def test_workers_move_unschedulable_tasks_once_per_event_not_once_per_start(app)
     assert where(app, task) == ["unschedulable"]
     app.queue.maintain()                       # no event has happened since the record began
     first = where(app, task)
-    from scheduler.queue import SchedulingQueue
+    from scheduler.state.queue import SchedulingQueue
     fresh = SchedulingQueue(app.client, app.keys, app.scripts)
     fresh.maintain()                           # a worker starting up is not a cluster event
     assert where(app, task) == first == ["unschedulable"]

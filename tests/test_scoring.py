@@ -3,7 +3,7 @@
 import pytest
 
 from scheduler.model import make_node, parse_job
-from scheduler.scoring import (MAX_NODE_SCORE, BinPack, Context, FaultyNode, JobSpread, LeastTasks, Ranking,
+from scheduler.engine.scoring import (MAX_NODE_SCORE, BinPack, Context, FaultyNode, JobSpread, LeastTasks, Ranking,
                                Scorer, faulty_nodes, ranking)
 
 GIB = 2**30

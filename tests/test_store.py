@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler import reconcile
-from scheduler.errors import NotFound, SpecError
+from scheduler.control import reconcile
+from scheduler.model.errors import NotFound, SpecError
 from scheduler.model import make_node, parse_job
-from scheduler.queue import queue_score
+from scheduler.state.queue import queue_score
 
 from commits import commit_one
 
@@ -88,7 +88,7 @@ def test_enqueue_refuses_a_job_changed_since_it_was_read_and_writes_nothing(app)
 
 
 def _add_one_at_a_time(url, namespace, times):
-    from scheduler.app import App
+    from scheduler.state.app import App
     app = App(redis_url=url, namespace=namespace)
     for _ in range(times):
         reconcile.add_tasks(app.store, "web", 1)

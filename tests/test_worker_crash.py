@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from scheduler import reconcile
+from scheduler.control import reconcile
 from scheduler.model import make_node, parse_job
 
 from worker_harness import (cluster_problems, format_problems, queue_members, redis_ms, run_worker_until_idle,

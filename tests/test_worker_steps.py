@@ -3,7 +3,7 @@ worker stops before working on it); a Redis that lost its scripts is served agai
 
 from __future__ import annotations
 
-from scheduler import reconcile
+from scheduler.control import reconcile
 from scheduler.model import make_node, parse_job
 from workers.scheduler_worker import SchedulerWorker, WorkerConfig
 

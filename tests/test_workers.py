@@ -15,9 +15,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from scheduler import reconcile
+from scheduler.control import reconcile
 from scheduler.model import make_node, parse_job
-from scheduler.placement import filter_pipeline
+from scheduler.engine.placement import filter_pipeline
 
 from worker_harness import cluster_problems, format_problems, queue_members, wait_until
 

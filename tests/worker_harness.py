@@ -31,7 +31,7 @@ from pathlib import Path
 
 import orjson
 
-from scheduler.connection import time_ms
+from scheduler.state.connection import time_ms
 
 QUEUES = ("active", "backoff", "unschedulable", "inflight")
 
@@ -109,7 +109,7 @@ def cluster_problems(app, *, settled: bool = True) -> tuple[list[str], dict]:
       every pending task sits in q:unschedulable with a stored explanation
       ({nodes_evaluated, reasons, message}).
     """
-    from scheduler.audit import audit
+    from scheduler.control.audit import audit
 
     store, keys, client = app.store, app.keys, app.client
     problems: list[str] = []
@@ -258,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--mode pause needs --go")
 
     import workers.scheduler_worker as sw
-    from scheduler.app import App
+    from scheduler.state.app import App
 
     real_commit = sw.commit
     results = []

@@ -25,9 +25,10 @@ from rq.job import Job
 from rq.worker import Worker
 from rq.worker_pool import WorkerPool
 
-from scheduler import heartbeat, reconcile
-from scheduler.app import App
-from scheduler.execution import rq_job_id, run_task
+from scheduler.control import heartbeat
+from scheduler.control import reconcile
+from scheduler.state.app import App
+from scheduler.control.execution import rq_job_id, run_task
 from scheduler.model import ASSIGNED, RUNNING, Node
 
 log = logging.getLogger("sched.agent")

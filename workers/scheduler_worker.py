@@ -26,18 +26,20 @@ from functools import partial
 
 from redis.exceptions import NoScriptError
 
-from scheduler import heartbeat, reasons, reconcile
-from scheduler.app import App
-from scheduler.commit import Planned, commit
-from scheduler.errors import NotFound
+from scheduler.control import heartbeat
+from scheduler.model import reasons
+from scheduler.control import reconcile
+from scheduler.state.app import App
+from scheduler.state.commit import Planned, commit
+from scheduler.model.errors import NotFound
 from scheduler.model import STOPPED, JobSpec, Node
-from scheduler.node_cache import NodeCache
-from scheduler.placement import Placement, PlacementOptions, Placer, placement_shape
-from scheduler.preemption import DEFAULT_MARGIN
-from scheduler.preemptor import Preemptor
-from scheduler.queue import QueueConfig
-from scheduler.reconcile import FAULT_WINDOW_MS
-from scheduler.store import parse_stored
+from scheduler.state.node_cache import NodeCache
+from scheduler.engine.placement import Placement, PlacementOptions, Placer, placement_shape
+from scheduler.engine.preemption import DEFAULT_MARGIN
+from scheduler.control.preemptor import Preemptor
+from scheduler.state.queue import QueueConfig
+from scheduler.control.reconcile import FAULT_WINDOW_MS
+from scheduler.state.store import parse_stored
 
 log = logging.getLogger("sched.worker")
 

@@ -1,0 +1,59 @@
+"""Running a placed task on its node: the function RQ executes for every task.
+
+The node's agent enqueues ``run_task`` on the node's own RQ queue when a task is assigned
+there. It first moves the task ``assigned -> running`` (refusing to run a task that was
+stopped, lost or replaced while it waited), runs the job's ``run`` (a Python function
+``module:function`` or a command, where exit code 0 is success), and reports the end,
+which releases the task's resources and lets the job's type decide what comes next.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import subprocess
+
+from scheduler.control import reconcile
+from scheduler.state.app import App
+
+
+def rq_job_id(namespace: str, task_id: str) -> str:
+    """RQ accepts letters, digits, '_' and '-' in job ids; task ids also have a '.'."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", f"sched-{namespace}-{task_id}")
+
+
+def execute(run: dict | None) -> tuple[bool, str]:
+    """Run a task's ``run`` spec; returns (succeeded, message)."""
+    if run is None:
+        return True, "nothing to run"
+    if "func" in run:
+        module_name, _, func_name = run["func"].partition(":")
+        try:
+            func = getattr(importlib.import_module(module_name), func_name)
+            value = func(*run.get("args", []), **run.get("kwargs", {}))
+        except Exception as exc:  # the task's own failure, reported as such
+            return False, f"{run['func']} raised {type(exc).__name__}: {exc}"
+        return True, f"{run['func']} returned {value!r}"[:500]
+    try:
+        done = subprocess.run(run["command"], timeout=run.get("timeout"), capture_output=True, text=True)
+    except FileNotFoundError:
+        return False, f"command not found: {run['command'][0]}"
+    except subprocess.TimeoutExpired:
+        return False, f"command timed out after {run.get('timeout')} s"
+    if done.returncode == 0:
+        return True, "exited with code 0"
+    tail = (done.stderr or done.stdout or "").strip().splitlines()[-1:] or [""]
+    return False, f"exited with code {done.returncode}" + (f": {tail[0][:300]}" if tail[0] else "")
+
+
+def run_task(url: str, namespace: str, node: str, task_id: str) -> dict:
+    """The RQ job: start the task if it is still ours, run it, report how it ended."""
+    app = App(redis_url=url, namespace=namespace)
+    keys = app.keys
+    if not app.scripts.start(keys=[keys.task(task_id)], args=[node, keys.events]):
+        return {"task": task_id, "ran": False}
+    task = app.store.get_task(task_id)
+    spec = app.store.job_spec(task["job"], int(task["version"]))
+    succeeded, message = execute(spec.run)
+    ended = reconcile.task_ended(app.store, app.store.get_task(task_id), succeeded, message)
+    return {"task": task_id, "ran": True, "succeeded": succeeded, "message": message, **ended}

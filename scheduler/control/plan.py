@@ -1,0 +1,78 @@
+"""``sched job plan``: where a job's tasks would go, without changing anything.
+
+The same placement engine and preemption search the workers use, run against a copy of
+the nodes as they are now: the tasks that would be placed and where, those that would
+need to preempt (and which tasks they would evict), and why the rest would wait.
+Nothing is written to Redis.
+"""
+
+from __future__ import annotations
+
+from scheduler.state.app import App
+from scheduler.model import GLOBAL, JobSpec
+from scheduler.engine.placement import PlacementOptions, Placer
+from scheduler.engine.preemption import Search
+from scheduler.control.preemptor import Preemptor
+from scheduler.control.reconcile import global_targets
+
+
+def plan(app: App, spec: JobSpec, margin: int | None = None) -> dict:
+    store = app.store
+    nodes = {node.name: node for node in store.nodes()}  # our own copies: placing changes only them
+    counts = {name: int(n) for name, n in store.client.zrange(app.keys.tally_job(spec.id), 0, -1, withscores=True)}
+    placer = Placer(PlacementOptions(seed=0))
+    preemptor = Preemptor(store, lambda job, version: _spec_or_none(store, job, version),
+                          **({"margin": margin} if margin is not None else {}))
+    if spec.type == GLOBAL:
+        targets = sorted(global_targets(spec, nodes.values()))
+        wanted = [(f"{spec.id}.<{name}>", [nodes[name]]) for name in targets]
+    else:
+        wanted = [(f"{spec.id}.<new {i}>", None) for i in range(spec.replicas)]
+    placements, preemptions, pending = [], [], []
+    explanation = None
+    tasks_on = None
+    lowest = preemptor.lowest_live_priority()
+    for task_id, only in wanted:
+        candidates = only if only is not None else list(nodes.values())
+        result = placer.place(candidates, spec, [task_id], job_counts=counts)
+        if result.assignments:
+            placements.append({"task": task_id, "node": result.assignments[0][1]})
+            continue
+        search: Search | None = None
+        if preemptor.worth_trying(spec, lowest):
+            if tasks_on is None:
+                tasks_on = preemptor.tasks_on(preemptor.candidates(list(nodes.values()), spec))
+            search = preemptor.search(candidates, spec, counts, tasks_on)
+        if search is not None and search.choice is not None:
+            choice = search.choice
+            _evict_locally(nodes[choice.node], choice.victims, tasks_on)
+            placer.place([nodes[choice.node]], spec, [task_id], job_counts=counts)
+            preemptions.append({"task": task_id, "node": choice.node,
+                                "victims": [{"id": v.task_id, "job": v.job, "priority": v.priority}
+                                            for v in choice.victims]})
+            continue
+        explanation = result.explanation.to_dict() if result.explanation else None
+        note = search.message(spec, preemptor.margin) if search is not None else None
+        pending.append({"task": task_id, "message": (explanation or {}).get("message", "") +
+                        (f" {note}" if note else "")})
+    return {"job": spec.id, "placements": placements, "preemptions": preemptions, "pending": pending}
+
+
+def _evict_locally(node, victims, tasks_on) -> None:
+    for victim in victims:
+        for resource, amount in victim.resources.items():
+            node.allocated[resource] = node.allocated.get(resource, 0) - amount
+        for port in victim.ports:
+            node.ports.pop(port, None)
+        node.tasks -= 1
+    gone = {v.task_id for v in victims}
+    tasks_on[node.name] = [t for t in tasks_on.get(node.name, []) if t.task_id not in gone]
+
+
+def _spec_or_none(store, job, version):
+    from scheduler.model.errors import NotFound
+
+    try:
+        return store.job_spec(job, version)
+    except NotFound:
+        return None

@@ -1,0 +1,244 @@
+"""Jobs to tasks: make the tasks of each job match what the job asks for.
+
+Desired state is the job (Nomad's evaluation, SwarmKit's orchestrator): ``replicas``
+live-or-pending tasks for a service or batch job, one task pinned to every eligible node
+for a global job. Submitting a changed spec gives the job a new version and replaces its
+tasks; scaling adds tasks or stops the newest; stopping ends every task.
+"""
+
+from __future__ import annotations
+
+import orjson
+
+from scheduler.model.errors import SpecError
+from scheduler.model import (ACTIVE, BATCH, COMPLETED, FAILED, GLOBAL, LOST, PENDING, READY, SERVICE, STOPPED,
+                    TERMINAL_STATES, JobSpec, parse_job)
+from scheduler.state.store import Store, parse_stored
+
+RUNNING_JOB, STOPPED_JOB = "running", "stopped"
+FAULT_WINDOW_MS = 300_000  # failures of a job on a node count towards "faulty" for 5 minutes
+
+
+def global_targets(spec: JobSpec, nodes) -> set[str]:
+    """The nodes a global job wants a task on: ready, active, and meeting its constraints
+    and plugins. (Whether the task fits is the scheduler's business, as for any task.)"""
+    return {n.name for n in nodes
+            if n.status == READY and n.availability == ACTIVE
+            and all(c.matches(n) for c in spec.constraints) and all(p in n.plugins for p in spec.plugins)}
+
+
+def _same_but_replicas(stored: str | None, spec: JobSpec) -> bool:
+    if stored is None:
+        return False
+    old = orjson.loads(stored)
+    return {**old, "replicas": spec.replicas} == orjson.loads(orjson.dumps(spec.raw))
+
+
+def job_state(fields: dict) -> str:
+    """What ``enqueue.lua`` compares to see whether a job changed since it was read."""
+    if not fields:
+        return ""
+    return f"{fields.get('version', '')}|{fields.get('next_index', '')}|{fields.get('status', '')}"
+
+
+def submit(store: Store, spec: JobSpec) -> dict:
+    """Create or update a job and queue its tasks. Returns {id, version, tasks, created}.
+    A running job whose spec changes only in ``replicas`` is scaled, keeping its tasks
+    (as a change of count is in Nomad and kube); any other change is a new version.
+    A new job takes one round trip: ``enqueue.lua`` creates it unless it exists."""
+    raw = orjson.dumps(spec.raw).decode()
+    pins = None
+    if spec.type == GLOBAL:
+        pins = sorted(global_targets(spec, store.nodes()))
+    count = len(pins) if pins is not None else spec.replicas
+    current: dict = {}
+    while True:
+        if current.get("status") == RUNNING_JOB and current.get("spec") == raw:
+            return {"id": spec.id, "version": int(current["version"]), "tasks": [], "created": False}
+        if (current.get("status") == RUNNING_JOB and spec.type != GLOBAL
+                and _same_but_replicas(current.get("spec"), spec)):
+            scaled = scale(store, spec.id, spec.replicas)
+            return {"id": spec.id, "version": int(current["version"]), "tasks": scaled["added"], "created": False}
+        version = int(current.get("version", 0)) + 1
+        first = int(current.get("next_index", 0))
+        fields = {"id": spec.id, "spec": raw, f"spec:{version}": raw, "version": version, "status": RUNNING_JOB,
+                  "next_index": first + count}
+        if store.enqueue(spec.id, job_state(current), fields, version, spec.priority, first, count, pins=pins,
+                         is_global=spec.type == GLOBAL) is not None:
+            break
+        current = store.client.hgetall(store.keys.job(spec.id))  # it exists, or changed: read it, decide again
+    new_ids = [f"{spec.id}.{first + i}" for i in range(count)]
+    if current:
+        old = [t["id"] for t in store.tasks(store.job_task_ids(spec.id))
+               if t["state"] not in TERMINAL_STATES and int(t["version"]) < version]
+        store.finish_ids(old, STOPPED, f"replaced by version {version}")
+    return {"id": spec.id, "version": version, "tasks": new_ids, "created": not current}
+
+
+def open_tasks(store: Store, job_id: str) -> list[dict]:
+    """Tasks of the job that are pending or live, oldest first."""
+    tasks = store.tasks(store.job_task_ids(job_id))
+    return sorted((t for t in tasks if t["state"] not in TERMINAL_STATES), key=lambda t: int(t["index"]))
+
+
+def add_tasks(store: Store, job_id: str, count: int, spec: JobSpec | None = None, *,
+              pins: list[str] | None = None, delay_ms: int = 0, retries: int = 0) -> list[str]:
+    """Queue ``count`` more tasks of the job's current version (optionally saving ``spec``
+    as that version's spec first, as scaling does). See :meth:`Store.enqueue`."""
+    while True:
+        fields = store.client.hgetall(store.keys.job(job_id))
+        if fields.get("status", RUNNING_JOB) != RUNNING_JOB:  # stopped since the caller looked
+            return []
+        first = int(fields.get("next_index", 0))
+        version = int(fields["version"])
+        current = spec or parse_stored(fields["spec"])
+        mapping = {"next_index": first + count}
+        if spec is not None:
+            text = orjson.dumps(spec.raw).decode()
+            mapping.update({"spec": text, f"spec:{version}": text})
+        if store.enqueue(job_id, job_state(fields), mapping, version, current.priority, first, count, pins=pins,
+                         delay_ms=delay_ms, retries=retries) is not None:
+            return [f"{job_id}.{first + i}" for i in range(count)]
+
+
+def scale(store: Store, job_id: str, replicas: int) -> dict:
+    """Add tasks, or stop the newest (pending ones before live ones), to reach ``replicas``."""
+    job = store.get_job(job_id)
+    if job["spec"]["type"] == GLOBAL:
+        raise SpecError(f"job {job_id} is global: it runs one task per eligible node and cannot be scaled.")
+    if job["status"] != RUNNING_JOB:
+        raise SpecError(f"job {job_id} is stopped; submit its spec again to start it before scaling.")
+    new_spec = parse_job(dict(job["spec"], replicas=replicas))
+    current = open_tasks(store, job_id)
+    added = add_tasks(store, job_id, max(0, replicas - len(current)), new_spec)
+    stopped: list[str] = []
+    if len(current) > replicas:
+        surplus = sorted(current, key=lambda t: (t["state"] != PENDING, -int(t["index"])))[: len(current) - replicas]
+        stopped = [t["id"] for t in surplus]
+        store.finish_ids(stopped, STOPPED, f"scaled down to {replicas}")
+    return {"id": job_id, "replicas": replicas, "added": added, "stopped": stopped}
+
+
+def replace(store: Store, tasks: list[dict], state: str, message: str) -> dict:
+    """End live tasks in ``state`` (lost, stopped by a drain...) and queue a replacement for
+    each task of a service or batch job that is still running. Global jobs get none: their
+    task belongs to that node."""
+    ended = store.finish(tasks, state, message)
+    replaced: dict[str, list[str]] = {}
+    by_job: dict[str, int] = {}
+    for task, result in zip(tasks, ended):
+        if result in ("assigned", "running"):
+            by_job[task["job"]] = by_job.get(task["job"], 0) + 1
+    for job_id, count in by_job.items():
+        job = store.get_job(job_id)
+        if job["status"] == RUNNING_JOB and job["spec"]["type"] != GLOBAL:
+            replaced[job_id] = add_tasks(store, job_id, count)
+    return replaced
+
+
+def drain_node(store: Store, name: str) -> list[str]:
+    """Move every task off a drained node: each ends as stopped and is replaced elsewhere."""
+    tasks = store.tasks(store.node_task_ids(name))
+    replaced = replace(store, tasks, STOPPED, f"node {name} drained")
+    return [task_id for ids in replaced.values() for task_id in ids]
+
+
+def stop(store: Store, job_id: str) -> dict:
+    """Stop every task of the job and release what they hold."""
+    store.get_job(job_id)
+    store.client.hset(store.keys.job(job_id), "status", STOPPED_JOB)
+    ids = [t["id"] for t in open_tasks(store, job_id)]
+    store.finish_ids(ids, STOPPED, "job stopped")
+    return {"id": job_id, "stopped": ids}
+
+
+# Lifecycle: what happens after a task ends or a node is lost.
+def task_ended(store: Store, task: dict, succeeded: bool, message: str) -> dict:
+    """Record the end of a task that ran on its node, and queue what the job needs next.
+
+    A service keeps its replicas: any ended task is replaced after ``restart_delay``. A
+    batch task that failed is retried (up to ``max_retries``); one that completed is done.
+    A global task is restarted on the same node. Failures also count towards faulty-node
+    detection for the job on that node.
+    """
+    state = COMPLETED if succeeded else FAILED
+    result = store.finish([task], state, message)[0]
+    if result not in ("assigned", "running"):
+        return {"state": result, "replacement": []}  # stopped, lost or replaced meanwhile
+    job_id, node = task["job"], task["node"]
+    now = store.now_ms()
+    if not succeeded:
+        faults = store.keys.faults(job_id)
+        with store.client.pipeline(transaction=False) as pipe:
+            pipe.zadd(faults, {f"{node}|{task['id']}": now})
+            pipe.zremrangebyscore(faults, "-inf", now - FAULT_WINDOW_MS)  # older ones no longer count
+            pipe.execute()
+    job = store.get_job(job_id)
+    spec = store.job_spec(job_id)
+    retries = int(task.get("retries", 0))
+    replacement: list[str] = []
+    if job["status"] == RUNNING_JOB:
+        delay = int(spec.restart_delay * 1000)
+        if spec.type == SERVICE:
+            replacement = add_tasks(store, job_id, 1, delay_ms=delay, retries=retries + 1)
+        elif spec.type == BATCH and not succeeded and retries < spec.max_retries:
+            replacement = add_tasks(store, job_id, 1, delay_ms=delay, retries=retries + 1)
+        elif spec.type == GLOBAL and task.get("pin"):
+            replacement = add_tasks(store, job_id, 1, delay_ms=delay, retries=retries + 1, pins=[task["pin"]])
+    return {"state": state, "replacement": replacement}
+
+
+def node_lost(store: Store, name: str) -> dict:
+    """A node went down: its live tasks are lost, and services and batch jobs get
+    replacements elsewhere. Global tasks wait for the node to come back."""
+    tasks = store.tasks(store.node_task_ids(name))
+    return replace(store, tasks, LOST, f"node {name} is down")
+
+
+def reconcile_global(store: Store) -> dict:
+    """Give every running global job one task on each node it wants, and stop its tasks on
+    nodes that no longer qualify (constraints changed, drained, down, removed). Runs under
+    a short lock, since any worker may call it after a node change."""
+    global_jobs = sorted(store.client.smembers(store.keys.global_jobs))
+    if not global_jobs:
+        return {}  # nothing to do, and no need to read every node
+    lock = store.keys.lock("reconcile-global")
+    if not store.client.set(lock, "1", nx=True, px=10_000):
+        return {}
+    try:
+        nodes = {n.name: n for n in store.nodes()}
+        added: dict[str, list[str]] = {}
+        for job_id in global_jobs:
+            job = store.get_job(job_id)
+            if job["status"] != RUNNING_JOB or job["spec"]["type"] != GLOBAL:
+                continue
+            wanted = global_targets(store.job_spec(job_id), nodes.values())
+            tasks = open_tasks(store, job_id)
+            unwanted = [t["id"] for t in tasks if t.get("pin") not in wanted]
+            if unwanted:
+                store.finish_ids(unwanted, STOPPED, "node no longer eligible for this global job")
+            missing = sorted(wanted - {t.get("pin") for t in tasks})
+            if missing:
+                added[job_id] = add_tasks(store, job_id, len(missing), pins=missing)
+        return added
+    finally:
+        store.client.delete(lock)
+
+
+def preempted(store: Store, victims: list[tuple[str, str, str]]) -> dict[str, list[str]]:
+    """Replace tasks evicted by preemption, given as (task id, job id, node): a running
+    service or batch job gets a new pending task for each; a global job gets its task back
+    on the same node, where it waits for room."""
+    by_job: dict[str, list[str]] = {}
+    for _task_id, job_id, node in victims:
+        by_job.setdefault(job_id, []).append(node)
+    added: dict[str, list[str]] = {}
+    for job_id, nodes in by_job.items():
+        job = store.get_job(job_id)
+        if job["status"] != RUNNING_JOB:
+            continue
+        if job["spec"]["type"] == GLOBAL:
+            added[job_id] = add_tasks(store, job_id, len(nodes), pins=nodes)
+        else:
+            added[job_id] = add_tasks(store, job_id, len(nodes))
+    return added

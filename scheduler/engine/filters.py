@@ -1,0 +1,213 @@
+"""Filters: may this node take one more task of this job?
+
+SwarmKit's pipeline. Each filter loads the task once (``set_task``: whatever depends on
+the job alone) and is then asked about many nodes (``check``). A failing check returns
+its explanation, a reason from :mod:`scheduler.reasons`; counted over the nodes, those
+reasons are what a pending task says (``0/12 nodes available: 7 insufficient cpu, ...``).
+
+The dynamic filters (readiness, resources, host ports, max_per_node) put their share of
+the task's needs to :func:`scheduler.fit.misfit`, so the rule the Lua commit mirrors is
+written once. The static ones (plugins, constraints, platform) look only at what a node
+*is*, never at what runs on it, so the placer may cache their verdict per node.
+
+The pipeline order below is the order reasons are reported in: a node is counted once,
+under the first filter it fails.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+from scheduler.model import reasons
+from scheduler.engine.fit import misfit
+from scheduler.model import JobSpec, Node
+from scheduler.model.reasons import Explanation
+
+_NOTHING: dict[str, int] = {}  # no resources: lets a filter ask misfit about one part of the needs
+PLATFORM_KEYS = frozenset({"node.platform.os", "node.platform.arch"})
+
+
+class Filter:
+    """One check. ``set_task`` returns False when the job asks nothing of this filter."""
+
+    name = ""
+    static = False  # True: the verdict depends only on what the node is, so it may be cached
+
+    def set_task(self, job: JobSpec) -> bool:
+        return True
+
+    def check(self, node: Node, job_on_node: int) -> str | None:
+        """None if ``node`` passes, else the reason it does not."""
+        raise NotImplementedError
+
+
+class NodeReady(Filter):
+    """Status ready and availability active (not paused, not drained)."""
+
+    name = "ready"
+
+    def check(self, node, job_on_node):
+        return misfit(node, _NOTHING, (), 0, 0)
+
+
+class Resources(Filter):
+    """Room for the task's cpu, memory and named resources (``gpu``...) beyond what is allocated."""
+
+    name = "resources"
+
+    def set_task(self, job):
+        self.needs = {resource: amount for resource, amount in job.resources.items() if amount > 0}
+        self.priority, self.job = job.priority, job.id
+        return bool(self.needs)
+
+    def check(self, node, job_on_node):
+        return misfit(node, self.needs, (), 0, 0, self.priority, self.job)
+
+
+class Plugins(Filter):
+    """Every plugin the job needs is installed on the node."""
+
+    name = "plugins"
+    static = True
+
+    def set_task(self, job):
+        self.required = [(plugin, reasons.missing_plugin(plugin)) for plugin in job.plugins]
+        return bool(self.required)
+
+    def check(self, node, job_on_node):
+        have = node.plugins
+        for plugin, reason in self.required:
+            if plugin not in have:
+                return reason
+        return None
+
+
+class _ConstraintSet(Filter):
+    """The job's constraints whose key ``wanted`` accepts, checked in the order written."""
+
+    static = True
+
+    def wanted(self, key: str) -> bool:
+        raise NotImplementedError
+
+    def reason(self, constraint) -> str:
+        raise NotImplementedError
+
+    def set_task(self, job):
+        self.checks = [(c.get, c.test, self.reason(c)) for c in job.constraints if self.wanted(c.key)]
+        return bool(self.checks)
+
+    def check(self, node, job_on_node):
+        for get, test, reason in self.checks:
+            if not test(get(node)):
+                return reason
+        return None
+
+
+class Constraints(_ConstraintSet):
+    """The job's constraints, other than the platform ones; the reason names the one not met."""
+
+    name = "constraints"
+
+    def wanted(self, key):
+        return key not in PLATFORM_KEYS
+
+    def reason(self, constraint):
+        return reasons.constraint_not_met(constraint.text)
+
+
+class Platform(_ConstraintSet):
+    """Constraints on ``node.platform.os`` and ``node.platform.arch`` (SwarmKit's platform filter).
+
+    A job states its platform through these constraints; a node failing one is reported as a
+    platform mismatch rather than as a constraint, as SwarmKit does.
+    """
+
+    name = "platform"
+
+    def wanted(self, key):
+        return key in PLATFORM_KEYS
+
+    def reason(self, constraint):
+        return reasons.PLATFORM_MISMATCH
+
+
+class HostPorts(Filter):
+    """None of the job's host ports is held by a task on the node."""
+
+    name = "ports"
+
+    def set_task(self, job):
+        self.ports = job.ports
+        self.priority, self.job = job.priority, job.id
+        return bool(self.ports)
+
+    def check(self, node, job_on_node):
+        return misfit(node, _NOTHING, self.ports, 0, 0, self.priority, self.job)
+
+
+class MaxPerNode(Filter):
+    """Fewer than ``max_per_node`` tasks of this job on the node already."""
+
+    name = "max_per_node"
+
+    def set_task(self, job):
+        self.limit = job.max_per_node
+        return self.limit > 0
+
+    def check(self, node, job_on_node):
+        return misfit(node, _NOTHING, (), self.limit, job_on_node)
+
+
+class Pipeline:
+    """The filters a job needs, loaded with it; ``check`` reports the first one a node fails.
+
+    ``check(node, n) is None`` exactly when ``static_check(node) is None`` and
+    ``misfit(node, job.resources, job.ports, job.max_per_node, n, job.priority, job.id) is None``: the placer
+    relies on that split to cache the static half.
+    """
+
+    def __init__(self, job: JobSpec, filters: Iterable[Filter]):
+        self.job = job
+        self.filters = tuple(f for f in filters if f.set_task(job))
+        self.static = tuple(f for f in self.filters if f.static)
+
+    def check(self, node: Node, job_on_node: int = 0) -> str | None:
+        for f in self.filters:
+            reason = f.check(node, job_on_node)
+            if reason is not None:
+                return reason
+        return None
+
+    def static_check(self, node: Node) -> str | None:
+        for f in self.static:
+            reason = f.check(node, 0)
+            if reason is not None:
+                return reason
+        return None
+
+    def explain(self, nodes: Iterable[Node], job_counts: Mapping[str, int]) -> Explanation:
+        """Reasons counted over ``nodes`` for one more task of the job, one per node."""
+        result = Explanation()
+        count = job_counts.get
+        for node in nodes:
+            result.nodes_evaluated += 1
+            reason = self.check(node, count(node.name, 0))
+            if reason is None:
+                result.available += 1
+            else:
+                result.add(reason)
+        return result
+
+
+def filter_pipeline(job: JobSpec) -> Pipeline:
+    """The chain of filters, in SwarmKit's order (the order failures are reported in)."""
+    return Pipeline(job, (
+        NodeReady(),    # status ready; availability active, not pause or drain
+        Resources(),    # cpu, memory, gpu... free beyond what is allocated
+        Plugins(),      # every plugin the job names is installed
+        Constraints(),  # the job's constraints (other than platform)
+        Platform(),     # node.platform.os / node.platform.arch constraints
+        HostPorts(),    # the job's host ports are free on the node
+        MaxPerNode(),   # the node holds fewer than max_per_node tasks of the job
+    ))

@@ -1,0 +1,513 @@
+"""Placing a batch of identical tasks: the pure-Python heart of the scheduler.
+
+Given the worker's view of the nodes and a batch of tasks of one job (same spec
+version), choose a node for each, or say precisely why none fits. No Redis here: a
+worker calls :meth:`Placer.place`, then commits the assignments with Lua, which
+re-checks each one with the same rule (:func:`scheduler.fit.misfit`).
+
+One batch, top to bottom:
+
+1. Filter (:mod:`scheduler.filters`). The static filters (plugins, constraints,
+   platform) are cached per node object and per static part of the spec. The dynamic
+   rule, ``misfit``, is asked only about nodes that reach the top of a heap: a node the
+   fill never gets to is never checked.
+2. Rank (:mod:`scheduler.scoring`). Every eligible node gets the ranking's key plus a
+   random tie-break from the placer's seeded generator, so a run can be replayed (the
+   batch form of kube's selectHost, which picks uniformly among the best).
+3. Build the tree of preference groups once (:mod:`scheduler.topology`).
+4. Fill: each task walks the tree to the best node; the placement is applied to the
+   node and to ``job_counts`` (so the next task, and the next call, see it) and only
+   that node is re-keyed. A node is given a task only if ``misfit`` says it fits then.
+
+Cost: O(nodes) for 1-3, O(tasks * depth * log nodes) for 4, instead of O(nodes * tasks).
+
+On large clusters (``vector_min_nodes``) steps 1-3 start from columns instead
+(:mod:`scheduler.node_table`): numpy keeps the nodes with room that pass the static
+filters, orders them by the ranking's key (per preference group), and only the best
+``tasks`` of each group that ``misfit`` confirms go into the heaps. That is exact, not a
+sample: each placement changes one node, so while a group has taken fewer than ``tasks``
+tasks, one of its ``tasks`` best nodes is still at least as good as any node outside
+them; and a candidate is only used up by taking a task.
+
+With ``percentage_of_nodes_to_score`` the scan checks fit as it goes and stops once it
+has found enough nodes that fit (kube-scheduler's numFeasibleNodesToFind, and at least
+one per task), starting where the previous scan stopped so every node gets its turn.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import OrderedDict
+from dataclasses import dataclass
+from heapq import heappop, heapreplace
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from scheduler.engine.filters import Pipeline, filter_pipeline
+from scheduler.engine.fit import misfit
+from scheduler.model import JobSpec, Node, Task
+from scheduler.engine.node_table import NodeTable
+from scheduler.model import reasons
+from scheduler.model.reasons import Explanation
+from scheduler.engine.scoring import Context, KeyFn, faulty_nodes, ranking
+from scheduler.engine.topology import build, take
+
+__all__ = ["Placement", "PlacementOptions", "Placer", "batches", "explain", "filter_pipeline", "nodes_to_find",
+           "placement_shape"]
+
+MIN_FEASIBLE_NODES = 100  # kube-scheduler's minFeasibleNodesToFind
+MIN_FEASIBLE_PERCENTAGE = 5  # kube-scheduler's minFeasibleNodesPercentageToFind
+CACHED_SPECS = 64  # static verdicts kept for this many distinct (constraints, plugins, preferences)
+
+
+@dataclass
+class PlacementOptions:
+    faulty_threshold: int = 5  # failures of a job on a node (in the caller's window) that make it sort last; 0 = off
+    percentage_of_nodes_to_score: int | None = None  # None: all nodes; 0: kube's adaptive default; 1..100
+    seed: int | None = None  # seeds the random tie-break, so a run can be replayed; None = random
+    vector_min_nodes: int | None = 512  # from this many nodes, narrow candidates with numpy; None = never
+
+    def __post_init__(self):
+        pct = self.percentage_of_nodes_to_score
+        if pct is not None and not 0 <= pct <= 100:
+            raise ValueError(f"percentage_of_nodes_to_score must be from 0 to 100, not {pct}.")
+
+
+@dataclass
+class Placement:
+    assignments: list[tuple[str, str]]  # (task id, node name), in task order
+    unplaced: list[str]  # task ids that fit nowhere
+    explanation: Explanation | None  # why the unplaced ones did not fit; None if all were placed
+
+
+def nodes_to_find(total: int, percentage: int | None) -> int:
+    """How many fitting nodes a scan looks for (kube-scheduler's numFeasibleNodesToFind)."""
+    if percentage is None or percentage >= 100 or total < MIN_FEASIBLE_NODES:
+        return total
+    if percentage == 0:
+        percentage = max(50 - total // 125, MIN_FEASIBLE_PERCENTAGE)
+    return max(total * percentage // 100, MIN_FEASIBLE_NODES)
+
+
+def batches(tasks: Iterable[Task]) -> dict[tuple[str, int], list[str]]:
+    """Task ids by (job, spec version), in the order first seen: each group is one batch
+    (SwarmKit batches identical tasks, so the tree is built once for all of them)."""
+    groups: dict[tuple[str, int], list[str]] = {}
+    for task in tasks:
+        groups.setdefault((task.job, task.version), []).append(task.id)
+    return groups
+
+
+def explain(nodes: Sequence[Node], job: JobSpec, job_counts: Mapping[str, int]) -> Explanation:
+    """What the filters say over ``nodes`` about one more task of ``job`` (a dry run)."""
+    return filter_pipeline(job).explain(nodes, job_counts)
+
+
+class Placer:
+    """Places batches for one worker. Holds the seeded random generator, the rotating start
+    index of sampled scans, and the cache of static filter verdicts across calls."""
+
+    def __init__(self, options: PlacementOptions | None = None):
+        self.options = options or PlacementOptions()
+        self._random = random.Random(self.options.seed)
+        self._np_random = np.random.default_rng(self.options.seed)
+        self._table = NodeTable()
+        self._pipelines: dict[int, Pipeline] = {}
+        self._noise_for = None
+        self._noise_values = np.zeros(0)
+        self._next_start = 0
+        self._stamp = 0  # bumped per call; a fact stamped this call belongs to a node in view
+        # static key -> node name -> [node, static reason or None, preference path, stamp]
+        self._facts: OrderedDict[tuple, dict[str, list]] = OrderedDict()
+
+    def explain(self, nodes: Sequence[Node], job: JobSpec, job_counts: Mapping[str, int]) -> Explanation:
+        return explain(nodes, job, job_counts)
+
+    def replaced(self, names) -> None:
+        """The caller replaced these nodes' objects in the list it keeps passing: a list
+        passed again is otherwise taken to hold the same objects as before."""
+        self._table.replaced(names)
+        self._noise_for = None  # new tie-breaks for the new round
+
+    def place(self, nodes: Sequence[Node], job: JobSpec, task_ids: Sequence[str], *,
+              job_counts: dict[str, int], faults: Mapping[str, int] | None = None,
+              independent: bool = False) -> Placement:
+        """Place ``task_ids``, identical tasks of ``job``. ``independent``: each task is a
+        job of its own, of ``job``'s shape (:func:`placement_shape`) with no task placed
+        yet, so placing one does not count toward the next one's spread or max_per_node."""
+        tasks = list(task_ids)
+        if not tasks:
+            return Placement([], [], None)
+        pipeline = self._pipeline(job)
+        ctx = Context(job, faults or {}, self.options.faulty_threshold)
+        bad = faulty_nodes(ctx)
+        penalised = (lambda node: node.name in bad) if bad else None
+        batch = _Batch(job, job_counts, ranking(job).bind(ctx), counted=not independent)
+        facts = self._facts_for(job, pipeline)
+        self._stamp += 1
+
+        total = len(nodes)
+        # A sampled scan looks for at least one fitting node per task; each can take one,
+        # so a scan that stops early never leaves a task unplaced.
+        limit: int | None = max(nodes_to_find(total, self.options.percentage_of_nodes_to_score), len(tasks))
+        order = nodes
+        if limit < total:  # sampled: start where the last sampled scan stopped
+            start = self._next_start % total
+            order = [*nodes[start:], *nodes[:start]]
+        else:
+            limit = None
+        path_of = _path_getter(job)
+        vector = limit is None and self.options.vector_min_nodes is not None and total >= self.options.vector_min_nodes
+        if vector:
+            leaves, counts = self._candidates(nodes, len(tasks), pipeline, batch, path_of, ctx)
+        else:
+            leaves, scanned = self._scan(order, limit, pipeline, facts, batch, path_of)
+            if limit is not None:
+                self._next_start = (start + scanned) % total
+            counts = self._group_counts(nodes, job, facts, job_counts, path_of, complete=scanned == total)
+        tree = build(leaves, counts, penalised, self._random.random, batch.settle)
+        assignments: list[tuple[str, str]] = []
+        while tree is not None and len(assignments) < len(tasks):
+            batch.task_id = tasks[len(assignments)]
+            node = take(tree, batch.pick, penalised)
+            if node is None:
+                break
+            assignments.append((batch.task_id, node.name))
+
+        if vector:
+            table = self._table
+            for name in {name for _, name in assignments}:
+                table.write(table.rows[name])
+        elif len(facts) > total + CACHED_SPECS and scanned == total:
+            self._forget_removed(facts)
+        unplaced = tasks[len(assignments):]
+        explanation = None
+        if unplaced:
+            explanation = self._explain(pipeline, job_counts) if vector else pipeline.explain(nodes, job_counts)
+        return Placement(assignments, unplaced, explanation)
+
+    def _facts_for(self, job: JobSpec, pipeline: Pipeline) -> dict[str, list]:
+        """Static verdicts and preference paths, shared by every spec with the same static part."""
+        key = _static_key(job)
+        facts = self._facts.get(key)
+        if facts is None:
+            facts = self._facts[key] = {}
+            if len(self._facts) > CACHED_SPECS:
+                self._facts.popitem(last=False)
+        else:
+            self._facts.move_to_end(key)
+        return facts
+
+    def _scan(self, order: Sequence[Node], limit: int | None, pipeline: Pipeline,
+              facts: dict[str, list], batch: "_Batch", path_of) -> tuple[dict[tuple, list], int]:
+        """Leaf entries of the eligible nodes in ``order``, by preference path, and how many
+        nodes were scanned. With a ``limit`` (a sampled scan) fit is checked here and
+        the scan stops after ``limit`` nodes that fit; without, fit is left to the heaps."""
+        job, stamp = pipeline.job, self._stamp
+        count, key, rnd = batch.job_counts.get, batch.key, self._random.random
+        if limit is None and not pipeline.static and not job.preferences:
+            # The common case, kept tight: every node is eligible and there is one group.
+            return {(): [(key(node, count(node.name, 0)), rnd(), index, node)
+                         for index, node in enumerate(order)]}, len(order)
+        static_check = pipeline.static_check
+        needs, ports, max_per_node = job.resources, job.ports, job.max_per_node
+        leaves: dict[tuple, list] = {}
+        found = 0
+        for index in range(len(order)):
+            node = order[index]
+            name = node.name
+            fact = facts.get(name)
+            if fact is None or fact[0] is not node:  # new node, or a new description of it
+                fact = facts[name] = [node, static_check(node), path_of(node), stamp]
+            else:
+                fact[3] = stamp
+            if fact[1] is not None:
+                continue
+            on_node = count(name, 0)
+            if limit is not None:
+                if misfit(node, needs, ports, max_per_node, on_node, job.priority, job.id) is not None:
+                    continue
+                found += 1
+            entry = (key(node, on_node), rnd(), index, node)
+            bucket = leaves.get(fact[2])
+            if bucket is None:
+                leaves[fact[2]] = [entry]
+            else:
+                bucket.append(entry)
+            if found == limit:
+                return leaves, index + 1
+        return leaves, len(order)
+
+    def _noise(self, size: int) -> np.ndarray:
+        """Random tie-breaks per node, drawn anew for each list of nodes and each round
+        (:meth:`replaced`)."""
+        if self._noise_for is not self._table._source or self._noise_values.size != size:
+            self._noise_for = self._table._source
+            self._noise_values = self._np_random.random(size)
+        return self._noise_values
+
+    def _pipeline(self, job: JobSpec) -> Pipeline:
+        """The job's filter chain, kept while the same spec object comes back (workers keep
+        one object per job and version): building it is per-task work done once."""
+        cached = self._pipelines.get(id(job))
+        if cached is None or cached.job is not job:
+            if len(self._pipelines) > CACHED_SPECS:
+                self._pipelines.clear()
+            cached = self._pipelines[id(job)] = filter_pipeline(job)
+        return cached
+
+    def _candidates(self, nodes: Sequence[Node], wanted: int, pipeline: Pipeline, batch: "_Batch", path_of,
+                    ctx: Context) -> tuple[dict[tuple, list], dict[tuple, int]]:
+        """Leaf entries from the node table: per preference group, the ``wanted`` best nodes
+        that fit (or all that fit); and the job's task counts per path prefix."""
+        job, table = pipeline.job, self._table
+        table.sync(nodes)
+        mask = table.room(job.resources)
+        if pipeline.static:
+            mask &= table.static(_static_key(job), pipeline.static_check)[1]
+        rows = np.flatnonzero(mask)
+        if batch.job_counts:
+            job_on_all = np.zeros(len(table.nodes), dtype=np.int64)
+            for name, on_node in batch.job_counts.items():
+                row = table.rows.get(name)
+                if row is not None:
+                    job_on_all[row] = on_node
+            job_on = job_on_all[rows]
+        else:
+            job_on = np.zeros(rows.size, dtype=np.int64)
+        columns = ranking(job).columns(ctx, table, rows, job_on)
+        noise = self._noise(len(table.nodes))[rows]
+        composite = _fold(columns, noise)
+        depth = len(job.preferences)
+        if depth:  # positions (into rows) of each preference group, groups in code order
+            codes, paths = table.groups(tuple(p.spread for p in job.preferences), path_of)
+            group_of = codes[rows]
+            groups = [(paths[code], np.flatnonzero(group_of == code))
+                      for code in np.flatnonzero(np.bincount(group_of)).tolist()] if rows.size else []
+        else:
+            groups = [((), None)]  # every row
+        count, key, rnd = batch.job_counts.get, batch.key, self._random.random
+        needs, ports, max_per_node = job.resources, job.ports, job.max_per_node
+        # Rows come from the room mask (usable, room in every resource): without host ports,
+        # max_per_node or nominations on the node, misfit could only agree.
+        decided = not ports and not max_per_node
+
+        def fitting(segment: np.ndarray) -> list:
+            """Leaf entries for the first ``wanted`` nodes of ``segment`` that fit now."""
+            entries = []
+            for row in segment.tolist():
+                node = table.nodes[row]
+                on_node = count(node.name, 0)
+                if (decided and not node.nominations) or misfit(node, needs, ports, max_per_node, on_node,
+                                                                job.priority, job.id) is None:
+                    entries.append((key(node, on_node), rnd(), row, node))
+                    if len(entries) == wanted:
+                        break
+            return entries
+
+        leaves: dict[tuple, list] = {}
+        for path, positions in groups:
+            # The best few of the group (a few more than needed: some may not fit), then,
+            # only if they do not hold enough that fit, all of them in order.
+            order = _ordered(positions, columns, noise, composite, 2 * wanted + 16)
+            entries = fitting(rows[order])
+            if len(entries) < wanted and order.size < (rows.size if positions is None else positions.size):
+                entries = fitting(rows[_ordered(positions, columns, noise, composite)])
+            if entries:
+                leaves[path] = entries
+        counts: dict[tuple, int] = {}
+        if depth:
+            for name, on_node in batch.job_counts.items():
+                row = table.rows.get(name)
+                if row is None or on_node <= 0:
+                    continue
+                path = paths[codes[row]]
+                for length in range(1, depth + 1):
+                    counts[path[:length]] = counts.get(path[:length], 0) + on_node
+        return leaves, counts
+
+    def _explain(self, pipeline: Pipeline, job_counts: Mapping[str, int]) -> Explanation:
+        """``pipeline.explain`` over the node table: the same counts, with the resource
+        and static filters answered from columns and cached verdicts; nodes that are not
+        usable or hold nominations are asked one by one."""
+        job, table = pipeline.job, self._table
+        result = Explanation(nodes_evaluated=len(table.nodes))
+        one_by_one = np.flatnonzero(~table.usable).tolist() + table.nominated().tolist()
+        remaining = table.usable.copy()
+        remaining[one_by_one] = False
+        for resource, amount in job.resources.items():
+            if amount <= 0:
+                continue
+            if resource in table.capacity:
+                lacking = remaining & (table.capacity[resource] - table.allocated[resource] < amount)
+            else:
+                lacking = remaining.copy()
+            if lacking.any():
+                result.add(reasons.insufficient(resource), int(lacking.sum()))
+                remaining &= ~lacking
+        if pipeline.static:
+            verdicts, passing = table.static(_static_key(job), pipeline.static_check)
+            for reason in verdicts[remaining & ~passing].tolist():
+                result.add(reason)
+            remaining &= passing
+        if job.ports or job.max_per_node:
+            count = job_counts.get
+            for row in np.flatnonzero(remaining).tolist():
+                node = table.nodes[row]
+                reason = misfit(node, {}, job.ports, job.max_per_node, count(node.name, 0), job.priority, job.id)
+                if reason is None:
+                    result.available += 1
+                else:
+                    result.add(reason)
+        else:
+            result.available += int(remaining.sum())
+        for row in sorted(set(one_by_one)):
+            node = table.nodes[row]
+            reason = pipeline.check(node, job_counts.get(node.name, 0))
+            if reason is None:
+                result.available += 1
+            else:
+                result.add(reason)
+        return result
+
+    def _group_counts(self, nodes: Sequence[Node], job: JobSpec, facts: dict[str, list],
+                      job_counts: Mapping[str, int], path_of, complete: bool) -> dict[tuple, int]:
+        """Tasks of the job under every preference path prefix, over all nodes in view."""
+        depth = len(job.preferences)
+        if not depth:
+            return {}
+        by_path: dict[tuple, int] = {}
+        by_name = None
+        for name, on_node in job_counts.items():
+            if on_node <= 0:
+                continue
+            fact = facts.get(name)
+            if fact is not None and fact[3] == self._stamp:
+                path = fact[2]
+            elif complete:
+                continue  # every node in view was scanned: this one was removed
+            else:  # a sampled scan did not reach it this time
+                if by_name is None:
+                    by_name = {node.name: node for node in nodes}
+                node = by_name.get(name)
+                if node is None:
+                    continue
+                path = path_of(node)
+            by_path[path] = by_path.get(path, 0) + on_node
+        counts: dict[tuple, int] = {}
+        for path, on_nodes in by_path.items():
+            for length in range(1, depth + 1):
+                prefix = path[:length]
+                counts[prefix] = counts.get(prefix, 0) + on_nodes
+        return counts
+
+    def _forget_removed(self, facts: dict[str, list]) -> None:
+        for name in [name for name, fact in facts.items() if fact[3] != self._stamp]:
+            del facts[name]
+
+
+class _Batch:
+    """The leaf step of the fill: keep heaps settled, place the current task on a top node."""
+
+    __slots__ = ("job", "job_counts", "key", "task_id", "counted")
+
+    def __init__(self, job: JobSpec, job_counts: dict[str, int], key: KeyFn, counted: bool = True):
+        self.job, self.job_counts, self.key = job, job_counts, key
+        self.counted = counted  # whether a placement counts toward the next task's job counts
+        self.task_id = ""
+
+    def settle(self, heap: list) -> None:
+        """Pop top nodes until the top can take the task (now)."""
+        job, counts = self.job, self.job_counts
+        while heap:
+            node = heap[0][3]
+            if misfit(node, job.resources, job.ports, job.max_per_node, counts.get(node.name, 0),
+                      job.priority, job.id) is None:
+                return
+            heappop(heap)
+
+    def pick(self, heap: list) -> Node | None:
+        """Place the task on the top node. The heap is settled (at build and after each
+        pick) and its nodes are in no other heap, so the top still fits."""
+        if not heap:
+            return None
+        _, rank, index, node = heap[0]
+        _apply(node, self.job, self.task_id, self.job_counts if self.counted else None)
+        heapreplace(heap, (self.key(node, self.job_counts.get(node.name, 0)), rank, index, node))
+        self.settle(heap)
+        return node
+
+
+def _fold(columns, noise: np.ndarray) -> np.ndarray | None:
+    """The ranking's tiers folded into one number per row, ties broken by ``noise``: each
+    tier a whole number below 2^16 after shifting, so one sort key orders rows exactly as
+    the tiers and the noise would (a tier equal on every row orders nothing and is left
+    out). None when they do not fold (fractions, ranges, more than three tiers)."""
+    if columns.fractional or not noise.size:
+        return None
+    composite, tiers = None, 0
+    for column in columns:
+        low, high = column.min(), column.max()
+        if high == low:
+            continue
+        tiers += 1
+        if high - low >= 2**16 or tiers > 3:
+            return None  # beyond 48 bits the noise would not survive
+        shifted = column - low
+        composite = shifted if composite is None else composite * 2**16 + shifted
+    return noise.copy() if composite is None else composite + noise
+
+
+def _ordered(positions: np.ndarray | None, columns, noise: np.ndarray, composite: np.ndarray | None,
+             best: int | None = None) -> np.ndarray:
+    """``positions`` (indices into the columns; None for all of them) in key order; with
+    ``best``, only the first ``best`` of them when there are many more (partitioned, not
+    sorted whole)."""
+    if composite is None:
+        if positions is None:
+            return np.lexsort([noise, *reversed(columns)])
+        return positions[np.lexsort([noise[positions], *(column[positions] for column in reversed(columns))])]
+    keys = composite if positions is None else composite[positions]
+    if best is not None and keys.size > 2 * best + 32:
+        part = np.argpartition(keys, best)[:best]
+        order = part[np.argsort(keys[part], kind="stable")]
+    else:
+        order = np.argsort(keys, kind="stable")
+    return order if positions is None else positions[order]
+
+
+def placement_shape(job: JobSpec) -> tuple:
+    """Everything placement reads from a spec but the job's name: one-task jobs of one
+    shape, none of them placed yet, can be placed as one batch (kube-scheduler's
+    equivalence classes; SwarmKit batches only tasks of one service)."""
+    return (job.priority, tuple(job.resources.items()), _static_key(job), job.ports, job.strategy, job.max_per_node)
+
+
+def _static_key(job: JobSpec) -> tuple:
+    """What static filter verdicts and preference paths depend on."""
+    return (tuple(c.text for c in job.constraints), job.plugins, tuple(p.spread for p in job.preferences))
+
+
+def _path_getter(job: JobSpec):
+    """A node's values for the job's preferences: its path in the tree of groups."""
+    getters = [p.get for p in job.preferences]
+    if not getters:
+        return lambda node: ()
+    if len(getters) == 1:
+        (get,) = getters
+        return lambda node: (get(node),)
+    return lambda node: tuple([get(node) for get in getters])
+
+
+def _apply(node: Node, job: JobSpec, task_id: str, job_counts: dict[str, int] | None) -> None:
+    """Record the placement on the worker's own copy (SwarmKit's local state), and in the
+    job's counts when given."""
+    allocated = node.allocated
+    for resource, amount in job.resources.items():
+        allocated[resource] = allocated.get(resource, 0) + amount
+    for port in job.ports:
+        node.ports[port] = task_id
+    node.tasks += 1
+    if job_counts is not None:
+        job_counts[node.name] = job_counts.get(node.name, 0) + 1

@@ -1,0 +1,134 @@
+"""Preemption: room for a task that fits nowhere, made by evicting lower-priority tasks.
+
+kube-scheduler's DefaultPreemption with Nomad's margin. For each node that passes the
+job's static filters, take every *eligible* victim away (preemptible, and at least
+``margin`` priority levels below the preemptor: 10 by default, as in Nomad) and see
+whether the task would fit; if it would, give victims back one by one, highest priority
+first, keeping back every one the task can do without (kube's reprieve). The node to
+use is the one whose victims have the lowest highest-priority, then the fewest victims,
+then the least total priority.
+
+Pure logic, no Redis: the worker reads what runs on the nodes, asks :func:`find`, and
+applies the choice atomically with ``lua/preempt.lua``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Mapping, Sequence
+
+from scheduler.engine.filters import filter_pipeline
+from scheduler.engine.fit import misfit
+from scheduler.model import ACTIVE, READY, JobSpec, Node
+
+DEFAULT_MARGIN = 10
+
+
+@dataclass(frozen=True)
+class Victim:
+    """A live task as preemption sees it."""
+
+    task_id: str
+    job: str
+    priority: int
+    resources: dict[str, int]
+    ports: tuple[int, ...]
+    preemptible: bool = True
+
+
+@dataclass(frozen=True)
+class Choice:
+    node: str
+    victims: tuple[Victim, ...]
+
+    @property
+    def key(self) -> tuple:
+        priorities = [v.priority for v in self.victims]
+        return (max(priorities), len(priorities), sum(priorities), self.node)
+
+
+@dataclass(frozen=True)
+class Search:
+    """What a search found: a choice, or why there is none (for the explanation)."""
+
+    choice: Choice | None
+    nodes_tried: int  # nodes that passed the static filters and are ready and active
+    with_victims: int  # of those, nodes with any eligible victim
+
+    def message(self, job: JobSpec, margin: int) -> str:
+        if self.choice is not None:
+            names = ", ".join(v.task_id for v in self.choice.victims)
+            return f"preemption: evicting {names} on {self.choice.node} makes room."
+        if not self.with_victims:
+            return (f"preemption tried: no preemptible task at priority {job.priority - margin} or lower "
+                    f"on any of the {self.nodes_tried} eligible node(s).")
+        return (f"preemption tried: evicting every eligible lower-priority task would still not make room "
+                f"on any of the {self.with_victims} node(s) that have some.")
+
+
+def eligible(victims, priority: int, margin: int) -> list[Victim]:
+    # Never an equal or higher priority, whatever the margin.
+    return [v for v in victims if v.preemptible and v.priority < priority and v.priority <= priority - margin]
+
+
+def _without(node: Node, victims) -> Node:
+    """A copy of ``node`` as it would be with ``victims`` gone."""
+    allocated = dict(node.allocated)
+    ports = dict(node.ports)
+    for victim in victims:
+        for resource, amount in victim.resources.items():
+            allocated[resource] = allocated.get(resource, 0) - amount
+        for port in victim.ports:
+            ports.pop(port, None)
+    return replace(node, allocated=allocated, ports=ports, tasks=node.tasks - len(victims))
+
+
+def _give_back(node: Node, victim: Victim) -> None:
+    for resource, amount in victim.resources.items():
+        node.allocated[resource] = node.allocated.get(resource, 0) + amount
+    for port in victim.ports:
+        node.ports[port] = victim.task_id
+
+
+def victims_on(node: Node, job: JobSpec, candidates, job_on_node: int, margin: int = DEFAULT_MARGIN):
+    """The fewest, lowest-priority victims on ``node`` that make room for one task of
+    ``job``, or None when evicting every eligible task would not be enough."""
+    pool = eligible(candidates, job.priority, margin)
+    if not pool:
+        return None
+    room = _without(node, pool)
+
+    def fits() -> bool:
+        return misfit(room, job.resources, job.ports, job.max_per_node, job_on_node, job.priority, job.id) is None
+
+    if not fits():
+        return None
+    victims = []
+    for victim in sorted(pool, key=lambda v: (-v.priority, v.task_id)):
+        _give_back(room, victim)
+        if not fits():
+            room = _without(room, [victim])
+            victims.append(victim)
+    return tuple(victims) if victims else None
+
+
+def find(nodes: Sequence[Node], job: JobSpec, tasks_on: Mapping[str, Sequence[Victim]],
+         job_counts: Mapping[str, int], margin: int = DEFAULT_MARGIN) -> Search:
+    """The best node to preempt on for one task of ``job``, among ``nodes``."""
+    static = filter_pipeline(job).static_check
+    best: Choice | None = None
+    tried = with_victims = 0
+    for node in nodes:
+        if node.status != READY or node.availability != ACTIVE or static(node) is not None:
+            continue
+        tried += 1
+        candidates = tasks_on.get(node.name, ())
+        if not eligible(candidates, job.priority, margin):
+            continue
+        with_victims += 1
+        victims = victims_on(node, job, candidates, job_counts.get(node.name, 0), margin)
+        if victims is not None:
+            choice = Choice(node.name, victims)
+            if best is None or choice.key < best.key:
+                best = choice
+    return Search(best, tried, with_victims)

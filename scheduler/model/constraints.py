@@ -1,0 +1,161 @@
+"""Placement constraints: SwarmKit's ``key==value`` / ``key!=value`` over node attributes,
+extended with Nomad's operators (``<``, ``<=``, ``>``, ``>=``, ``regexp``, ``in``,
+``is_set``, ``is_not_set``).
+
+A constraint is parsed once, at submit time (an unknown key or operator is a spec error
+then, never a silent mismatch later), and evaluated against many nodes.
+A missing label compares as the empty string, as in SwarmKit.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Callable
+
+from scheduler.model.errors import SpecError
+
+_FIXED_KEYS: dict[str, Callable] = {
+    "node.id": lambda node: node.name,
+    "node.name": lambda node: node.name,
+    "node.hostname": lambda node: node.hostname,
+    "node.role": lambda node: node.role,
+    "node.platform.os": lambda node: node.os,
+    "node.platform.arch": lambda node: node.arch,
+}
+_LABEL_PREFIXES = {"node.labels.": "labels", "engine.labels.": "engine_labels"}
+_LABEL_KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_./-]*$")
+
+# The first operator in the text splits key from value (a key holds none of ``=!<>``);
+# at one position the longest wins, so that ``<=`` is not read as ``<``.
+_SYMBOL_OP_RE = re.compile(r"==|!=|<=|>=|<|>")
+_WORD_OPS = ("regexp", "in", "is_set", "is_not_set")
+_UNARY_OPS = ("is_set", "is_not_set")
+
+
+def attribute_getter(key: str, what: str = "constraint") -> Callable:
+    """The function reading ``key`` (``node.labels.zone``...) from a node; unknown keys are errors."""
+    getter = _FIXED_KEYS.get(key)
+    if getter is not None:
+        return getter
+    for prefix, field_name in _LABEL_PREFIXES.items():
+        if key.startswith(prefix):
+            label = key[len(prefix):]
+            if not _LABEL_KEY_RE.match(label):
+                raise SpecError(f"{what} key {key!r} has an invalid label name.")
+            return lambda node, f=field_name, k=label: getattr(node, f).get(k, "")
+    known = ", ".join(list(_FIXED_KEYS) + ["node.labels.<key>", "engine.labels.<key>"])
+    raise SpecError(f"{what} key {key!r} is not known; use one of {known}.")
+
+
+_NUMBER_RE = re.compile(r"^\s*[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\s*$")
+
+
+def _as_number(text: str):
+    """A decimal number, or None. Not ``float()``: "nan", "inf" and "1_000" are text here."""
+    return float(text) if _NUMBER_RE.match(text) else None
+
+
+@dataclass(frozen=True, slots=True)
+class Constraint:
+    """One parsed expression, e.g. ``node.labels.zone==eu-1``."""
+
+    key: str
+    op: str
+    value: str
+    text: str
+    get: Callable = field(compare=False, repr=False)
+    test: Callable = field(compare=False, repr=False)
+
+    def matches(self, node) -> bool:
+        return self.test(self.get(node))
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def _tester(op: str, value: str, text: str) -> Callable[[str], bool]:
+    if op == "==":
+        folded = value.casefold()
+        return lambda actual: actual.casefold() == folded
+    if op == "!=":
+        folded = value.casefold()
+        return lambda actual: actual.casefold() != folded
+    if op == "is_set":
+        return lambda actual: actual != ""
+    if op == "is_not_set":
+        return lambda actual: actual == ""
+    if op == "in":
+        choices = frozenset(part.strip().casefold() for part in value.split(",") if part.strip())
+        if not choices:
+            raise SpecError(f"constraint {text!r} needs a comma-separated list after 'in'.")
+        return lambda actual: actual.casefold() in choices
+    if op == "regexp":
+        try:
+            pattern = re.compile(value)
+        except re.error as exc:
+            raise SpecError(f"constraint {text!r} has an invalid regular expression: {exc}.") from None
+        return lambda actual: pattern.search(actual) is not None
+    # Ordering: numeric when both sides are numbers, otherwise by string.
+    number = _as_number(value)
+    compare = {"<": lambda a, b: a < b, "<=": lambda a, b: a <= b,
+               ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}[op]
+
+    def ordered(actual: str) -> bool:
+        if actual == "":
+            return False
+        actual_number = _as_number(actual)
+        if number is not None and actual_number is not None:
+            return compare(actual_number, number)
+        return compare(actual, value)
+
+    return ordered
+
+
+def parse_constraint(text) -> Constraint:
+    """Parse one expression; raise :class:`SpecError` naming the problem."""
+    if not isinstance(text, str):
+        raise SpecError(f"constraint {text!r} must be a non-empty string such as 'node.labels.zone==eu-1'.")
+    return _parse_text(text)
+
+
+@lru_cache(maxsize=1024)  # workers parse every job's spec; most jobs share their few constraints
+def _parse_text(text: str) -> Constraint:
+    if not text.strip():
+        raise SpecError(f"constraint {text!r} must be a non-empty string such as 'node.labels.zone==eu-1'.")
+    expr = text.strip()
+    parts = expr.split(None, 2)
+    if len(parts) >= 2 and parts[1] in _WORD_OPS and not _SYMBOL_OP_RE.search(parts[0]):
+        key, op = parts[0], parts[1]
+        value = parts[2].strip() if len(parts) == 3 else ""
+        if op in _UNARY_OPS and value:
+            raise SpecError(f"constraint {expr!r}: {op} takes no value.")
+        if op not in _UNARY_OPS and not value:
+            raise SpecError(f"constraint {expr!r}: {op} needs a value.")
+        return _build(key, op, value, expr)
+    match = _SYMBOL_OP_RE.search(expr)
+    if match:
+        key, value = expr[:match.start()], expr[match.end():]
+        return _build(key.strip(), match.group(), value.strip(), expr)
+    raise SpecError(
+        f"constraint {expr!r} has no operator; write key==value, key!=value, key<value, "
+        f"'key in a,b', 'key regexp RE', 'key is_set' or 'key is_not_set'."
+    )
+
+
+def _build(key: str, op: str, value: str, expr: str) -> Constraint:
+    if not key:
+        raise SpecError(f"constraint {expr!r} has no key before {op!r}.")
+    if any(c in key for c in " =!<>"):
+        raise SpecError(f"constraint {expr!r} has an invalid key {key!r}.")
+    getter = attribute_getter(key)
+    return Constraint(key=key, op=op, value=value, text=expr, get=getter, test=_tester(op, value, expr))
+
+
+def parse_constraints(texts) -> tuple[Constraint, ...]:
+    if texts is None:
+        return ()
+    if not isinstance(texts, (list, tuple)):
+        raise SpecError("constraints must be a list of strings such as ['node.labels.zone==eu-1'].")
+    return tuple(parse_constraint(text) for text in texts)

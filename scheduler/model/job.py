@@ -1,0 +1,178 @@
+"""A job spec: what a person writes (YAML, JSON), validated once into a :class:`JobSpec`.
+
+A spec that parses is a spec the scheduler can place; every error is one sentence.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from scheduler.model.constraints import Constraint, attribute_getter, parse_constraints
+from scheduler.model.errors import SpecError
+from scheduler.model.names import check_job_id, new_job_id, parse_plugins
+from scheduler.model.quantities import CPU, parse_resources
+from scheduler.model.states import (GLOBAL, JOB_TYPES, MAX_PRIORITY, MAX_REPLICAS, MIN_PRIORITY, SERVICE, SPREAD,
+                                    STRATEGIES)
+
+
+@dataclass(frozen=True, slots=True)
+class Preference:
+    """``{spread: node.labels.zone}``: equalise task counts across the label's values."""
+
+    spread: str
+    get: object = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """A validated job. ``raw`` is the normalised form stored in Redis and shown to users."""
+
+    id: str
+    type: str
+    priority: int
+    replicas: int
+    resources: dict[str, int]
+    constraints: tuple[Constraint, ...]
+    preferences: tuple[Preference, ...]
+    ports: tuple[int, ...]
+    plugins: tuple[str, ...]
+    strategy: str
+    max_per_node: int  # 0 means no limit
+    run: dict | None
+    preemptible: bool
+    preempt: str  # "lower" (may evict lower priorities) or "never"
+    max_retries: int
+    restart_delay: float
+    raw: dict = field(compare=False, repr=False)
+
+
+_JOB_FIELDS = {
+    "id", "type", "priority", "replicas", "resources", "constraints", "preferences", "ports",
+    "plugins", "strategy", "max_per_node", "run", "preemptible", "preempt", "max_retries",
+    "restart_delay",
+}
+
+
+def _int_field(raw: dict, name: str, default: int, low: int, high: int, job: str) -> int:
+    value = raw.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SpecError(f"job {job}: {name} must be a whole number, not {value!r}.")
+    if not low <= value <= high:
+        raise SpecError(f"job {job}: {name} must be between {low} and {high}, not {value}.")
+    return value
+
+
+def _parse_run(run, job: str) -> dict | None:
+    if run is None:
+        return None
+    if not isinstance(run, dict):
+        raise SpecError(f"job {job}: run must be {{func: 'module:function'}} or {{command: [...]}}.")
+    unknown = set(run) - {"func", "args", "kwargs", "command", "timeout"}
+    if unknown:
+        raise SpecError(f"job {job}: run has unknown field {sorted(unknown)[0]!r}.")
+    if ("func" in run) == ("command" in run):
+        raise SpecError(f"job {job}: run needs exactly one of func or command.")
+    if "func" in run:
+        func = run["func"]
+        if not isinstance(func, str) or not re.match(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$", func):
+            raise SpecError(f"job {job}: run.func {func!r} must look like 'package.module:function'.")
+        if not isinstance(run.get("args", []), list) or not isinstance(run.get("kwargs", {}), dict):
+            raise SpecError(f"job {job}: run.args must be a list and run.kwargs a mapping.")
+    else:
+        command = run["command"]
+        if (not isinstance(command, list) or not command
+                or not all(isinstance(part, (str, int, float)) and not isinstance(part, bool) for part in command)):
+            raise SpecError(f"job {job}: run.command must be a non-empty list of strings such as ['sleep', '1'].")
+        run = {**run, "command": [str(part) for part in command]}
+    timeout = run.get("timeout")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
+        raise SpecError(f"job {job}: run.timeout must be a positive number of seconds.")
+    return dict(run)
+
+
+def _parse_preferences(raw, job: str) -> tuple[Preference, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise SpecError(f"job {job}: preferences must be a list such as [{{spread: node.labels.zone}}].")
+    prefs = []
+    for item in raw:
+        if not isinstance(item, dict) or set(item) != {"spread"} or not isinstance(item["spread"], str):
+            raise SpecError(f"job {job}: preference {item!r} must be {{spread: <node attribute>}}.")
+        key = item["spread"].strip()
+        prefs.append(Preference(spread=key, get=attribute_getter(key, f"job {job}: preference")))
+    return tuple(prefs)
+
+
+def _parse_ports(raw, job: str) -> tuple[int, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise SpecError(f"job {job}: ports must be a list of host port numbers.")
+    for port in raw:
+        if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+            raise SpecError(f"job {job}: port {port!r} must be a whole number from 1 to 65535.")
+    if len(set(raw)) != len(raw):
+        raise SpecError(f"job {job}: ports lists a port twice.")
+    return tuple(sorted(raw))
+
+
+def parse_job(raw) -> JobSpec:
+    """Validate a job spec (a mapping loaded from YAML or JSON)."""
+    if not isinstance(raw, dict):
+        raise SpecError("a job spec must be a mapping with fields such as replicas, resources and run.")
+    unknown = set(raw) - _JOB_FIELDS
+    if unknown:
+        raise SpecError(f"job spec has unknown field {sorted(unknown)[0]!r}; known fields are {', '.join(sorted(_JOB_FIELDS))}.")
+    job = check_job_id(raw["id"]) if raw.get("id") is not None else new_job_id()
+    job_type = raw.get("type", SERVICE)
+    if job_type not in JOB_TYPES:
+        raise SpecError(f"job {job}: type {job_type!r} is not one of {', '.join(JOB_TYPES)}.")
+    strategy = raw.get("strategy", SPREAD)
+    if strategy not in STRATEGIES:
+        raise SpecError(f"job {job}: strategy {strategy!r} is not one of {', '.join(STRATEGIES)}.")
+    preempt = raw.get("preempt", "lower")
+    if preempt not in ("lower", "never"):
+        raise SpecError(f"job {job}: preempt must be 'lower' or 'never', not {preempt!r}.")
+    preemptible = raw.get("preemptible", True)
+    if not isinstance(preemptible, bool):
+        raise SpecError(f"job {job}: preemptible must be true or false.")
+    restart_delay = raw.get("restart_delay", 1.0)
+    if isinstance(restart_delay, bool) or not isinstance(restart_delay, (int, float)) or not 0 <= restart_delay <= 3600:
+        raise SpecError(f"job {job}: restart_delay must be a number of seconds from 0 to 3600.")
+    if job_type == GLOBAL and "replicas" in raw:
+        raise SpecError(f"job {job}: a global job runs one task per eligible node and takes no replicas.")
+    resources = parse_resources(raw.get("resources"), f"job {job} resources")
+    spec = JobSpec(
+        id=job,
+        type=job_type,
+        priority=_int_field(raw, "priority", 50, MIN_PRIORITY, MAX_PRIORITY, job),
+        replicas=0 if job_type == GLOBAL else _int_field(raw, "replicas", 1, 0, MAX_REPLICAS, job),
+        resources=resources,
+        constraints=parse_constraints(raw.get("constraints")),
+        preferences=_parse_preferences(raw.get("preferences"), job),
+        ports=_parse_ports(raw.get("ports"), job),
+        plugins=parse_plugins(raw.get("plugins"), f"job {job}: plugins"),
+        strategy=strategy,
+        max_per_node=_int_field(raw, "max_per_node", 0, 0, MAX_REPLICAS, job),
+        run=_parse_run(raw.get("run"), job),
+        preemptible=preemptible,
+        preempt=preempt,
+        max_retries=_int_field(raw, "max_retries", 3, 0, 1000, job),
+        restart_delay=float(restart_delay),
+        raw={},
+    )
+    normalised = {
+        "id": spec.id, "type": spec.type, "priority": spec.priority, "replicas": spec.replicas,
+        "resources": {name: f"{amount}m" if name == CPU else amount for name, amount in spec.resources.items()}, "constraints": [c.text for c in spec.constraints],
+        "preferences": [{"spread": p.spread} for p in spec.preferences], "ports": list(spec.ports),
+        "plugins": list(spec.plugins), "strategy": spec.strategy, "max_per_node": spec.max_per_node,
+        "run": spec.run, "preemptible": spec.preemptible, "preempt": spec.preempt,
+        "max_retries": spec.max_retries, "restart_delay": spec.restart_delay,
+    }
+    if job_type == GLOBAL:
+        del normalised["replicas"]
+    spec.raw.update(normalised)
+    return spec
+

@@ -1,0 +1,118 @@
+"""Resource quantities: parse what people write (``0.5``, ``500m``, ``256MiB``, ``1Gi``, ``2G``)
+into the integers the scheduler stores and compares.
+
+Everything is an integer so that Python and Lua compare exactly the same numbers:
+cpu in millicores, memory in bytes, any other resource (``gpu``, ``fpga``...) in units.
+"""
+
+from __future__ import annotations
+
+import re
+
+from scheduler.model.errors import SpecError
+
+CPU = "cpu"
+MEMORY = "memory"
+
+# Bounds that catch typos (``cpu: 4000`` meant as millicores, memory in bits...) without
+# limiting any real machine: a million cores, a pebibyte of memory, a million devices.
+MAX_MILLICORES = 1_000_000 * 1000
+MAX_BYTES = 2**50
+MAX_UNITS = 1_000_000
+
+_BINARY = {"ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40, "pi": 2**50}
+_DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "p": 10**15}
+_MEMORY_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kKmMgGtTpP]i?)?[bB]?\s*$")
+_CPU_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(m?)\s*$")
+_NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+
+
+def _number(value, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise SpecError(f"{what} must be a number or a quantity string, not {value!r}.")
+    if value != value or value in (float("inf"), float("-inf")):
+        raise SpecError(f"{what} must be a finite number, not {value!r}.")
+    return value
+
+
+def parse_cpu(value, what: str = "cpu") -> int:
+    """Cores as a number or string (``2``, ``0.5``, ``"500m"``) -> millicores."""
+    if isinstance(value, str):
+        match = _CPU_RE.match(value)
+        if not match:
+            raise SpecError(f"{what} {value!r} is not a cpu quantity; write cores like 0.5 or millicores like 500m.")
+        amount = float(match.group(1)) * (1 if match.group(2) else 1000)
+    else:
+        amount = _number(value, what) * 1000
+    return _bounded(round(amount), MAX_MILLICORES, what, value)
+
+
+def parse_memory(value, what: str = "memory") -> int:
+    """Bytes as a number or string (``268435456``, ``256MiB``, ``1Gi``, ``2G``) -> bytes."""
+    if isinstance(value, str):
+        match = _MEMORY_RE.match(value)
+        if not match:
+            raise SpecError(f"{what} {value!r} is not a memory quantity; write it like 256MiB, 1Gi or 2G.")
+        if match.group(2) == "m":
+            number = match.group(1)
+            raise SpecError(f"{what} {value!r} is ambiguous (millibytes in Kubernetes); write {number}Mi or {number}M.")
+        unit = (match.group(2) or "").lower()
+        factor = _BINARY.get(unit) or _DECIMAL.get(unit) or 1
+        amount = float(match.group(1)) * factor
+    else:
+        amount = _number(value, what)
+    return _bounded(round(amount), MAX_BYTES, what, value)
+
+
+def parse_units(value, what: str) -> int:
+    """A countable resource such as ``gpu: 2`` -> units (whole numbers only)."""
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    amount = _number(value, what)
+    if amount != int(amount):
+        raise SpecError(f"{what} must be a whole number, not {value!r}.")
+    return _bounded(int(amount), MAX_UNITS, what, value)
+
+
+def _bounded(amount: int, limit: int, what: str, original) -> int:
+    if amount < 0:
+        raise SpecError(f"{what} must not be negative, got {original!r}.")
+    if amount > limit:
+        raise SpecError(f"{what} {original!r} is larger than any machine this scheduler accepts.")
+    return amount
+
+
+def parse_resources(raw, what: str = "resources") -> dict[str, int]:
+    """A mapping such as ``{cpu: 0.5, memory: 256MiB, gpu: 1}`` -> ``{"cpu": 500, "memory": ..., "gpu": 1}``."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise SpecError(f"{what} must be a mapping of resource names to amounts, like {{cpu: 0.5, memory: 256MiB}}.")
+    parsed: dict[str, int] = {}
+    for name, value in raw.items():
+        if not isinstance(name, str) or not _NAME_RE.match(name):
+            raise SpecError(f"{what} has an invalid resource name {name!r}; use lowercase letters, digits, - and _.")
+        label = f"{what}.{name}"
+        if name == CPU:
+            parsed[name] = parse_cpu(value, label)
+        elif name == MEMORY:
+            parsed[name] = parse_memory(value, label)
+        else:
+            parsed[name] = parse_units(value, label)
+    return parsed
+
+
+def format_quantity(name: str, amount: int) -> str:
+    """The inverse for display: 500 -> ``500m``, 2000 -> ``2``, 268435456 -> ``256Mi``."""
+    if name == CPU:
+        return f"{amount // 1000}" if amount % 1000 == 0 else f"{amount}m"
+    if name == MEMORY:
+        for unit, factor in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+            if amount >= factor and amount % factor == 0:
+                return f"{amount // factor}{unit}"
+        if amount >= 2**30:
+            return f"{amount / 2**30:.1f}Gi"
+        if amount >= 2**20:
+            return f"{amount / 2**20:.1f}Mi"
+        return str(amount)
+    return str(amount)

@@ -1,0 +1,58 @@
+"""One namespace of one Redis, with everything that works on it, built lazily.
+
+The CLI, workers, agents and the benchmark all start from an :class:`App`, so a
+connection, its registered scripts, the key builder, the store and the queue are made
+once and shared.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cached_property
+
+import redis
+
+from scheduler.state.connection import connect, resolve_url
+from scheduler.state.keys import Keys
+from scheduler.state.queue import QueueConfig, SchedulingQueue
+from scheduler.state.scripts import Scripts
+from scheduler.state.store import Store
+
+
+def default_namespace() -> str:
+    return os.environ.get("SCHED_NAMESPACE") or "default"
+
+
+class App:
+    def __init__(self, redis_url: str | None = None, namespace: str | None = None,
+                 client: redis.Redis | None = None, queue_config: QueueConfig | None = None, clock=None):
+        self.redis_url = redis_url
+        self.keys = Keys(namespace or default_namespace())
+        self._client = client
+        self.queue_config = queue_config
+        self.clock = clock
+
+    @cached_property
+    def url(self) -> str:
+        """The server's URL; with none configured, the embedded server's (started if needed)."""
+        from scheduler.state.embedded import ensure_embedded
+
+        return resolve_url(self.redis_url) or ensure_embedded()
+
+    @property
+    def client(self) -> redis.Redis:
+        if self._client is None:
+            self._client = connect(self.url)
+        return self._client
+
+    @cached_property
+    def scripts(self) -> Scripts:
+        return Scripts(self.client)
+
+    @cached_property
+    def store(self) -> Store:
+        return Store(self.client, self.keys, self.scripts)
+
+    @cached_property
+    def queue(self) -> SchedulingQueue:
+        return SchedulingQueue(self.client, self.keys, self.scripts, self.queue_config, self.clock)

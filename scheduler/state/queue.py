@@ -1,0 +1,189 @@
+"""The scheduling queue: kube-scheduler's PriorityQueue, as Redis sorted sets and Lua.
+
+Every pending task is in exactly one of four sorted sets:
+
+``q:active``         ready to be scheduled. Score = priority band, then enqueue order, so
+                     ``ZRANGE q:active 0 0`` is the next task (higher priority, then older).
+``q:inflight``       claimed by a worker. Score = lease deadline from Redis ``TIME``. A worker
+                     that dies leaves its tasks here; anyone returns expired leases to active.
+``q:backoff``        failed recently. Score = when its backoff ends: ``initial * 2^(attempts-1)``,
+                     capped (1 s doubling to 10 s by default). Due entries move to active.
+``q:unschedulable``  failed while nothing in the cluster changed. Score = when it entered.
+                     A cluster event (node added or made available, resources freed) moves
+                     them all back; leftovers older than 60 s move back anyway.
+
+The choice between backoff and unschedulable is kube's moveRequestCycle rule: each claim
+takes a new value of the scheduling-cycle counter (also its fencing token); each cluster
+event records the counter in ``move_cycle``. A task whose attempt failed after an event
+(``move_cycle >= its claim's cycle``) may fit now, so it only backs off; otherwise it waits
+for the next event. All moves are Lua scripts, so a task is never in two sets or none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+import orjson
+import redis
+
+from scheduler.state.connection import time_ms
+from scheduler.state.keys import Keys
+from scheduler.model import MAX_PRIORITY
+from scheduler.state.scripts import Scripts
+
+CHUNK = 500  # tasks per Lua call when moving many: keeps each call short
+
+
+def queue_score(priority: int, sequence: int) -> int:
+    """Active-queue score: higher priority first, then first enqueued first.
+
+    Read in decimal, the leading digits are ``1000 - priority`` and the last twelve are the
+    task's enqueue sequence number (``q:seq``), so ``ZRANGE`` lists tasks in exactly the
+    order they will be claimed; the whole stays exact in a double.
+    """
+    return (MAX_PRIORITY - priority) * 10**12 + sequence
+
+
+@dataclass(frozen=True)
+class QueueConfig:
+    initial_backoff_ms: int = 1000
+    max_backoff_ms: int = 10_000
+    unschedulable_ms: int = 60_000  # leftover flush age
+    lease_ms: int = 30_000
+
+
+@dataclass(frozen=True)
+class Claim:
+    token: str
+    now_ms: int
+    task_ids: list[str]
+    waiting: int = 0  # tasks left in the active queue after this claim
+
+
+def _chunks(items: list, size: int = CHUNK) -> Iterable[list]:
+    for i in range(0, len(items), size):
+        yield items[i:i + size]
+
+
+class SchedulingQueue:
+    def __init__(self, client: redis.Redis, keys: Keys, scripts: Scripts | None = None,
+                 config: QueueConfig | None = None, clock: Callable[[], int] | None = None):
+        """``clock`` (ms) replaces Redis TIME for backoff and flush decisions, for tests.
+        Leases always use Redis TIME, so no worker's clock can make one last longer."""
+        self.client = client
+        self.keys = keys
+        self.scripts = scripts or Scripts(client)
+        self.config = config or QueueConfig()
+        self.clock = clock
+
+    def _now_arg(self) -> str:
+        return "" if self.clock is None else str(int(self.clock()))
+
+    def now_ms(self) -> int:
+        if self.clock is not None:
+            return int(self.clock())
+        return time_ms(self.client.time())
+
+    # Claim and what follows it.
+    def claim(self, count: int, lease_ms: int | None = None, share_from: int | None = None,
+              job_tail: int = 0) -> Claim:
+        """Lease up to ``count`` tasks. With ``share_from``, take only half of what is
+        waiting (but at least ``share_from``), leaving the rest to other workers. With
+        ``job_tail``, a claim that ends inside a job takes up to that many more of its
+        tasks, so that the job is placed in one pass."""
+        k = self.keys
+        args = [count, lease_ms or self.config.lease_ms, "" if share_from is None else share_from, job_tail]
+        reply = self.scripts.claim(keys=[k.active, k.inflight, k.leases, k.cycle], args=args)
+        if len(reply) == 1:
+            return Claim(token="", now_ms=int(reply[0]), task_ids=[])
+        return Claim(token=str(reply[1]), now_ms=int(reply[0]), task_ids=list(reply[3:]), waiting=int(reply[2]))
+
+    def fail(self, token: str, failures: list[tuple[str, dict]], conflicts=frozenset()) -> list[str]:
+        """Requeue claimed tasks that did not fit, each with its explanation (a dict).
+        Tasks in ``conflicts`` were refused at commit by a race, not for lack of room: they
+        back off rather than wait for a cluster event."""
+        k, c = self.keys, self.config
+        results: list[str] = []
+        for chunk in _chunks(failures):
+            args = [token, self._now_arg(), c.initial_backoff_ms, c.max_backoff_ms, k.events]
+            for task_id, explanation in chunk:
+                args += [task_id, orjson.dumps(explanation), "1" if task_id in conflicts else "0"]
+            results += self.scripts.fail(
+                keys=[k.inflight, k.leases, k.backoff, k.unschedulable, k.move_cycle,
+                      *(k.task(task_id) for task_id, _ in chunk)],
+                args=args)
+        return results
+
+    def release(self, token: str, task_ids: list[str]) -> list[str]:
+        """Hand claimed tasks back to the active queue untouched (a worker stopping)."""
+        return self._reclaim(token, task_ids)
+
+    def reclaim_expired(self, limit: int = 1000) -> list[str]:
+        """Return tasks whose lease has run out (their worker died or stalled) to active."""
+        now = time_ms(self.client.time())
+        expired = self.client.zrangebyscore(self.keys.inflight, "-inf", now, start=0, num=limit)
+        return self._reclaim("", expired) if expired else []
+
+    def _reclaim(self, token: str, task_ids: list[str]) -> list[str]:
+        k = self.keys
+        returned: list[str] = []
+        for chunk in _chunks(task_ids):
+            returned += self.scripts.reclaim(
+                keys=[k.inflight, k.leases, k.active, *(k.task(t) for t in chunk)],
+                args=[token, k.events, *chunk])
+        return returned
+
+    # Moving waiting tasks back.
+    def flush_backoff(self) -> int:
+        """Move tasks whose backoff has ended to the active queue."""
+        due = self.client.zrangebyscore(self.keys.backoff, "-inf", self.now_ms(), start=0, num=10 * CHUNK)
+        return self._move(self.keys.backoff, "backoff", due, 0)[0]
+
+    def flush_unschedulable(self, older_than_ms: int | None = None) -> tuple[int, int]:
+        """Move unschedulable tasks that waited at least ``older_than_ms`` (default 60 s) back."""
+        age = self.config.unschedulable_ms if older_than_ms is None else older_than_ms
+        latest = self.now_ms() - age
+        ids = self.client.zrangebyscore(self.keys.unschedulable, "-inf", latest)
+        return self._move(self.keys.unschedulable, "unschedulable", ids, latest)
+
+    def move_all_to_active(self) -> tuple[int, int]:
+        """After a cluster event: every unschedulable task goes to active (or backoff if still
+        inside its backoff window). Returns (to active, to backoff)."""
+        ids = self.client.zrange(self.keys.unschedulable, 0, -1)
+        return self._move(self.keys.unschedulable, "unschedulable", ids, 2**53)  # any entry time
+
+    def _move(self, source: str, kind: str, ids: list[str], latest: int) -> tuple[int, int]:
+        k = self.keys
+        to_active = to_backoff = 0
+        for chunk in _chunks(ids):
+            a, b = self.scripts.move(keys=[source, k.active, k.backoff, *(k.task(t) for t in chunk)],
+                                     args=[self._now_arg(), kind, int(latest), *chunk])
+            to_active, to_backoff = to_active + a, to_backoff + b
+        return to_active, to_backoff
+
+    def cluster_event(self) -> None:
+        """Record a cluster event not made by a script (scripts record their own)."""
+        k = self.keys
+        self.client.set(k.move_cycle, self.client.get(k.cycle) or 0)
+
+    def maintain(self) -> dict[str, int]:
+        """The periodic work any worker does: expired leases, due backoffs, cluster events
+        since it last looked, and the leftover flush. Safe to run from many workers at once."""
+        k = self.keys
+        done = {"reclaimed": len(self.reclaim_expired()), "from_backoff": self.flush_backoff()}
+        move_cycle, moved_cycle = self.client.mget(k.move_cycle, k.moved_cycle)
+        if move_cycle != moved_cycle:
+            # Record first: an event during the move changes move_cycle again and is seen next time.
+            self.client.set(k.moved_cycle, move_cycle or 0)
+            done["after_event"] = sum(self.move_all_to_active())
+        done["leftover"] = sum(self.flush_unschedulable())
+        return done
+
+    def counts(self) -> dict[str, int]:
+        k = self.keys
+        with self.client.pipeline(transaction=False) as pipe:
+            for key in (k.active, k.backoff, k.unschedulable, k.inflight):
+                pipe.zcard(key)
+            active, backoff, unschedulable, inflight = pipe.execute()
+        return {"active": active, "backoff": backoff, "unschedulable": unschedulable, "inflight": inflight}

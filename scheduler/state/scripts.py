@@ -1,0 +1,40 @@
+"""Load the Lua scripts shipped in ``lua/`` (installed as ``scheduler.lua``) once per process and call them by name.
+
+redis-py's ``Script`` runs them with EVALSHA and reloads on NOSCRIPT, so a restarted or
+failed-over Redis needs nothing from us. Each script's header lists its KEYS and ARGV.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib.resources import files
+
+import redis
+
+SCRIPT_NAMES = ("enqueue", "claim", "reclaim", "fail", "move", "commit", "finish", "start", "preempt", "unnominate", "claimed", "tallies", "node_put", "node_set", "node_rm")
+
+
+@cache
+def script_source(name: str) -> str:
+    """The script as sent to Redis: the shared helpers of ``_lib.lua``, then the script."""
+    folder = files("scheduler.lua")
+    return folder.joinpath("_lib.lua").read_text(encoding="utf-8") + folder.joinpath(f"{name}.lua").read_text(
+        encoding="utf-8")
+
+
+class Scripts:
+    """The project's scripts registered on one client; ``scripts.commit(keys, args)``."""
+
+    def __init__(self, client: redis.Redis):
+        self.client = client
+        for name in SCRIPT_NAMES:
+            setattr(self, name, client.register_script(script_source(name)))
+
+    def queue(self, pipe, name: str, keys: list, args: list) -> None:
+        """Queue a script call on a pipeline by its SHA. (redis-py would first ask Redis
+        whether the script exists, a round trip per pipeline.) If Redis has lost it, the
+        pipeline fails with NoScriptError: :meth:`load` it and run the pipeline again."""
+        pipe.evalsha(getattr(self, name).sha, len(keys), *keys, *args)
+
+    def load(self, name: str) -> None:
+        self.client.script_load(getattr(self, name).script)

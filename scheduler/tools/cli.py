@@ -1,0 +1,572 @@
+"""``sched``: the command line.
+
+One click group; global options pick the Redis and the namespace, and the connection is
+made only when a command needs it. Every listing takes ``--json`` and then prints only
+JSON on stdout. Errors a user can cause print one sentence and exit 2.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+import orjson
+import yaml
+
+from scheduler.control import reconcile
+from scheduler.state.app import App, default_namespace
+from scheduler.model.errors import SchedError, SpecError
+from scheduler.model import TASK_STATES, make_node, parse_job
+from scheduler.tools.render import print_json, print_table, usage
+
+
+class SchedGroup(click.Group):
+    """Turns the scheduler's own errors into one line on stderr and a non-zero exit."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except SchedError as exc:
+            click.echo(f"Error: {exc}", err=True)
+            ctx.exit(exc.exit_code)
+        except click.UsageError as exc:  # one sentence, like our own errors
+            message = exc.format_message().rstrip(".")
+            click.echo(f"Error: {message}.", err=True)
+            ctx.exit(2)
+
+
+def json_option(f):
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON only, for scripts.")(f)
+
+
+pass_app = click.make_pass_decorator(App)
+
+
+@click.group(cls=SchedGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--redis-url", envvar="SCHED_REDIS_URL", default=None, metavar="URL",
+              help="Redis to use (also SCHED_REDIS_URL, then REDIS_URL). Default: a private embedded "
+                   "redis-server under ~/.local/state/sched (SCHED_HOME), started on first use.")
+@click.option("--namespace", "-n", default=None, metavar="NS",
+              help="Namespace: independent clusters in one Redis (also SCHED_NAMESPACE). Default: default.")
+@click.pass_context
+def main(ctx, redis_url, namespace):
+    """A Redis-backed cluster scheduler.
+
+    Register nodes, submit jobs of identical tasks, and run workers that place the tasks
+    on nodes that fit, spread or pack them as asked, and explain what is still pending.
+
+    \b
+    Quick start (uses the embedded Redis):
+      sched node add n1 --cpu 4 --memory 8GiB --label zone=eu-1
+      sched job submit web.yaml
+      sched worker --until-idle
+      sched task ls
+      sched task explain web.0
+    """
+    ctx.obj = App(redis_url=redis_url, namespace=namespace or default_namespace())
+
+
+# ----------------------------------------------------------------------------- nodes
+@main.group()
+def node():
+    """Register, list and change nodes."""
+
+
+def node_options(f):
+    """The options that describe a node, shared by `node add` and `agent`."""
+    options = [
+        click.option("--cpu", required=True, help="Cores, e.g. 4, 0.5 or 500m."),
+        click.option("--memory", required=True, help="Memory, e.g. 8GiB, 512Mi or 2G."),
+        click.option("--gpu", default=None, help="GPUs (a generic resource)."),
+        click.option("--resource", "resources", multiple=True, metavar="NAME=N", help="Another generic resource."),
+        click.option("--label", "labels", multiple=True, metavar="K=V", help="Node label (node.labels.K)."),
+        click.option("--engine-label", "engine_labels", multiple=True, metavar="K=V",
+                     help="Engine label (engine.labels.K)."),
+        click.option("--os", "os_", default="linux", show_default=True, help="node.platform.os"),
+        click.option("--arch", default="amd64", show_default=True, help="node.platform.arch"),
+        click.option("--role", default="worker", show_default=True, help="node.role"),
+        click.option("--plugin", "plugins", multiple=True, help="A plugin the node provides (jobs may require it)."),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def node_from_options(name, cpu, memory, gpu, resources, labels, engine_labels, os_, arch, role, plugins):
+    extra = {}
+    for item in resources:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SpecError(f"--resource {item!r} must look like NAME=N.")
+        extra[key.strip()] = value.strip()
+    if gpu is not None:
+        extra["gpu"] = gpu
+    return make_node(name, cpu=cpu, memory=memory, resources=extra, labels=list(labels),
+                     engine_labels=list(engine_labels), os=os_, arch=arch, role=role, plugins=list(plugins))
+
+
+@node.command("add")
+@click.argument("name")
+@node_options
+@pass_app
+def node_add(app, name, **options):
+    """Register a node, or update an existing one (what runs on it is kept).
+
+    A node added this way has no agent: it stays ready until changed, which is what
+    simulations and benchmarks want. `sched agent NAME` registers a node that runs work.
+    """
+    described = node_from_options(name, **options)  # validate before connecting to (or starting) Redis
+    created = app.store.put_node(described)
+    click.echo(f"node {name} {'added' if created else 'updated'}")
+
+
+def node_record(n, tasks: int) -> dict:
+    return {"name": n.name, "capacity": n.capacity, "allocated": {r: n.allocated.get(r, 0) for r in n.capacity},
+            "labels": n.labels, "availability": n.availability, "status": n.status, "tasks": tasks,
+            "platform": {"os": n.os, "arch": n.arch}, "role": n.role, "plugins": sorted(n.plugins)}
+
+
+@node.command("ls")
+@json_option
+@pass_app
+def node_ls(app, as_json):
+    """List nodes with their capacity, allocation and task count.
+
+    In --json, cpu is in millicores, memory in bytes, other resources in units.
+    """
+    records = [node_record(n, n.tasks) for n in app.store.nodes()]
+    if as_json:
+        return print_json(records)
+    rows = [[r["name"], r["status"], r["availability"], r["tasks"], usage(r["capacity"], r["allocated"]),
+             ",".join(f"{k}={v}" for k, v in sorted(r["labels"].items()))] for r in records]
+    print_table(["NAME", "STATUS", "AVAILABILITY", "TASKS", "ALLOCATED/CAPACITY", "LABELS"], rows)
+
+
+def _availability_command(name: str, value: str, doc: str):
+    @node.command(name, help=doc)
+    @click.argument("node_name", metavar="NAME")
+    @pass_app
+    def command(app, node_name):
+        before = app.store.set_availability(node_name, value)
+        if value == "drain":
+            moved = reconcile.drain_node(app.store, node_name)
+            click.echo(f"node {node_name} drained ({len(moved)} task(s) moved elsewhere)")
+        else:
+            click.echo(f"node {node_name}: {before} -> {value}")
+    return command
+
+
+_availability_command("drain", "drain", "Stop placing tasks on a node and move its tasks elsewhere.")
+_availability_command("pause", "pause", "Stop placing new tasks on a node; what runs there stays.")
+_availability_command("activate", "active", "Let the scheduler place tasks on a node again.")
+
+
+@node.command("rm")
+@click.argument("name")
+@pass_app
+def node_rm(app, name):
+    """Remove a node that runs no tasks (drain it first)."""
+    app.store.remove_node(name)
+    click.echo(f"node {name} removed")
+
+
+# ----------------------------------------------------------------------------- jobs
+@main.group()
+def job():
+    """Submit, list, scale and stop jobs."""
+
+
+def load_spec(file) -> dict:
+    text = file.read()
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise SpecError(f"the job spec is not valid YAML or JSON{where}.") from None
+    return raw
+
+
+@job.command("submit")
+@click.argument("file", type=click.File("r"))
+@json_option
+@pass_app
+def job_submit(app, file, as_json):
+    """Submit a job spec (YAML or JSON; - reads stdin) and print its id.
+
+    \b
+    id: web                  # optional
+    type: service            # service | batch | global
+    priority: 50             # 0..1000, higher goes first
+    replicas: 3
+    resources: {cpu: 0.5, memory: 256MiB}
+    constraints: ["node.labels.zone==eu-1"]
+    preferences: [{spread: node.labels.zone}]
+    ports: [8080]
+    strategy: spread         # spread | binpack
+    max_per_node: 2
+    run: {command: ["sleep", "1"]}
+    """
+    spec = parse_job(load_spec(file))
+    result = reconcile.submit(app.store, spec)
+    if as_json:
+        return print_json(result)
+    click.echo(spec.id)
+
+
+@job.command("ls")
+@json_option
+@pass_app
+def job_ls(app, as_json):
+    """List jobs with their task counts by state."""
+    records = []
+    for job_id in app.store.job_ids():
+        job = app.store.get_job(job_id)
+        counts: dict[str, int] = {}
+        for task in app.store.tasks(app.store.job_task_ids(job_id)):
+            counts[task["state"]] = counts.get(task["state"], 0) + 1
+        spec = job["spec"]
+        records.append({"id": job_id, "type": spec["type"], "priority": spec["priority"],
+                        "replicas": spec.get("replicas"), "version": job["version"], "status": job["status"],
+                        "tasks": counts})
+    if as_json:
+        return print_json(records)
+    rows = [[r["id"], r["type"], r["status"], r["priority"], "per node" if r["replicas"] is None else r["replicas"],
+             r["version"],
+             " ".join(f"{s}={n}" for s, n in sorted(r["tasks"].items()))] for r in records]
+    print_table(["ID", "TYPE", "STATUS", "PRIORITY", "REPLICAS", "VERSION", "TASKS"], rows)
+
+
+@job.command("show")
+@click.argument("job_id", metavar="ID")
+@json_option
+@pass_app
+def job_show(app, job_id, as_json):
+    """Show a job's spec and status."""
+    job = app.store.get_job(job_id)
+    if as_json:
+        return print_json(job)
+    click.echo(yaml.safe_dump({"status": job["status"], "version": job["version"], **job["spec"]},
+                              sort_keys=False).rstrip())
+
+
+@job.command("scale")
+@click.argument("job_id", metavar="ID")
+@click.argument("replicas", type=click.IntRange(0, 1_000_000))
+@json_option
+@pass_app
+def job_scale(app, job_id, replicas, as_json):
+    """Set a job's replicas: add tasks, or stop the newest."""
+    result = reconcile.scale(app.store, job_id, replicas)
+    if as_json:
+        return print_json(result)
+    click.echo(f"job {job_id}: {len(result['added'])} added, {len(result['stopped'])} stopped")
+
+
+@job.command("plan")
+@click.argument("file", type=click.File("r"))
+@json_option
+@pass_app
+def job_plan(app, file, as_json):
+    """Dry run: where a job spec's tasks would go now, what they would preempt, and why
+    any would wait. Changes nothing."""
+    from scheduler.control.plan import plan
+
+    result = plan(app, parse_job(load_spec(file)))
+    if as_json:
+        return print_json(result)
+    rows = [[p["task"], p["node"], ""] for p in result["placements"]]
+    rows += [[p["task"], p["node"], "preempts " + ", ".join(f"{v['id']} (priority {v['priority']})"
+                                                            for v in p["victims"])] for p in result["preemptions"]]
+    rows += [[p["task"], "-", p["message"]] for p in result["pending"]]
+    print_table(["TASK", "NODE", "NOTE"], rows, title=f"plan for job {result['job']}")
+
+
+@job.command("stop")
+@click.argument("job_id", metavar="ID")
+@pass_app
+def job_stop(app, job_id):
+    """Stop every task of a job and release what they hold."""
+    result = reconcile.stop(app.store, job_id)
+    click.echo(f"job {job_id} stopped ({len(result['stopped'])} task(s))")
+
+
+# ----------------------------------------------------------------------------- tasks
+@main.group()
+def task():
+    """List tasks and explain why one is pending."""
+
+
+def task_record(t: dict) -> dict:
+    return {"id": t["id"], "job": t["job"], "state": t["state"], "node": t.get("node") or None,
+            "priority": int(t.get("priority", 0)), "attempts": int(t.get("attempts", 0))}
+
+
+@task.command("ls")
+@click.option("--job", "job_id", default=None, help="Only this job's tasks.")
+@click.option("--state", type=click.Choice(TASK_STATES), default=None, help="Only tasks in this state.")
+@click.option("--node", "node_name", default=None, help="Only tasks on this node.")
+@json_option
+@pass_app
+def task_ls(app, job_id, state, node_name, as_json):
+    """List tasks (id, job, state, node, priority)."""
+    store = app.store
+    if job_id is not None:
+        store.get_job(job_id)
+        ids = store.job_task_ids(job_id)
+    else:
+        if node_name is not None:
+            store.get_node(node_name)
+        ids = store.all_task_ids()
+    records = [task_record(t) for t in store.tasks(ids)]
+    records = [r for r in records if (state is None or r["state"] == state)
+               and (node_name is None or r["node"] == node_name)]
+    if as_json:
+        return print_json(records)
+    print_table(["ID", "JOB", "STATE", "NODE", "PRIORITY", "ATTEMPTS"],
+                [[r["id"], r["job"], r["state"], r["node"] or "", r["priority"], r["attempts"]] for r in records])
+
+
+@task.command("explain")
+@click.argument("task_id", metavar="ID")
+@json_option
+@pass_app
+def task_explain(app, task_id, as_json):
+    """Say why a task is where it is: for a pending task, what each node lacked."""
+    t = app.store.get_task(task_id)
+    # The last attempt's explanation matters only while the task is still pending.
+    explanation = orjson.loads(t["explanation"]) if t.get("explanation") and t["state"] == "pending" else None
+    record = {"id": t["id"], "state": t["state"],
+              "nodes_evaluated": explanation["nodes_evaluated"] if explanation else 0,
+              "reasons": explanation["reasons"] if explanation else {},
+              "message": _explain_message(t, explanation)}
+    if t.get("nominated_node"):
+        record["nominated_node"] = t["nominated_node"]
+    if as_json:
+        return print_json(record)
+    click.echo(f"{record['id']}: {record['state']}")
+    click.echo(record["message"])
+
+
+def _explain_message(t: dict, explanation: dict | None) -> str:
+    if explanation:
+        return explanation["message"]
+    state = t["state"]
+    if state in ("assigned", "running"):
+        return f"placed on node {t.get('node')}."
+    if state == "pending":
+        return "waiting for a scheduler worker; no attempt has been made yet."
+    return t.get("message") or f"{state}."
+
+
+# ----------------------------------------------------------------------------- queue
+@main.group()
+def queue():
+    """Inspect the scheduling queue."""
+
+
+@queue.command("ls")
+@json_option
+@pass_app
+def queue_ls(app, as_json):
+    """Count the tasks in each queue: active, backoff, unschedulable, inflight."""
+    counts = app.queue.counts()
+    if as_json:
+        return print_json(counts)
+    print_table(["QUEUE", "TASKS", "KEY"], [[name, count, getattr(app.keys, name)] for name, count in counts.items()])
+
+
+# ----------------------------------------------------------------------------- events
+@main.command()
+@click.option("--count", type=int, default=None, help="Stop after this many events.")
+@pass_app
+def events(app, count):
+    """Follow the events channel: one JSON object per line (task and node changes)."""
+    pubsub = app.client.pubsub(ignore_subscribe_messages=True)
+    pubsub.subscribe(app.keys.events)
+    seen = 0
+    try:
+        for message in pubsub.listen():
+            click.echo(message["data"])
+            seen += 1
+            if count is not None and seen >= count:
+                break
+    except KeyboardInterrupt:
+        pass
+    finally:
+        pubsub.close()
+
+
+# ----------------------------------------------------------------------------- worker
+@main.command()
+@click.option("--concurrency", "-c", type=click.IntRange(1, 256), default=1, show_default=True,
+              help="Worker loops to run, each in its own process (placement is CPU-bound).")
+@click.option("--batch-size", "-b", type=click.IntRange(1, 100_000), default=512, show_default=True,
+              help="Tasks claimed per batch; identical tasks in a batch are placed together.")
+@click.option("--lease", "lease_s", type=click.FloatRange(0.1, 3600), default=30.0, show_default=True,
+              help="Seconds a claim is held before other workers may take the tasks back.")
+@click.option("--until-idle", is_flag=True, help="Exit once nothing is left that could be scheduled.")
+@click.option("--percentage-of-nodes", type=click.IntRange(0, 100), default=None,
+              help="Score only this share of nodes per task (0 = kube's adaptive default; unset = all).")
+@click.option("--seed", type=int, default=None, help="Seed for tie-breaking, to replay a run.")
+@json_option
+@pass_app
+def worker(app, concurrency, batch_size, lease_s, until_idle, percentage_of_nodes, seed, as_json):
+    """Run scheduler workers: claim pending tasks, place them, commit atomically.
+
+    Run as many as you like, on as many machines as you like, against the same Redis:
+    they coordinate only through it. SIGTERM (or Ctrl-C) lets each finish or hand back
+    its current batch, then exits 0.
+    """
+    from workers.scheduler_worker import WorkerConfig, run_workers
+    from scheduler.engine.placement import PlacementOptions
+
+    config = WorkerConfig(batch_size=batch_size, lease_ms=int(lease_s * 1000), until_idle=until_idle,
+                          placement=PlacementOptions(percentage_of_nodes_to_score=percentage_of_nodes, seed=seed))
+    app.client  # connect (or start the embedded server) before forking workers
+    totals = run_workers(app.url, app.keys.namespace, concurrency, config)
+    if as_json:
+        print_json(totals)
+    else:
+        click.echo("workers stopped: " + ", ".join(f"{k} {v}" for k, v in totals.items()))
+    if totals.get("crashed"):
+        click.echo(f"Error: {totals['crashed']} worker process(es) exited abnormally.", err=True)
+        sys.exit(1)
+
+
+# ----------------------------------------------------------------------------- agent
+@main.command()
+@click.argument("name")
+@node_options
+@click.option("--heartbeat", "interval", type=click.FloatRange(0.05, 60), default=1.0, show_default=True,
+              help="Seconds between heartbeats; 3 missed ones mark the node down.")
+@click.option("--slots", type=click.IntRange(1, 64), default=2, show_default=True,
+              help="Tasks this agent runs at the same time (RQ worker processes).")
+@pass_app
+def agent(app, name, interval, slots, **options):
+    """Run a node agent: register NAME, heartbeat, and run the tasks placed on it (via RQ).
+
+    Tasks go assigned -> running -> completed or failed. If the agent stops
+    heartbeating for 3 intervals, the node goes down and its tasks are replaced
+    elsewhere; when it comes back, it stops any task that was replaced meanwhile.
+    """
+    from workers.node_agent import NodeAgent
+
+    node = node_from_options(name, **options)
+    app.client
+    NodeAgent(app, node, interval_s=interval, slots=slots).run()
+
+
+# ----------------------------------------------------------------------------- demo
+@main.command()
+@click.option("--seconds", type=click.FloatRange(1, 3600), default=12.0, show_default=True,
+              help="How long to watch the cluster run before the summary.")
+@click.pass_context
+def demo(ctx, seconds):
+    """Run a small live cluster end to end: 4 agents, 2 workers, a mix of jobs.
+
+    Uses the namespace 'demo' unless --namespace is given, and clears it first.
+    Ctrl-C stops everything the demo started.
+    """
+    from scheduler.tools.demo import run_demo
+
+    app = ctx.obj
+    if ctx.parent.params.get("namespace") is None and "SCHED_NAMESPACE" not in os.environ:
+        app = App(redis_url=app.redis_url, namespace="demo")
+    ctx.exit(run_demo(app, seconds))
+
+
+# ----------------------------------------------------------------------------- bench
+@main.command()
+@click.option("--nodes", type=click.IntRange(1, 1_000_000), default=5000, show_default=True,
+              help="Static nodes to register, across 4 zones and 40 racks, mixed sizes.")
+@click.option("--jobs", type=click.IntRange(1, 1_000_000), default=100, show_default=True,
+              help="Jobs to submit (a third zone-constrained, a third zone-spread, 1 in 20 bin-packed).")
+@click.option("--replicas", type=click.IntRange(1, 1_000_000), default=None,
+              help="Tasks per job.  [default: 100; 1 with --rate]")
+@click.option("--workers", type=click.IntRange(1, 256), default=2, show_default=True,
+              help="Worker processes.")
+@click.option("--batch-size", type=click.IntRange(1, 100_000), default=512, show_default=True,
+              help="Tasks a worker claims per batch.")
+@click.option("--distinct", is_flag=True, help="Every task is its own job (no batching possible).")
+@click.option("--seed", type=int, default=42, show_default=True, help="Seed of the scenario (nodes, jobs, tie-breaks).")
+@click.option("--percentage-of-nodes", type=click.IntRange(0, 100), default=None,
+              help="The workers' --percentage-of-nodes (0 = kube's adaptive default; unset = score all nodes).")
+@click.option("--redis-url", "bench_url", default=None, metavar="URL",
+              help="Run against this Redis (also `sched --redis-url URL bench`; SCHED_REDIS_URL is ignored). "
+                   "Default: a private redis-server in a temporary folder, stopped at the end.")
+@click.option("--sweep", is_flag=True, help="Run the scenario at 1k, 5k, 20k and 100k nodes (same load per node) "
+                                            "and report how the time per placement grows.")
+@click.option("--sweep-nodes", default="1000,5000,20000,100000", show_default=True, metavar="N,N,...",
+              help="Cluster sizes for --sweep.")
+@click.option("--rate", type=click.FloatRange(min=1), default=None, metavar="TASKS_PER_S",
+              help="Steady offered-load mode: submit this many tasks/s while the workers run; report p50/p99 "
+                   "submit-to-assigned.")
+@click.option("--duration", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
+              help="Seconds of offered load measured with --rate.")
+@click.option("--warmup", type=click.FloatRange(min=0), default=2.0, show_default=True,
+              help="Seconds of offered load before the measured part, with --rate.")
+@json_option
+@click.pass_context
+def bench(ctx, nodes, jobs, replicas, workers, batch_size, distinct, seed, percentage_of_nodes, bench_url, sweep,
+          sweep_nodes, rate, duration, warmup, as_json):
+    """Measure scheduling throughput and latency on a synthetic cluster.
+
+    \b
+    Default scenario (fixed, seeded): 5,000 nodes (cpu 4/8/16/32, memory 8-64 GiB,
+    4 zones, 40 racks); 100 jobs x 100 tasks (cpu 0.5-12, 1-3 GiB per core; a third
+    constrained to a zone, a third spreading over zones, 1 in 20 bin-packed), all
+    submitted before 2 worker processes start; they run until nothing is schedulable.
+    Then the invariants are checked (exit 1 if any fails) and the results printed:
+    placements_per_s (first claim to last commit), p50_ms/p99_ms (submit to assigned),
+    commit_rejections, overcommits, unplaced, spread_skew, redis_bytes_per_task,
+    worker_cpu_s, redis_cpu_s.
+
+    Uses the namespace 'bench' (cleared first) unless --namespace is given, which must
+    then be empty.
+    """
+    from scheduler.tools import bench as b
+
+    group = ctx.parent
+    url = bench_url
+    if url is None and group.get_parameter_source("redis_url") == click.core.ParameterSource.COMMANDLINE:
+        url = group.params["redis_url"]
+    namespace = group.params.get("namespace") or b.DEFAULT_NAMESPACE
+    clear = namespace == b.DEFAULT_NAMESPACE
+    progress = not as_json
+    if rate is not None:
+        if sweep or distinct:
+            raise SpecError("--rate cannot be combined with --sweep or --distinct.")
+        report = b.run_rate(rate, duration, warmup, nodes=nodes, replicas=replicas or 1, workers=workers,
+                            batch_size=batch_size, seed=seed, redis_url=url, namespace=namespace, clear=clear,
+                            progress=progress, percentage_of_nodes=percentage_of_nodes)
+    else:
+        scenario = b.Scenario(nodes=nodes, jobs=jobs, replicas=replicas or b.DEFAULT_REPLICAS, workers=workers,
+                              batch_size=batch_size, distinct=distinct, seed=seed,
+                              percentage_of_nodes=percentage_of_nodes)
+        if sweep:
+            try:
+                sizes = [int(part) for part in sweep_nodes.split(",") if part.strip()]
+            except ValueError:
+                raise SpecError(f"--sweep-nodes {sweep_nodes!r} must be numbers separated by commas.") from None
+            if not sizes or min(sizes) < 1:
+                raise SpecError("--sweep-nodes needs at least one positive node count.")
+            report = b.run_sweep(scenario, sizes, redis_url=url, namespace=namespace, clear=clear,
+                                 progress=progress)
+        else:
+            report = b.run_batch(scenario, redis_url=url, namespace=namespace, clear=clear, progress=progress)
+    if as_json:
+        print_json(report)
+    else:
+        b.print_report(report)
+    if not report["invariants_ok"] or report["overcommits"]:
+        ctx.exit(1)
+
+
+def run():
+    main(prog_name="sched")
+
+
+if __name__ == "__main__":
+    sys.exit(run())

@@ -1,0 +1,158 @@
+"""``sched demo``: a small live cluster, end to end, on the embedded Redis by default.
+
+It starts four node agents with different sizes and zones and two scheduler workers (all
+as child processes, exactly as a person would run them), submits a mix of jobs (a
+service spread over zones, a bin-packed batch job with a flaky task that is retried, a
+global job, and one job that cannot fit anywhere), shows the queues and nodes live, and
+ends with what ran where and why the last job is still pending. Everything it started is
+stopped on the way out, including on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+
+import orjson
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+
+from scheduler.control import reconcile
+from scheduler.state.app import App
+from scheduler.model import LIVE_STATES, parse_job
+from scheduler.tools.render import usage
+
+AGENTS = [
+    ("eu-a1", "2", "4GiB", "eu-a"),
+    ("eu-a2", "2", "4GiB", "eu-a"),
+    ("eu-b1", "4", "8GiB", "eu-b"),
+    ("us-c1", "1", "2GiB", "us-c"),
+]
+
+
+def demo_jobs(marker_dir: str) -> list[dict]:
+    return [
+        {"id": "web", "type": "service", "replicas": 6, "priority": 60,
+         "resources": {"cpu": 0.25, "memory": "128MiB"}, "ports": [8080],
+         "preferences": [{"spread": "node.labels.zone"}],
+         "run": {"func": "scheduler.tools.demo_tasks:crunch", "args": [30, "web"]}},
+        {"id": "etl", "type": "batch", "replicas": 8, "strategy": "binpack", "max_retries": 2,
+         "restart_delay": 0.5, "resources": {"cpu": 0.5, "memory": "256MiB"},
+         "run": {"func": "scheduler.tools.demo_tasks:crunch", "args": [2, "etl"]}},
+        {"id": "report", "type": "batch", "replicas": 1, "max_retries": 2, "restart_delay": 0.5,
+         "resources": {"cpu": 0.25, "memory": "64MiB"},
+         "run": {"func": "scheduler.tools.demo_tasks:flaky", "args": [1, marker_dir, "report"]}},
+        {"id": "log-agent", "type": "global", "resources": {"cpu": 0.1, "memory": "32MiB"},
+         "constraints": ["node.labels.zone!=us-c"],
+         "run": {"command": ["sleep", "30"]}},
+        {"id": "train", "type": "batch", "replicas": 2, "resources": {"cpu": 1, "memory": "1GiB", "gpu": 1},
+         "run": {"command": ["true"]}},
+    ]
+
+
+def _sched(app: App, *args: str) -> list[str]:
+    return [sys.executable, "-m", "scheduler", "--redis-url", app.url, "--namespace", app.keys.namespace, *args]
+
+
+def _view(app: App) -> Group:
+    store = app.store
+    counts = app.queue.counts()
+    queues = Table(title="queues", box=None, header_style="bold")
+    for name in counts:
+        queues.add_column(name)
+    queues.add_row(*(str(v) for v in counts.values()))
+    nodes = Table(title="nodes", box=None, header_style="bold")
+    for column in ("node", "status", "tasks", "allocated/capacity", "zone"):
+        nodes.add_column(column)
+    for node in store.nodes():
+        nodes.add_row(node.name, node.status, str(node.tasks), usage(node.capacity, node.allocated),
+                      node.labels.get("zone", ""))
+    jobs = Table(title="jobs", box=None, header_style="bold")
+    jobs.add_column("job")
+    jobs.add_column("tasks by state")
+    for job_id in store.job_ids():
+        states = Counter(t["state"] for t in store.tasks(store.job_task_ids(job_id)))
+        jobs.add_row(job_id, "  ".join(f"{s} {n}" for s, n in sorted(states.items())))
+    return Group(queues, nodes, jobs)
+
+
+def _summary(app: App, console: Console) -> None:
+    store = app.store
+    placed: dict[str, Counter] = defaultdict(Counter)
+    ended = Counter()
+    for task in store.tasks(store.all_task_ids()):
+        if task.get("node") and (task["state"] in LIVE_STATES or task["state"] in ("completed", "failed")):
+            placed[task["job"]][task["node"]] += 1
+        ended[(task["job"], task["state"])] += 1
+    table = Table(title="what ran where (tasks per node)", header_style="bold")
+    node_names = [name for name, *_ in AGENTS]
+    table.add_column("job")
+    for name in node_names:
+        table.add_column(name, justify="right")
+    table.add_column("states")
+    for job_id in store.job_ids():
+        states = ", ".join(f"{s} {n}" for (j, s), n in sorted(ended.items()) if j == job_id)
+        table.add_row(job_id, *(str(placed[job_id].get(n, "")) for n in node_names), states)
+    console.print(table)
+    for task_id in store.job_task_ids("train")[:1]:
+        task = store.get_task(task_id)
+        console.print(f"[bold]why {task_id} is {task['state']}:[/bold] "
+                      f"{orjson.loads(task['explanation'])['message'] if task.get('explanation') else '-'}")
+
+
+def run_demo(app: App, seconds: float = 12.0, console: Console | None = None) -> int:
+    console = console or Console()
+    store = app.store
+    for key in app.client.scan_iter(match=f"{app.keys.prefix}*", count=1000):
+        app.client.delete(key)
+    children: list[subprocess.Popen] = []
+    marker_dir = tempfile.mkdtemp(prefix="sched-demo-")
+    try:
+        for name, cpu, memory, zone in AGENTS:
+            children.append(subprocess.Popen(
+                _sched(app, "agent", name, "--cpu", cpu, "--memory", memory, "--label", f"zone={zone}",
+                       "--heartbeat", "0.5", "--slots", "3"),
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        for _ in range(2):
+            children.append(subprocess.Popen(_sched(app, "worker", "--batch-size", "16"),
+                                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        deadline = time.monotonic() + 20
+        while len(store.node_names()) < len(AGENTS) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        console.print(f"[bold]{len(store.node_names())} agents and 2 workers up[/bold] "
+                      f"(namespace {app.keys.namespace}, redis {app.url})")
+        for raw in demo_jobs(marker_dir):
+            spec = parse_job(raw)
+            reconcile.submit(store, spec)
+            console.print(f"submitted [cyan]{spec.id}[/cyan] ({spec.type}, "
+                          f"{'one per node' if spec.type == 'global' else spec.replicas})")
+        end = time.monotonic() + seconds
+        with Live(_view(app), console=console, refresh_per_second=4, transient=False) as live:
+            while time.monotonic() < end:
+                time.sleep(0.25)
+                live.update(_view(app))
+        if not console.is_terminal:
+            console.line()  # a Live display written to a file or pipe ends without a newline
+        _summary(app, console)
+        return 0
+    finally:
+        # Stop the jobs while the agents still run: each stops its RQ jobs, so its RQ
+        # workers' warm shutdown below does not wait for (or get killed over) a long task.
+        for job_id in store.job_ids():
+            reconcile.stop(store, job_id)
+        for child in children:
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+        for child in children:
+            try:
+                child.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                child.kill()
+        for name in store.node_names():
+            store.client.srem(app.keys.agents, name)
+        console.print("stopped every agent and worker the demo started.")
