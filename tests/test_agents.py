@@ -115,7 +115,7 @@ class Cluster:
 
     def snapshot(self) -> str:
         store = self.app.store
-        tasks = [(t["id"], t["state"], t.get("node", ""), t.get("message", "")) for t in store.tasks(store.all_task_ids())]
+        tasks = [(t.id, t.state, t.node, t.message) for t in store.tasks(store.all_task_ids())]
         nodes = [(n.name, n.status, n.availability, n.tasks) for n in store.nodes()]
         return f"tasks: {tasks}\nnodes: {nodes}\n{self.logs_text()}"
 
@@ -199,11 +199,11 @@ def submit(app, raw: dict) -> str:
 
 
 def job_tasks(app, job_id: str) -> list[dict]:
-    return sorted(app.store.tasks(app.store.job_task_ids(job_id)), key=lambda t: int(t["index"]))
+    return sorted(app.store.tasks(app.store.job_task_ids(job_id)), key=lambda t: int(t.index))
 
 
 def states(tasks) -> list[str]:
-    return [t["state"] for t in tasks]
+    return [t.state for t in tasks]
 
 
 def node_is_empty(app, name: str) -> bool:
@@ -256,15 +256,15 @@ def test_function_task_runs_completes_and_releases_its_node(cluster, app, redis_
     task_id = app.store.job_task_ids(job_id)[0]
 
     def completed():
-        state = app.store.get_task(task_id)["state"]
+        state = app.store.get_task(task_id).state
         assert state not in ("failed", "lost", "stopped"), (app.store.get_task(task_id), cluster.logs_text())
         return state == "completed"
 
     cluster.wait(completed, "the task to complete")
     task = app.store.get_task(task_id)
-    assert task["node"] == "n1"
-    assert task["message"] == "agent_tasks:add returned 5"
-    assert int(task["assigned_at"]) <= int(task["started_at"]) <= int(task["ended_at"])
+    assert task.node == "n1"
+    assert task.message == "agent_tasks:add returned 5"
+    assert int(task.assigned_ms) <= int(task.started_ms) <= int(task.ended_ms)
 
     seen = event_states(pubsub, task_id)
     pubsub.close()
@@ -311,17 +311,17 @@ def test_failing_batch_task_is_retried_up_to_max_retries(cluster, app):
     time.sleep(1.0)
     tasks = job_tasks(app, job_id)
     assert states(tasks) == ["failed"] * 3
-    assert [int(t["retries"]) for t in tasks] == [0, 1, 2]
-    assert all(t["message"] == "exited with code 3: bad input" for t in tasks), tasks
-    assert all(t["node"] == "n1" for t in tasks)
+    assert [int(t.retries) for t in tasks] == [0, 1, 2]
+    assert all(t.message == "exited with code 3: bad input" for t in tasks), tasks
+    assert all(t.node == "n1" for t in tasks)
     for retry in tasks[1:]:  # each retry waited for the restart delay before it was placed
-        assert int(retry["assigned_at"]) >= int(retry["backoff_until"])
+        assert retry.assigned_ms >= int(app.client.hget(app.keys.task(retry.id), "backoff_until"))
     assert app.queue.counts() == {"active": 0, "backoff": 0, "unschedulable": 0, "inflight": 0}
 
     # Faulty-node detection: one entry per failure, naming the node and the task.
     faults = app.client.zrange(app.keys.faults(job_id), 0, -1, withscores=True)
-    assert sorted(member for member, _ in faults) == sorted(f"n1|{t['id']}" for t in tasks)
-    ended = {t["id"]: int(t["ended_at"]) for t in tasks}
+    assert sorted(member for member, _ in faults) == sorted(f"n1|{t.id}" for t in tasks)
+    ended = {t.id: int(t.ended_ms) for t in tasks}
     for member, score in faults:
         assert score >= ended[member.split("|")[1]]
     assert node_is_empty(app, "n1")
@@ -346,15 +346,15 @@ def test_failing_service_task_is_replaced_until_the_job_stops(cluster, app):
     time.sleep(0.5)
     assert not reconcile.open_tasks(app.store, job_id)
     tasks = job_tasks(app, job_id)
-    failed = [t for t in tasks if t["state"] == "failed"]
+    failed = [t for t in tasks if t.state == "failed"]
     assert len(failed) >= 2
     assert set(states(tasks)) <= {"failed", "stopped"}, states(tasks)
     for t in failed:
-        assert t["message"] == "agent_tasks:fail raised RuntimeError: no config"
-    retries = [int(t["retries"]) for t in tasks]
+        assert t.message == "agent_tasks:fail raised RuntimeError: no config"
+    retries = [int(t.retries) for t in tasks]
     assert retries == list(range(len(tasks))), retries  # each task replaced the one before it
     members = app.client.zrange(app.keys.faults(job_id), 0, -1)
-    assert sorted(members) == sorted(f"n1|{t['id']}" for t in failed)
+    assert sorted(members) == sorted(f"n1|{t.id}" for t in failed)
     assert node_is_empty(app, "n1")
     report = audit(app.store)
     assert report.ok, report.problems
@@ -365,8 +365,8 @@ def _two_tasks_running_on(cluster, app, directory: Path, job_id: str, node: str,
     def running():
         tasks = job_tasks(app, job_id)
         started = marks(directory)
-        return (states(tasks) == ["running", "running"] and all(t["node"] == node for t in tasks)
-                and all(rq_job_id(namespace, t["id"]) in started for t in tasks))
+        return (states(tasks) == ["running", "running"] and all(t.node == node for t in tasks)
+                and all(rq_job_id(namespace, t.id) in started for t in tasks))
 
     cluster.wait(running, f"both tasks running on {node}")
     return job_tasks(app, job_id)
@@ -374,10 +374,10 @@ def _two_tasks_running_on(cluster, app, directory: Path, job_id: str, node: str,
 
 def _replaced_on(cluster, app, job_id: str, lost_ids: list[str], node: str) -> list[dict]:
     def done():
-        tasks = {t["id"]: t for t in job_tasks(app, job_id)}
-        live = [t for t in tasks.values() if t["state"] in LIVE_STATES]
-        return (all(tasks[i]["state"] == "lost" for i in lost_ids)
-                and len(live) == 2 and all(t["node"] == node and t["state"] == "running" for t in live)
+        tasks = {t.id: t for t in job_tasks(app, job_id)}
+        live = [t for t in tasks.values() if t.state in LIVE_STATES]
+        return (all(tasks[i].state == "lost" for i in lost_ids)
+                and len(live) == 2 and all(t.node == node and t.state == "running" for t in live)
                 and live)
 
     return cluster.wait(done, f"the lost tasks to be replaced and running on {node}")
@@ -392,7 +392,7 @@ def _service_on_a(cluster, app, tmp_path, namespace):
                           "run": {"func": "agent_tasks:record_and_sleep", "args": [str(directory), 60]}})
     originals = _two_tasks_running_on(cluster, app, directory, job_id, "a", namespace)
     cluster.agent("b")
-    return directory, job_id, [t["id"] for t in originals]
+    return directory, job_id, [t.id for t in originals]
 
 
 def test_killed_agent_node_goes_down_and_its_tasks_are_replaced(cluster, app, tmp_path, namespace):
@@ -405,8 +405,8 @@ def test_killed_agent_node_goes_down_and_its_tasks_are_replaced(cluster, app, tm
     replacements = _replaced_on(cluster, app, job_id, lost_ids, "b")
     for task_id in lost_ids:
         task = app.store.get_task(task_id)
-        assert task["state"] == "lost" and task["message"] == "node a is down", task
-    assert sorted(t["id"] for t in replacements) != sorted(lost_ids)
+        assert task.state == "lost" and task.message == "node a is down", task
+    assert sorted(t.id for t in replacements) != sorted(lost_ids)
     assert node_is_empty(app, "a")
     assert app.store.node_task_ids("a") == []
     report = audit(app.store)
@@ -433,12 +433,12 @@ def test_restarted_agent_does_not_keep_running_replaced_tasks(cluster, app, tmp_
     started = marks(directory)
     for task_id in lost_ids:
         task = app.store.get_task(task_id)
-        assert task["state"] == "lost", task
+        assert task.state == "lost", task
         assert len(started[rq_job_id(namespace, task_id)]) == 1, "a lost task was started again"
     assert app.store.node_task_ids("a") == []
-    live = [t for t in job_tasks(app, job_id) if t["state"] in LIVE_STATES]
-    assert sorted(t["id"] for t in live) == sorted(t["id"] for t in replacements)
-    assert all(t["node"] == "b" for t in live)
+    live = [t for t in job_tasks(app, job_id) if t.state in LIVE_STATES]
+    assert sorted(t.id for t in live) == sorted(t.id for t in replacements)
+    assert all(t.node == "b" for t in live)
     report = audit(app.store)
     assert report.ok, report.problems
 
@@ -468,10 +468,10 @@ def test_partitioned_node_comes_back_and_stops_replaced_tasks(cluster, app, tmp_
         cluster.wait(lambda: job.get_status(refresh=True) in ("stopped", "failed", "canceled"),
                    f"the RQ job of {task_id} to end")
         task = app.store.get_task(task_id)
-        assert task["state"] == "lost", task
-    live = [t for t in job_tasks(app, job_id) if t["state"] in LIVE_STATES]
-    assert sorted(t["id"] for t in live) == sorted(t["id"] for t in replacements)
-    assert all(t["node"] == "b" and t["state"] == "running" for t in live)
+        assert task.state == "lost", task
+    live = [t for t in job_tasks(app, job_id) if t.state in LIVE_STATES]
+    assert sorted(t.id for t in live) == sorted(t.id for t in replacements)
+    assert all(t.node == "b" and t.state == "running" for t in live)
     assert app.store.node_task_ids("a") == []
     report = audit(app.store)
     assert report.ok, report.problems
@@ -485,11 +485,11 @@ def test_task_of_a_crashed_agent_does_not_stay_running_after_a_quick_restart(clu
     job_id = submit(app, {"id": "once", "type": "batch", "max_retries": 1, "restart_delay": 0, "resources": SMALL,
                           "run": {"func": "agent_tasks:record_and_sleep", "args": [str(directory), 1]}})
     cluster.wait(lambda: states(job_tasks(app, job_id)) == ["running"] and marks(directory), "the task to run")
-    task_id = job_tasks(app, job_id)[0]["id"]
+    task_id = job_tasks(app, job_id)[0].id
     for pid in namespace_pids(namespace, "agent", "a"):  # the agent, its RQ workers, the work horse
         _signal(pid, signal.SIGKILL)
     cluster.agent("a", heartbeat="2.0")
-    cluster.wait(lambda: app.store.get_task(task_id)["state"] != "running",
+    cluster.wait(lambda: app.store.get_task(task_id).state != "running",
                  "the task whose work horse died to stop being 'running'", timeout_s=10)
     cluster.wait(lambda: "completed" in states(job_tasks(app, job_id)), "the job to complete")
 
@@ -503,19 +503,19 @@ def test_global_job_follows_agents_joining_and_labels_changing(cluster, app):
                           "constraints": ["node.labels.zone==eu"]})  # no run: holds its reservation
 
     def running_on():
-        return sorted(t["node"] for t in job_tasks(app, job_id) if t["state"] == "running")
+        return sorted(t.node for t in job_tasks(app, job_id) if t.state == "running")
 
     cluster.wait(lambda: running_on() == ["g1", "g2"], "a running task on g1 and g2")
     assert len(app.store.job_task_ids(job_id)) == 2
 
     cluster.agent("g3", labels=["zone=eu"], slots=1)
     cluster.wait(lambda: running_on() == ["g1", "g2", "g3"], "a task on the node that joined")
-    joined = [t for t in job_tasks(app, job_id) if t["node"] == "g3"]
-    assert len(joined) == 1 and joined[0]["pin"] == "g3"
+    joined = [t for t in job_tasks(app, job_id) if t.node == "g3"]
+    assert len(joined) == 1 and joined[0].pin == "g3"
 
     app.store.put_node(make_node("g3", cpu="2", memory="1GiB", labels={"zone": "us"}))
     cluster.wait(lambda: running_on() == ["g1", "g2"], "g3's task to stop once g3 no longer matches")
-    assert app.store.get_task(joined[0]["id"])["state"] == "stopped"
+    assert app.store.get_task(joined[0].id).state == "stopped"
     assert len(app.store.job_task_ids(job_id)) == 3  # nothing else was added
     assert node_is_empty(app, "g3")
     report = audit(app.store)

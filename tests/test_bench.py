@@ -14,7 +14,7 @@ from scheduler.control import reconcile
 from scheduler.state.app import App
 from scheduler.tools.cli import main
 from scheduler.model.errors import SpecError
-from scheduler.model import make_node, parse_job
+from scheduler.model import Task, make_node, parse_job
 
 from commits import commit_one
 
@@ -191,11 +191,14 @@ def test_spread_skew_counts_only_nodes_with_room():
     nodes = [make_node(f"n{i}", cpu=2, memory="4GiB", labels={"zone": "z0"}) for i in range(3)]
     nodes[0].allocated = {"cpu": 2000, "memory": 2 * 2**30}  # full: 2 tasks of the job
     nodes[1].allocated = {"cpu": 1000, "memory": 2**30}
-    tasks = [{"job": "s", "state": "assigned", "node": "n0"}] * 2 + [{"job": "s", "state": "assigned", "node": "n1"}]
+    def task(node: str) -> Task:
+        return Task(id=f"s.{node}", job="s", version=1, state="assigned", node=node)
+
+    tasks = [task("n0")] * 2 + [task("n1")]
     # n0 is full, so it does not count: n1 has 1, n2 has 0.
     assert bench.spread_skews(nodes, [spec], tasks) == (1, 0)
     nodes[2].allocated = {"cpu": 1000, "memory": 2**30}  # something else on n2; both have room
-    tasks.append({"job": "s", "state": "assigned", "node": "n1"})
+    tasks.append(task("n1"))
     nodes[1].allocated = {"cpu": 1000, "memory": 2**30}
     assert bench.spread_skews(nodes, [spec], tasks)[0] == 2
 

@@ -90,8 +90,8 @@ def test_demo_runs_a_live_cluster_and_leaves_nothing_running(tmp_path_factory):
         # What the demo left in Redis: every job stopped, nothing allocated, invariants hold.
         app = App(redis_url=f"unix://{home / 'redis.sock'}", namespace="demo")
         tasks = app.store.tasks(app.store.all_task_ids())
-        assert tasks and not [t["id"] for t in tasks if t["state"] in LIVE_STATES]
-        assert {t["job"] for t in tasks} == set(DEMO_JOBS)
+        assert tasks and not [t.id for t in tasks if t.state in LIVE_STATES]
+        assert {t.job for t in tasks} == set(DEMO_JOBS)
         for node in app.store.nodes():
             assert node.tasks == 0 and not any(node.allocated.values()), node
         report = audit(app.store)

@@ -55,8 +55,8 @@ def test_events_follow_node_task_and_placement_changes(app):
 
     added = index(lambda e: e["type"] == "node" and e.get("name") == "n1" and e.get("event") == "added")
     assert len(added) == 1, events
-    tasks = {t["id"]: t for t in app.store.tasks(task_ids)}
-    assigned_ids = {t for t, fields in tasks.items() if fields["state"] == "assigned"}
+    tasks = {t.id: t for t in app.store.tasks(task_ids)}
+    assigned_ids = {t for t, fields in tasks.items() if fields.state == "assigned"}
     assert len(assigned_ids) == 2
     for task_id in task_ids:
         queued = index(lambda e: e["type"] == "task" and e.get("id") == task_id and e.get("state") == "pending"
@@ -67,7 +67,7 @@ def test_events_follow_node_task_and_placement_changes(app):
         if task_id in assigned_ids:
             assert len(placed) == 1, (task_id, events)
             event = events[placed[0]]
-            assert event["node"] == tasks[task_id]["node"] == "n1"
+            assert event["node"] == tasks[task_id].node == "n1"
             assert event["job"] == "web"
             assert queued[0] < placed[0]
         else:

@@ -41,21 +41,21 @@ def settle(app) -> None:
 
 
 def tasks_of(app, job_id: str) -> list[dict]:
-    return sorted(app.store.tasks(app.store.job_task_ids(job_id)), key=lambda t: int(t["index"]))
+    return sorted(app.store.tasks(app.store.job_task_ids(job_id)), key=lambda t: int(t.index))
 
 
 def live(app, job_id: str) -> list[dict]:
-    return [t for t in tasks_of(app, job_id) if t["state"] in LIVE_STATES]
+    return [t for t in tasks_of(app, job_id) if t.state in LIVE_STATES]
 
 
 def by_state(app, job_id: str, state: str) -> list[str]:
-    return [t["id"] for t in tasks_of(app, job_id) if t["state"] == state]
+    return [t.id for t in tasks_of(app, job_id) if t.state == state]
 
 
 def run_assigned(app, redis_url: str, namespace: str, job_id: str) -> list[dict]:
     """Do what the agents would: run every assigned task of the job on its node."""
-    return [run_task(redis_url, namespace, t["node"], t["id"])
-            for t in tasks_of(app, job_id) if t["state"] == "assigned"]
+    return [run_task(redis_url, namespace, t.node, t.id)
+            for t in tasks_of(app, job_id) if t.state == "assigned"]
 
 
 def assert_audit_ok(app) -> None:
@@ -104,21 +104,21 @@ def test_run_task_moves_assigned_to_running_to_completed_and_releases(app, redis
                           "run": {"func": "scheduler.tools.demo_tasks:crunch", "args": [0, "x"]}})
     settle(app)
     (task,) = tasks_of(app, job_id)
-    assert task["state"] == "assigned" and task["node"] == "n1"
+    assert task.state == "assigned" and task.node == "n1"
     assert app.store.get_node("n1").allocated["cpu"] == 500
 
-    result = run_task(redis_url, namespace, "n1", task["id"])
+    result = run_task(redis_url, namespace, "n1", task.id)
     assert result["ran"] and result["succeeded"] and result["state"] == "completed"
     assert result["replacement"] == []
     assert result["message"].startswith("scheduler.tools.demo_tasks:crunch returned 'x done after 0s")
-    done = app.store.get_task(task["id"])
-    assert done["state"] == "completed"
-    assert int(done["assigned_at"]) <= int(done["started_at"]) <= int(done["ended_at"])
+    done = app.store.get_task(task.id)
+    assert done.state == "completed"
+    assert int(done.assigned_ms) <= int(done.started_ms) <= int(done.ended_ms)
     assert_released(app)
 
     # An RQ job delivered twice does not run the task again.
-    assert run_task(redis_url, namespace, "n1", task["id"]) == {"task": task["id"], "ran": False}
-    assert app.store.get_task(task["id"])["state"] == "completed"
+    assert run_task(redis_url, namespace, "n1", task.id) == {"task": task.id, "ran": False}
+    assert app.store.get_task(task.id).state == "completed"
     assert len(app.store.job_task_ids(job_id)) == 1
 
 
@@ -129,15 +129,15 @@ def test_a_task_that_is_no_longer_its_nodes_does_not_run(app, redis_url, namespa
                           "run": {"command": ["touch", str(marker)]}})
     settle(app)
     first, second = tasks_of(app, job_id)
-    other = "n2" if first["node"] == "n1" else "n1"
+    other = "n2" if first.node == "n1" else "n1"
     # Queued on the wrong node (a stale RQ job): refused, and the task is untouched.
-    assert run_task(redis_url, namespace, other, first["id"]) == {"task": first["id"], "ran": False}
-    assert app.store.get_task(first["id"])["state"] == "assigned"
+    assert run_task(redis_url, namespace, other, first.id) == {"task": first.id, "ran": False}
+    assert app.store.get_task(first.id).state == "assigned"
     # Stopped while it waited in its node's RQ queue: refused.
     reconcile.stop(app.store, job_id)
     for task in (first, second):
-        assert run_task(redis_url, namespace, task["node"], task["id"]) == {"task": task["id"], "ran": False}
-        assert app.store.get_task(task["id"])["state"] == "stopped"
+        assert run_task(redis_url, namespace, task.node, task.id) == {"task": task.id, "ran": False}
+        assert app.store.get_task(task.id).state == "stopped"
     assert not marker.exists()
     assert_released(app)
 
@@ -154,12 +154,12 @@ def test_batch_failures_are_retried_up_to_max_retries(app, redis_url, namespace)
         if not run_assigned(app, redis_url, namespace, job_id) + run_assigned(app, redis_url, namespace, once):
             break
     tasks = tasks_of(app, job_id)
-    assert [t["state"] for t in tasks] == ["failed"] * 3
-    assert [int(t["retries"]) for t in tasks] == [0, 1, 2]
-    assert all(t["message"] == "exited with code 3" for t in tasks)
-    assert [t["state"] for t in tasks_of(app, once)] == ["failed"]
+    assert [t.state for t in tasks] == ["failed"] * 3
+    assert [int(t.retries) for t in tasks] == [0, 1, 2]
+    assert all(t.message == "exited with code 3" for t in tasks)
+    assert [t.state for t in tasks_of(app, once)] == ["failed"]
     # Every failure is recorded for faulty-node detection, with the node and the task.
-    assert sorted(app.client.zrange(app.keys.faults(job_id), 0, -1)) == sorted(f"n1|{t['id']}" for t in tasks)
+    assert sorted(app.client.zrange(app.keys.faults(job_id), 0, -1)) == sorted(f"n1|{t.id}" for t in tasks)
     assert app.client.zrange(app.keys.faults(once), 0, -1) == ["n1|once.0"]
     assert_released(app)
 
@@ -173,7 +173,7 @@ def test_batch_task_that_succeeds_on_retry_is_done(app, redis_url, namespace, tm
         settle(app)
         if not run_assigned(app, redis_url, namespace, job_id):
             break
-    assert [t["state"] for t in tasks_of(app, job_id)] == ["failed", "completed"]
+    assert [t.state for t in tasks_of(app, job_id)] == ["failed", "completed"]
     assert app.client.zcard(app.keys.faults(job_id)) == 1
     assert_released(app)
 
@@ -184,33 +184,33 @@ def test_service_task_is_replaced_after_its_restart_delay(app, redis_url, namesp
                           "run": {"command": ["true"]}})
     settle(app)
     (first,) = tasks_of(app, job_id)
-    result = run_task(redis_url, namespace, "n1", first["id"])
+    result = run_task(redis_url, namespace, "n1", first.id)
     # A service keeps its replicas even when a task ends well.
     assert result["state"] == "completed" and len(result["replacement"]) == 1
     replacement = app.store.get_task(result["replacement"][0])
-    assert replacement["state"] == "pending" and int(replacement["retries"]) == 1
-    assert app.client.zscore(app.keys.backoff, replacement["id"]) == int(replacement["backoff_until"])
-    assert app.client.zscore(app.keys.active, replacement["id"]) is None
-    ended = int(app.store.get_task(first["id"])["ended_at"])
-    assert int(replacement["backoff_until"]) >= ended + 300
+    assert replacement.state == "pending" and int(replacement.retries) == 1
+    assert app.client.zscore(app.keys.backoff, replacement.id) == int(app.client.hget(app.keys.task(replacement.id), "backoff_until"))
+    assert app.client.zscore(app.keys.active, replacement.id) is None
+    ended = int(app.store.get_task(first.id).ended_ms)
+    assert int(app.client.hget(app.keys.task(replacement.id), "backoff_until")) >= ended + 300
     settle(app)
-    placed = app.store.get_task(replacement["id"])
-    assert placed["state"] == "assigned" and int(placed["assigned_at"]) >= int(placed["backoff_until"])
+    placed = app.store.get_task(replacement.id)
+    assert placed.state == "assigned" and int(placed.assigned_ms) >= int(app.client.hget(app.keys.task(placed.id), "backoff_until"))
     assert app.client.zcard(app.keys.faults(job_id)) == 0  # nothing failed
 
     # A failing task is replaced too, and the failure is recorded (a new version of the
     # spec replaces the live task first).
     reconcile.submit(app.store, parse_job({"id": "svc", "replicas": 1, "restart_delay": 0, "resources": SMALL,
                                           "run": {"command": ["false"]}}))
-    assert app.store.get_task(placed["id"])["state"] == "stopped"
+    assert app.store.get_task(placed.id).state == "stopped"
     settle(app)
     (current,) = live(app, job_id)
-    assert current["version"] == "2"
-    result = run_task(redis_url, namespace, "n1", current["id"])
+    assert current.version == 2
+    result = run_task(redis_url, namespace, "n1", current.id)
     assert result["state"] == "failed" and len(result["replacement"]) == 1
-    assert app.client.zrange(app.keys.faults(job_id), 0, -1) == [f"n1|{current['id']}"]
+    assert app.client.zrange(app.keys.faults(job_id), 0, -1) == [f"n1|{current.id}"]
     settle(app)
-    assert [t["id"] for t in live(app, job_id)] == result["replacement"]
+    assert [t.id for t in live(app, job_id)] == result["replacement"]
     reconcile.stop(app.store, job_id)
     assert_released(app)
 
@@ -220,15 +220,15 @@ def test_global_task_that_ends_is_restarted_on_its_own_node(app, redis_url, name
     job_id = submit(app, {"id": "agent", "type": "global", "restart_delay": 0, "resources": SMALL,
                           "run": {"command": ["false"]}})
     settle(app)
-    assert sorted(t["node"] for t in live(app, job_id)) == ["n1", "n2", "n3"]
-    on_n2 = next(t for t in live(app, job_id) if t["node"] == "n2")
-    result = run_task(redis_url, namespace, "n2", on_n2["id"])
+    assert sorted(t.node for t in live(app, job_id)) == ["n1", "n2", "n3"]
+    on_n2 = next(t for t in live(app, job_id) if t.node == "n2")
+    result = run_task(redis_url, namespace, "n2", on_n2.id)
     assert result["state"] == "failed"
     (replacement_id,) = result["replacement"]
-    assert app.store.get_task(replacement_id)["pin"] == "n2"
+    assert app.store.get_task(replacement_id).pin == "n2"
     settle(app)
-    assert app.store.get_task(replacement_id)["node"] == "n2"
-    assert sorted(t["node"] for t in live(app, job_id)) == ["n1", "n2", "n3"]
+    assert app.store.get_task(replacement_id).node == "n2"
+    assert sorted(t.node for t in live(app, job_id)) == ["n1", "n2", "n3"]
     assert_audit_ok(app)
 
 
@@ -241,9 +241,9 @@ def test_a_node_where_a_job_keeps_failing_loses_to_a_healthy_one(app, redis_url,
     nodes = []
     for _ in range(7):
         settle(app)
-        (task,) = [t for t in tasks_of(app, job_id) if t["state"] == "assigned"]
-        nodes.append(task["node"])
-        run_task(redis_url, namespace, task["node"], task["id"])
+        (task,) = [t for t in tasks_of(app, job_id) if t.state == "assigned"]
+        nodes.append(task.node)
+        run_task(redis_url, namespace, task.node, task.id)
     threshold = WorkerConfig().placement.faulty_threshold
     assert nodes[:threshold] == ["n1"] * threshold
     assert nodes[threshold:] == ["n2"] * (7 - threshold), nodes
@@ -268,7 +268,7 @@ def test_task_ending_while_its_job_is_stopped_gets_no_replacement(app, redis_url
         return real_job_spec(*args, **kwargs)
 
     monkeypatch.setattr(store, "job_spec", stop_then_read)
-    reconcile.task_ended(store, store.get_task(task["id"]), True, "done")
+    reconcile.task_ended(store, store.get_task(task.id), True, "done")
     assert store.get_job(job_id)["status"] == "stopped"
     assert reconcile.open_tasks(store, job_id) == []
     assert_released(app)
@@ -283,8 +283,8 @@ def test_lapsed_heartbeat_takes_the_node_down_once_and_replaces_its_tasks(app):
     glob = submit(app, {"id": "agent", "type": "global", "resources": SMALL})
     settle(app)
     heartbeat.beat(store, "n1", interval_s=0.05)  # n1 is now run by an agent; n2 stays static
-    on_n1 = {t["id"]: t for t in store.tasks(store.node_task_ids("n1"))}
-    assert sorted(t["job"] for t in on_n1.values()) == ["agent", "crunch", "web", "web"]
+    on_n1 = {t.id: t for t in store.tasks(store.node_task_ids("n1"))}
+    assert sorted(t.job for t in on_n1.values()) == ["agent", "crunch", "web", "web"]
 
     deadline = time.monotonic() + 10
     while app.client.exists(app.keys.heartbeat("n1")) and time.monotonic() < deadline:
@@ -294,15 +294,15 @@ def test_lapsed_heartbeat_takes_the_node_down_once_and_replaces_its_tasks(app):
     assert store.get_node("n1").status == "down" and store.get_node("n2").status == "ready"
     for task_id in on_n1:
         task = store.get_task(task_id)
-        assert task["state"] == "lost" and task["message"] == "node n1 is down"
+        assert task.state == "lost" and task.message == "node n1 is down"
     assert store.node_task_ids("n1") == [] and store.get_node("n1").allocated["cpu"] == 0
     # Service and batch tasks get replacements; the global task waits for its node.
     settle(app)
     assert len(live(app, web)) == 2
-    assert {t["node"] for t in live(app, web)} == {"n2"}
+    assert {t.node for t in live(app, web)} == {"n2"}
     assert len(by_state(app, web, "pending")) == 2  # max_per_node 2: no room for the other two
-    assert {t["node"] for t in live(app, batch)} == {"n2"} and len(by_state(app, batch, "pending")) == 1
-    assert [t["node"] for t in live(app, glob)] == ["n2"]
+    assert {t.node for t in live(app, batch)} == {"n2"} and len(by_state(app, batch, "pending")) == 1
+    assert [t.node for t in live(app, glob)] == ["n2"]
     assert len(app.store.job_task_ids(glob)) == 2  # no replacement for the lost global task
 
     # The node comes back: ready again, waiting tasks land there, the global job returns.
@@ -310,9 +310,9 @@ def test_lapsed_heartbeat_takes_the_node_down_once_and_replaces_its_tasks(app):
     assert store.get_node("n1").status == "ready"
     settle(app)
     assert len(live(app, web)) == 4 and len(live(app, batch)) == 2
-    assert sorted(t["node"] for t in live(app, glob)) == ["n1", "n2"]
+    assert sorted(t.node for t in live(app, glob)) == ["n1", "n2"]
     for task_id in on_n1:
-        assert store.get_task(task_id)["state"] == "lost"  # lost tasks stay lost
+        assert store.get_task(task_id).state == "lost"  # lost tasks stay lost
     assert_audit_ok(app)
 
 
@@ -325,27 +325,27 @@ def test_global_job_follows_node_joins_and_label_changes(app):
     assert len(store.job_task_ids(job_id)) == 2
     worker = SchedulerWorker(app, WorkerConfig(until_idle=True))
     worker.run()
-    assert sorted(t["node"] for t in live(app, job_id)) == ["n1", "n2"]
+    assert sorted(t.node for t in live(app, job_id)) == ["n1", "n2"]
 
     add_nodes(app, "n3", labels={"zone": "eu"})
     add_nodes(app, "n4", labels={"zone": "us"})
     worker.run()  # the same worker notices the node change
-    assert sorted(t["node"] for t in live(app, job_id)) == ["n1", "n2", "n3"]
-    (on_n3,) = [t for t in live(app, job_id) if t["node"] == "n3"]
-    assert on_n3["pin"] == "n3"
+    assert sorted(t.node for t in live(app, job_id)) == ["n1", "n2", "n3"]
+    (on_n3,) = [t for t in live(app, job_id) if t.node == "n3"]
+    assert on_n3.pin == "n3"
 
     add_nodes(app, "n3", labels={"zone": "us"})  # n3 no longer matches the constraint
     worker.run()
-    assert sorted(t["node"] for t in live(app, job_id)) == ["n1", "n2"]
-    assert store.get_task(on_n3["id"])["state"] == "stopped"
+    assert sorted(t.node for t in live(app, job_id)) == ["n1", "n2"]
+    assert store.get_task(on_n3.id).state == "stopped"
     assert store.get_node("n3").tasks == 0 and store.get_node("n3").allocated["cpu"] == 0
 
     store.set_status("n2", "down")  # a down node does not keep a global task either
     worker.run()
-    assert [t["node"] for t in live(app, job_id)] == ["n1"]
+    assert [t.node for t in live(app, job_id)] == ["n1"]
     store.set_status("n2", "ready")
     worker.run()
-    assert sorted(t["node"] for t in live(app, job_id)) == ["n1", "n2"]
+    assert sorted(t.node for t in live(app, job_id)) == ["n1", "n2"]
     assert len(store.job_task_ids(job_id)) == 4  # n1's, n2's twice, n3's; none for n4
     assert_audit_ok(app)
 
@@ -360,12 +360,12 @@ def test_scale_up_and_down_stops_the_newest_first(app, redis_url, namespace):
     result = reconcile.scale(app.store, job_id, 5)
     assert result["added"] == ["web.3", "web.4"] and result["stopped"] == []
     settle(app)
-    assert [t["id"] for t in live(app, job_id)] == [f"web.{i}" for i in range(5)]
+    assert [t.id for t in live(app, job_id)] == [f"web.{i}" for i in range(5)]
     assert app.store.get_job(job_id)["spec"]["replicas"] == 5
 
     result = reconcile.scale(app.store, job_id, 2)
     assert result["added"] == [] and result["stopped"] == ["web.4", "web.3", "web.2"]
-    assert [t["id"] for t in live(app, job_id)] == ["web.0", "web.1"]
+    assert [t.id for t in live(app, job_id)] == ["web.0", "web.1"]
     assert by_state(app, job_id, "stopped") == ["web.2", "web.3", "web.4"]
     assert sum(n.allocated["cpu"] for n in app.store.nodes()) == 2 * 500
     assert app.store.get_job(job_id)["spec"]["replicas"] == 2
@@ -375,10 +375,10 @@ def test_scale_up_and_down_stops_the_newest_first(app, redis_url, namespace):
     up = json.loads(cli(redis_url, namespace, "job", "scale", job_id, "4", "--json").stdout)
     assert up["added"] == ["web.5", "web.6"] and up["stopped"] == []
     settle(app)
-    assert [t["id"] for t in live(app, job_id)] == ["web.0", "web.1", "web.5", "web.6"]
+    assert [t.id for t in live(app, job_id)] == ["web.0", "web.1", "web.5", "web.6"]
     down = json.loads(cli(redis_url, namespace, "job", "scale", job_id, "1", "--json").stdout)
     assert down["stopped"] == ["web.6", "web.5", "web.1"]
-    assert [t["id"] for t in live(app, job_id)] == ["web.0"]
+    assert [t.id for t in live(app, job_id)] == ["web.0"]
     settle(app)
     assert len(live(app, job_id)) == 1 and app.queue.counts()["active"] == 0
     assert_audit_ok(app)
@@ -388,11 +388,11 @@ def test_scale_down_stops_pending_tasks_before_live_ones(app):
     add_nodes(app, "n1", cpu="1")
     job_id = submit(app, {"id": "web", "replicas": 4, "resources": SMALL})
     settle(app)
-    assert [t["id"] for t in live(app, job_id)] == ["web.0", "web.1"]
+    assert [t.id for t in live(app, job_id)] == ["web.0", "web.1"]
     assert by_state(app, job_id, "pending") == ["web.2", "web.3"]
     assert reconcile.scale(app.store, job_id, 3)["stopped"] == ["web.3"]
     assert reconcile.scale(app.store, job_id, 1)["stopped"] == ["web.2", "web.1"]
-    assert [t["id"] for t in live(app, job_id)] == ["web.0"]
+    assert [t.id for t in live(app, job_id)] == ["web.0"]
     assert app.queue.counts() == {"active": 0, "backoff": 0, "unschedulable": 0, "inflight": 0}
     assert_audit_ok(app)
 
@@ -415,7 +415,7 @@ def test_drain_moves_service_tasks_off_the_node(app, redis_url, namespace):
     web = submit(app, {"id": "web", "replicas": 6, "resources": SMALL})
     glob = submit(app, {"id": "agent", "type": "global", "resources": SMALL})
     settle(app)
-    on_n1 = [t["id"] for t in live(app, web) if t["node"] == "n1"]
+    on_n1 = [t.id for t in live(app, web) if t.node == "n1"]
     assert on_n1  # spread puts some of web on every node
 
     done = cli(redis_url, namespace, "node", "drain", "n1")
@@ -426,14 +426,14 @@ def test_drain_moves_service_tasks_off_the_node(app, redis_url, namespace):
     assert not any(store.get_node("n1").allocated.values())
     for task_id in on_n1:
         task = store.get_task(task_id)
-        assert task["state"] == "stopped" and task["message"] == "node n1 drained"
-    assert len(live(app, web)) == 6 and {t["node"] for t in live(app, web)} == {"n2", "n3"}
-    assert sorted(t["node"] for t in live(app, glob)) == ["n2", "n3"]  # not replaced while drained
+        assert task.state == "stopped" and task.message == "node n1 drained"
+    assert len(live(app, web)) == 6 and {t.node for t in live(app, web)} == {"n2", "n3"}
+    assert sorted(t.node for t in live(app, glob)) == ["n2", "n3"]  # not replaced while drained
     assert_audit_ok(app)
 
     cli(redis_url, namespace, "node", "activate", "n1")
     settle(app)
-    assert sorted(t["node"] for t in live(app, glob)) == ["n1", "n2", "n3"]
+    assert sorted(t.node for t in live(app, glob)) == ["n1", "n2", "n3"]
     assert len(live(app, web)) == 6  # nothing moves back by itself
     assert_audit_ok(app)
 
@@ -449,7 +449,7 @@ def test_job_stop_releases_every_allocation(app, redis_url, namespace):
     assert any(n.ports for n in app.store.nodes())
 
     reconcile.stop(app.store, web)
-    assert set(t["state"] for t in tasks_of(app, web)) == {"stopped"}
+    assert set(t.state for t in tasks_of(app, web)) == {"stopped"}
     assert not any(n.ports for n in app.store.nodes())
     assert app.client.zcard(app.keys.tally_job(web)) == 0
     assert live(app, crunch) and len(live(app, glob)) == 2  # other jobs keep theirs
@@ -459,9 +459,9 @@ def test_job_stop_releases_every_allocation(app, redis_url, namespace):
     reconcile.stop(app.store, glob)
     for job_id in (web, crunch, glob):
         assert app.store.get_job(job_id)["status"] == "stopped"
-        assert set(t["state"] for t in tasks_of(app, job_id)) == {"stopped"}
+        assert set(t.state for t in tasks_of(app, job_id)) == {"stopped"}
     assert_released(app)
     settle(app)  # a worker (and the global reconciler) adds nothing back
-    assert not any(t["state"] in LIVE_STATES or t["state"] == "pending"
+    assert not any(t.state in LIVE_STATES or t.state == "pending"
                    for job_id in (web, crunch, glob) for t in tasks_of(app, job_id))
     assert_released(app)

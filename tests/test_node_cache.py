@@ -94,7 +94,7 @@ def test_copies_stay_equal_to_redis(app, steps):
         task_id = order[index]
         if who == "finish":
             app.store.finish_ids([task_id], STOPPED)
-        elif app.store.get_task(task_id)["state"] == "pending":
+        elif app.store.get_task(task_id).state == "pending":
             place(app, caches[who], token, task_id, node, specs[task_id])
     for cache in caches.values():
         assert_current(app, cache)

@@ -21,7 +21,7 @@ def submit(app, **raw) -> list[str]:
     return reconcile.submit(app.store, parse_job({**SHAPE, **raw}))["tasks"]
 
 
-def task(app, task_id: str) -> dict:
+def task(app, task_id: str):
     return app.store.get_task(task_id)
 
 
@@ -46,9 +46,9 @@ def test_one_task_jobs_of_one_shape_share_a_pass_and_stay_separate_jobs(app):
     assert worker.step() == 3
     assert passes == [(3, True)]
     # max_per_node 1 holds per job, so all three fit on the one node.
-    assert [task(app, t)["node"] for t in ids] == ["n0"] * 3
+    assert [task(app, t).node for t in ids] == ["n0"] * 3
     for i, task_id in enumerate(ids):
-        assert task(app, task_id)["job"] == f"solo-{i}"
+        assert task(app, task_id).job == f"solo-{i}"
         assert app.client.zscore(app.keys.tally_job(f"solo-{i}"), "n0") == 1
     assert app.client.zscore(app.keys.tally_tasks, "n0") == 3
     assert audit(app.store).ok
@@ -60,7 +60,7 @@ def test_a_job_with_tasks_placed_is_not_merged(app):
     submit(app, id="pinned", replicas=2, max_per_node=0, constraints=["node.name==n1"])
     (first,) = submit(app, id="web")
     SchedulerWorker(app, WorkerConfig(until_idle=True)).run()
-    assert task(app, first)["node"] == "n0"
+    assert task(app, first).node == "n0"
     # One batch: web's second task (web has a task on n0) and a new one-task job of the
     # same shape. Spreading web puts its second task on n1, though n1 has more tasks.
     reconcile.scale(app.store, "web", 2)
@@ -70,6 +70,6 @@ def test_a_job_with_tasks_placed_is_not_merged(app):
     assert worker.step() == 2
     assert sorted(passes) == [(1, False), (1, False)]
     second = next(t for t in app.store.job_task_ids("web") if t != first)
-    assert task(app, second)["node"] == "n1"
-    assert task(app, other)["state"] == "assigned"
+    assert task(app, second).node == "n1"
+    assert task(app, other).state == "assigned"
     assert audit(app.store).ok

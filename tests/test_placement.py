@@ -5,8 +5,8 @@ from collections import Counter
 
 import pytest
 
-from scheduler.model import DRAIN, Task, make_node, parse_job
-from scheduler.engine.placement import Placement, PlacementOptions, Placer, batches, explain, nodes_to_find
+from scheduler.model import DRAIN, make_node, parse_job
+from scheduler.engine.placement import Placement, PlacementOptions, Placer, explain, nodes_to_find
 
 GIB = 2**30
 
@@ -414,11 +414,6 @@ def test_jobs_with_different_constraints_do_not_share_verdicts():
     for zone in ("eu-1", "us-1", "eu-1"):
         result = place(nodes, job(constraints=[f"node.labels.zone=={zone}"]), 1, placer=placer)
         assert result.assignments[0][1] == zone[:2]
-
-
-def test_batches_group_tasks_by_job_and_spec_version():
-    tasks = [Task("w.1", "web", 1), Task("d.1", "db", 4), Task("w.2", "web", 2), Task("w.3", "web", 1)]
-    assert list(batches(tasks).items()) == [(("web", 1), ["w.1", "w.3"]), (("db", 4), ["d.1"]), (("web", 2), ["w.2"])]
 
 
 @pytest.mark.parametrize("strategy", ["spread", "binpack"])

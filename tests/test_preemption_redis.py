@@ -47,20 +47,20 @@ def submit(app, **raw):
 
 def tasks_of(app, job_id):
     store = app.store
-    return {t["id"]: t for t in store.tasks(store.job_task_ids(job_id))}
+    return {t.id: t for t in store.tasks(store.job_task_ids(job_id))}
 
 
 def all_tasks(app):
     store = app.store
-    return {t["id"]: t for t in store.tasks(store.all_task_ids())}
+    return {t.id: t for t in store.tasks(store.all_task_ids())}
 
 
 def in_state(tasks, state):
-    return sorted(t["id"] for t in tasks.values() if t["state"] == state)
+    return sorted(t.id for t in tasks.values() if t.state == state)
 
 
 def message(task):
-    return orjson.loads(task["explanation"])["message"] if task.get("explanation") else ""
+    return orjson.loads(task.explanation)["message"] if task.explanation else ""
 
 
 def nomination_fields(app):
@@ -99,18 +99,18 @@ def test_priority_100_job_runs_by_evicting_exactly_what_it_needs(app):
 
     tasks = all_tasks(app)
     high_tasks = {i: tasks[i] for i in high}
-    assert all(t["state"] == "assigned" for t in high_tasks.values()), high_tasks
+    assert all(t.state == "assigned" for t in high_tasks.values()), high_tasks
     # Exactly two 1-core tasks were evicted: the minimum for two 1-core tasks.
     preempted = in_state(tasks, "preempted")
     assert len(preempted) == 2
     assert stats.preempted == 2
     # Each victim was evicted by a different preemptor, which now runs on its node.
-    by = {tasks[v]["message"].removeprefix("preempted by "): tasks[v] for v in preempted}
+    by = {tasks[v].message.removeprefix("preempted by "): tasks[v] for v in preempted}
     assert sorted(by) == sorted(high)
     for preemptor, victim in by.items():
-        assert victim["job"] == "low" and victim["priority"] == "10"
-        assert tasks[preemptor]["node"] == victim["node"]
-        assert "nominated_node" not in tasks[preemptor]
+        assert victim.job == "low" and victim.priority == 10
+        assert tasks[preemptor].node == victim.node
+        assert not tasks[preemptor].nominated_node
     # The service keeps its 6 replicas: 4 still run, 2 replacements wait for room. They
     # cannot evict anything (priority 10), and their explanation says so.
     low = tasks_of(app, "low")
@@ -136,7 +136,7 @@ def test_equal_priority_is_never_evicted(app):
     tasks = all_tasks(app)
     assert in_state(tasks, "preempted") == []
     assert in_state(tasks, "assigned") == ["peer.0", "peer.1"]
-    assert tasks[late[0]]["state"] == "pending"
+    assert tasks[late[0]].state == "pending"
     assert message(tasks[late[0]]) == (
         "0/2 nodes available: 2 insufficient cpu. preemption tried: no task runs at priority 90 or lower.")
     assert_audit_ok(app)
@@ -176,9 +176,9 @@ def test_victims_jobs_are_reconciled(app, kind):
     tasks = tasks_of(app, "low")
     (victim,) = in_state(tasks, "preempted")
     (replacement,) = in_state(tasks, "pending")
-    assert app.store.get_task(high)["node"] == tasks[victim]["node"]
+    assert app.store.get_task(high).node == tasks[victim].node
     # A global job's replacement waits for its own node; the others may go anywhere.
-    assert tasks[replacement].get("pin", "") == (tasks[victim]["node"] if kind == "global" else "")
+    assert tasks[replacement].pin == (tasks[victim].node if kind == "global" else "")
     assert len(in_state(tasks, "assigned")) == 1
     assert_audit_ok(app)
 
@@ -199,7 +199,7 @@ def test_stopped_job_gets_no_replacement_for_its_victim(app, monkeypatch):
     assert in_state(tasks, "preempted") == ["low.0"]
     assert list(tasks) == ["low.0"]  # no replacement for a stopped job
     run_worker_until_idle(app)
-    assert app.store.get_task(high)["state"] == "assigned"
+    assert app.store.get_task(high).state == "assigned"
     assert_audit_ok(app)
 
 
@@ -209,7 +209,7 @@ def test_margin_is_configurable(app, margin, evicts):
     (high,) = submit(app, id="high", priority=100)
     run_worker_until_idle(app, WorkerConfig(until_idle=True, preemption_margin=margin))
     tasks = all_tasks(app)
-    assert (tasks[high]["state"] == "assigned") is evicts
+    assert (tasks[high].state == "assigned") is evicts
     assert in_state(tasks, "preempted") == (["low.0"] if evicts else [])
     if not evicts:
         assert "preemption tried: no task runs at priority 90 or lower" in message(tasks[high])
@@ -221,7 +221,7 @@ def test_preemption_can_be_turned_off(app):
     (high,) = submit(app, id="high", priority=100)
     stats = run_worker_until_idle(app, WorkerConfig(until_idle=True, preemption=False))
     assert stats.preempted == 0
-    assert app.store.get_task(high)["state"] == "pending"
+    assert app.store.get_task(high).state == "pending"
     assert in_state(all_tasks(app), "preempted") == []
     assert_audit_ok(app)
 
@@ -241,11 +241,11 @@ def test_preemptible_false_tasks_are_never_evicted(app):
     run_worker_until_idle(app)
     tasks = all_tasks(app)
     assert in_state(tasks, "preempted") == mid
-    assert all(tasks[g]["state"] == "assigned" for g in guard)
-    placed = [h for h in high if tasks[h]["state"] == "assigned"]
-    waiting = [h for h in high if tasks[h]["state"] == "pending"]
+    assert all(tasks[g].state == "assigned" for g in guard)
+    placed = [h for h in high if tasks[h].state == "assigned"]
+    waiting = [h for h in high if tasks[h].state == "pending"]
     assert len(placed) == 1 and len(waiting) == 1
-    assert tasks[placed[0]]["node"] == "n2"
+    assert tasks[placed[0]].node == "n2"
     assert "preemption tried: no preemptible task at priority 90 or lower" in message(tasks[waiting[0]])
     assert_audit_ok(app)
 
@@ -258,7 +258,7 @@ def test_preempt_never_job_does_not_evict(app):
     assert stats.preempted == 0
     assert in_state(tasks, "preempted") == []
     assert in_state(tasks, "assigned") == sorted(low)
-    assert tasks[polite[0]]["state"] == "pending"
+    assert tasks[polite[0]].state == "pending"
     assert message(tasks[polite[0]]) == "0/2 nodes available: 2 insufficient cpu."  # not tried, not said
     assert nomination_fields(app) == {}
     # The same job allowed to preempt does evict one.
@@ -266,7 +266,7 @@ def test_preempt_never_job_does_not_evict(app):
     run_worker_until_idle(app)
     tasks = all_tasks(app)
     assert len(in_state(tasks, "preempted")) == 1
-    assert [t["id"] for t in tasks.values() if t["job"] == "polite" and t["state"] == "assigned"] == ["polite.1"]
+    assert [t.id for t in tasks.values() if t.job == "polite" and t.state == "assigned"] == ["polite.1"]
     assert_audit_ok(app)
 
 
@@ -287,11 +287,11 @@ def test_preemption_nominates_the_node_and_holds_the_room(app):
     tasks = all_tasks(app)
     # The victim: exactly one, the last by id (reprieve keeps low.0), ended preempted.
     assert in_state(tasks, "preempted") == ["low.1"]
-    assert tasks["low.1"]["message"] == f"preempted by {high}"
+    assert tasks["low.1"].message == f"preempted by {high}"
     assert app.client.smembers(app.keys.node_tasks("n0")) == {"low.0"}
     # The preemptor: back in the active queue, nominated to n0.
-    assert tasks[high]["state"] == "pending"
-    assert tasks[high]["nominated_node"] == "n0"
+    assert tasks[high].state == "pending"
+    assert tasks[high].nominated_node == "n0"
     queues = queue_members(app)
     assert high in queues["active"] and not queues["inflight"]
     # Its room, held on the node: priority|expiry|job|allocation|ports.
@@ -301,7 +301,7 @@ def test_preemption_nominates_the_node_and_holds_the_room(app):
     assert (priority, job, alloc, ports) == ("100", "high", "cpu=1000", "")
     assert int(expires) > app.store.now_ms()
     # The victim's replacement is queued.
-    assert tasks["low.2"]["state"] == "pending" and "low.2" in queues["active"]
+    assert tasks["low.2"].state == "pending" and "low.2" in queues["active"]
 
     # Before the preemptor is placed, lower or equal priorities of other jobs cannot take
     # the room: the commit refuses them whatever the worker believed.
@@ -317,7 +317,7 @@ def test_preemption_nominates_the_node_and_holds_the_room(app):
     accepted = commit(app.scripts, app.keys, claim.token, [Planned(high, "n0", specs["high"])])
     assert [plan.task_id for plan in accepted.accepted] == [high]
     assert nomination_fields(app) == {}
-    assert "nominated_node" not in app.store.get_task(high)
+    assert not app.store.get_task(high).nominated_node
     app.queue.fail(claim.token, [("low.2", {"nodes_evaluated": 1, "reasons": {}, "message": "test"}),
                                  ("peer.0", {"nodes_evaluated": 1, "reasons": {}, "message": "test"})])
     assert_audit_ok(app)
@@ -350,8 +350,8 @@ def test_nominated_node_is_tried_first(app):
     # ... but the preemptor goes where its room was made (kube's nominated node fast path).
     run_worker_until_idle(app)
     tasks = all_tasks(app)
-    assert tasks[high]["state"] == "assigned" and tasks[high]["node"] == "n0"
-    assert tasks["low.2"]["state"] == "assigned" and tasks["low.2"]["node"] == "big"
+    assert tasks[high].state == "assigned" and tasks[high].node == "n0"
+    assert tasks["low.2"].state == "assigned" and tasks["low.2"].node == "big"
     assert nomination_fields(app) == {}
     assert len(in_state(tasks, "preempted")) == 1
     assert_audit_ok(app)
@@ -364,8 +364,8 @@ def test_lower_priority_task_in_the_same_batch_does_not_take_the_room(app):
     worker = SchedulerWorker(app, WorkerConfig())
     assert worker.step() == 2
     tasks = all_tasks(app)
-    assert tasks[high]["state"] == "assigned" and tasks[high]["node"] == "n0"
-    assert tasks["low.2"]["state"] == "pending"
+    assert tasks[high].state == "assigned" and tasks[high].node == "n0"
+    assert tasks["low.2"].state == "pending"
     assert worker.stats.refused == 0  # nothing was planned onto the held room
     assert nomination_fields(app) == {}
     assert_audit_ok(app)
@@ -385,8 +385,8 @@ def test_two_preemptors_nominated_to_one_node_both_land_there(app):
     # nothing left to evict, waits for a minute in the unschedulable queue.
     assert worker.step() == 4  # with the victims' two replacements
     tasks = all_tasks(app)
-    assert (tasks[a]["state"], tasks[a].get("node")) == ("assigned", "n0")
-    assert (tasks[b]["state"], tasks[b].get("node")) == ("assigned", "n0")
+    assert (tasks[a].state, tasks[a].node) == ("assigned", "n0")
+    assert (tasks[b].state, tasks[b].node) == ("assigned", "n0")
     assert len(in_state(tasks, "preempted")) == 2
     assert nomination_fields(app) == {}
     assert_audit_ok(app)
@@ -398,22 +398,22 @@ def test_nomination_left_behind_when_the_preemptor_lands_elsewhere(app):
     (high,) = submit(app, id="high", priority=100)
     worker = SchedulerWorker(app, WorkerConfig())
     assert worker.step() == 1
-    assert app.store.get_task(high)["nominated_node"] == "n0"
+    assert app.store.get_task(high).nominated_node == "n0"
     # A priority 200 task takes that room (a nomination holds only against lower or
     # equal priorities); high evicts again, on n1, and is nominated there.
     (vip,) = submit(app, id="vip", priority=200)
     worker.step()
-    assert app.store.get_task(vip)["node"] == "n0"
-    assert app.store.get_task(high)["nominated_node"] == "n1"
+    assert app.store.get_task(vip).node == "n0"
+    assert app.store.get_task(high).nominated_node == "n1"
     run_worker_until_idle(app)
-    assert app.store.get_task(high)["node"] == "n1"
+    assert app.store.get_task(high).node == "n1"
     assert_audit_ok(app)
     # high runs on n1: nothing should be held for it anywhere any more ...
     leftover = nomination_fields(app)
     # ... and once vip stops, a waiting priority 10 replacement should get n0's core.
     reconcile.stop(app.store, "vip")
     run_worker_until_idle(app)
-    on_n0 = [t for t in tasks_of(app, "low").values() if t["state"] == "assigned" and t["node"] == "n0"]
+    on_n0 = [t for t in tasks_of(app, "low").values() if t.state == "assigned" and t.node == "n0"]
     assert leftover == {} and len(on_n0) == 1, (leftover, on_n0)
 
 
@@ -442,14 +442,14 @@ def test_preemptor_that_loses_the_race_for_its_victims_backs_off_and_retries(app
     assert b.stats.preempted == 0
     tasks = all_tasks(app)
     assert in_state(tasks, "preempted") == ["low.1"]
-    assert tasks["low.1"]["message"] == f"preempted by {second}"
-    assert tasks["low.0"]["state"] == "assigned"
+    assert tasks["low.1"].message == f"preempted by {second}"
+    assert tasks["low.0"].state == "assigned"
     assert first in queue_members(app)["backoff"]
     assert message(tasks[first]).endswith("preemption on n0 refused: victims changed.")
     # After its backoff it searches again, evicts low.0, and both run on n0.
     run_worker_until_idle(app)
     tasks = all_tasks(app)
-    assert tasks[first]["node"] == tasks[second]["node"] == "n0"
+    assert tasks[first].node == tasks[second].node == "n0"
     assert in_state(tasks, "preempted") == ["low.0", "low.1"]
     assert nomination_fields(app) == {}
     assert_audit_ok(app)
@@ -523,11 +523,11 @@ def test_workers_preempting_at_once_evict_no_more_than_needed(app, redis_url, na
 
     tasks = all_tasks(app)
     preempted = in_state(tasks, "preempted")
-    placed = [p for p in preemptors if tasks[p]["state"] == "assigned"]
+    placed = [p for p in preemptors if tasks[p].state == "assigned"]
     # Every task is on one node at most: in exactly its node's task set.
     for name in app.store.node_names():
         members = app.client.smembers(app.keys.node_tasks(name))
-        assert members == {t["id"] for t in tasks.values() if t["state"] == "assigned" and t["node"] == name}
+        assert members == {t.id for t in tasks.values() if t.state == "assigned" and t.node == name}
     # Every commit the workers made is one placement of one preemptor (the replacements
     # of priority 10 never fit): no task was placed twice.
     assert sum(s.get("placed", 0) for s in stats) == len(placed)
@@ -535,12 +535,12 @@ def test_workers_preempting_at_once_evict_no_more_than_needed(app, redis_url, na
     # preemptor now uses: no more evictions than the preemptors needed.
     assert sum(s.get("preempted", 0) for s in stats) == len(preempted)
     assert len(preempted) == len(placed)
-    assert all(tasks[v]["job"] == "low" for v in preempted)
-    assert all(tasks[v]["message"].removeprefix("preempted by ") in preemptors for v in preempted)
+    assert all(tasks[v].job == "low" for v in preempted)
+    assert all(tasks[v].message.removeprefix("preempted by ") in preemptors for v in preempted)
     # The cluster is still exactly full: every core runs a preemptor or a low task.
     live = in_state(tasks, "assigned")
     assert len(live) == nodes * cores
-    assert Counter(tasks[t]["job"] for t in live)["low"] == len(low) - len(preempted)
+    assert Counter(tasks[t].job for t in live)["low"] == len(low) - len(preempted)
     # All six get to run: there was room for every one of them (a preemptor that lost a
     # race for its victims backs off and searches again).
     assert sorted(placed) == sorted(preemptors), {p: message(tasks[p]) for p in preemptors if p not in placed}
@@ -555,5 +555,5 @@ def test_workers_preempting_at_once_evict_no_more_than_needed(app, redis_url, na
             held = [f.removeprefix("nom:") for f in fields if f.startswith("nom:")]
             assert fields["nominations"] == len(held)
             for task_id in held:
-                assert tasks[task_id]["state"] == "assigned" and tasks[task_id]["node"] != node, (node, fields)
+                assert tasks[task_id].state == "assigned" and tasks[task_id].node != node, (node, fields)
     assert_audit_ok(app)

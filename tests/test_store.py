@@ -61,9 +61,9 @@ def test_submit_creates_pending_tasks_in_the_active_queue(app):
     assert app.store.job_task_ids("web") == ["web.0", "web.1", "web.2"]
     assert sorted(app.client.zrange(app.keys.active, 0, -1)) == ["web.0", "web.1", "web.2"]
     for i, task in enumerate(app.store.tasks(result["tasks"])):
-        assert task["state"] == "pending"
-        assert (task["job"], task["version"], task["index"], task["attempts"]) == ("web", "1", str(i), "0")
-        assert float(task["qscore"]) == app.client.zscore(app.keys.active, task["id"])
+        assert task.state == "pending"
+        assert (task.job, task.version, task.index, task.attempts) == ("web", 1, i, 0)
+        assert float(app.client.hget(app.keys.task(task.id), "qscore")) == app.client.zscore(app.keys.active, task.id)
     job = app.store.get_job("web")
     assert (job["version"], job["status"], job["spec"]["replicas"]) == (1, "running", 3)
 
@@ -109,7 +109,7 @@ def test_concurrent_adds_from_many_processes_lose_and_repeat_no_index(app, redis
     assert app.store.job_task_ids("web") == expected
     assert sorted(app.client.zrange(app.keys.active, 0, -1)) == sorted(expected)
     assert int(app.client.hget(app.keys.job("web"), "next_index")) == len(expected)
-    assert all(task["state"] == "pending" for task in app.store.tasks(expected))
+    assert all(task.state == "pending" for task in app.store.tasks(expected))
 
 
 def test_resubmitting_the_identical_spec_is_a_no_op(app):
@@ -367,7 +367,7 @@ def test_resubmitting_with_other_replicas_scales_without_replacing_tasks(app):
     reconcile.submit(app.store, parse_job(spec))
     first = reconcile.submit(app.store, parse_job({**spec, "replicas": 4}))
     assert first["version"] == 1 and first["tasks"] == ["web.2", "web.3"]
-    states = {t["id"]: t["state"] for t in app.store.tasks(app.store.job_task_ids("web"))}
+    states = {t.id: t.state for t in app.store.tasks(app.store.job_task_ids("web"))}
     assert states == {"web.0": "pending", "web.1": "pending", "web.2": "pending", "web.3": "pending"}
     changed = reconcile.submit(app.store, parse_job({**spec, "replicas": 4, "priority": 60}))
     assert changed["version"] == 2          # anything else than replicas is a new version

@@ -70,7 +70,7 @@ def assert_placed_exactly_once(app, task_ids: list[str]) -> dict:
     assert not problems, format_problems(problems)
     tasks = summary["tasks"]
     assert sorted(tasks) == sorted(task_ids)
-    assert all(tasks[t]["state"] == "assigned" for t in task_ids), {t: tasks[t]["state"] for t in task_ids}
+    assert all(tasks[t].state == "assigned" for t in task_ids), {t: tasks[t].state for t in task_ids}
     placed = [t for members in (app.store.node_task_ids(n) for n in app.store.node_names()) for t in members]
     assert sorted(placed) == sorted(task_ids)  # each on one node, none twice, none lost
     total = {r: sum(n.allocated.get(r, 0) for n in summary["nodes"].values()) for r in ("cpu", "memory")}
@@ -93,7 +93,7 @@ def test_worker_killed_between_claim_and_commit_loses_nothing(app, redis_url, na
     inflight = app.client.zrange(app.keys.inflight, 0, -1, withscores=True)
     assert sorted(t for t, _ in inflight) == sorted(task_ids)
     assert app.client.hgetall(app.keys.leases) == {t: claimed["token"] for t in task_ids}
-    assert all(t["state"] == "pending" for t in app.store.tasks(task_ids))
+    assert all(t.state == "pending" for t in app.store.tasks(task_ids))
     assert all(not n.allocated.get("cpu") and n.tasks == 0 for n in app.store.nodes())
     deadline = int(max(score for _, score in inflight))
 
@@ -127,7 +127,7 @@ def test_worker_paused_past_its_lease_has_its_commit_refused(app, redis_url, nam
         stats = run_worker_until_idle(app)
         assert stats.placed == len(task_ids)
         before = assert_placed_exactly_once(app, task_ids)
-        placement = {t: before["tasks"][t]["node"] for t in task_ids}
+        placement = {t: before["tasks"][t].node for t in task_ids}
         allocated = {name: dict(node.allocated) for name, node in before["nodes"].items()}
 
         # The stalled worker resumes and commits its old plan with its old token.
@@ -150,5 +150,5 @@ def test_worker_paused_past_its_lease_has_its_commit_refused(app, redis_url, nam
     assert result["stats"]["placed"] == 0
 
     after = assert_placed_exactly_once(app, task_ids)
-    assert {t: after["tasks"][t]["node"] for t in task_ids} == placement
+    assert {t: after["tasks"][t].node for t in task_ids} == placement
     assert {name: dict(node.allocated) for name, node in after["nodes"].items()} == allocated

@@ -66,5 +66,5 @@ def test_tasks_whose_job_is_gone_are_stopped_with_a_reason(app):
     assert worker.stats.placed == 0
     for task_id in ("web.0", "web.1"):
         task = app.store.get_task(task_id)
-        assert task["state"] == "stopped" and "its job no longer exists" in task.get("message", ""), task
+        assert task.state == "stopped" and "its job no longer exists" in task.message, task
     assert app.queue.counts() == {"active": 0, "backoff": 0, "unschedulable": 0, "inflight": 0}

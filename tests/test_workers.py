@@ -113,7 +113,7 @@ def test_contending_worker_processes_keep_every_invariant(app, redis_url, namesp
     assert not problems, format_problems(problems)
     tasks = summary["tasks"]
     assert sorted(tasks) == sorted(task_ids)  # nothing lost, nothing invented
-    assigned = [t for t in tasks.values() if t["state"] == "assigned"]
+    assigned = [t for t in tasks.values() if t.state == "assigned"]
     # Every accepted commit is counted once by the worker that made it: equal to the
     # number of assigned tasks, so no task was committed twice.
     assert sum(s.get("placed", 0) for s in stats) == len(assigned)
@@ -137,14 +137,14 @@ def test_contending_worker_processes_keep_every_invariant(app, redis_url, namesp
 
     # As many placements as capacity allows: no pending task fits on any node now.
     for task in tasks.values():
-        if task["state"] != "pending":
+        if task.state != "pending":
             continue
-        spec = specs[task["job"]]
+        spec = specs[task.job]
         verdict = filter_pipeline(spec).explain(list(nodes.values()), per_job_node.get(spec.id, {}))
         assert verdict.available == 0, (
-            f"pending task {task['id']} would fit on {verdict.available} node(s) now: a worker gave up "
-            f"while there was room (explanation: {task.get('explanation')})")
-    assert queue_members(app)["unschedulable"] == {t["id"] for t in tasks.values() if t["state"] == "pending"}
+            f"pending task {task.id} would fit on {verdict.available} node(s) now: a worker gave up "
+            f"while there was room (explanation: {task.explanation})")
+    assert queue_members(app)["unschedulable"] == {t.id for t in tasks.values() if t.state == "pending"}
 
 
 # ----------------------------------------------------------------------------- a new node
@@ -164,8 +164,8 @@ def test_background_worker_places_unschedulable_tasks_when_a_node_is_added(app, 
 
         wait_until(all_unschedulable, 20, "the tasks to be unschedulable")
         for task in store.tasks(task_ids):
-            assert task["state"] == "pending"
-            explanation = json.loads(task["explanation"])
+            assert task.state == "pending"
+            explanation = json.loads(task.explanation)
             assert explanation["nodes_evaluated"] == 3
             assert explanation["reasons"] == {"insufficient cpu": 3}
             assert "insufficient cpu" in explanation["message"]
@@ -175,12 +175,12 @@ def test_background_worker_places_unschedulable_tasks_when_a_node_is_added(app, 
         def all_assigned():
             if worker.poll() is not None:
                 raise AssertionError(f"worker exited early with {worker.returncode}")
-            return all(t["state"] == "assigned" for t in store.tasks(task_ids))
+            return all(t.state == "assigned" for t in store.tasks(task_ids))
 
         # Liveness bound, well under the 60 s leftover flush: the node's arrival is what
         # must bring the tasks back, not the periodic flush.
         wait_until(all_assigned, 20, "the tasks to be placed on the new node")
-        assert {t["node"] for t in store.tasks(task_ids)} == {"large"}
+        assert {t.node for t in store.tasks(task_ids)} == {"large"}
         problems, _ = cluster_problems(app, settled=True)
         assert not problems, format_problems(problems)
     finally:

@@ -91,7 +91,7 @@ def queue_members(app) -> dict[str, set[str]]:
 
 def tasks_by_id(app) -> dict[str, dict]:
     store = app.store
-    return {t["id"]: t for t in store.tasks(store.all_task_ids())}
+    return {t.id: t for t in store.tasks(store.all_task_ids())}
 
 
 def cluster_problems(app, *, settled: bool = True) -> tuple[list[str], dict]:
@@ -126,7 +126,7 @@ def cluster_problems(app, *, settled: bool = True) -> tuple[list[str], dict]:
     specs: dict[tuple[str, int], object] = {}
 
     def spec_of(task):
-        key = (task["job"], int(task["version"]))
+        key = (task.job, int(task.version))
         if key not in specs:
             specs[key] = store.job_spec(*key)
         return specs[key]
@@ -138,12 +138,12 @@ def cluster_problems(app, *, settled: bool = True) -> tuple[list[str], dict]:
     assigned: dict[str, int] = Counter()
     pending: dict[str, int] = Counter()
     for task_id, task in sorted(tasks.items()):
-        state = task["state"]
+        state = task.state
         where = [name for name in QUEUES if task_id in queues[name]]
         holders = sorted(name for name, members in node_sets.items() if task_id in members)
         if state == "assigned":
-            node = task.get("node", "")
-            assigned[task["job"]] += 1
+            node = task.node
+            assigned[task.job] += 1
             if where:
                 problems.append(f"assigned task {task_id} is still queued in {where}")
             if holders != [node]:
@@ -160,9 +160,9 @@ def cluster_problems(app, *, settled: bool = True) -> tuple[list[str], dict]:
                     problems.append(f"port {port} on {node} wanted by {expected_ports[node][port]} and {task_id}")
                 expected_ports[node][port] = task_id
             on_node[node].add(task_id)
-            per_job_node[task["job"]][node] += 1
+            per_job_node[task.job][node] += 1
         elif state == "pending":
-            pending[task["job"]] += 1
+            pending[task.job] += 1
             if len(where) != 1:
                 problems.append(f"pending task {task_id} is in {len(where)} queues: {where}")
             if holders:
@@ -170,7 +170,7 @@ def cluster_problems(app, *, settled: bool = True) -> tuple[list[str], dict]:
             if settled:
                 if where != ["unschedulable"]:
                     problems.append(f"pending task {task_id} is in {where}, expected only unschedulable")
-                problems += _explanation_problems(task_id, task.get("explanation"))
+                problems += _explanation_problems(task_id, task.explanation)
         else:
             problems.append(f"task {task_id} is in unexpected state {state!r}")
     if settled and leases:

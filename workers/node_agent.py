@@ -62,7 +62,7 @@ class NodeAgent:
         self.node = node
         self.interval_s = interval_s
         self.slots = slots
-        self.rq_connection = redis.Redis.from_url(app.url)  # RQ wants bytes, not decoded strings
+        self.rq_connection = app.rq_connection
         self.rq_queue = Queue(app.keys.rq_queue_name(node.name), connection=self.rq_connection)
         self.started: dict[str, str] = {}  # task id -> RQ job id, for what this agent enqueued
         self._stop = threading.Event()
@@ -94,7 +94,7 @@ class NodeAgent:
             if len(job.args) == 4:  # run_task(url, namespace, node, task_id)
                 self.started[job.args[3]] = job_id
         for task in store.tasks(store.node_task_ids(self.node.name)):
-            job_id = rq_job_id(keys.namespace, task["id"])
+            job_id = rq_job_id(keys.namespace, task.id)
             try:
                 job = Job.fetch(job_id, connection=self.rq_connection)
                 working = job.is_queued or (job.is_started and job.worker_name in alive)
@@ -102,30 +102,30 @@ class NodeAgent:
                 working = False
             if working:
                 continue
-            if task["state"] == RUNNING and task.get("enqueued"):
+            if task.state == RUNNING and task.enqueued:
                 reconcile.task_ended(store, task, False, "its agent restarted while it ran")
-            elif task["state"] == ASSIGNED and task.get("enqueued"):
-                store.client.hdel(keys.task(task["id"]), "enqueued")
+            elif task.state == ASSIGNED and task.enqueued:
+                store.mark_enqueued(task.id, False)
 
     def sync(self) -> None:
         """Enqueue newly assigned tasks; stop the ones that are no longer this node's."""
         store, keys = self.app.store, self.app.keys
         ids = store.node_task_ids(self.node.name)
         for task in store.tasks(ids):
-            if task["state"] != ASSIGNED or task.get("node") != self.node.name:
+            if task.state != ASSIGNED or task.node != self.node.name:
                 continue
-            if not store.client.hsetnx(keys.task(task["id"]), "enqueued", 1):
+            if not store.mark_enqueued(task.id):
                 continue
-            spec = store.job_spec(task["job"], int(task["version"]))
+            spec = store.job_spec(task.job, task.version)
             if spec.run is None:
-                self.app.scripts.start(keys=[keys.task(task["id"])], args=[self.node.name, keys.events])
+                store.start_task(task.id, self.node.name)
                 continue
-            job_id = rq_job_id(keys.namespace, task["id"])
+            job_id = rq_job_id(keys.namespace, task.id)
             timeout = int(spec.run["timeout"]) + 30 if spec.run.get("timeout") else -1
-            self.rq_queue.enqueue_call(run_task, args=(self.app.url, keys.namespace, self.node.name, task["id"]),
+            self.rq_queue.enqueue_call(run_task, args=(self.app.url, keys.namespace, self.node.name, task.id),
                                        job_id=job_id, timeout=timeout, result_ttl=3600, failure_ttl=86400,
-                                       description=f"task {task['id']}")
-            self.started[task["id"]] = job_id
+                                       description=f"task {task.id}")
+            self.started[task.id] = job_id
         current = set(ids)
         for task_id in [t for t in self.started if t not in current]:
             self._stop_rq_job(self.started.pop(task_id))
@@ -168,3 +168,8 @@ class NodeAgent:
         finally:
             self._stop.set()
             thread.join(timeout=5)
+
+
+def run_agent(app: App, node: Node, interval_s: float = heartbeat.DEFAULT_INTERVAL_S, slots: int = 2) -> None:
+    """Run a node agent for ``node`` until a signal stops it (``sched agent``)."""
+    NodeAgent(app, node, interval_s=interval_s, slots=slots).run()

@@ -6,62 +6,38 @@ placement and may refuse some. Refused tasks are placed again against refreshed 
 up to ``commit_retries`` rounds, then go back to the queue with an explanation. A worker
 that dies holds nothing but leases, which expire and are reclaimed by the others.
 
-``sched worker --concurrency N`` runs N of these loops as N processes: placement is
-CPU-bound Python, so processes (not threads) are what use more than one core.
+``sched worker --concurrency N`` runs N of these loops as N processes (see
+``workers/supervisor.py``): placement is CPU-bound Python, so processes (not threads)
+are what use more than one core.
 """
 
 from __future__ import annotations
 
 import gc
 import logging
-import multiprocessing
 import os
-import queue
 import signal
 import time
 from collections import defaultdict
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 
-from redis.exceptions import NoScriptError
-
-from scheduler.control import heartbeat
-from scheduler.model import reasons
-from scheduler.control import reconcile
+from scheduler.control import heartbeat, reconcile
+from scheduler.control.preemptor import Preemptor
+from scheduler.control.worker_config import WorkerConfig
+from scheduler.engine.placement import Placement, Placer, placement_shape
+from scheduler.model import STOPPED, JobSpec, Node, reasons
+from scheduler.model.errors import NotFound
 from scheduler.state.app import App
 from scheduler.state.commit import Planned, commit
-from scheduler.model.errors import NotFound
-from scheduler.model import STOPPED, JobSpec, Node
 from scheduler.state.node_cache import NodeCache
-from scheduler.engine.placement import Placement, PlacementOptions, Placer, placement_shape
-from scheduler.engine.preemption import DEFAULT_MARGIN
-from scheduler.control.preemptor import Preemptor
 from scheduler.state.queue import QueueConfig
-from scheduler.control.reconcile import FAULT_WINDOW_MS
 from scheduler.state.store import parse_stored
 
+__all__ = ["SchedulerWorker", "WorkerConfig", "run_one"]
+
 log = logging.getLogger("sched.worker")
-
-
-@dataclass
-class WorkerConfig:
-    batch_size: int = 512
-    share_from: int | None = 16  # claim half of a short queue (at least this many): workers share it
-    keep_jobs_whole: bool = True  # a claim ending inside a job takes up to batch_size // 4 more of it
-    lease_ms: int = 30_000
-    commit_retries: int = 5  # placement rounds per claim when commits are refused (Nomad uses 5)
-    commit_chunk: int = 128  # placements sent to Redis while the rest of the batch is placed
-    maintain_every_s: float = 0.1
-    health_every_s: float = 1.0
-    idle_sleep_max_s: float = 0.02
-    until_idle: bool = False
-    fault_window_ms: int = FAULT_WINDOW_MS
-    preemption: bool = True
-    preemption_margin: int = DEFAULT_MARGIN  # victims are at least this many priority levels lower
-    max_preemptions: int = 8  # preemption searches per batch: they read what runs on the nodes
-    report_every_s: float = 0.2  # the shared stats hash is updated this often (and on exit)
-    placement: PlacementOptions = field(default_factory=PlacementOptions)
 
 
 @dataclass
@@ -187,7 +163,7 @@ class SchedulerWorker:
         if force or now - self._last_health >= self.config.health_every_s:
             self._last_health = now
             heartbeat.check(self.app.store)
-            epoch = self.app.client.get(self.app.keys.node_epoch)
+            epoch = self.app.store.node_epoch()
             if epoch != self._seen_epoch:
                 self._seen_epoch = epoch
                 reconcile.reconcile_global(self.app.store)
@@ -362,8 +338,7 @@ class SchedulerWorker:
         """Group claimed tasks by job, spec version and pinned node: each group is a set of
         identical tasks that the placement engine places from one node ordering."""
         store = self.app.store
-        rows = store.scripts.claimed(keys=[*(store.keys.task(t) for t in task_ids),
-                                           *(store.keys.job(t.rpartition(".")[0]) for t in task_ids)])
+        rows = store.claimed(task_ids)
         groups: dict[tuple[str, int, str, str], Group] = {}
         orphans = []
         for task_id, (job_id, version, pin, nominated, raw) in zip(task_ids, rows):
@@ -400,29 +375,10 @@ class SchedulerWorker:
     def _refresh(self, job_ids: set[str], now_ms: int):
         """The nodes brought up to date and, in the same round trip, the tasks of each job
         per node (for spread and max_per_node) and its recent failures per node."""
-        keys, scripts = self.app.keys, self.app.scripts
-        ordered = sorted(job_ids)
-        tally_keys = [key for job_id in ordered for key in (keys.tally_job(job_id), keys.faults(job_id))]
-
-        def tallies(pipe) -> None:
-            scripts.queue(pipe, "tallies", tally_keys, [now_ms - self.config.fault_window_ms])
-
-        try:
-            nodes, (replies,) = self.cache.refresh_with(now_ms, tallies)
-        except NoScriptError:  # Redis restarted or flushed its scripts
-            scripts.load("tallies")
-            nodes, (replies,) = self.cache.refresh_with(now_ms, tallies)
-        counts: dict[str, dict[str, int]] = {}
-        faults: dict[str, dict[str, int]] = {}
-        for i, job_id in enumerate(ordered):
-            flat = replies[2 * i]
-            counts[job_id] = {flat[k]: int(float(flat[k + 1])) for k in range(0, len(flat), 2)}
-            per_node: dict[str, int] = {}
-            for entry in replies[2 * i + 1]:
-                node = entry.split("|", 1)[0]
-                per_node[node] = per_node.get(node, 0) + 1
-            if per_node:
-                faults[job_id] = per_node
+        store, ordered = self.app.store, sorted(job_ids)
+        since = now_ms - self.config.fault_window_ms
+        nodes, (reply,) = self.cache.refresh_with(now_ms, lambda pipe: store.queue_job_tallies(pipe, ordered, since))
+        counts, faults = store.read_job_tallies(ordered, reply)
         return nodes, counts, faults
 
     def _count(self, claimed: int, placed: int, refused: int, unplaced: int, preempted: int) -> None:
@@ -444,10 +400,7 @@ class SchedulerWorker:
         self._last_report = time.monotonic()
         if not self._unreported:
             return
-        with self.app.client.pipeline(transaction=False) as pipe:
-            for name, value in self._unreported.items():
-                pipe.hincrby(self.app.keys.stats, name, value)
-            pipe.execute()
+        self.app.store.add_stats(self._unreported)
         self._unreported.clear()
 
 
@@ -462,8 +415,10 @@ def _explanation(explanation, nodes: int) -> dict:
     return explanation.to_dict()
 
 
-# Running workers.
-def _run_one(url: str, namespace: str, config: WorkerConfig, queue_config: QueueConfig | None) -> dict:
+# Running a worker.
+def run_one(url: str, namespace: str, config: WorkerConfig, queue_config: QueueConfig | None = None) -> dict:
+    """One worker loop in this process until SIGTERM or Ctrl-C (or idle, if configured);
+    returns its stats."""
     app = App(redis_url=url, namespace=namespace, queue_config=queue_config)
     worker = SchedulerWorker(app, config)
     signal.signal(signal.SIGTERM, worker.stop)
@@ -473,46 +428,3 @@ def _run_one(url: str, namespace: str, config: WorkerConfig, queue_config: Queue
     # as long as it does, and a full collection walking it stalls a batch for ~30 ms.
     gc.freeze()
     return worker.run().as_dict()
-
-
-def _child(url, namespace, config, queue_config, results):
-    results.put(_run_one(url, namespace, config, queue_config))
-
-
-def run_workers(url: str, namespace: str, concurrency: int, config: WorkerConfig,
-                queue_config: QueueConfig | None = None) -> dict[str, int]:
-    """Run ``concurrency`` workers (one in this process, or that many child processes) until
-    they stop; SIGTERM or Ctrl-C lets each finish its batch. Returns their summed stats."""
-    if concurrency == 1:
-        return _run_one(url, namespace, config, queue_config)
-    ctx = multiprocessing.get_context("spawn")
-    results = ctx.Queue()
-    children = [ctx.Process(target=_child, args=(url, namespace, config, queue_config, results), daemon=False)
-                for _ in range(concurrency)]
-    for child in children:
-        child.start()
-
-    def forward(signum, _frame):
-        for child in children:
-            if child.is_alive():
-                os.kill(child.pid, signal.SIGTERM)
-
-    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
-    totals: dict[str, int] = defaultdict(int)
-    received = 0
-    try:
-        while received < len(children) and any(child.is_alive() for child in children) or not results.empty():
-            try:
-                stats = results.get(timeout=0.2)
-            except queue.Empty:
-                continue
-            received += 1
-            for name, value in stats.items():
-                totals[name] += value
-        for child in children:
-            child.join()
-        totals["crashed"] = sum(1 for child in children if child.exitcode != 0)
-        return dict(totals)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)

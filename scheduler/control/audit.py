@@ -13,7 +13,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from scheduler.model import LIVE_STATES, PENDING
-from scheduler.state.store import Store, parse_allocation
+from scheduler.state.store import Store
 
 
 @dataclass
@@ -33,24 +33,19 @@ class AuditReport:
 
 
 def audit(store: Store) -> AuditReport:
-    k, client = store.keys, store.client
     report = AuditReport()
     nodes = {n.name: n for n in store.nodes()}
     tasks = store.tasks(store.all_task_ids())
     report.tasks = len(tasks)
-    queues = {}
-    with client.pipeline(transaction=False) as pipe:
-        for name in ("active", "backoff", "unschedulable", "inflight"):
-            pipe.zrange(getattr(k, name), 0, -1)
-        for name, members in zip(("active", "backoff", "unschedulable", "inflight"), pipe.execute()):
-            queues[name] = set(members)
+    tallies = store.tallies(list(nodes), store.job_ids())
+    queues = tallies.queues
 
     allocated: dict[str, Counter] = defaultdict(Counter)
     live_ids: dict[str, set[str]] = defaultdict(set)
     ports: dict[str, dict[int, str]] = defaultdict(dict)
     per_job: dict[str, Counter] = defaultdict(Counter)
     for task in tasks:
-        state, task_id = task["state"], task["id"]
+        state, task_id = task.state, task.id
         report.states[state] += 1
         where = [name for name, members in queues.items() if task_id in members]
         if state == PENDING and len(where) != 1:
@@ -58,25 +53,21 @@ def audit(store: Store) -> AuditReport:
         if state != PENDING and where:
             report.problem(f"{state} task {task_id} is still in {', '.join(where)}")
         if state in LIVE_STATES:
-            node = task.get("node", "")
+            node = task.node
             if node not in nodes:
                 report.problem(f"{state} task {task_id} is on unknown node {node!r}")
                 continue
-            allocated[node].update(parse_allocation(task.get("alloc", "")))
+            allocated[node].update(task.allocated)
             live_ids[node].add(task_id)
-            per_job[task["job"]][node] += 1
-            for port in filter(None, task.get("ports", "").split(",")):
-                if int(port) in ports[node]:
-                    report.problem(f"host port {port} on {node} held by {ports[node][int(port)]} and {task_id}")
-                ports[node][int(port)] = task_id
+            per_job[task.job][node] += 1
+            for port in task.ports:
+                if port in ports[node]:
+                    report.problem(f"host port {port} on {node} held by {ports[node][port]} and {task_id}")
+                ports[node][port] = task_id
 
-    with client.pipeline(transaction=False) as pipe:
-        pipe.zrange(k.tally_tasks, 0, -1, withscores=True)
-        for name in nodes:
-            pipe.smembers(k.node_tasks(name))
-        replies = pipe.execute()
-    tally_tasks = {n: int(c) for n, c in replies[0]}
-    for (name, node), members in zip(nodes.items(), replies[1:]):
+    tally_tasks = tallies.tasks
+    for name, node in nodes.items():
+        members = tallies.node_tasks.get(name, set())
         for resource, capacity in node.capacity.items():
             used = node.allocated.get(resource, 0)
             if used > capacity:
@@ -92,20 +83,15 @@ def audit(store: Store) -> AuditReport:
         if node.tasks != count or set(members) != live_ids[name] or tally_tasks.get(name, 0) != count:
             report.problem(f"node {name} task count {node.tasks}, set {len(members)}, tally "
                            f"{tally_tasks.get(name, 0)}, but {count} live tasks")
-    by_priority = Counter(int(t.get("priority", 0)) for t in tasks if t["state"] in LIVE_STATES)
-    recorded_priority = {int(p): int(c) for p, c in client.hgetall(k.tally_priority).items() if int(c)}
+    by_priority = Counter(t.priority for t in tasks if t.live)
+    recorded_priority = {p: c for p, c in tallies.priority.items() if c}
     if recorded_priority != dict(by_priority):
         report.problem(f"tally:priority {recorded_priority} differs from live tasks {dict(by_priority)}")
-    with client.pipeline(transaction=False) as pipe:
-        jobs = store.job_ids()
-        for job_id in jobs:
-            pipe.zrange(k.tally_job(job_id), 0, -1, withscores=True)
-        for job_id, tally in zip(jobs, pipe.execute()):
-            recorded = {n: int(c) for n, c in tally if int(c) != 0}
-            if recorded != dict(per_job[job_id]):
-                report.problem(f"job {job_id} tally {recorded} differs from its live tasks {dict(per_job[job_id])}")
-    for resource in store.resource_names():
-        free = dict(client.zrange(k.free(resource), 0, -1, withscores=True))
+    for job_id, tally in tallies.jobs.items():
+        recorded = {n: c for n, c in tally.items() if c != 0}
+        if recorded != dict(per_job[job_id]):
+            report.problem(f"job {job_id} tally {recorded} differs from its live tasks {dict(per_job[job_id])}")
+    for resource, free in tallies.free.items():
         for name, node in nodes.items():
             if resource in node.capacity and int(free.get(name, -1)) != node.free(resource):
                 report.problem(f"free:{resource} for {name} is {free.get(name)} but capacity minus allocation "

@@ -49,11 +49,10 @@ def execute(run: dict | None) -> tuple[bool, str]:
 def run_task(url: str, namespace: str, node: str, task_id: str) -> dict:
     """The RQ job: start the task if it is still ours, run it, report how it ended."""
     app = App(redis_url=url, namespace=namespace)
-    keys = app.keys
-    if not app.scripts.start(keys=[keys.task(task_id)], args=[node, keys.events]):
+    if not app.store.start_task(task_id, node):
         return {"task": task_id, "ran": False}
     task = app.store.get_task(task_id)
-    spec = app.store.job_spec(task["job"], int(task["version"]))
+    spec = app.store.job_spec(task.job, task.version)
     succeeded, message = execute(spec.run)
     ended = reconcile.task_ended(app.store, app.store.get_task(task_id), succeeded, message)
     return {"task": task_id, "ran": True, "succeeded": succeeded, "message": message, **ended}

@@ -19,30 +19,14 @@ DEFAULT_MISSED = 3
 
 def beat(store: Store, name: str, interval_s: float = DEFAULT_INTERVAL_S, missed: int = DEFAULT_MISSED) -> None:
     """One heartbeat; a node that was down comes back up."""
-    k = store.keys
-    with store.client.pipeline(transaction=False) as pipe:
-        pipe.set(k.heartbeat(name), store.now_ms(), px=max(1, int(interval_s * missed * 1000)))
-        pipe.sadd(k.agents, name)
-        pipe.hget(k.node(name), "status")
-        status = pipe.execute()[2]
-    if status == DOWN:
+    if store.beat(name, max(1, int(interval_s * missed * 1000))) == DOWN:
         store.set_status(name, READY)
 
 
 def check(store: Store) -> list[str]:
     """Mark agent-run nodes whose heartbeat lapsed as down; returns the nodes this call took down."""
-    k, client = store.keys, store.client
-    names = sorted(client.smembers(k.agents))
-    if not names:
-        return []
-    with client.pipeline(transaction=False) as pipe:
-        for name in names:
-            pipe.exists(k.heartbeat(name))
-            pipe.hget(k.node(name), "status")
-        replies = pipe.execute()
     lost = []
-    for i, name in enumerate(names):
-        alive, status = replies[2 * i], replies[2 * i + 1]
+    for name, alive, status in store.agent_liveness():
         if not alive and status == READY and store.set_status(name, DOWN) == READY:
             reconcile.node_lost(store, name)
             lost.append(name)

@@ -19,7 +19,7 @@ from scheduler.control.reconcile import global_targets
 def plan(app: App, spec: JobSpec, margin: int | None = None) -> dict:
     store = app.store
     nodes = {node.name: node for node in store.nodes()}  # our own copies: placing changes only them
-    counts = {name: int(n) for name, n in store.client.zrange(app.keys.tally_job(spec.id), 0, -1, withscores=True)}
+    counts = store.job_tally(spec.id)
     placer = Placer(PlacementOptions(seed=0))
     preemptor = Preemptor(store, lambda job, version: _spec_or_none(store, job, version),
                           **({"margin": margin} if margin is not None else {}))

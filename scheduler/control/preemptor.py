@@ -14,7 +14,7 @@ from typing import Callable, Mapping, Sequence
 from scheduler.control import reconcile
 from scheduler.model import ACTIVE, READY, JobSpec, Node
 from scheduler.engine.preemption import DEFAULT_MARGIN, Search, Victim, find
-from scheduler.state.store import Store, parse_allocation, reservation
+from scheduler.state.store import Store, reservation
 
 DEFAULT_NOMINATION_MS = 30_000
 
@@ -29,8 +29,7 @@ class Preemptor:
 
     def lowest_live_priority(self) -> int | None:
         """The lowest priority any live task has (from ``tally:priority``), or None."""
-        live = self.store.client.hgetall(self.store.keys.tally_priority)
-        priorities = [int(p) for p, count in live.items() if int(count) > 0]
+        priorities = [p for p, count in self.store.live_priorities().items() if count > 0]
         return min(priorities) if priorities else None
 
     def worth_trying(self, job: JobSpec, lowest: int | None) -> bool:
@@ -39,25 +38,13 @@ class Preemptor:
 
     def tasks_on(self, nodes: Sequence[Node]) -> dict[str, list[Victim]]:
         """The live tasks on ``nodes``, with what preemption needs to know of each."""
-        keys, client = self.store.keys, self.store.client
-        with client.pipeline(transaction=False) as pipe:
-            for node in nodes:
-                pipe.smembers(keys.node_tasks(node.name))
-            members = pipe.execute()
-        ids = [(node.name, task_id) for node, names in zip(nodes, members) for task_id in sorted(names)]
-        with client.pipeline(transaction=False) as pipe:
-            for _, task_id in ids:
-                pipe.hmget(keys.task(task_id), "job", "version", "priority", "alloc", "ports", "state")
-            rows = pipe.execute()
         out: dict[str, list[Victim]] = {}
-        for (node, task_id), (job, version, priority, alloc, ports, state) in zip(ids, rows):
-            if state not in ("assigned", "running") or job is None:
-                continue
-            spec = self.spec_of(job, int(version))
-            out.setdefault(node, []).append(Victim(
-                task_id=task_id, job=job, priority=int(priority), resources=parse_allocation(alloc),
-                ports=tuple(int(p) for p in filter(None, (ports or "").split(","))),
-                preemptible=spec.preemptible if spec is not None else True))
+        for node, tasks in self.store.live_tasks_on([node.name for node in nodes]).items():
+            for task in tasks:
+                spec = self.spec_of(task.job, task.version)
+                out.setdefault(node, []).append(Victim(
+                    task_id=task.id, job=task.job, priority=task.priority, resources=task.allocated,
+                    ports=task.ports, preemptible=spec.preemptible if spec is not None else True))
         return out
 
     def candidates(self, nodes: Sequence[Node], job: JobSpec) -> list[Node]:
@@ -75,15 +62,8 @@ class Preemptor:
     def apply(self, token: str, task_id: str, job: JobSpec, search: Search) -> str:
         """Evict the chosen victims and nominate the node; returns "ok" or why not."""
         choice = search.choice
-        keys = self.store.keys
-        resources = sorted({r for v in choice.victims for r in v.resources})
-        result = self.store.scripts.preempt(
-            keys=[keys.inflight, keys.leases, keys.active, keys.tally_tasks, keys.node_changes, keys.node_seq,
-                  keys.task(task_id), keys.node(choice.node), keys.node_tasks(choice.node), keys.tally_priority,
-                  *(keys.free(r) for r in resources),
-                  *(k for v in choice.victims for k in (keys.task(v.task_id), keys.tally_job(v.job)))],
-            args=[token, keys.events, task_id, choice.node, self.nomination_ms, reservation(job),
-                  len(resources), *resources, *(v.task_id for v in choice.victims)])
+        result = self.store.preempt(token, task_id, choice.node, self.nomination_ms, reservation(job),
+                                    [(v.task_id, v.job, v.resources) for v in choice.victims])
         if result == "ok":
             reconcile.preempted(self.store, [(v.task_id, v.job, choice.node) for v in choice.victims])
         return result

@@ -11,8 +11,8 @@ from __future__ import annotations
 import orjson
 
 from scheduler.model.errors import SpecError
-from scheduler.model import (ACTIVE, BATCH, COMPLETED, FAILED, GLOBAL, LOST, PENDING, READY, SERVICE, STOPPED,
-                    TERMINAL_STATES, JobSpec, parse_job)
+from scheduler.model import (ACTIVE, BATCH, COMPLETED, FAILED, GLOBAL, LIVE_STATES, LOST, PENDING, READY, SERVICE,
+                             STOPPED, JobSpec, Task, parse_job)
 from scheduler.state.store import Store, parse_stored
 
 RUNNING_JOB, STOPPED_JOB = "running", "stopped"
@@ -66,19 +66,18 @@ def submit(store: Store, spec: JobSpec) -> dict:
         if store.enqueue(spec.id, job_state(current), fields, version, spec.priority, first, count, pins=pins,
                          is_global=spec.type == GLOBAL) is not None:
             break
-        current = store.client.hgetall(store.keys.job(spec.id))  # it exists, or changed: read it, decide again
+        current = store.job_fields(spec.id)  # it exists, or changed: read it, decide again
     new_ids = [f"{spec.id}.{first + i}" for i in range(count)]
     if current:
-        old = [t["id"] for t in store.tasks(store.job_task_ids(spec.id))
-               if t["state"] not in TERMINAL_STATES and int(t["version"]) < version]
+        old = [t.id for t in store.tasks(store.job_task_ids(spec.id)) if not t.terminal and t.version < version]
         store.finish_ids(old, STOPPED, f"replaced by version {version}")
     return {"id": spec.id, "version": version, "tasks": new_ids, "created": not current}
 
 
-def open_tasks(store: Store, job_id: str) -> list[dict]:
+def open_tasks(store: Store, job_id: str) -> list[Task]:
     """Tasks of the job that are pending or live, oldest first."""
     tasks = store.tasks(store.job_task_ids(job_id))
-    return sorted((t for t in tasks if t["state"] not in TERMINAL_STATES), key=lambda t: int(t["index"]))
+    return sorted((t for t in tasks if not t.terminal), key=lambda t: t.index)
 
 
 def add_tasks(store: Store, job_id: str, count: int, spec: JobSpec | None = None, *,
@@ -86,7 +85,7 @@ def add_tasks(store: Store, job_id: str, count: int, spec: JobSpec | None = None
     """Queue ``count`` more tasks of the job's current version (optionally saving ``spec``
     as that version's spec first, as scaling does). See :meth:`Store.enqueue`."""
     while True:
-        fields = store.client.hgetall(store.keys.job(job_id))
+        fields = store.job_fields(job_id)
         if fields.get("status", RUNNING_JOB) != RUNNING_JOB:  # stopped since the caller looked
             return []
         first = int(fields.get("next_index", 0))
@@ -113,13 +112,13 @@ def scale(store: Store, job_id: str, replicas: int) -> dict:
     added = add_tasks(store, job_id, max(0, replicas - len(current)), new_spec)
     stopped: list[str] = []
     if len(current) > replicas:
-        surplus = sorted(current, key=lambda t: (t["state"] != PENDING, -int(t["index"])))[: len(current) - replicas]
-        stopped = [t["id"] for t in surplus]
+        surplus = sorted(current, key=lambda t: (t.state != PENDING, -t.index))[: len(current) - replicas]
+        stopped = [t.id for t in surplus]
         store.finish_ids(stopped, STOPPED, f"scaled down to {replicas}")
     return {"id": job_id, "replicas": replicas, "added": added, "stopped": stopped}
 
 
-def replace(store: Store, tasks: list[dict], state: str, message: str) -> dict:
+def replace(store: Store, tasks: list[Task], state: str, message: str) -> dict:
     """End live tasks in ``state`` (lost, stopped by a drain...) and queue a replacement for
     each task of a service or batch job that is still running. Global jobs get none: their
     task belongs to that node."""
@@ -127,8 +126,8 @@ def replace(store: Store, tasks: list[dict], state: str, message: str) -> dict:
     replaced: dict[str, list[str]] = {}
     by_job: dict[str, int] = {}
     for task, result in zip(tasks, ended):
-        if result in ("assigned", "running"):
-            by_job[task["job"]] = by_job.get(task["job"], 0) + 1
+        if result in LIVE_STATES:
+            by_job[task.job] = by_job.get(task.job, 0) + 1
     for job_id, count in by_job.items():
         job = store.get_job(job_id)
         if job["status"] == RUNNING_JOB and job["spec"]["type"] != GLOBAL:
@@ -146,14 +145,14 @@ def drain_node(store: Store, name: str) -> list[str]:
 def stop(store: Store, job_id: str) -> dict:
     """Stop every task of the job and release what they hold."""
     store.get_job(job_id)
-    store.client.hset(store.keys.job(job_id), "status", STOPPED_JOB)
-    ids = [t["id"] for t in open_tasks(store, job_id)]
+    store.set_job_status(job_id, STOPPED_JOB)
+    ids = [t.id for t in open_tasks(store, job_id)]
     store.finish_ids(ids, STOPPED, "job stopped")
     return {"id": job_id, "stopped": ids}
 
 
 # Lifecycle: what happens after a task ends or a node is lost.
-def task_ended(store: Store, task: dict, succeeded: bool, message: str) -> dict:
+def task_ended(store: Store, task: Task, succeeded: bool, message: str) -> dict:
     """Record the end of a task that ran on its node, and queue what the job needs next.
 
     A service keeps its replicas: any ended task is replaced after ``restart_delay``. A
@@ -163,19 +162,14 @@ def task_ended(store: Store, task: dict, succeeded: bool, message: str) -> dict:
     """
     state = COMPLETED if succeeded else FAILED
     result = store.finish([task], state, message)[0]
-    if result not in ("assigned", "running"):
+    if result not in LIVE_STATES:
         return {"state": result, "replacement": []}  # stopped, lost or replaced meanwhile
-    job_id, node = task["job"], task["node"]
-    now = store.now_ms()
+    job_id = task.job
     if not succeeded:
-        faults = store.keys.faults(job_id)
-        with store.client.pipeline(transaction=False) as pipe:
-            pipe.zadd(faults, {f"{node}|{task['id']}": now})
-            pipe.zremrangebyscore(faults, "-inf", now - FAULT_WINDOW_MS)  # older ones no longer count
-            pipe.execute()
+        store.record_fault(job_id, task.node, task.id, FAULT_WINDOW_MS)
     job = store.get_job(job_id)
     spec = store.job_spec(job_id)
-    retries = int(task.get("retries", 0))
+    retries = task.retries
     replacement: list[str] = []
     if job["status"] == RUNNING_JOB:
         delay = int(spec.restart_delay * 1000)
@@ -183,8 +177,8 @@ def task_ended(store: Store, task: dict, succeeded: bool, message: str) -> dict:
             replacement = add_tasks(store, job_id, 1, delay_ms=delay, retries=retries + 1)
         elif spec.type == BATCH and not succeeded and retries < spec.max_retries:
             replacement = add_tasks(store, job_id, 1, delay_ms=delay, retries=retries + 1)
-        elif spec.type == GLOBAL and task.get("pin"):
-            replacement = add_tasks(store, job_id, 1, delay_ms=delay, retries=retries + 1, pins=[task["pin"]])
+        elif spec.type == GLOBAL and task.pin:
+            replacement = add_tasks(store, job_id, 1, delay_ms=delay, retries=retries + 1, pins=[task.pin])
     return {"state": state, "replacement": replacement}
 
 
@@ -199,11 +193,10 @@ def reconcile_global(store: Store) -> dict:
     """Give every running global job one task on each node it wants, and stop its tasks on
     nodes that no longer qualify (constraints changed, drained, down, removed). Runs under
     a short lock, since any worker may call it after a node change."""
-    global_jobs = sorted(store.client.smembers(store.keys.global_jobs))
+    global_jobs = store.global_job_ids()
     if not global_jobs:
         return {}  # nothing to do, and no need to read every node
-    lock = store.keys.lock("reconcile-global")
-    if not store.client.set(lock, "1", nx=True, px=10_000):
+    if not store.take_lock("reconcile-global", 10_000):
         return {}
     try:
         nodes = {n.name: n for n in store.nodes()}
@@ -214,15 +207,15 @@ def reconcile_global(store: Store) -> dict:
                 continue
             wanted = global_targets(store.job_spec(job_id), nodes.values())
             tasks = open_tasks(store, job_id)
-            unwanted = [t["id"] for t in tasks if t.get("pin") not in wanted]
+            unwanted = [t.id for t in tasks if t.pin not in wanted]
             if unwanted:
                 store.finish_ids(unwanted, STOPPED, "node no longer eligible for this global job")
-            missing = sorted(wanted - {t.get("pin") for t in tasks})
+            missing = sorted(wanted - {t.pin for t in tasks})
             if missing:
                 added[job_id] = add_tasks(store, job_id, len(missing), pins=missing)
         return added
     finally:
-        store.client.delete(lock)
+        store.release_lock("reconcile-global")
 
 
 def preempted(store: Store, victims: list[tuple[str, str, str]]) -> dict[str, list[str]]:

@@ -40,13 +40,13 @@ import random
 from collections import OrderedDict
 from dataclasses import dataclass
 from heapq import heappop, heapreplace
-from typing import Iterable, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
 from scheduler.engine.filters import Pipeline, filter_pipeline
 from scheduler.engine.fit import misfit
-from scheduler.model import JobSpec, Node, Task
+from scheduler.model import JobSpec, Node
 from scheduler.engine.node_table import NodeTable
 from scheduler.model import reasons
 from scheduler.model.reasons import Explanation
@@ -88,15 +88,6 @@ def nodes_to_find(total: int, percentage: int | None) -> int:
     if percentage == 0:
         percentage = max(50 - total // 125, MIN_FEASIBLE_PERCENTAGE)
     return max(total * percentage // 100, MIN_FEASIBLE_NODES)
-
-
-def batches(tasks: Iterable[Task]) -> dict[tuple[str, int], list[str]]:
-    """Task ids by (job, spec version), in the order first seen: each group is one batch
-    (SwarmKit batches identical tasks, so the tree is built once for all of them)."""
-    groups: dict[tuple[str, int], list[str]] = {}
-    for task in tasks:
-        groups.setdefault((task.job, task.version), []).append(task.id)
-    return groups
 
 
 def explain(nodes: Sequence[Node], job: JobSpec, job_counts: Mapping[str, int]) -> Explanation:

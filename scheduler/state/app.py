@@ -46,6 +46,11 @@ class App:
         return self._client
 
     @cached_property
+    def rq_connection(self) -> redis.Redis:
+        """A connection for RQ, which wants bytes rather than decoded strings."""
+        return redis.Redis.from_url(self.url)
+
+    @cached_property
     def scripts(self) -> Scripts:
         return Scripts(self.client)
 
@@ -56,3 +61,11 @@ class App:
     @cached_property
     def queue(self) -> SchedulingQueue:
         return SchedulingQueue(self.client, self.keys, self.scripts, self.queue_config, self.clock)
+
+    def close(self) -> None:
+        """Close the connection (a new one is made if the App is used again)."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+            for name in ("scripts", "store", "queue"):
+                self.__dict__.pop(name, None)

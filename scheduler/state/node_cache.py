@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import Callable
 
 from redis.client import Pipeline
+from redis.exceptions import NoScriptError
 
 from scheduler.model import Node
 from scheduler.state.store import Store, node_from_hash
@@ -52,7 +53,15 @@ class NodeCache:
 
     def refresh_with(self, now_ms: int | None, also: Callable[[Pipeline], None] | None) -> tuple[dict[str, Node], list]:
         """:meth:`refresh`, with more commands that ``also`` queues on the pipeline that
-        reads the change feed (one round trip for both); returns their replies too."""
+        reads the change feed (one round trip for both); returns their replies too. If Redis
+        lost the scripts ``also`` calls by SHA (a restart or failover), they are loaded again."""
+        try:
+            return self._refresh_with(now_ms, also)
+        except NoScriptError:
+            self.store.scripts.load_all()
+            return self._refresh_with(now_ms, also)
+
+    def _refresh_with(self, now_ms, also):
         keys, client = self.store.keys, self.store.client
         replies: list = []
         if self.seq < 0 and also is not None:

@@ -180,6 +180,17 @@ class SchedulingQueue:
         done["leftover"] = sum(self.flush_unschedulable())
         return done
 
+    def claim_probe(self) -> tuple[int, int | None, int]:
+        """(the scheduling-cycle counter, the earliest lease deadline in flight or None,
+        Redis TIME in ms), read together: how the benchmark sees when the first claim came."""
+        k = self.keys
+        with self.client.pipeline(transaction=False) as pipe:
+            pipe.get(k.cycle)
+            pipe.zrange(k.inflight, 0, 0, withscores=True)
+            pipe.time()
+            cycle, earliest, now = pipe.execute()
+        return int(cycle or 0), int(earliest[0][1]) if earliest else None, time_ms(now)
+
     def counts(self) -> dict[str, int]:
         k = self.keys
         with self.client.pipeline(transaction=False) as pipe:

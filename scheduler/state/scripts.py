@@ -33,8 +33,9 @@ class Scripts:
     def queue(self, pipe, name: str, keys: list, args: list) -> None:
         """Queue a script call on a pipeline by its SHA. (redis-py would first ask Redis
         whether the script exists, a round trip per pipeline.) If Redis has lost it, the
-        pipeline fails with NoScriptError: :meth:`load` it and run the pipeline again."""
+        pipeline fails with NoScriptError: :meth:`load_all` and run the pipeline again."""
         pipe.evalsha(getattr(self, name).sha, len(keys), *keys, *args)
 
-    def load(self, name: str) -> None:
-        self.client.script_load(getattr(self, name).script)
+    def load_all(self) -> None:
+        for name in SCRIPT_NAMES:
+            self.client.script_load(getattr(self, name).script)

@@ -16,20 +16,12 @@ import redis
 from scheduler.model.errors import NotFound, SpecError
 from scheduler.state.connection import time_ms
 from scheduler.state.keys import Keys
-from scheduler.model import (ACTIVE, AVAILABILITIES, DOWN, LIVE_STATES, READY, STOPPED, JobSpec, Node,
-                    Nomination, check_job_id, check_node_name, parse_job)
+from scheduler.model import (ACTIVE, AVAILABILITIES, DOWN, LIVE_STATES, READY, STOPPED, JobSpec, Node, Nomination, Task,
+                             check_job_id, check_node_name, parse_allocation, parse_job)
+from scheduler.state.events import Subscription
 from scheduler.state.scripts import Scripts
 
 _DESCRIPTION = ("hostname", "role", "os", "arch")
-
-
-def parse_allocation(text: str) -> dict[str, int]:
-    """``cpu=500,memory=268435456`` (as commit.lua records it) -> a resources dict."""
-    out = {}
-    for pair in filter(None, (text or "").split(",")):
-        name, _, amount = pair.partition("=")
-        out[name] = int(amount)
-    return out
 
 
 def reservation(job: JobSpec) -> str:
@@ -92,6 +84,19 @@ def node_fields(node: Node) -> list[str]:
     return out
 
 
+@dataclasses.dataclass
+class Tallies:
+    """What the scripts keep beside the tasks, read at once (for checking them against
+    the tasks: see ``scheduler.control.audit``)."""
+
+    queues: dict[str, set[str]]  # active, backoff, unschedulable, inflight -> task ids
+    tasks: dict[str, int]  # tally:tasks, node -> live tasks
+    node_tasks: dict[str, set[str]]  # node -> its task set
+    priority: dict[int, int]  # tally:priority
+    jobs: dict[str, dict[str, int]]  # job -> tally:job, node -> live tasks
+    free: dict[str, dict[str, float]]  # resource -> free:<resource>, node -> free amount
+
+
 class Store:
     def __init__(self, client: redis.Redis, keys: Keys, scripts: Scripts | None = None):
         self.client = client
@@ -121,6 +126,19 @@ class Store:
             keys=[k.node(node.name), k.nodes, k.node_changes, k.node_seq, k.cycle, k.move_cycle, k.resources,
                   k.node_epoch, *(k.free(name) for name in names)],
             args=args, client=client)
+
+    def put_new_nodes(self, nodes: list[Node], chunk: int = 1000, advance=None) -> None:
+        """Register nodes that do not exist yet, ``chunk`` per round trip: the same script
+        call as :meth:`put_node`, without first reading each node. ``advance(n)`` is called
+        after each chunk (a progress bar)."""
+        with self.client.pipeline(transaction=False) as pipe:
+            for i in range(0, len(nodes), chunk):
+                part = nodes[i:i + chunk]
+                for node in part:
+                    self.node_put(node, client=pipe)
+                pipe.execute()
+                if advance:
+                    advance(len(part))
 
     def get_node(self, name: str) -> Node:
         fields = self.client.hgetall(self.keys.node(name))
@@ -169,7 +187,97 @@ class Store:
             raise NotFound(f"node {name!r} does not exist.")
         if result == -1:
             raise SpecError(f"node {name!r} still runs tasks; drain it and wait for them to move first.")
-        self.client.srem(k.agents, name)
+        self.forget_agent(name)
+
+    # Preemption.
+    def live_priorities(self) -> dict[int, int]:
+        """Priority -> how many live tasks have it (``tally:priority``)."""
+        return {int(p): int(n) for p, n in self.client.hgetall(self.keys.tally_priority).items()}
+
+    def live_tasks_on(self, nodes: list[str]) -> dict[str, list[Task]]:
+        """The live tasks on each of ``nodes``, by task id."""
+        k = self.keys
+        with self.client.pipeline(transaction=False) as pipe:
+            for name in nodes:
+                pipe.smembers(k.node_tasks(name))
+            members = pipe.execute()
+        ids = [(name, task_id) for name, names in zip(nodes, members) for task_id in sorted(names)]
+        with self.client.pipeline(transaction=False) as pipe:
+            for _, task_id in ids:
+                pipe.hgetall(k.task(task_id))
+            rows = pipe.execute()
+        out: dict[str, list[Task]] = {}
+        for (name, _), fields in zip(ids, rows):
+            if fields and fields.get("state") in LIVE_STATES:
+                out.setdefault(name, []).append(Task.from_hash(fields))
+        return out
+
+    def preempt(self, token: str, task_id: str, node: str, nomination_ms: int, held: str,
+                victims: list[tuple[str, str, dict[str, int]]]) -> str:
+        """``preempt.lua``: end ``victims`` (task id, job, resources) on ``node`` as
+        preempted and send the claimed ``task_id`` back to the active queue nominated to
+        the node, with ``held`` (:func:`reservation`) held for it for ``nomination_ms``.
+        Returns "ok" or why not."""
+        k = self.keys
+        resources = sorted({r for _, _, held_resources in victims for r in held_resources})
+        return self.scripts.preempt(
+            keys=[k.inflight, k.leases, k.active, k.tally_tasks, k.node_changes, k.node_seq, k.task(task_id),
+                  k.node(node), k.node_tasks(node), k.tally_priority, *(k.free(r) for r in resources),
+                  *(key for victim, job, _ in victims for key in (k.task(victim), k.tally_job(job)))],
+            args=[token, k.events, task_id, node, nomination_ms, held, len(resources), *resources,
+                  *(victim for victim, _, _ in victims)])
+
+    def tallies(self, nodes: list[str], jobs: list[str]) -> Tallies:
+        k = self.keys
+        queues = ("active", "backoff", "unschedulable", "inflight")
+        resources = self.resource_names()
+        with self.client.pipeline(transaction=False) as pipe:
+            for name in queues:
+                pipe.zrange(getattr(k, name), 0, -1)
+            pipe.zrange(k.tally_tasks, 0, -1, withscores=True)
+            for name in nodes:
+                pipe.smembers(k.node_tasks(name))
+            pipe.hgetall(k.tally_priority)
+            for job_id in jobs:
+                pipe.zrange(k.tally_job(job_id), 0, -1, withscores=True)
+            for resource in resources:
+                pipe.zrange(k.free(resource), 0, -1, withscores=True)
+            replies = iter(pipe.execute())
+        return Tallies(
+            queues={name: set(next(replies)) for name in queues},
+            tasks={n: int(c) for n, c in next(replies)},
+            node_tasks={name: set(next(replies)) for name in nodes},
+            priority={int(p): int(c) for p, c in next(replies).items()},
+            jobs={job_id: {n: int(c) for n, c in next(replies)} for job_id in jobs},
+            free={resource: dict(next(replies)) for resource in resources})
+
+    # Agents and their heartbeats.
+    def beat(self, name: str, ttl_ms: int) -> str | None:
+        """Write the agent's heartbeat (it lapses after ``ttl_ms``) and count the node as
+        agent-run; returns the node's status before."""
+        k = self.keys
+        with self.client.pipeline(transaction=False) as pipe:
+            pipe.set(k.heartbeat(name), self.now_ms(), px=ttl_ms)
+            pipe.sadd(k.agents, name)
+            pipe.hget(k.node(name), "status")
+            return pipe.execute()[2]
+
+    def agent_liveness(self) -> list[tuple[str, bool, str | None]]:
+        """(node, heartbeat still there, status) for every agent-run node."""
+        k = self.keys
+        names = sorted(self.client.smembers(k.agents))
+        if not names:
+            return []
+        with self.client.pipeline(transaction=False) as pipe:
+            for name in names:
+                pipe.exists(k.heartbeat(name))
+                pipe.hget(k.node(name), "status")
+            replies = pipe.execute()
+        return [(name, bool(replies[2 * i]), replies[2 * i + 1]) for i, name in enumerate(names)]
+
+    def forget_agent(self, name: str) -> None:
+        """The node no longer has an agent: its heartbeat lapsing no longer takes it down."""
+        self.client.srem(self.keys.agents, name)
 
     def unnominate(self, task_id: str, node: str) -> bool:
         """Release the room ``node`` holds for ``task_id`` (placed or nominated elsewhere)."""
@@ -189,8 +297,30 @@ class Store:
         return {"id": job_id, "version": int(fields["version"]), "status": fields.get("status", "running"),
                 "created": int(fields.get("created", 0)), "spec": orjson.loads(fields["spec"])}
 
+    def job_fields(self, job_id: str) -> dict[str, str]:
+        """The job's hash as stored (empty when there is no such job)."""
+        return self.client.hgetall(self.keys.job(job_id))
+
+    def set_job_status(self, job_id: str, status: str) -> None:
+        self.client.hset(self.keys.job(job_id), "status", status)
+
     def job_ids(self) -> list[str]:
         return sorted(self.client.smembers(self.keys.jobs))
+
+    def job_tally(self, job_id: str) -> dict[str, int]:
+        """Node -> the job's live tasks there (``tally:job:<id>``)."""
+        return {name: int(n) for name, n in self.client.zrange(self.keys.tally_job(job_id), 0, -1, withscores=True)}
+
+    def global_job_ids(self) -> list[str]:
+        return sorted(self.client.smembers(self.keys.global_jobs))
+
+    def record_fault(self, job_id: str, node: str, task_id: str, window_ms: int) -> None:
+        """A task of the job failed on ``node``: it counts towards "faulty" for ``window_ms``."""
+        faults, now = self.keys.faults(job_id), self.now_ms()
+        with self.client.pipeline(transaction=False) as pipe:
+            pipe.zadd(faults, {f"{node}|{task_id}": now})
+            pipe.zremrangebyscore(faults, "-inf", now - window_ms)  # older ones no longer count
+            pipe.execute()
 
     def job_spec(self, job_id: str, version: int | None = None) -> JobSpec:
         """The parsed spec of a job at a version (specs of old versions are kept per version)."""
@@ -225,18 +355,110 @@ class Store:
     def now_ms(self) -> int:
         return time_ms(self.client.time())
 
+    # What a worker reads per batch.
+    def claimed(self, task_ids: list[str]) -> list[list]:
+        """``claimed.lua``: per claimed task, (job, version, pin, nominated node, the job's
+        current spec text)."""
+        k = self.keys
+        return self.scripts.claimed(keys=[*(k.task(t) for t in task_ids),
+                                          *(k.job(t.rpartition(".")[0]) for t in task_ids)])
+
+    def queue_job_tallies(self, pipe, job_ids: list[str], faults_since_ms: int) -> None:
+        """Queue ``tallies.lua`` on ``pipe`` (by SHA: see :meth:`Scripts.queue`): each job's
+        tasks per node, and its failures per node since ``faults_since_ms``. Read the
+        reply with :meth:`read_job_tallies`."""
+        k = self.keys
+        keys = [key for job_id in job_ids for key in (k.tally_job(job_id), k.faults(job_id))]
+        self.scripts.queue(pipe, "tallies", keys, [faults_since_ms])
+
+    @staticmethod
+    def read_job_tallies(job_ids: list[str], reply: list) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, int]]]:
+        """(job -> node -> live tasks, job -> node -> recent failures, only for jobs with some)."""
+        counts: dict[str, dict[str, int]] = {}
+        faults: dict[str, dict[str, int]] = {}
+        for i, job_id in enumerate(job_ids):
+            flat = reply[2 * i]
+            counts[job_id] = {flat[j]: int(float(flat[j + 1])) for j in range(0, len(flat), 2)}
+            per_node: dict[str, int] = {}
+            for entry in reply[2 * i + 1]:
+                node = entry.split("|", 1)[0]
+                per_node[node] = per_node.get(node, 0) + 1
+            if per_node:
+                faults[job_id] = per_node
+        return counts, faults
+
+    def node_epoch(self) -> str | None:
+        return self.client.get(self.keys.node_epoch)
+
+    def add_stats(self, counts: dict[str, int]) -> None:
+        """Add to the shared ``stats`` counters (placed, refused, batches...)."""
+        with self.client.pipeline(transaction=False) as pipe:
+            for name, value in counts.items():
+                pipe.hincrby(self.keys.stats, name, value)
+            pipe.execute()
+
+    def stats(self) -> dict[str, int]:
+        return {name: int(value) for name, value in self.client.hgetall(self.keys.stats).items()}
+
+    # The namespace as a whole.
+    def subscribe(self) -> Subscription:
+        """Follow the namespace's events."""
+        return Subscription(self.client, self.keys.events)
+
+    def namespace_empty(self) -> bool:
+        return next(self.client.scan_iter(match=f"{self.keys.prefix}*", count=1000), None) is None
+
+    def clear_namespace(self) -> None:
+        """Delete every key of the namespace."""
+        batch = []
+        for key in self.client.scan_iter(match=f"{self.keys.prefix}*", count=5000):
+            batch.append(key)
+            if len(batch) >= 5000:
+                self.client.unlink(*batch)
+                batch = []
+        if batch:
+            self.client.unlink(*batch)
+
+    def server_usage(self) -> dict:
+        """The Redis server's memory in use (bytes) and CPU time so far (seconds)."""
+        info = self.client.info()
+        return {"used_memory": int(info["used_memory"]),
+                "cpu_s": float(info["used_cpu_sys"]) + float(info["used_cpu_user"])}
+
+    # Short locks, for work that one process at a time should do.
+    def take_lock(self, name: str, ttl_ms: int) -> bool:
+        return bool(self.client.set(self.keys.lock(name), "1", nx=True, px=ttl_ms))
+
+    def release_lock(self, name: str) -> None:
+        self.client.delete(self.keys.lock(name))
+
     # Tasks.
-    def get_task(self, task_id: str) -> dict:
+    def get_task(self, task_id: str) -> Task:
         fields = self.client.hgetall(self.keys.task(task_id))
         if not fields:
             raise NotFound(f"task {task_id!r} does not exist.")
-        return fields
+        return Task.from_hash(fields)
 
-    def tasks(self, task_ids: list[str]) -> list[dict]:
+    def tasks(self, task_ids: list[str]) -> list[Task]:
+        """The tasks that exist among ``task_ids``, in that order."""
         with self.client.pipeline(transaction=False) as pipe:
             for task_id in task_ids:
                 pipe.hgetall(self.keys.task(task_id))
-            return [fields for fields in pipe.execute() if fields]
+            return [Task.from_hash(fields) for fields in pipe.execute() if fields]
+
+    def start_task(self, task_id: str, node: str) -> bool:
+        """``start.lua``: assigned -> running, if the task is still assigned to ``node``."""
+        k = self.keys
+        return bool(self.scripts.start(keys=[k.task(task_id)], args=[node, k.events]))
+
+    def mark_enqueued(self, task_id: str, enqueued: bool = True) -> bool:
+        """Record that the node's agent handed the task to RQ (or, with False, that it must
+        again). Marking is first-come: returns False if it was already marked."""
+        key = self.keys.task(task_id)
+        if enqueued:
+            return bool(self.client.hsetnx(key, "enqueued", 1))
+        self.client.hdel(key, "enqueued")
+        return True
 
     def job_task_ids(self, job_id: str) -> list[str]:
         return self.client.zrange(self.keys.job_tasks(job_id), 0, -1)
@@ -247,7 +469,7 @@ class Store:
             ids += self.job_task_ids(job_id)
         return ids
 
-    def finish(self, tasks: list[dict], state: str, message: str = "") -> list[str]:
+    def finish(self, tasks: list[Task], state: str, message: str = "") -> list[str]:
         """End tasks (read with :meth:`tasks`) in ``state``: pending ones leave the queue, live
         ones give their resources back. Returns, per task, what finish.lua reported."""
         k = self.keys
@@ -256,9 +478,9 @@ class Store:
                 k.node_seq, k.cycle, k.move_cycle, k.tally_priority, *(k.free(r) for r in resources)]
         args = [k.events, len(resources), *resources]
         for task in tasks:
-            node = task.get("node", "") if task.get("state") in LIVE_STATES else ""
-            keys += [k.task(task["id"]), k.node(node), k.node_tasks(node), k.tally_job(task["job"])]
-            args += [task["id"], state, message, node]
+            node = task.node if task.live else ""
+            keys += [k.task(task.id), k.node(node), k.node_tasks(node), k.tally_job(task.job)]
+            args += [task.id, state, message, node]
         return self.scripts.finish(keys=keys, args=args) if tasks else []
 
     def finish_ids(self, task_ids: list[str], state: str = STOPPED, message: str = "", attempts: int = 3) -> dict:
@@ -271,9 +493,9 @@ class Store:
             pending = []
             for task, result in zip(tasks, results):
                 if result == "elsewhere":
-                    pending.append(task["id"])
+                    pending.append(task.id)
                 else:
-                    outcome[task["id"]] = result
+                    outcome[task.id] = result
             if not pending:
                 break
         return outcome

@@ -58,13 +58,9 @@ Measures (see :data:`DEFINITIONS`, which the JSON carries too):
 from __future__ import annotations
 
 import math
-import multiprocessing
 import os
-import queue as queue_module
 import random
-import resource
 import shutil
-import signal
 import tempfile
 import time
 from collections import Counter, defaultdict
@@ -75,15 +71,17 @@ from typing import Callable, Iterator
 
 import orjson
 
-from scheduler.state.app import App
 from scheduler.control.audit import audit
-from scheduler.state.connection import time_ms
-from scheduler.model.errors import SpecError
+from scheduler.control.reconcile import submit
+from scheduler.control.worker_config import WorkerConfig
 from scheduler.engine.filters import filter_pipeline
 from scheduler.engine.fit import misfit
-from scheduler.model import ASSIGNED, BINPACK, PENDING, SPREAD, JobSpec, Node, make_node, parse_job
+from scheduler.engine.placement import PlacementOptions
+from scheduler.model import ASSIGNED, BINPACK, PENDING, SPREAD, JobSpec, Node, Task, make_node, parse_job
+from scheduler.model.errors import SpecError
 from scheduler.model.quantities import CPU, MEMORY
-from scheduler.control.reconcile import submit
+from scheduler.state.app import App
+from scheduler.control.processes import process
 
 DEFAULT_NODES = 5000
 DEFAULT_JOBS = 100
@@ -244,20 +242,8 @@ def requested_pct(nodes: list[Node], specs: list[JobSpec]) -> dict[str, float]:
 
 def register_nodes(app: App, nodes: list[Node], advance: Callable[[int], None] | None = None,
                    chunk: int = REGISTER_CHUNK) -> None:
-    """Register new nodes, ``chunk`` ``node_put`` calls per round trip.
-
-    The same script call as :meth:`Store.put_node` for a node that does not exist yet
-    (that method first reads the node to learn which resources it had, one round trip
-    per node); ``tests/test_bench.py`` checks the two write the same hash.
-    """
-    with app.client.pipeline(transaction=False) as pipe:
-        for i in range(0, len(nodes), chunk):
-            part = nodes[i:i + chunk]
-            for node in part:
-                app.store.node_put(node, client=pipe)
-            pipe.execute()
-            if advance:
-                advance(len(part))
+    """Register new nodes, ``chunk`` per round trip (:meth:`Store.put_new_nodes`)."""
+    app.store.put_new_nodes(nodes, chunk, advance)
 
 
 # ----------------------------------------------------------------------------- redis
@@ -286,27 +272,16 @@ def redis_server(url: str | None) -> Iterator[str]:
 
 def prepare_namespace(app: App, clear: bool) -> None:
     """Make sure the namespace is empty: cleared when the bench owns it, else refused."""
-    client, pattern = app.client, f"{app.keys.prefix}*"
-    found = next(client.scan_iter(match=pattern, count=1000), None)
-    if found is None:
+    if app.store.namespace_empty():
         return
     if not clear:
         raise SpecError(f"namespace {app.keys.namespace!r} is not empty; the benchmark needs an empty "
                         f"namespace (its own, {DEFAULT_NAMESPACE!r}, is cleared before each run).")
-    batch = []
-    for key in client.scan_iter(match=pattern, count=5000):
-        batch.append(key)
-        if len(batch) >= 5000:
-            client.unlink(*batch)
-            batch = []
-    if batch:
-        client.unlink(*batch)
+    app.store.clear_namespace()
 
 
 def redis_info(app: App) -> dict:
-    info = app.client.info()
-    return {"used_memory": int(info["used_memory"]),
-            "cpu_s": float(info["used_cpu_sys"]) + float(info["used_cpu_user"])}
+    return app.store.server_usage()
 
 
 def machine() -> dict:
@@ -316,112 +291,23 @@ def machine() -> dict:
 
 
 def redis_now_ms(app: App) -> int:
-    return time_ms(app.client.time())
+    return app.store.now_ms()
 
 
 # ----------------------------------------------------------------------------- workers
-def _worker_main(url: str, namespace: str, config, results, go) -> None:
-    """One worker process: say it has started, wait for the go, run a worker loop, then
-    report its stats and its own CPU time."""
-    from workers.scheduler_worker import run_workers
-
-    results.put({"started": os.getpid()})
-    go.wait()
-    before = resource.getrusage(resource.RUSAGE_SELF)
-    stats = run_workers(url, namespace, 1, config)
-    after = resource.getrusage(resource.RUSAGE_SELF)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    results.put({"pid": os.getpid(), "stats": stats, "cpu_s": cpu})
-
-
-class WorkerPool:
-    """``count`` worker processes (spawned, like ``sched worker --concurrency``)."""
-
-    def __init__(self, url: str, namespace: str, count: int, batch_size: int, until_idle: bool, seed: int,
-                 percentage_of_nodes: int | None = None):
-        from workers.scheduler_worker import WorkerConfig
-        from scheduler.engine.placement import PlacementOptions
-
-        ctx = multiprocessing.get_context("spawn")
-        self.results = ctx.Queue()
-        self.go = ctx.Event()
-        self.reports: list[dict] = []
-        self.started: set[int] = set()
-        self.processes = []
-        for i in range(count):
-            config = WorkerConfig(batch_size=batch_size, lease_ms=LEASE_MS, until_idle=until_idle,
-                                  placement=PlacementOptions(seed=seed * 1000 + i,
-                                                             percentage_of_nodes_to_score=percentage_of_nodes))
-            self.processes.append(ctx.Process(target=_worker_main, args=(url, namespace, config, self.results, self.go),
-                                              name=f"bench-worker-{i}", daemon=True))
-
-    def start(self) -> None:
-        """Start the processes; their worker loops wait for :meth:`release`."""
-        for process in self.processes:
-            process.start()
-
-    def release(self) -> None:
-        """Let every worker loop run (at once, so none has a head start)."""
-        self.go.set()
-
-    def alive(self) -> bool:
-        self._drain()
-        return any(p.is_alive() for p in self.processes)
-
-    def _drain(self, timeout: float = 0.0) -> None:
-        while len(self.reports) < len(self.processes):
-            try:
-                message = self.results.get(timeout=timeout) if timeout else self.results.get_nowait()
-            except queue_module.Empty:
-                return
-            if "started" in message:
-                self.started.add(message["started"])
-            else:
-                self.reports.append(message)
-
-    def wait_started(self, timeout: float = 60.0) -> None:
-        """Until every worker process has started (imported everything, about to run)."""
-        deadline = time.monotonic() + timeout
-        while len(self.started) < len(self.processes) and time.monotonic() < deadline and self.alive():
-            self._drain(timeout=0.05)
-
-    def stop(self) -> None:
-        """Ask every worker to finish its batch and exit (SIGTERM)."""
-        self.go.set()
-        for process in self.processes:
-            if process.is_alive():
-                os.kill(process.pid, signal.SIGTERM)
-
-    def join(self, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while self.alive() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        self._drain(timeout=1.0)
-        for process in self.processes:
-            process.join(timeout=max(0.1, deadline - time.monotonic()))
-            if process.is_alive():
-                process.kill()
-                process.join()
-
-    def totals(self) -> tuple[dict[str, int], float]:
-        stats: dict[str, int] = defaultdict(int)
-        cpu = 0.0
-        for report in self.reports:
-            cpu += report["cpu_s"]
-            for name, value in report["stats"].items():
-                stats[name] += value
-        return dict(stats), cpu
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.stop()
-        self.join(timeout=30)
+def worker_processes(url: str, namespace: str, count: int, batch_size: int, until_idle: bool, seed: int,
+                     percentage_of_nodes: int | None = None):
+    """``count`` gated worker processes (the supervisor of ``sched worker --concurrency``),
+    each with its own tie-breaking seed."""
+    configs = [WorkerConfig(batch_size=batch_size, lease_ms=LEASE_MS, until_idle=until_idle,
+                            placement=PlacementOptions(seed=seed * 1000 + i,
+                                                       percentage_of_nodes_to_score=percentage_of_nodes))
+               for i in range(count)]
+    return process("worker-processes")(url, namespace, configs, gated=True, name="bench-worker")
 
 
 def read_stats(app: App) -> dict[str, int]:
-    return {name: int(value) for name, value in app.client.hgetall(app.keys.stats).items()}
+    return app.store.stats()
 
 
 class ClaimWatch:
@@ -433,22 +319,17 @@ class ClaimWatch:
 
     def __init__(self, app: App, released_ms: int):
         self.app = app
-        self.base = int(app.client.get(app.keys.cycle) or 0)
+        self.base = app.queue.claim_probe()[0]
         self.released_ms = released_ms
         self.first_ms: int | None = None
 
     def poll(self) -> bool:
         if self.first_ms is not None:
             return True
-        k = self.app.keys
-        with self.app.client.pipeline(transaction=False) as pipe:
-            pipe.get(k.cycle)
-            pipe.zrange(k.inflight, 0, 0, withscores=True)
-            pipe.time()
-            cycle, earliest, now = pipe.execute()
-        if int(cycle or 0) <= self.base:
+        cycle, earliest, now = self.app.queue.claim_probe()
+        if cycle <= self.base:
             return False
-        self.first_ms = min(time_ms(now), int(earliest[0][1]) - LEASE_MS) if earliest else self.released_ms
+        self.first_ms = min(now, earliest - LEASE_MS) if earliest is not None else self.released_ms
         return True
 
 
@@ -460,20 +341,14 @@ def percentile(sorted_values: list[float], q: float) -> float | None:
     return sorted_values[max(0, math.ceil(q * len(sorted_values)) - 1)]
 
 
-def read_tasks(app: App, task_ids: list[str]) -> list[dict]:
-    fields = ("id", "job", "state", "node", "created", "assigned_at", "explanation")
-    out = []
+def read_tasks(app: App, task_ids: list[str]) -> list[Task]:
+    out: list[Task] = []
     for i in range(0, len(task_ids), READ_CHUNK):
-        with app.client.pipeline(transaction=False) as pipe:
-            for task_id in task_ids[i:i + READ_CHUNK]:
-                pipe.hmget(app.keys.task(task_id), *fields)
-            for values in pipe.execute():
-                if values[0] is not None:
-                    out.append(dict(zip(fields, values)))
+        out += app.store.tasks(task_ids[i:i + READ_CHUNK])
     return out
 
 
-def spread_skews(nodes: list[Node], specs: list[JobSpec], tasks: list[dict]) -> tuple[int, int]:
+def spread_skews(nodes: list[Node], specs: list[JobSpec], tasks: list[Task]) -> tuple[int, int]:
     """(``spread_skew``, ``zone_spread_skew``); see the module docstring.
 
     Computed without visiting every node for every job: the largest count is on a node
@@ -482,8 +357,8 @@ def spread_skews(nodes: list[Node], specs: list[JobSpec], tasks: list[dict]) -> 
     """
     per_job: dict[str, Counter] = defaultdict(Counter)
     for task in tasks:
-        if task["state"] == ASSIGNED:
-            per_job[task["job"]][task["node"]] += 1
+        if task.state == ASSIGNED:
+            per_job[task.job][task.node] += 1
     by_name = {n.name: n for n in nodes}
     zone_nodes: dict[str, list[Node]] = defaultdict(list)
     for n in nodes:
@@ -515,7 +390,7 @@ def spread_skews(nodes: list[Node], specs: list[JobSpec], tasks: list[dict]) -> 
     return node_skew, zone_skew
 
 
-def check_results(app: App, tasks: list[dict], expected: int, stats: dict[str, int], pool: WorkerPool,
+def check_results(app: App, tasks: list[Task], expected: int, stats: dict[str, int], pool,
                   require_reasons: bool = True) -> dict:
     """The audit plus the bench's own invariants; returns the part of the report about them.
     ``require_reasons=False`` (an offered-load run stopped before its queue drained)
@@ -524,14 +399,14 @@ def check_results(app: App, tasks: list[dict], expected: int, stats: dict[str, i
     problems = list(report.problems)
     if len(pool.reports) < len(pool.processes):
         problems.append(f"only {len(pool.reports)} of {len(pool.processes)} worker processes finished normally")
-    states = Counter(t["state"] for t in tasks)
+    states = Counter(t.state for t in tasks)
     if len(tasks) != expected:
         problems.append(f"{len(tasks)} tasks found, {expected} submitted")
     others = {s: n for s, n in states.items() if s not in (ASSIGNED, PENDING)}
     if others:
         problems.append(f"tasks neither assigned nor pending: {others}")
-    unexplained = [t["id"] for t in tasks
-                   if require_reasons and t["state"] == PENDING and not t.get("explanation")]
+    unexplained = [t.id for t in tasks
+                   if require_reasons and t.state == PENDING and not t.explanation]
     if unexplained:
         problems.append(f"{len(unexplained)} pending task(s) without a reason, e.g. {unexplained[0]}")
     if stats.get("placed", 0) != states[ASSIGNED]:
@@ -541,12 +416,12 @@ def check_results(app: App, tasks: list[dict], expected: int, stats: dict[str, i
             "problem_count": len(problems), "states": dict(states)}
 
 
-def unplaced_summary(tasks: list[dict], limit: int = 3) -> list[dict]:
+def unplaced_summary(tasks: list[Task], limit: int = 3) -> list[dict]:
     out = []
     for task in tasks:
-        if task["state"] == PENDING and len(out) < limit:
-            message = orjson.loads(task["explanation"]).get("message", "") if task.get("explanation") else ""
-            out.append({"id": task["id"], "message": message})
+        if task.state == PENDING and len(out) < limit:
+            message = orjson.loads(task.explanation).get("message", "") if task.explanation else ""
+            out.append({"id": task.id, "message": message})
     return out
 
 
@@ -601,7 +476,7 @@ def run_batch(scenario: Scenario, redis_url: str | None = None, namespace: str =
         try:
             return _run_batch(app, scenario, bar, clear, private=redis_url is None)
         finally:
-            app.client.close()
+            app.close()
 
 
 def _run_batch(app: App, scenario: Scenario, bar: Progress, clear: bool, private: bool) -> dict:
@@ -626,7 +501,7 @@ def _run_batch(app: App, scenario: Scenario, bar: Progress, clear: bool, private
 
     host = machine()
     update = bar.phase(f"placing ({scenario.workers} workers)", scenario.tasks)
-    with WorkerPool(app.url, app.keys.namespace, scenario.workers, scenario.batch_size, until_idle=True,
+    with worker_processes(app.url, app.keys.namespace, scenario.workers, scenario.batch_size, until_idle=True,
                     seed=scenario.seed, percentage_of_nodes=scenario.percentage_of_nodes) as pool:
         pool.start()
         pool.wait_started()
@@ -652,9 +527,9 @@ def _run_batch(app: App, scenario: Scenario, bar: Progress, clear: bool, private
 
     tasks = read_tasks(app, app.store.all_task_ids())
     checks = check_results(app, tasks, scenario.tasks, counters, pool)
-    assigned = [t for t in tasks if t["state"] == ASSIGNED]
-    latencies = sorted(int(t["assigned_at"]) - int(t["created"]) for t in assigned)
-    last_commit = max((int(t["assigned_at"]) for t in assigned), default=None)
+    assigned = [t for t in tasks if t.state == ASSIGNED]
+    latencies = sorted(t.assigned_ms - t.created_ms for t in assigned)
+    last_commit = max((t.assigned_ms for t in assigned), default=None)
     first_claim = watch.first_ms
     window_s = (last_commit - first_claim) / 1000 if assigned and first_claim is not None else None
     # With --distinct every job has one task: there is nothing to spread.
@@ -667,7 +542,7 @@ def _run_batch(app: App, scenario: Scenario, bar: Progress, clear: bool, private
                      "redis": "private" if private else "given", "namespace": app.keys.namespace},
         "tasks": len(tasks),
         "assigned": len(assigned),
-        "unplaced": sum(1 for t in tasks if t["state"] == PENDING),
+        "unplaced": sum(1 for t in tasks if t.state == PENDING),
         "placements_per_s": _round(placements_per_s, 1),
         "us_per_placement": _round(1e6 / placements_per_s if placements_per_s else None, 1),
         "window_s": _round(window_s, 3),
@@ -764,7 +639,7 @@ def run_rate(rate: float, duration: float = 10.0, warmup: float = 2.0, nodes: in
             return _run_rate(app, bar, rate, duration, warmup, nodes, replicas, workers, batch_size, seed, clear,
                              redis_url is None, drain_timeout, percentage_of_nodes)
         finally:
-            app.client.close()
+            app.close()
 
 
 def _run_rate(app, bar, rate, duration, warmup, node_count, replicas, workers, batch_size, seed, clear, private,
@@ -794,7 +669,7 @@ def _run_rate(app, bar, rate, duration, warmup, node_count, replicas, workers, b
                     f"commit rejections {stats.get('refused', 0)}")
         return counts
 
-    with WorkerPool(app.url, app.keys.namespace, workers, batch_size, until_idle=False, seed=seed,
+    with worker_processes(app.url, app.keys.namespace, workers, batch_size, until_idle=False, seed=seed,
                     percentage_of_nodes=percentage_of_nodes) as pool:
         pool.start()
         pool.wait_started()
@@ -835,10 +710,10 @@ def _run_rate(app, bar, rate, duration, warmup, node_count, replicas, workers, b
     tasks = read_tasks(app, app.store.all_task_ids())
     checks = check_results(app, tasks, total, counters, pool, require_reasons=drained)
     measured_ids = {spec.id for spec in measured}
-    mine = [t for t in tasks if t["job"] in measured_ids]
-    assigned = [t for t in mine if t["state"] == ASSIGNED]
-    latencies = sorted(int(t["assigned_at"]) - int(t["created"]) for t in assigned)
-    window_ms = (max(int(t["assigned_at"]) for t in assigned) - min(int(t["created"]) for t in mine)
+    mine = [t for t in tasks if t.job in measured_ids]
+    assigned = [t for t in mine if t.state == ASSIGNED]
+    latencies = sorted(t.assigned_ms - t.created_ms for t in assigned)
+    window_ms = (max(t.assigned_ms for t in assigned) - min(t.created_ms for t in mine)
                  if assigned else 0)
     # From when the measured part was due to start (not when it did: a submitter running
     # late and catching up would seem faster than offered) to one interval after its last
@@ -861,10 +736,10 @@ def _run_rate(app, bar, rate, duration, warmup, node_count, replicas, workers, b
         "latency": "created to assigned, over the tasks submitted after the warm-up"
                    + ("" if drained else "; queue not drained, so only the tasks assigned in time count"),
         "drained": drained,
-        "never_attempted": sum(1 for t in tasks if t["state"] == PENDING and not t.get("explanation")),
+        "never_attempted": sum(1 for t in tasks if t.state == PENDING and not t.explanation),
         "tasks": len(tasks),
-        "assigned": sum(1 for t in tasks if t["state"] == ASSIGNED),
-        "unplaced": sum(1 for t in tasks if t["state"] == PENDING and t.get("explanation")),
+        "assigned": sum(1 for t in tasks if t.state == ASSIGNED),
+        "unplaced": sum(1 for t in tasks if t.state == PENDING and t.explanation),
         "backlog_max": backlog_max,
         "drain_s": round(drained_s, 3),
         "commit_rejections": counters.get("refused", 0),

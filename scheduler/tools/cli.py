@@ -11,13 +11,14 @@ import os
 import sys
 
 import click
-import orjson
 import yaml
 
-from scheduler.control import reconcile
+from scheduler.client import Client, load_specs
+from scheduler.control.processes import process
+from scheduler.control.worker_config import WorkerConfig
+from scheduler.engine.placement import PlacementOptions
+from scheduler.model import TASK_STATES, SchedError, SpecError, Task, make_node
 from scheduler.state.app import App, default_namespace
-from scheduler.model.errors import SchedError, SpecError
-from scheduler.model import TASK_STATES, make_node, parse_job
 from scheduler.tools.render import print_json, print_table, usage
 
 
@@ -40,7 +41,7 @@ def json_option(f):
     return click.option("--json", "as_json", is_flag=True, help="Print JSON only, for scripts.")(f)
 
 
-pass_app = click.make_pass_decorator(App)
+pass_app = click.make_pass_decorator(Client)
 
 
 @click.group(cls=SchedGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -64,7 +65,7 @@ def main(ctx, redis_url, namespace):
       sched task ls
       sched task explain web.0
     """
-    ctx.obj = App(redis_url=redis_url, namespace=namespace or default_namespace())
+    ctx.obj = Client(redis_url, namespace or default_namespace())
 
 
 # ----------------------------------------------------------------------------- nodes
@@ -117,7 +118,7 @@ def node_add(app, name, **options):
     simulations and benchmarks want. `sched agent NAME` registers a node that runs work.
     """
     described = node_from_options(name, **options)  # validate before connecting to (or starting) Redis
-    created = app.store.put_node(described)
+    created = app.put_node(described)
     click.echo(f"node {name} {'added' if created else 'updated'}")
 
 
@@ -135,7 +136,7 @@ def node_ls(app, as_json):
 
     In --json, cpu is in millicores, memory in bytes, other resources in units.
     """
-    records = [node_record(n, n.tasks) for n in app.store.nodes()]
+    records = [node_record(n, n.tasks) for n in app.nodes()]
     if as_json:
         return print_json(records)
     rows = [[r["name"], r["status"], r["availability"], r["tasks"], usage(r["capacity"], r["allocated"]),
@@ -148,11 +149,11 @@ def _availability_command(name: str, value: str, doc: str):
     @click.argument("node_name", metavar="NAME")
     @pass_app
     def command(app, node_name):
-        before = app.store.set_availability(node_name, value)
         if value == "drain":
-            moved = reconcile.drain_node(app.store, node_name)
+            moved = app.drain(node_name)
             click.echo(f"node {node_name} drained ({len(moved)} task(s) moved elsewhere)")
         else:
+            before = app.pause(node_name) if value == "pause" else app.activate(node_name)
             click.echo(f"node {node_name}: {before} -> {value}")
     return command
 
@@ -167,7 +168,7 @@ _availability_command("activate", "active", "Let the scheduler place tasks on a 
 @pass_app
 def node_rm(app, name):
     """Remove a node that runs no tasks (drain it first)."""
-    app.store.remove_node(name)
+    app.remove_node(name)
     click.echo(f"node {name} removed")
 
 
@@ -178,14 +179,12 @@ def job():
 
 
 def load_spec(file) -> dict:
+    """The one job spec in ``file`` (YAML or JSON)."""
     text = file.read()
     try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise SpecError(f"the job spec is not valid YAML or JSON{where}.") from None
-    return raw
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return load_specs(text)[0]  # raises the error that says where
 
 
 @job.command("submit")
@@ -208,11 +207,10 @@ def job_submit(app, file, as_json):
     max_per_node: 2
     run: {command: ["sleep", "1"]}
     """
-    spec = parse_job(load_spec(file))
-    result = reconcile.submit(app.store, spec)
+    result = app.submit(load_spec(file))
     if as_json:
         return print_json(result)
-    click.echo(spec.id)
+    click.echo(result["id"])
 
 
 @job.command("ls")
@@ -220,16 +218,7 @@ def job_submit(app, file, as_json):
 @pass_app
 def job_ls(app, as_json):
     """List jobs with their task counts by state."""
-    records = []
-    for job_id in app.store.job_ids():
-        job = app.store.get_job(job_id)
-        counts: dict[str, int] = {}
-        for task in app.store.tasks(app.store.job_task_ids(job_id)):
-            counts[task["state"]] = counts.get(task["state"], 0) + 1
-        spec = job["spec"]
-        records.append({"id": job_id, "type": spec["type"], "priority": spec["priority"],
-                        "replicas": spec.get("replicas"), "version": job["version"], "status": job["status"],
-                        "tasks": counts})
+    records = app.jobs()
     if as_json:
         return print_json(records)
     rows = [[r["id"], r["type"], r["status"], r["priority"], "per node" if r["replicas"] is None else r["replicas"],
@@ -244,7 +233,7 @@ def job_ls(app, as_json):
 @pass_app
 def job_show(app, job_id, as_json):
     """Show a job's spec and status."""
-    job = app.store.get_job(job_id)
+    job = app.job(job_id)
     if as_json:
         return print_json(job)
     click.echo(yaml.safe_dump({"status": job["status"], "version": job["version"], **job["spec"]},
@@ -258,7 +247,7 @@ def job_show(app, job_id, as_json):
 @pass_app
 def job_scale(app, job_id, replicas, as_json):
     """Set a job's replicas: add tasks, or stop the newest."""
-    result = reconcile.scale(app.store, job_id, replicas)
+    result = app.scale(job_id, replicas)
     if as_json:
         return print_json(result)
     click.echo(f"job {job_id}: {len(result['added'])} added, {len(result['stopped'])} stopped")
@@ -271,9 +260,7 @@ def job_scale(app, job_id, replicas, as_json):
 def job_plan(app, file, as_json):
     """Dry run: where a job spec's tasks would go now, what they would preempt, and why
     any would wait. Changes nothing."""
-    from scheduler.control.plan import plan
-
-    result = plan(app, parse_job(load_spec(file)))
+    result = app.plan(load_spec(file))
     if as_json:
         return print_json(result)
     rows = [[p["task"], p["node"], ""] for p in result["placements"]]
@@ -288,7 +275,7 @@ def job_plan(app, file, as_json):
 @pass_app
 def job_stop(app, job_id):
     """Stop every task of a job and release what they hold."""
-    result = reconcile.stop(app.store, job_id)
+    result = app.stop(job_id)
     click.echo(f"job {job_id} stopped ({len(result['stopped'])} task(s))")
 
 
@@ -298,9 +285,9 @@ def task():
     """List tasks and explain why one is pending."""
 
 
-def task_record(t: dict) -> dict:
-    return {"id": t["id"], "job": t["job"], "state": t["state"], "node": t.get("node") or None,
-            "priority": int(t.get("priority", 0)), "attempts": int(t.get("attempts", 0))}
+def task_record(t: Task) -> dict:
+    return {"id": t.id, "job": t.job, "state": t.state, "node": t.node or None, "priority": t.priority,
+            "attempts": t.attempts}
 
 
 @task.command("ls")
@@ -311,17 +298,7 @@ def task_record(t: dict) -> dict:
 @pass_app
 def task_ls(app, job_id, state, node_name, as_json):
     """List tasks (id, job, state, node, priority)."""
-    store = app.store
-    if job_id is not None:
-        store.get_job(job_id)
-        ids = store.job_task_ids(job_id)
-    else:
-        if node_name is not None:
-            store.get_node(node_name)
-        ids = store.all_task_ids()
-    records = [task_record(t) for t in store.tasks(ids)]
-    records = [r for r in records if (state is None or r["state"] == state)
-               and (node_name is None or r["node"] == node_name)]
+    records = [task_record(t) for t in app.tasks(job=job_id, state=state, node=node_name)]
     if as_json:
         return print_json(records)
     print_table(["ID", "JOB", "STATE", "NODE", "PRIORITY", "ATTEMPTS"],
@@ -334,30 +311,11 @@ def task_ls(app, job_id, state, node_name, as_json):
 @pass_app
 def task_explain(app, task_id, as_json):
     """Say why a task is where it is: for a pending task, what each node lacked."""
-    t = app.store.get_task(task_id)
-    # The last attempt's explanation matters only while the task is still pending.
-    explanation = orjson.loads(t["explanation"]) if t.get("explanation") and t["state"] == "pending" else None
-    record = {"id": t["id"], "state": t["state"],
-              "nodes_evaluated": explanation["nodes_evaluated"] if explanation else 0,
-              "reasons": explanation["reasons"] if explanation else {},
-              "message": _explain_message(t, explanation)}
-    if t.get("nominated_node"):
-        record["nominated_node"] = t["nominated_node"]
+    record = app.explain(task_id)
     if as_json:
         return print_json(record)
     click.echo(f"{record['id']}: {record['state']}")
     click.echo(record["message"])
-
-
-def _explain_message(t: dict, explanation: dict | None) -> str:
-    if explanation:
-        return explanation["message"]
-    state = t["state"]
-    if state in ("assigned", "running"):
-        return f"placed on node {t.get('node')}."
-    if state == "pending":
-        return "waiting for a scheduler worker; no attempt has been made yet."
-    return t.get("message") or f"{state}."
 
 
 # ----------------------------------------------------------------------------- queue
@@ -371,10 +329,11 @@ def queue():
 @pass_app
 def queue_ls(app, as_json):
     """Count the tasks in each queue: active, backoff, unschedulable, inflight."""
-    counts = app.queue.counts()
+    counts = app.queue_counts()
     if as_json:
         return print_json(counts)
-    print_table(["QUEUE", "TASKS", "KEY"], [[name, count, getattr(app.keys, name)] for name, count in counts.items()])
+    keys = app.app.keys
+    print_table(["QUEUE", "TASKS", "KEY"], [[name, count, getattr(keys, name)] for name, count in counts.items()])
 
 
 # ----------------------------------------------------------------------------- events
@@ -383,19 +342,16 @@ def queue_ls(app, as_json):
 @pass_app
 def events(app, count):
     """Follow the events channel: one JSON object per line (task and node changes)."""
-    pubsub = app.client.pubsub(ignore_subscribe_messages=True)
-    pubsub.subscribe(app.keys.events)
     seen = 0
-    try:
-        for message in pubsub.listen():
-            click.echo(message["data"])
-            seen += 1
-            if count is not None and seen >= count:
-                break
-    except KeyboardInterrupt:
-        pass
-    finally:
-        pubsub.close()
+    with app.store.subscribe() as subscription:
+        try:
+            for line in subscription.lines():
+                click.echo(line)
+                seen += 1
+                if count is not None and seen >= count:
+                    break
+        except KeyboardInterrupt:
+            pass
 
 
 # ----------------------------------------------------------------------------- worker
@@ -419,13 +375,9 @@ def worker(app, concurrency, batch_size, lease_s, until_idle, percentage_of_node
     they coordinate only through it. SIGTERM (or Ctrl-C) lets each finish or hand back
     its current batch, then exits 0.
     """
-    from workers.scheduler_worker import WorkerConfig, run_workers
-    from scheduler.engine.placement import PlacementOptions
-
     config = WorkerConfig(batch_size=batch_size, lease_ms=int(lease_s * 1000), until_idle=until_idle,
                           placement=PlacementOptions(percentage_of_nodes_to_score=percentage_of_nodes, seed=seed))
-    app.client  # connect (or start the embedded server) before forking workers
-    totals = run_workers(app.url, app.keys.namespace, concurrency, config)
+    totals = app.run_workers(concurrency, config=config)
     if as_json:
         print_json(totals)
     else:
@@ -451,11 +403,9 @@ def agent(app, name, interval, slots, **options):
     heartbeating for 3 intervals, the node goes down and its tasks are replaced
     elsewhere; when it comes back, it stops any task that was replaced meanwhile.
     """
-    from workers.node_agent import NodeAgent
-
     node = node_from_options(name, **options)
-    app.client
-    NodeAgent(app, node, interval_s=interval, slots=slots).run()
+    app.app.client  # connect (or start the embedded server) first
+    process("node-agent")(app.app, node, interval_s=interval, slots=slots)
 
 
 # ----------------------------------------------------------------------------- demo
@@ -471,7 +421,7 @@ def demo(ctx, seconds):
     """
     from scheduler.tools.demo import run_demo
 
-    app = ctx.obj
+    app = ctx.obj.app
     if ctx.parent.params.get("namespace") is None and "SCHED_NAMESPACE" not in os.environ:
         app = App(redis_url=app.redis_url, namespace="demo")
     ctx.exit(run_demo(app, seconds))

@@ -24,7 +24,9 @@ from rich.table import Table
 
 from scheduler.control import reconcile
 from scheduler.state.app import App
-from scheduler.model import LIVE_STATES, parse_job
+from scheduler.control.worker_config import WorkerConfig
+from scheduler.model import COMPLETED, FAILED, parse_job
+from scheduler.control.processes import process
 from scheduler.tools.render import usage
 
 AGENTS = [
@@ -76,7 +78,7 @@ def _view(app: App) -> Group:
     jobs.add_column("job")
     jobs.add_column("tasks by state")
     for job_id in store.job_ids():
-        states = Counter(t["state"] for t in store.tasks(store.job_task_ids(job_id)))
+        states = Counter(t.state for t in store.tasks(store.job_task_ids(job_id)))
         jobs.add_row(job_id, "  ".join(f"{s} {n}" for s, n in sorted(states.items())))
     return Group(queues, nodes, jobs)
 
@@ -86,9 +88,9 @@ def _summary(app: App, console: Console) -> None:
     placed: dict[str, Counter] = defaultdict(Counter)
     ended = Counter()
     for task in store.tasks(store.all_task_ids()):
-        if task.get("node") and (task["state"] in LIVE_STATES or task["state"] in ("completed", "failed")):
-            placed[task["job"]][task["node"]] += 1
-        ended[(task["job"], task["state"])] += 1
+        if task.node and (task.live or task.state in (COMPLETED, FAILED)):
+            placed[task.job][task.node] += 1
+        ended[(task.job, task.state)] += 1
     table = Table(title="what ran where (tasks per node)", header_style="bold")
     node_names = [name for name, *_ in AGENTS]
     table.add_column("job")
@@ -101,16 +103,17 @@ def _summary(app: App, console: Console) -> None:
     console.print(table)
     for task_id in store.job_task_ids("train")[:1]:
         task = store.get_task(task_id)
-        console.print(f"[bold]why {task_id} is {task['state']}:[/bold] "
-                      f"{orjson.loads(task['explanation'])['message'] if task.get('explanation') else '-'}")
+        console.print(f"[bold]why {task_id} is {task.state}:[/bold] "
+                      f"{orjson.loads(task.explanation)['message'] if task.explanation else '-'}")
 
 
 def run_demo(app: App, seconds: float = 12.0, console: Console | None = None) -> int:
     console = console or Console()
     store = app.store
-    for key in app.client.scan_iter(match=f"{app.keys.prefix}*", count=1000):
-        app.client.delete(key)
+    store.clear_namespace()
     children: list[subprocess.Popen] = []
+    workers = process("worker-processes")(app.url, app.keys.namespace, [WorkerConfig(batch_size=16)] * 2,
+                                          name="demo-worker")
     marker_dir = tempfile.mkdtemp(prefix="sched-demo-")
     try:
         for name, cpu, memory, zone in AGENTS:
@@ -118,9 +121,7 @@ def run_demo(app: App, seconds: float = 12.0, console: Console | None = None) ->
                 _sched(app, "agent", name, "--cpu", cpu, "--memory", memory, "--label", f"zone={zone}",
                        "--heartbeat", "0.5", "--slots", "3"),
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        for _ in range(2):
-            children.append(subprocess.Popen(_sched(app, "worker", "--batch-size", "16"),
-                                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        workers.start()
         deadline = time.monotonic() + 20
         while len(store.node_names()) < len(AGENTS) and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -148,11 +149,13 @@ def run_demo(app: App, seconds: float = 12.0, console: Console | None = None) ->
         for child in children:
             if child.poll() is None:
                 child.send_signal(signal.SIGTERM)
+        workers.stop()
         for child in children:
             try:
                 child.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 child.kill()
+        workers.join(timeout=10)
         for name in store.node_names():
-            store.client.srem(app.keys.agents, name)
+            store.forget_agent(name)
         console.print("stopped every agent and worker the demo started.")

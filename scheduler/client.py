@@ -1,0 +1,259 @@
+"""The Python API: everything the ``sched`` command does, as methods of a :class:`Client`.
+
+A client speaks to one namespace of one Redis (the embedded server when no URL is
+given). The CLI is built on it, so the two cannot drift::
+
+    from scheduler import Client
+
+    sched = Client()                      # or Client("redis://host:6379/0", namespace="prod")
+    sched.add_node("n1", cpu=4, memory="8GiB", labels={"zone": "eu-1"})
+    sched.submit({"id": "web", "replicas": 3, "resources": {"cpu": 0.5, "memory": "256MiB"}})
+    sched.run_workers(until_idle=True)
+    for task in sched.tasks(job="web"):
+        print(task.id, task.state, task.node)
+
+See ``docs/python-api.md``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from typing import Iterable, Iterator
+
+import orjson
+import yaml
+
+from scheduler.control import reconcile
+from scheduler.control.plan import plan as plan_job
+from scheduler.control.processes import process
+from scheduler.control.worker_config import WorkerConfig
+from scheduler.model import (LIVE_STATES, PENDING, TASK_STATES, JobSpec, Node, SchedError, SpecError, Task,
+                             make_node, parse_job)
+from scheduler.state.app import App, default_namespace
+
+
+class WaitTimeout(SchedError, TimeoutError):
+    """:meth:`Client.wait` gave up."""
+
+    exit_code = 1
+
+
+def load_specs(text: str) -> list[dict]:
+    """Job specs from YAML or JSON text: one document, several YAML documents (``---``),
+    or JSON lines. Raises :class:`SpecError` naming the document that is not valid."""
+    try:
+        documents = [doc for doc in yaml.safe_load_all(text) if doc is not None]
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise SpecError(f"the job spec is not valid YAML or JSON{where}.") from None
+    if not documents:
+        raise SpecError("the job spec is empty.")
+    return documents
+
+
+def _spec(spec) -> JobSpec:
+    if isinstance(spec, JobSpec):
+        return spec
+    if isinstance(spec, str):
+        documents = load_specs(spec)
+        if len(documents) != 1:
+            raise SpecError(f"expected one job spec, found {len(documents)}; use submit_many for several.")
+        spec = documents[0]
+    return parse_job(spec)
+
+
+class Client:
+    """One namespace of a scheduler. Methods raise :class:`scheduler.SchedError`
+    subclasses (``SpecError``, ``NotFound``, ``RedisUnavailable``) with one sentence."""
+
+    def __init__(self, url: str | None = None, namespace: str | None = None, *, app: App | None = None):
+        self.app = app or App(redis_url=url, namespace=namespace or default_namespace())
+
+    @property
+    def namespace(self) -> str:
+        return self.app.keys.namespace
+
+    @property
+    def store(self):
+        return self.app.store
+
+    def close(self) -> None:
+        self.app.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # Nodes.
+    def add_node(self, name: str, *, cpu, memory, gpu=None, resources: dict | None = None,
+                 labels: dict | list | None = None, engine_labels: dict | list | None = None, os: str = "linux",
+                 arch: str = "amd64", role: str = "worker", plugins: Iterable[str] = ()) -> bool:
+        """Register a node (no agent: it stays ready), or update it. Returns True when new."""
+        extra = dict(resources or {})
+        if gpu is not None:
+            extra["gpu"] = gpu
+        node = make_node(name, cpu=cpu, memory=memory, resources=extra, labels=labels, engine_labels=engine_labels,
+                         os=os, arch=arch, role=role, plugins=list(plugins))
+        return self.put_node(node)
+
+    def put_node(self, node: Node) -> bool:
+        return self.store.put_node(node)
+
+    def nodes(self) -> list[Node]:
+        return self.store.nodes()
+
+    def node(self, name: str) -> Node:
+        return self.store.get_node(name)
+
+    def pause(self, name: str) -> str:
+        """No new tasks on the node; what runs there stays. Returns the availability before."""
+        return self.store.set_availability(name, "pause")
+
+    def activate(self, name: str) -> str:
+        return self.store.set_availability(name, "active")
+
+    def drain(self, name: str) -> list[str]:
+        """Move every task off the node; returns the ids of their replacements."""
+        self.store.set_availability(name, "drain")
+        return reconcile.drain_node(self.store, name)
+
+    def remove_node(self, name: str) -> None:
+        self.store.remove_node(name)
+
+    # Jobs.
+    def submit(self, spec: dict | str | JobSpec) -> dict:
+        """Create or update a job from a mapping, YAML/JSON text or a parsed spec. Returns
+        ``{id, version, tasks, created}`` (the ``sched job submit --json`` shape)."""
+        parsed = _spec(spec)  # before connecting: bad input is reported without a Redis
+        return reconcile.submit(self.store, parsed)
+
+    def submit_many(self, specs: Iterable[dict | str | JobSpec]) -> list[dict]:
+        """Submit several jobs. Every spec is validated first: if any is not valid, the
+        error names it (by position) and nothing is submitted."""
+        parsed = []
+        for i, spec in enumerate(specs, 1):
+            try:
+                parsed.append(_spec(spec))
+            except SpecError as exc:
+                raise SpecError(f"document {i}: {exc}") from None
+        return [reconcile.submit(self.store, spec) for spec in parsed]
+
+    def plan(self, spec: dict | str | JobSpec) -> dict:
+        """Dry run: where the tasks would go now, what they would preempt, why any would wait."""
+        parsed = _spec(spec)
+        return plan_job(self.app, parsed)
+
+    def scale(self, job_id: str, replicas: int) -> dict:
+        return reconcile.scale(self.store, job_id, replicas)
+
+    def stop(self, job_id: str) -> dict:
+        return reconcile.stop(self.store, job_id)
+
+    def job(self, job_id: str) -> dict:
+        """``{id, version, status, created, spec}``."""
+        return self.store.get_job(job_id)
+
+    def jobs(self) -> list[dict]:
+        """Every job with its task counts by state (the ``sched job ls --json`` records)."""
+        records = []
+        for job_id in self.store.job_ids():
+            job = self.store.get_job(job_id)
+            counts = Counter(task.state for task in self.store.tasks(self.store.job_task_ids(job_id)))
+            spec = job["spec"]
+            records.append({"id": job_id, "type": spec["type"], "priority": spec["priority"],
+                            "replicas": spec.get("replicas"), "version": job["version"], "status": job["status"],
+                            "tasks": dict(counts)})
+        return records
+
+    # Tasks.
+    def task(self, task_id: str) -> Task:
+        return self.store.get_task(task_id)
+
+    def tasks(self, job: str | None = None, state: str | None = None, node: str | None = None) -> list[Task]:
+        """Tasks, optionally only one job's, in one state, or on one node."""
+        if state is not None and state not in TASK_STATES:
+            raise SpecError(f"state {state!r} is not one of {', '.join(TASK_STATES)}.")
+        if job is not None:
+            self.store.get_job(job)
+            ids = self.store.job_task_ids(job)
+        else:
+            if node is not None:
+                self.store.get_node(node)
+            ids = self.store.all_task_ids()
+        return [t for t in self.store.tasks(ids)
+                if (state is None or t.state == state) and (node is None or t.node == node)]
+
+    def explain(self, task_id: str) -> dict:
+        """Why the task is where it is (the ``sched task explain --json`` record): for a
+        pending task, how many nodes were evaluated and what each lacked."""
+        task = self.store.get_task(task_id)
+        # The last attempt's explanation matters only while the task is still pending.
+        explanation = orjson.loads(task.explanation) if task.explanation and task.state == PENDING else None
+        record = {"id": task.id, "state": task.state,
+                  "nodes_evaluated": explanation["nodes_evaluated"] if explanation else 0,
+                  "reasons": explanation["reasons"] if explanation else {},
+                  "message": _explain_message(task, explanation)}
+        if task.nominated_node:
+            record["nominated_node"] = task.nominated_node
+        return record
+
+    def wait(self, job_id: str, state: str = "running", count: int | None = None,
+             timeout: float = 60.0) -> list[Task]:
+        """Wait until ``count`` tasks of the job (default: its replicas) are in ``state``,
+        and return them. Woken by the job's events, with a look every second besides.
+        Raises :class:`WaitTimeout` after ``timeout`` seconds."""
+        if state not in TASK_STATES:
+            raise SpecError(f"state {state!r} is not one of {', '.join(TASK_STATES)}.")
+        wanted = count if count is not None else self.store.get_job(job_id)["spec"].get("replicas", 1)
+        deadline = time.monotonic() + timeout
+        with self.store.subscribe() as events:
+            while True:
+                done = [t for t in self.store.tasks(self.store.job_task_ids(job_id)) if t.state == state]
+                if len(done) >= wanted:
+                    return done
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise WaitTimeout(f"job {job_id}: {len(done)} of {wanted} task(s) {state} after {timeout:g} s.")
+                for event in events.iter(timeout=min(1.0, left)):
+                    if event.get("job") == job_id:
+                        break
+
+    # Queue and events.
+    def queue_counts(self) -> dict[str, int]:
+        """Tasks in each queue: active, backoff, unschedulable, inflight."""
+        return self.app.queue.counts()
+
+    def events(self, timeout: float | None = None) -> Iterator[dict]:
+        """Follow the namespace's events (see ``docs/events.md``) as dicts, until
+        ``timeout`` seconds pass without one (forever with None). The subscription starts
+        at the call, so events of what is done after it are not missed."""
+        subscription = self.store.subscribe()
+
+        def follow() -> Iterator[dict]:
+            with subscription:
+                yield from subscription.iter(timeout=timeout)
+
+        return follow()
+
+    # Running workers here.
+    def run_workers(self, concurrency: int = 1, until_idle: bool = False, config: WorkerConfig | None = None) -> dict:
+        """Run scheduler workers against this namespace (in this process, or
+        ``concurrency`` child processes) until they are stopped, or with ``until_idle``,
+        until nothing is left that could be scheduled. Returns their summed counts."""
+        config = config or WorkerConfig(until_idle=until_idle)
+        self.app.client  # connect (or start the embedded server) before starting workers
+        return process("run-workers")(self.app.url, self.namespace, concurrency, config)
+
+
+def _explain_message(task: Task, explanation: dict | None) -> str:
+    if explanation:
+        return explanation["message"]
+    if task.state in LIVE_STATES:
+        return f"placed on node {task.node}."
+    if task.state == PENDING:
+        return "waiting for a scheduler worker; no attempt has been made yet."
+    return task.message or f"{task.state}."

@@ -1,0 +1,31 @@
+"""How a scheduler worker runs: batch size, leases, commit rounds, preemption, placement
+options. Built by the CLI, the benchmark and the Python API; the worker loop itself lives
+in ``workers/scheduler_worker.py``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from scheduler.control.reconcile import FAULT_WINDOW_MS
+from scheduler.engine.placement import PlacementOptions
+from scheduler.engine.preemption import DEFAULT_MARGIN
+
+
+@dataclass
+class WorkerConfig:
+    batch_size: int = 512
+    share_from: int | None = 16  # claim half of a short queue (at least this many): workers share it
+    keep_jobs_whole: bool = True  # a claim ending inside a job takes up to batch_size // 4 more of it
+    lease_ms: int = 30_000
+    commit_retries: int = 5  # placement rounds per claim when commits are refused (Nomad uses 5)
+    commit_chunk: int = 128  # placements sent to Redis while the rest of the batch is placed
+    maintain_every_s: float = 0.1
+    health_every_s: float = 1.0
+    idle_sleep_max_s: float = 0.02
+    until_idle: bool = False
+    fault_window_ms: int = FAULT_WINDOW_MS
+    preemption: bool = True
+    preemption_margin: int = DEFAULT_MARGIN  # victims are at least this many priority levels lower
+    max_preemptions: int = 8  # preemption searches per batch: they read what runs on the nodes
+    report_every_s: float = 0.2  # the shared stats hash is updated this often (and on exit)
+    placement: PlacementOptions = field(default_factory=PlacementOptions)

@@ -1,0 +1,40 @@
+"""The package's layers stay layers: import-linter checks the contract in pyproject.toml
+(model <- engine | state <- control <- client <- tools <- workers), and only the state
+layer talks to Redis."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_import_layers_hold():
+    lint = Path(sys.executable).with_name("lint-imports")
+    done = subprocess.run([str(lint)], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 kept, 0 broken" in done.stdout
+
+
+def test_only_the_state_layer_calls_redis():
+    calls = re.compile(r"\.client\.|\.pipeline\(|\.pubsub\(|redis\.Redis\b")
+    outside = []
+    for path in sorted([*ROOT.joinpath("scheduler").rglob("*.py"), *ROOT.joinpath("workers").glob("*.py")]):
+        if path.parent.name == "state":
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if calls.search(line):
+                outside.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert outside == []
+
+
+def test_lua_scripts_ship_inside_the_scheduler_package():
+    from importlib.resources import files
+
+    names = {p.name for p in files("scheduler.lua").iterdir()}
+    assert {"commit.lua", "claim.lua", "_lib.lua"} <= names
+    top_level = subprocess.run([sys.executable, "-c", "import lua"], cwd="/", capture_output=True)
+    assert top_level.returncode != 0  # no top-level module named lua is installed

@@ -1,0 +1,145 @@
+"""Scheduler worker processes: start N of them, hold them at a gate if asked, stop them
+with SIGTERM, and collect what each reports (its stats and its CPU time).
+
+``sched worker --concurrency N``, ``sched demo`` and ``sched bench`` all run their
+workers through :class:`WorkerProcesses`. Processes are spawned, not forked: a child
+starts clean rather than with a copy of the parent's connections and threads.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import queue
+import resource
+import signal
+import time
+from collections import defaultdict
+
+from scheduler.control.worker_config import WorkerConfig
+from scheduler.state.queue import QueueConfig
+from workers.scheduler_worker import run_one
+
+
+def _child(url: str, namespace: str, config: WorkerConfig, queue_config: QueueConfig | None, results,
+           gate) -> None:
+    """One worker process: say it has started, wait at the gate, run a worker loop, then
+    report its stats and its own CPU time."""
+    results.put({"started": os.getpid()})
+    if gate is not None:
+        gate.wait()
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    stats = run_one(url, namespace, config, queue_config)
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    results.put({"pid": os.getpid(), "stats": stats, "cpu_s": cpu})
+
+
+class WorkerProcesses:
+    """One spawned process per config. With ``gated``, the worker loops wait for
+    :meth:`release` after starting (so that none has a head start)."""
+
+    def __init__(self, url: str, namespace: str, configs: list[WorkerConfig],
+                 queue_config: QueueConfig | None = None, gated: bool = False, name: str = "sched-worker"):
+        ctx = multiprocessing.get_context("spawn")
+        self.results = ctx.Queue()
+        self.gate = ctx.Event() if gated else None
+        self.reports: list[dict] = []
+        self.started: set[int] = set()
+        self.processes = [ctx.Process(target=_child, args=(url, namespace, config, queue_config, self.results,
+                                                           self.gate), name=f"{name}-{i}", daemon=False)
+                          for i, config in enumerate(configs)]
+
+    def start(self) -> None:
+        for process in self.processes:
+            process.start()
+
+    def release(self) -> None:
+        """Let every gated worker loop run, all at once."""
+        if self.gate is not None:
+            self.gate.set()
+
+    def alive(self) -> bool:
+        self._drain()
+        return any(p.is_alive() for p in self.processes)
+
+    def _drain(self, timeout: float = 0.0) -> None:
+        while len(self.reports) < len(self.processes):
+            try:
+                message = self.results.get(timeout=timeout) if timeout else self.results.get_nowait()
+            except queue.Empty:
+                return
+            if "started" in message:
+                self.started.add(message["started"])
+            else:
+                self.reports.append(message)
+
+    def wait_started(self, timeout: float = 60.0) -> None:
+        """Until every process has started (imported everything, about to run)."""
+        deadline = time.monotonic() + timeout
+        while len(self.started) < len(self.processes) and time.monotonic() < deadline and self.alive():
+            self._drain(timeout=0.05)
+
+    def stop(self) -> None:
+        """Ask every worker to finish or hand back its batch and exit (SIGTERM)."""
+        self.release()
+        for process in self.processes:
+            if process.is_alive():
+                os.kill(process.pid, signal.SIGTERM)
+
+    def join(self, timeout: float | None = None) -> None:
+        """Wait for the processes to exit; after ``timeout`` seconds, kill what is left."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.alive() and (deadline is None or time.monotonic() < deadline):
+            self._drain(timeout=0.2)
+        self._drain(timeout=1.0)
+        for process in self.processes:
+            if process.pid is None:
+                continue  # never started
+            process.join(timeout=None if deadline is None else max(0.1, deadline - time.monotonic()))
+            if process.is_alive():
+                process.kill()
+                process.join()
+        self._drain()
+
+    @property
+    def crashed(self) -> int:
+        """Processes that exited abnormally."""
+        return sum(1 for p in self.processes if p.exitcode not in (0, None))
+
+    def totals(self) -> tuple[dict[str, int], float]:
+        """The summed stats of the workers that reported, and their CPU seconds."""
+        stats: dict[str, int] = defaultdict(int)
+        cpu = 0.0
+        for report in self.reports:
+            cpu += report["cpu_s"]
+            for name, value in report["stats"].items():
+                stats[name] += value
+        return dict(stats), cpu
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+        self.join(timeout=30)
+
+
+def run_workers(url: str, namespace: str, concurrency: int, config: WorkerConfig,
+                queue_config: QueueConfig | None = None) -> dict[str, int]:
+    """Run ``concurrency`` workers (one in this process, or that many child processes) until
+    they stop; SIGTERM or Ctrl-C lets each finish its batch. Returns their summed stats,
+    with ``crashed``: how many processes exited abnormally."""
+    if concurrency == 1:
+        return run_one(url, namespace, config, queue_config)
+    processes = WorkerProcesses(url, namespace, [config] * concurrency, queue_config)
+    processes.start()
+    previous = {sig: signal.signal(sig, lambda *_: processes.stop()) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        processes.join()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    totals, _cpu = processes.totals()
+    totals["crashed"] = processes.crashed
+    return totals
