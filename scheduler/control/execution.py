@@ -3,7 +3,8 @@
 The node's agent enqueues ``run_task`` on the node's own RQ queue when a task is assigned
 there. It first moves the task ``assigned -> running`` (refusing to run a task that was
 stopped, lost or replaced while it waited), runs the job's ``run`` (a Python function
-``module:function`` or a command, where exit code 0 is success), and reports the end,
+``module:function`` or a command, where exit code 0 is success), keeping what it prints
+(``scheduler/control/output.py``), and reports the end,
 which releases the task's resources and lets the job's type decide what comes next.
 """
 
@@ -12,8 +13,12 @@ from __future__ import annotations
 import importlib
 import re
 import subprocess
+import threading
+import traceback
+from contextlib import redirect_stderr, redirect_stdout
 
 from scheduler.control import reconcile
+from scheduler.control.output import Output, StreamWriter
 from scheduler.state.app import App
 
 
@@ -22,28 +27,59 @@ def rq_job_id(namespace: str, task_id: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "_", f"sched-{namespace}-{task_id}")
 
 
-def execute(run: dict | None) -> tuple[bool, str]:
-    """Run a task's ``run`` spec; returns (succeeded, message)."""
+def execute(run: dict | None, output: Output | None = None) -> tuple[bool, str]:
+    """Run a task's ``run`` spec; returns (succeeded, message). What it prints (and a
+    function's return value or traceback) goes to ``output`` as it comes."""
+    output = output or Output(lambda fields: None)
+    try:
+        return _execute(run, output)
+    finally:
+        output.flush()
+
+
+def _execute(run: dict | None, output: Output) -> tuple[bool, str]:
     if run is None:
         return True, "nothing to run"
     if "func" in run:
         module_name, _, func_name = run["func"].partition(":")
         try:
             func = getattr(importlib.import_module(module_name), func_name)
-            value = func(*run.get("args", []), **run.get("kwargs", {}))
+            with redirect_stdout(StreamWriter(output, "stdout")), redirect_stderr(StreamWriter(output, "stderr")):
+                value = func(*run.get("args", []), **run.get("kwargs", {}))
         except Exception as exc:  # the task's own failure, reported as such
+            output.note(traceback=traceback.format_exc())
             return False, f"{run['func']} raised {type(exc).__name__}: {exc}"
+        output.note(result=repr(value))
         return True, f"{run['func']} returned {value!r}"[:500]
     try:
-        done = subprocess.run(run["command"], timeout=run.get("timeout"), capture_output=True, text=True)
+        process = subprocess.Popen(run["command"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     except FileNotFoundError:
         return False, f"command not found: {run['command'][0]}"
+    readers = [threading.Thread(target=_pump, args=(pipe, output, name), daemon=True)
+               for pipe, name in ((process.stdout, "stdout"), (process.stderr, "stderr"))]
+    for reader in readers:
+        reader.start()
+    try:
+        code = process.wait(timeout=run.get("timeout"))
     except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
         return False, f"command timed out after {run.get('timeout')} s"
-    if done.returncode == 0:
+    finally:
+        for reader in readers:
+            reader.join()
+    output.note(exit_code=code)
+    if code == 0:
         return True, "exited with code 0"
-    tail = (done.stderr or done.stdout or "").strip().splitlines()[-1:] or [""]
-    return False, f"exited with code {done.returncode}" + (f": {tail[0][:300]}" if tail[0] else "")
+    tail = (output.text("stderr") or output.text("stdout")).strip().splitlines()[-1:] or [""]
+    return False, f"exited with code {code}" + (f": {tail[0][:300]}" if tail[0] else "")
+
+
+def _pump(pipe, output: Output, stream: str) -> None:
+    """Copy a child's pipe into ``output`` as it arrives."""
+    with pipe:
+        for chunk in iter(lambda: pipe.read1(65536), b""):
+            output.write(stream, chunk)
 
 
 def run_task(url: str, namespace: str, node: str, task_id: str) -> dict:
@@ -53,6 +89,6 @@ def run_task(url: str, namespace: str, node: str, task_id: str) -> dict:
         return {"task": task_id, "ran": False}
     task = app.store.get_task(task_id)
     spec = app.store.job_spec(task.job, task.version)
-    succeeded, message = execute(spec.run)
+    succeeded, message = execute(spec.run, Output(lambda fields: app.store.save_output(task_id, fields)))
     ended = reconcile.task_ended(app.store, app.store.get_task(task_id), succeeded, message)
     return {"task": task_id, "ran": True, "succeeded": succeeded, "message": message, **ended}

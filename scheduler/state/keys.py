@@ -128,6 +128,10 @@ class Keys:
     def task(self, task_id: str) -> str:
         return self._key("task", task_id)
 
+    def task_output(self, task_id: str) -> str:
+        """HASH of what the task printed (see scheduler/control/output.py)."""
+        return self._key("task", task_id, "output")
+
     def faults(self, job_id: str) -> str:
         """ZSET "node|task" -> failure time (ms): faulty-node detection per job."""
         return self._key("faults", job_id)

@@ -460,6 +460,13 @@ class Store:
         self.client.hdel(key, "enqueued")
         return True
 
+    def save_output(self, task_id: str, fields: dict) -> None:
+        self.client.hset(self.keys.task_output(task_id), mapping=fields)
+
+    def task_output(self, task_id: str) -> dict[str, str]:
+        """What the task printed (empty when nothing was captured)."""
+        return self.client.hgetall(self.keys.task_output(task_id))
+
     def job_task_ids(self, job_id: str) -> list[str]:
         return self.client.zrange(self.keys.job_tasks(job_id), 0, -1)
 

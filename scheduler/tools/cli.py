@@ -318,6 +318,29 @@ def task_explain(app, task_id, as_json):
     click.echo(record["message"])
 
 
+@task.command("logs")
+@click.argument("task_id", metavar="ID")
+@click.option("--follow", "-f", is_flag=True, help="Keep printing as the task prints, until it ends.")
+@json_option
+@pass_app
+def task_logs(app, task_id, follow, as_json):
+    """Print what a task printed: its stdout here, its stderr on stderr (the last 64 KiB
+    of each), and a Python function's return value or traceback."""
+    if follow and not as_json:
+        for stream, text in app.follow_logs(task_id):
+            click.echo(text, nl=False, err=stream == "stderr")
+        return
+    record = app.logs(task_id)
+    if as_json:
+        return print_json(record)
+    click.echo(record["stdout"], nl=False)
+    click.echo(record["stderr"], nl=False, err=True)
+    if "traceback" in record:
+        click.echo(record["traceback"], nl=False, err=True)
+    elif "result" in record:
+        click.echo(f"returned {record['result']}")
+
+
 # ----------------------------------------------------------------------------- queue
 @main.group()
 def queue():
