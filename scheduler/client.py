@@ -69,7 +69,7 @@ class Client:
     subclasses (``SpecError``, ``NotFound``, ``RedisUnavailable``) with one sentence."""
 
     def __init__(self, url: str | None = None, namespace: str | None = None, *, app: App | None = None):
-        self.app = app or App(redis_url=url, namespace=namespace or default_namespace())
+        self.app = app or App(redis_url=url, namespace=default_namespace() if namespace is None else namespace)
 
     @property
     def namespace(self) -> str:

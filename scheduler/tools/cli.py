@@ -65,7 +65,7 @@ def main(ctx, redis_url, namespace):
       sched task ls
       sched task explain web.0
     """
-    ctx.obj = Client(redis_url, namespace or default_namespace())
+    ctx.obj = Client(redis_url, default_namespace() if namespace is None else namespace)
 
 
 # ----------------------------------------------------------------------------- nodes
