@@ -97,8 +97,21 @@ def time_ms(reply) -> int:
     return int(seconds) * 1000 + int(micros) // 1000
 
 
+class _Retry(Retry):
+    """Retries what a blip explains (a refused or dropped connection, a timeout); a wrong
+    password or a missing permission is final, and reported at once."""
+
+    def call_with_retry(self, do, fail, is_retryable=None, with_failure_count=False):
+        def retryable(error: Exception) -> bool:
+            if isinstance(error, (redis.AuthenticationError, redis.exceptions.AuthorizationError)):
+                return False
+            return is_retryable(error) if is_retryable is not None else True
+
+        return super().call_with_retry(do, fail, retryable, with_failure_count)
+
+
 def client_for(url: str) -> redis.Redis:
-    retry = Retry(ExponentialBackoff(cap=1.0, base=0.05), retries=5)
+    retry = _Retry(ExponentialBackoff(cap=1.0, base=0.05), retries=5)
     try:
         return redis.Redis.from_url(url, decode_responses=True, retry=retry, health_check_interval=30)
     except (ValueError, TypeError) as exc:
