@@ -28,7 +28,7 @@ from scheduler.control import reconcile
 from scheduler.control.plan import plan as plan_job
 from scheduler.control.processes import process
 from scheduler.control.worker_config import WorkerConfig
-from scheduler.model import (LIVE_STATES, PENDING, TASK_STATES, JobSpec, Node, SchedError, SpecError, Task,
+from scheduler.model import (BATCH, LIVE_STATES, PENDING, TASK_STATES, TERMINAL_STATES, JobSpec, Node, SchedError, SpecError, Task,
                              make_node, parse_job)
 from scheduler.state.app import App, default_namespace
 
@@ -69,7 +69,7 @@ class Client:
     subclasses (``SpecError``, ``NotFound``, ``RedisUnavailable``) with one sentence."""
 
     def __init__(self, url: str | None = None, namespace: str | None = None, *, app: App | None = None):
-        self.app = app or App(redis_url=url, namespace=namespace or default_namespace())
+        self.app = app or App(redis_url=url, namespace=default_namespace() if namespace is None else namespace)
 
     @property
     def namespace(self) -> str:
@@ -118,8 +118,14 @@ class Client:
 
     def drain(self, name: str) -> list[str]:
         """Move every task off the node; returns the ids of their replacements."""
-        self.store.set_availability(name, "drain")
-        return reconcile.drain_node(self.store, name)
+        return self.drain_report(name)["replacements"]
+
+    def drain_report(self, name: str) -> dict:
+        """Drain the node and say what happened: ``{node, before, stopped, replacements}``
+        (``before``: its availability before; ``stopped``: the ids of the tasks that were
+        stopped there; ``replacements``: the ids of their replacements, queued as pending)."""
+        before = self.store.set_availability(name, "drain")
+        return {"node": name, "before": before, **reconcile.drain_tasks(self.store, name)}
 
     def remove_node(self, name: str) -> None:
         self.store.remove_node(name)
@@ -154,8 +160,11 @@ class Client:
         return reconcile.stop(self.store, job_id)
 
     def job(self, job_id: str) -> dict:
-        """``{id, version, status, created, spec}``."""
-        return self.store.get_job(job_id)
+        """``{id, version, status, created, spec}``. ``status`` is ``running``, ``stopped``,
+        or ``complete`` for a batch job none of whose tasks is pending or live any more."""
+        job = self.store.get_job(job_id)
+        states = Counter(task.state for task in self.store.tasks(self.store.job_task_ids(job_id)))
+        return {**job, "status": _job_status(job, states)}
 
     def jobs(self) -> list[dict]:
         """Every job with its task counts by state (the ``sched job ls --json`` records)."""
@@ -165,8 +174,8 @@ class Client:
             counts = Counter(task.state for task in self.store.tasks(self.store.job_task_ids(job_id)))
             spec = job["spec"]
             records.append({"id": job_id, "type": spec["type"], "priority": spec["priority"],
-                            "replicas": spec.get("replicas"), "version": job["version"], "status": job["status"],
-                            "tasks": dict(counts)})
+                            "replicas": spec.get("replicas"), "version": job["version"],
+                            "status": _job_status(job, counts), "tasks": dict(counts)})
         return records
 
     # Tasks.
@@ -279,6 +288,16 @@ class Client:
         config = config or WorkerConfig(until_idle=until_idle)
         self.app.client  # connect (or start the embedded server) before starting workers
         return process("run-workers")(self.app.url, self.namespace, concurrency, config)
+
+
+def _job_status(job: dict, states: Counter) -> str:
+    """The stored status, except that a running batch job whose tasks have all ended (none
+    pending or live) is ``complete``. Computed when read, so scaling it up again simply
+    makes it running again."""
+    if (job["status"] == "running" and job["spec"]["type"] == BATCH and states
+            and all(state in TERMINAL_STATES for state in states)):
+        return "complete"
+    return job["status"]
 
 
 def _explain_message(task: Task, explanation: dict | None) -> str:

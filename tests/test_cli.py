@@ -99,7 +99,7 @@ def test_node_pause_activate_drain(sched):
     assert as_json(sched("node", "ls", "--json"))[0]["availability"] == "pause"
     assert sched("node", "activate", "n1").stdout == "node n1: pause -> active\n"
     assert as_json(sched("node", "ls", "--json"))[0]["availability"] == "active"
-    assert sched("node", "drain", "n1").stdout == "node n1 drained (0 task(s) moved elsewhere)\n"
+    assert sched("node", "drain", "n1").stdout == "node n1 drained: 0 task(s) stopped; 0 replacement(s) queued\n"
     assert as_json(sched("node", "ls", "--json"))[0]["availability"] == "drain"
 
 
@@ -107,7 +107,7 @@ def test_node_drain_moves_live_tasks(sched, app):
     sched("node", "add", "n1", "--cpu", "4", "--memory", "8GiB")
     sched("job", "submit", "-", input="id: web\nreplicas: 1\nresources: {cpu: 0.5}\n")
     live(app, "web.0", "n1")
-    assert sched("node", "drain", "n1").stdout == "node n1 drained (1 task(s) moved elsewhere)\n"
+    assert sched("node", "drain", "n1").stdout == "node n1 drained: 1 task(s) stopped; 1 replacement(s) queued\n"
     tasks = {t["id"]: t for t in as_json(sched("task", "ls", "--json"))}
     assert tasks["web.0"]["state"] == "stopped"
     assert tasks["web.1"]["state"] == "pending"

@@ -8,16 +8,33 @@ Nothing is written to Redis.
 
 from __future__ import annotations
 
+import orjson
+
 from scheduler.state.app import App
 from scheduler.model import GLOBAL, JobSpec
 from scheduler.engine.placement import PlacementOptions, Placer
 from scheduler.engine.preemption import Search
 from scheduler.control.preemptor import Preemptor
-from scheduler.control.reconcile import global_targets
+from scheduler.control.reconcile import RUNNING_JOB, global_targets, open_tasks, same_but_replicas
 
 
 def plan(app: App, spec: JobSpec, margin: int | None = None) -> dict:
+    """``{job, placements, preemptions, pending, unchanged}``. Submitting a spec equal to
+    the running job's changes nothing (``unchanged``: true, nothing to place); one that
+    differs only in replicas scales the job, so only the tasks it would add are planned
+    (``stopping``: how many it would stop when it scales down)."""
     store = app.store
+    stored = store.job_fields(spec.id)
+    new = 0
+    if stored.get("status", RUNNING_JOB) == RUNNING_JOB and stored.get("spec") is not None:
+        if orjson.loads(stored["spec"]) == orjson.loads(orjson.dumps(spec.raw)):
+            return {"job": spec.id, "placements": [], "preemptions": [], "pending": [], "unchanged": True}
+        if spec.type != GLOBAL and same_but_replicas(stored["spec"], spec):
+            open_count = len(open_tasks(store, spec.id))
+            if spec.replicas <= open_count:
+                return {"job": spec.id, "placements": [], "preemptions": [], "pending": [], "unchanged": False,
+                        "stopping": open_count - spec.replicas}
+            new = spec.replicas - open_count
     nodes = {node.name: node for node in store.nodes()}  # our own copies: placing changes only them
     counts = store.job_tally(spec.id)
     placer = Placer(PlacementOptions(seed=0))
@@ -27,7 +44,7 @@ def plan(app: App, spec: JobSpec, margin: int | None = None) -> dict:
         targets = sorted(global_targets(spec, nodes.values()))
         wanted = [(f"{spec.id}.<{name}>", [nodes[name]]) for name in targets]
     else:
-        wanted = [(f"{spec.id}.<new {i}>", None) for i in range(spec.replicas)]
+        wanted = [(f"{spec.id}.<new {i}>", None) for i in range(new or spec.replicas)]
     placements, preemptions, pending = [], [], []
     explanation = None
     tasks_on = None
@@ -55,7 +72,8 @@ def plan(app: App, spec: JobSpec, margin: int | None = None) -> dict:
         note = search.message(spec, preemptor.margin) if search is not None else None
         pending.append({"task": task_id, "message": (explanation or {}).get("message", "") +
                         (f" {note}" if note else "")})
-    return {"job": spec.id, "placements": placements, "preemptions": preemptions, "pending": pending}
+    return {"job": spec.id, "placements": placements, "preemptions": preemptions, "pending": pending,
+            "unchanged": False}
 
 
 def _evict_locally(node, victims, tasks_on) -> None:

@@ -27,7 +27,7 @@ def global_targets(spec: JobSpec, nodes) -> set[str]:
             and all(c.matches(n) for c in spec.constraints) and all(p in n.plugins for p in spec.plugins)}
 
 
-def _same_but_replicas(stored: str | None, spec: JobSpec) -> bool:
+def same_but_replicas(stored: str | None, spec: JobSpec) -> bool:
     if stored is None:
         return False
     old = orjson.loads(stored)
@@ -56,7 +56,7 @@ def submit(store: Store, spec: JobSpec) -> dict:
         if current.get("status") == RUNNING_JOB and current.get("spec") == raw:
             return {"id": spec.id, "version": int(current["version"]), "tasks": [], "created": False}
         if (current.get("status") == RUNNING_JOB and spec.type != GLOBAL
-                and _same_but_replicas(current.get("spec"), spec)):
+                and same_but_replicas(current.get("spec"), spec)):
             scaled = scale(store, spec.id, spec.replicas)
             return {"id": spec.id, "version": int(current["version"]), "tasks": scaled["added"], "created": False}
         version = int(current.get("version", 0)) + 1
@@ -122,24 +122,37 @@ def replace(store: Store, tasks: list[Task], state: str, message: str) -> dict:
     """End live tasks in ``state`` (lost, stopped by a drain...) and queue a replacement for
     each task of a service or batch job that is still running. Global jobs get none: their
     task belongs to that node."""
+    return _replace(store, tasks, state, message)[1]
+
+
+def _replace(store: Store, tasks: list[Task], state: str, message: str) -> tuple[list[str], dict]:
+    """(ids of the tasks this ended, job -> ids of their replacements)."""
     ended = store.finish(tasks, state, message)
     replaced: dict[str, list[str]] = {}
     by_job: dict[str, int] = {}
+    stopped = []
     for task, result in zip(tasks, ended):
         if result in LIVE_STATES:
+            stopped.append(task.id)
             by_job[task.job] = by_job.get(task.job, 0) + 1
     for job_id, count in by_job.items():
         job = store.get_job(job_id)
         if job["status"] == RUNNING_JOB and job["spec"]["type"] != GLOBAL:
             replaced[job_id] = add_tasks(store, job_id, count)
-    return replaced
+    return stopped, replaced
 
 
 def drain_node(store: Store, name: str) -> list[str]:
     """Move every task off a drained node: each ends as stopped and is replaced elsewhere."""
+    return drain_tasks(store, name)["replacements"]
+
+
+def drain_tasks(store: Store, name: str) -> dict:
+    """Drain's work, reported: ``{stopped: [task ids], replacements: [task ids]}``. The
+    replacements are pending: a scheduler worker places them elsewhere."""
     tasks = store.tasks(store.node_task_ids(name))
-    replaced = replace(store, tasks, STOPPED, f"node {name} drained")
-    return [task_id for ids in replaced.values() for task_id in ids]
+    stopped, replaced = _replace(store, tasks, STOPPED, f"node {name} drained")
+    return {"stopped": stopped, "replacements": [task_id for ids in replaced.values() for task_id in ids]}
 
 
 def stop(store: Store, job_id: str) -> dict:

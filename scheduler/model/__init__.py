@@ -8,7 +8,7 @@ parses is a spec the scheduler can place.
 
 from scheduler.model.errors import NotFound, RedisUnavailable, SchedError, SpecError
 from scheduler.model.job import JobSpec, Preference, parse_job
-from scheduler.model.names import check_job_id, check_node_name, new_job_id, parse_labels
+from scheduler.model.names import check_job_id, check_namespace, check_node_name, new_job_id, parse_labels
 from scheduler.model.node import Node, Nomination, make_node
 from scheduler.model.states import (ACTIVE, ASSIGNED, AVAILABILITIES, BATCH, BINPACK, COMPLETED, DOWN, DRAIN, FAILED,
                                     GLOBAL, JOB_TYPES, LIVE_STATES, LOST, MAX_PRIORITY, MAX_REPLICAS, MIN_PRIORITY,

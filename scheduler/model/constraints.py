@@ -25,7 +25,7 @@ _FIXED_KEYS: dict[str, Callable] = {
     "node.platform.arch": lambda node: node.arch,
 }
 _LABEL_PREFIXES = {"node.labels.": "labels", "engine.labels.": "engine_labels"}
-_LABEL_KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_./-]*$")
+_LABEL_KEY_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./-]*")
 
 # The first operator in the text splits key from value (a key holds none of ``=!<>``);
 # at one position the longest wins, so that ``<=`` is not read as ``<``.
@@ -42,19 +42,19 @@ def attribute_getter(key: str, what: str = "constraint") -> Callable:
     for prefix, field_name in _LABEL_PREFIXES.items():
         if key.startswith(prefix):
             label = key[len(prefix):]
-            if not _LABEL_KEY_RE.match(label):
+            if not _LABEL_KEY_RE.fullmatch(label):
                 raise SpecError(f"{what} key {key!r} has an invalid label name.")
             return lambda node, f=field_name, k=label: getattr(node, f).get(k, "")
     known = ", ".join(list(_FIXED_KEYS) + ["node.labels.<key>", "engine.labels.<key>"])
     raise SpecError(f"{what} key {key!r} is not known; use one of {known}.")
 
 
-_NUMBER_RE = re.compile(r"^\s*[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\s*$")
+_NUMBER_RE = re.compile(r"\s*[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\s*")
 
 
 def _as_number(text: str):
     """A decimal number, or None. Not ``float()``: "nan", "inf" and "1_000" are text here."""
-    return float(text) if _NUMBER_RE.match(text) else None
+    return float(text) if _NUMBER_RE.fullmatch(text) else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -75,7 +75,7 @@ def _parse_run(run, job: str) -> dict | None:
         raise SpecError(f"job {job}: run needs exactly one of func or command.")
     if "func" in run:
         func = run["func"]
-        if not isinstance(func, str) or not re.match(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$", func):
+        if not isinstance(func, str) or not re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", func):
             raise SpecError(f"job {job}: run.func {func!r} must look like 'package.module:function'.")
         if not isinstance(run.get("args", []), list) or not isinstance(run.get("kwargs", {}), dict):
             raise SpecError(f"job {job}: run.args must be a list and run.kwargs a mapping.")

@@ -7,22 +7,38 @@ import secrets
 
 from scheduler.model.errors import SpecError
 
-_JOB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
-_NODE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,252}$")
-_LABEL_KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_./-]{0,252}$")
-_PLUGIN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$")
+# Always used with fullmatch: "$" alone would also match before a final newline ("web\n").
+_JOB_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}")
+_NODE_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,252}")
+_LABEL_KEY_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./-]{0,252}")
+_PLUGIN_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}")
+_NAMESPACE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+def check_namespace(namespace) -> str:
+    """A namespace is part of every key (``sched:{NS}:...``) and of SCAN patterns, so it
+    holds no braces, colons, whitespace or glob characters: a letter or digit followed by
+    up to 63 letters, digits, '.', '-' and '_'."""
+    if not isinstance(namespace, str) or not _NAMESPACE_RE.fullmatch(namespace):
+        raise SpecError(f"namespace {namespace!r} is not valid; use up to 64 letters, digits, '.', '-' and '_', "
+                        "starting with a letter or digit.")
+    return namespace
 
 
 def check_job_id(job_id) -> str:
-    if not isinstance(job_id, str) or not _JOB_ID_RE.match(job_id):
+    if not isinstance(job_id, str) or not _JOB_ID_RE.fullmatch(job_id):
         raise SpecError(
             f"job id {job_id!r} is not valid; use up to 63 letters, digits, - and _, starting with a letter or digit."
         )
     return job_id
 
 
+def is_job_id(text: str) -> bool:
+    return _JOB_ID_RE.fullmatch(text) is not None
+
+
 def check_node_name(name) -> str:
-    if not isinstance(name, str) or not _NODE_NAME_RE.match(name):
+    if not isinstance(name, str) or not _NODE_NAME_RE.fullmatch(name):
         raise SpecError(f"node name {name!r} is not valid; use letters, digits, '.', '-' and '_'.")
     return name
 
@@ -47,7 +63,7 @@ def parse_labels(raw, what: str = "labels") -> dict[str, str]:
         raise SpecError(f"{what} must be a mapping of key to value.")
     labels = {}
     for key, value in raw.items():
-        if not isinstance(key, str) or not _LABEL_KEY_RE.match(key):
+        if not isinstance(key, str) or not _LABEL_KEY_RE.fullmatch(key):
             raise SpecError(f"{what} key {key!r} is not valid; use letters, digits, '.', '/', '-' and '_'.")
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
             raise SpecError(f"{what} value for {key!r} must be a string or number.")
@@ -58,7 +74,7 @@ def parse_labels(raw, what: str = "labels") -> dict[str, str]:
 def parse_plugins(raw, what: str) -> tuple[str, ...]:
     if raw is None:
         return ()
-    if not isinstance(raw, (list, tuple)) or not all(isinstance(p, str) and _PLUGIN_RE.match(p) for p in raw):
+    if not isinstance(raw, (list, tuple)) or not all(isinstance(p, str) and _PLUGIN_RE.fullmatch(p) for p in raw):
         raise SpecError(f"{what} must be a list of plugin names such as [network, volume].")
     return tuple(sorted(set(raw)))
 

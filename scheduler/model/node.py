@@ -67,7 +67,7 @@ def make_node(name, *, cpu=None, memory=None, resources=None, labels=None, engin
         if required not in capacity:
             raise SpecError(f"node {name} needs a {required} capacity (for example --cpu 4 --memory 8GiB).")
     for what, value in (("os", os), ("arch", arch), ("role", role)):
-        if not isinstance(value, str) or not re.match(r"^[A-Za-z0-9_.-]{1,63}$", value):
+        if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9_.-]{1,63}", value):
             raise SpecError(f"node {name} {what} {value!r} is not valid.")
     return Node(
         name=name,

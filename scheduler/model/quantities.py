@@ -22,9 +22,9 @@ MAX_UNITS = 1_000_000
 
 _BINARY = {"ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40, "pi": 2**50}
 _DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "p": 10**15}
-_MEMORY_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kKmMgGtTpP]i?)?[bB]?\s*$")
-_CPU_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(m?)\s*$")
-_NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+_MEMORY_RE = re.compile(r"\s*([0-9]*\.?[0-9]+)\s*([kKmMgGtTpP]i?)?[bB]?\s*")
+_CPU_RE = re.compile(r"\s*([0-9]*\.?[0-9]+)\s*(m?)\s*")
+_NAME_RE = re.compile(r"[a-z][a-z0-9_-]{0,31}")
 
 
 def _number(value, what: str) -> float:
@@ -38,7 +38,7 @@ def _number(value, what: str) -> float:
 def parse_cpu(value, what: str = "cpu") -> int:
     """Cores as a number or string (``2``, ``0.5``, ``"500m"``) -> millicores."""
     if isinstance(value, str):
-        match = _CPU_RE.match(value)
+        match = _CPU_RE.fullmatch(value)
         if not match:
             raise SpecError(f"{what} {value!r} is not a cpu quantity; write cores like 0.5 or millicores like 500m.")
         amount = float(match.group(1)) * (1 if match.group(2) else 1000)
@@ -50,7 +50,7 @@ def parse_cpu(value, what: str = "cpu") -> int:
 def parse_memory(value, what: str = "memory") -> int:
     """Bytes as a number or string (``268435456``, ``256MiB``, ``1Gi``, ``2G``) -> bytes."""
     if isinstance(value, str):
-        match = _MEMORY_RE.match(value)
+        match = _MEMORY_RE.fullmatch(value)
         if not match:
             raise SpecError(f"{what} {value!r} is not a memory quantity; write it like 256MiB, 1Gi or 2G.")
         if match.group(2) == "m":
@@ -90,7 +90,7 @@ def parse_resources(raw, what: str = "resources") -> dict[str, int]:
         raise SpecError(f"{what} must be a mapping of resource names to amounts, like {{cpu: 0.5, memory: 256MiB}}.")
     parsed: dict[str, int] = {}
     for name, value in raw.items():
-        if not isinstance(name, str) or not _NAME_RE.match(name):
+        if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
             raise SpecError(f"{what} has an invalid resource name {name!r}; use lowercase letters, digits, - and _.")
         label = f"{what}.{name}"
         if name == CPU:

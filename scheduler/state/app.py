@@ -27,7 +27,7 @@ class App:
     def __init__(self, redis_url: str | None = None, namespace: str | None = None,
                  client: redis.Redis | None = None, queue_config: QueueConfig | None = None, clock=None):
         self.redis_url = redis_url
-        self.keys = Keys(namespace or default_namespace())
+        self.keys = Keys(default_namespace() if namespace is None else namespace)
         self._client = client
         self.queue_config = queue_config
         self.clock = clock

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from functools import cached_property
 
+from scheduler.model.names import check_namespace
+
 
 class Keys:
     def __init__(self, namespace: str = "default"):
-        if not namespace or any(c in namespace for c in "{}: \t\n"):
-            raise ValueError(f"namespace {namespace!r} must be non-empty and free of braces, colons and spaces")
-        self.namespace = namespace
+        self.namespace = check_namespace(namespace)  # a SpecError (one sentence) when not valid
         self.prefix = f"sched:{{{namespace}}}:"
 
     def _key(self, *parts: str) -> str:

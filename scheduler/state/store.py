@@ -14,6 +14,7 @@ import orjson
 import redis
 
 from scheduler.model.errors import NotFound, SpecError
+from scheduler.model.names import is_job_id
 from scheduler.state.connection import time_ms
 from scheduler.state.keys import Keys
 from scheduler.model import (ACTIVE, AVAILABILITIES, DOWN, LIVE_STATES, READY, STOPPED, JobSpec, Node, Nomination, Task,
@@ -513,7 +514,9 @@ def parse_stored(raw: str) -> JobSpec:
     """A spec as stored (normalised JSON, ``id`` first). Jobs made from one template differ
     only in their id, so the rest of the text is parsed and validated once and shared."""
     head, comma, rest = raw.partition('",')
-    if comma and head.startswith('{"id":"'):
+    # The fast path only for an id whose JSON text is the id itself (a valid id has no
+    # escapes); anything else (say "web\\n" or an escaped quote) is decoded and checked in full.
+    if comma and head.startswith('{"id":"') and is_job_id(head[7:]):
         job_id = head[7:]
         try:
             template = _parse_without_id(rest)

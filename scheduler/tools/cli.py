@@ -65,7 +65,7 @@ def main(ctx, redis_url, namespace):
       sched task ls
       sched task explain web.0
     """
-    ctx.obj = Client(redis_url, namespace or default_namespace())
+    ctx.obj = Client(redis_url, default_namespace() if namespace is None else namespace)
 
 
 # ----------------------------------------------------------------------------- nodes
@@ -150,11 +150,19 @@ def _availability_command(name: str, value: str, doc: str):
     @pass_app
     def command(app, node_name):
         if value == "drain":
-            moved = app.drain(node_name)
-            click.echo(f"node {node_name} drained ({len(moved)} task(s) moved elsewhere)")
+            report = app.drain_report(node_name)
+            stopped, queued = len(report["stopped"]), len(report["replacements"])
+            if report["before"] == "drain" and not stopped:
+                click.echo(f"node {node_name} is already drained")
+            else:
+                click.echo(f"node {node_name} drained: {stopped} task(s) stopped; "
+                           f"{queued} replacement(s) queued")
         else:
             before = app.pause(node_name) if value == "pause" else app.activate(node_name)
-            click.echo(f"node {node_name}: {before} -> {value}")
+            if before == value:
+                click.echo(f"node {node_name} is already {'paused' if value == 'pause' else value}")
+            else:
+                click.echo(f"node {node_name}: {before} -> {value}")
     return command
 
 
@@ -263,6 +271,10 @@ def job_plan(app, file, as_json):
     result = app.plan(load_spec(file))
     if as_json:
         return print_json(result)
+    if result.get("unchanged"):
+        return click.echo(f"job {result['job']}: the spec is the running job's; nothing changes")
+    if result.get("stopping"):
+        return click.echo(f"job {result['job']}: {result['stopping']} task(s) would stop; nothing to place")
     rows = [[p["task"], p["node"], ""] for p in result["placements"]]
     rows += [[p["task"], p["node"], "preempts " + ", ".join(f"{v['id']} (priority {v['priority']})"
                                                             for v in p["victims"])] for p in result["preemptions"]]
@@ -496,8 +508,8 @@ def bench(ctx, nodes, jobs, replicas, workers, batch_size, distinct, seed, perce
     commit_rejections, overcommits, unplaced, spread_skew, redis_bytes_per_task,
     worker_cpu_s, redis_cpu_s.
 
-    Uses the namespace 'bench' (cleared first) unless --namespace is given, which must
-    then be empty.
+    Uses the namespace 'bench' (cleared first) unless one is given with the group's
+    option, `sched -n NS bench`; that namespace must then be empty.
     """
     from scheduler.tools import bench as b
 

@@ -10,6 +10,7 @@ stopped on the way out, including on Ctrl-C.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from rich.table import Table
 
 from scheduler.control import reconcile
 from scheduler.state.app import App
+from scheduler.state.connection import mask_url
 from scheduler.control.worker_config import WorkerConfig
 from scheduler.model import COMPLETED, FAILED, parse_job
 from scheduler.control.processes import process
@@ -58,7 +60,13 @@ def demo_jobs(marker_dir: str) -> list[dict]:
 
 
 def _sched(app: App, *args: str) -> list[str]:
-    return [sys.executable, "-m", "scheduler", "--redis-url", app.url, "--namespace", app.keys.namespace, *args]
+    # The URL goes to the children in their environment (see _child_env), not on their
+    # command line, where any user of the machine could read its password.
+    return [sys.executable, "-m", "scheduler", "--namespace", app.keys.namespace, *args]
+
+
+def _child_env(app: App) -> dict[str, str]:
+    return {**os.environ, "SCHED_REDIS_URL": app.url}
 
 
 def _view(app: App) -> Group:
@@ -120,13 +128,13 @@ def run_demo(app: App, seconds: float = 12.0, console: Console | None = None) ->
             children.append(subprocess.Popen(
                 _sched(app, "agent", name, "--cpu", cpu, "--memory", memory, "--label", f"zone={zone}",
                        "--heartbeat", "0.5", "--slots", "3"),
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_child_env(app)))
         workers.start()
         deadline = time.monotonic() + 20
         while len(store.node_names()) < len(AGENTS) and time.monotonic() < deadline:
             time.sleep(0.1)
         console.print(f"[bold]{len(store.node_names())} agents and 2 workers up[/bold] "
-                      f"(namespace {app.keys.namespace}, redis {app.url})")
+                      f"(namespace {app.keys.namespace}, redis {mask_url(app.url)})")
         for raw in demo_jobs(marker_dir):
             spec = parse_job(raw)
             reconcile.submit(store, spec)
