@@ -28,6 +28,7 @@ from scheduler.control.preemptor import Preemptor
 from scheduler.control.worker_config import WorkerConfig
 from scheduler.engine.placement import Placement, Placer, placement_shape
 from scheduler.model import STOPPED, JobSpec, Node, reasons
+from scheduler.model.constraints import pins_a_node
 from scheduler.model.errors import NotFound
 from scheduler.state.app import App
 from scheduler.state.commit import Planned, commit
@@ -55,7 +56,13 @@ def _batches(groups: list[Group], counts: dict[str, dict[str, int]], faults: dic
     """The groups to place, in order (claim order: priority first), each with whether its
     tasks are independent: groups of one task, of a job with nothing placed and no recent
     failures, not pinned or nominated, are merged by :func:`placement_shape` into one
-    placement pass, at the place of the first of them."""
+    placement pass, at the place of the first of them.
+
+    Among groups of one priority, those pinned to a node (a global job's task, or a
+    ``node.hostname==``/``node.name==``/``node.id==`` constraint) come first, as SwarmKit
+    schedules tasks with node constraints first: the free tasks after them see their load
+    and go elsewhere, rather than take the one node the pinned ones can use."""
+    groups = sorted(groups, key=lambda group: (-group.spec.priority, not _pinned(group)))  # stable
     classes: dict[tuple, list[Group]] = {}
     for group in groups:
         spec = group.spec
@@ -73,6 +80,10 @@ def _batches(groups: list[Group], counts: dict[str, dict[str, int]], faults: dic
             yield Group(group.spec, "", "", [member.task_ids[0] for member in members]), True
         elif id(group) not in within:
             yield group, False
+
+
+def _pinned(group: Group) -> bool:
+    return bool(group.pin) or pins_a_node(group.spec.constraints)
 
 
 def _regroup(groups: list[Group], keep: set[str]) -> list[Group]:

@@ -170,6 +170,15 @@ def _build(key: str, op: str, value: str, expr: str) -> Constraint:
     return Constraint(key=key, op=op, value=value, text=expr, get=getter, test=_tester(op, wanted, expr))
 
 
+NODE_KEYS = ("node.id", "node.name", "node.hostname")
+
+
+def pins_a_node(constraints) -> bool:
+    """Whether these constraints name one node (``node.hostname==X``, ``node.name==X`` or
+    ``node.id==X``): SwarmKit places such tasks before the others of a batch."""
+    return any(c.op == "==" and c.key in NODE_KEYS for c in constraints)
+
+
 def parse_constraints(texts) -> tuple[Constraint, ...]:
     if texts is None:
         return ()
