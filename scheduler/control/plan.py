@@ -47,6 +47,9 @@ def plan(app: App, spec: JobSpec, margin: int | None = None) -> dict:
             choice = search.choice
             _evict_locally(nodes[choice.node], choice.victims, tasks_on)
             placer.place([nodes[choice.node]], spec, [task_id], job_counts=counts)
+            if not choice.victims:  # room without evicting (held for the job's own tasks)
+                placements.append({"task": task_id, "node": choice.node})
+                continue
             preemptions.append({"task": task_id, "node": choice.node,
                                 "victims": [{"id": v.task_id, "job": v.job, "priority": v.priority}
                                             for v in choice.victims]})
