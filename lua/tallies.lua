@@ -1,14 +1,24 @@
 -- tallies.lua: what placement needs to know about several jobs, in one call: the tasks
 -- of each job per node (spread, max_per_node) and its recent failures per node (faulty
--- nodes).
+-- nodes), counting only failures of the job's current version: an update that fixes
+-- what failed gets a fresh chance on the node (SwarmKit counts failures per service
+-- version).
 --
--- KEYS[2j-1] tally:job:<job> ZSET, KEYS[2j] faults:<job> ZSET, for each job j
+-- KEYS[3j-2] tally:job:<job> ZSET, KEYS[3j-1] faults:<job> ZSET, KEYS[3j] job:<job> HASH,
+-- for each job j
 -- ARGV[1] failures older than this (ms) no longer count
--- Returns per job: {node, count, node, count, ...}, {"node|task", ...}
+-- Returns per job: {node, count, node, count, ...}, {"node|task|version", ...} (entries
+-- written before versions were recorded, "node|task", count for every version)
 
 local out = {}
-for j = 1, #KEYS, 2 do
+for j = 1, #KEYS, 3 do
   out[#out + 1] = redis.call('ZRANGE', KEYS[j], 0, -1, 'WITHSCORES')
-  out[#out + 1] = redis.call('ZRANGEBYSCORE', KEYS[j + 1], ARGV[1], '+inf')
+  local suffix = '|' .. (redis.call('HGET', KEYS[j + 2], 'version') or '')
+  local current = {}
+  for _, entry in ipairs(redis.call('ZRANGEBYSCORE', KEYS[j + 1], ARGV[1], '+inf')) do
+    local _, bars = string.gsub(entry, '|', '')
+    if bars < 2 or string.sub(entry, -#suffix) == suffix then current[#current + 1] = entry end
+  end
+  out[#out + 1] = current
 end
 return out

@@ -318,9 +318,9 @@ def test_failing_batch_task_is_retried_up_to_max_retries(cluster, app):
         assert retry.assigned_ms >= int(app.client.hget(app.keys.task(retry.id), "backoff_until"))
     assert app.queue.counts() == {"active": 0, "backoff": 0, "unschedulable": 0, "inflight": 0}
 
-    # Faulty-node detection: one entry per failure, naming the node and the task.
+    # Faulty-node detection: one entry per failure, naming the node, the task and its version.
     faults = app.client.zrange(app.keys.faults(job_id), 0, -1, withscores=True)
-    assert sorted(member for member, _ in faults) == sorted(f"n1|{t.id}" for t in tasks)
+    assert sorted(member for member, _ in faults) == sorted(f"n1|{t.id}|{t.version}" for t in tasks)
     ended = {t.id: int(t.ended_ms) for t in tasks}
     for member, score in faults:
         assert score >= ended[member.split("|")[1]]
@@ -354,7 +354,7 @@ def test_failing_service_task_is_replaced_until_the_job_stops(cluster, app):
     retries = [int(t.retries) for t in tasks]
     assert retries == list(range(len(tasks))), retries  # each task replaced the one before it
     members = app.client.zrange(app.keys.faults(job_id), 0, -1)
-    assert sorted(members) == sorted(f"n1|{t.id}" for t in failed)
+    assert sorted(members) == sorted(f"n1|{t.id}|{t.version}" for t in failed)
     assert node_is_empty(app, "n1")
     report = audit(app.store)
     assert report.ok, report.problems

@@ -169,3 +169,24 @@ def test_pipeline_is_static_filters_plus_misfit(candidate, spec, on_node):
     split = pipeline.static_check(candidate) is None and misfit(
         candidate, spec.resources, spec.ports, spec.max_per_node, on_node) is None
     assert (pipeline.check(candidate, on_node) is None) == split
+
+
+# SwarmKit's platform filter compares canonical architecture names: a node reporting
+# x86_64 is amd64, aarch64 is arm64, whichever side names which.
+@pytest.mark.parametrize("constraint, arch, fits", [
+    ("node.platform.arch==amd64", "x86_64", True),
+    ("node.platform.arch==x86_64", "amd64", True),
+    ("node.platform.arch==arm64", "aarch64", True),
+    ("node.platform.arch==aarch64", "arm64", True),
+    ("node.platform.arch==AMD64", "X86_64", True),
+    ("node.platform.arch!=amd64", "x86_64", False),
+    ("node.platform.arch!=arm64", "x86_64", True),
+    ("node.platform.arch in arm64,amd64", "x86_64", True),
+    ("node.platform.arch in aarch64", "arm64", True),
+    ("node.platform.arch==arm64", "x86_64", False),
+    ("node.platform.arch==amd64", "aarch64", False),
+])
+def test_platform_arch_aliases_match_both_ways(constraint, arch, fits):
+    flt = Platform()
+    assert flt.set_task(job(constraints=[constraint]))
+    assert (flt.check(node(arch=arch), 0) is None) == fits

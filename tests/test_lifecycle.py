@@ -158,9 +158,9 @@ def test_batch_failures_are_retried_up_to_max_retries(app, redis_url, namespace)
     assert [int(t.retries) for t in tasks] == [0, 1, 2]
     assert all(t.message == "exited with code 3" for t in tasks)
     assert [t.state for t in tasks_of(app, once)] == ["failed"]
-    # Every failure is recorded for faulty-node detection, with the node and the task.
-    assert sorted(app.client.zrange(app.keys.faults(job_id), 0, -1)) == sorted(f"n1|{t.id}" for t in tasks)
-    assert app.client.zrange(app.keys.faults(once), 0, -1) == ["n1|once.0"]
+    # Every failure is recorded for faulty-node detection, with the node, the task and its version.
+    assert sorted(app.client.zrange(app.keys.faults(job_id), 0, -1)) == sorted(f"n1|{t.id}|{t.version}" for t in tasks)
+    assert app.client.zrange(app.keys.faults(once), 0, -1) == ["n1|once.0|1"]
     assert_released(app)
 
 
@@ -208,7 +208,7 @@ def test_service_task_is_replaced_after_its_restart_delay(app, redis_url, namesp
     assert current.version == 2
     result = run_task(redis_url, namespace, "n1", current.id)
     assert result["state"] == "failed" and len(result["replacement"]) == 1
-    assert app.client.zrange(app.keys.faults(job_id), 0, -1) == [f"n1|{current.id}"]
+    assert app.client.zrange(app.keys.faults(job_id), 0, -1) == [f"n1|{current.id}|2"]
     settle(app)
     assert [t.id for t in live(app, job_id)] == result["replacement"]
     reconcile.stop(app.store, job_id)

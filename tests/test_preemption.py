@@ -338,3 +338,32 @@ def test_held_room_does_not_hide_other_reasons():
     node.availability = "active"
     assert misfit(node, {"cpu": CORE}, (), 1, 1, 10, "other") == "max_per_node reached"
     assert misfit(node, {"cpu": 2 * CORE}, (), 0, 0, 10, "other") == "insufficient cpu"
+
+
+# ----------------------------------------------------------------------------- the job's own nominations
+def held_for(task_id, cpu, job="hi", priority=100):
+    return Nomination(task_id=task_id, job=job, priority=priority, expires_ms=2**62,
+                      resources={"cpu": int(cpu * CORE)}, ports=())
+
+
+def test_room_nominated_for_the_jobs_other_tasks_counts_as_taken():
+    # n2 (8 cores): one 3-core filler left, 3 cores held for hi.0; hi.1 needs 3 more.
+    # The held room is not free for hi.1: it must evict the filler (as plan would).
+    n2 = node_with("n2", 8, [v("filler.2", 3, priority=10)], nominations={"hi.0": held_for("hi.0", 3)})
+    job = spec(priority=200, cpu=3)
+    search = find([n2], job, {"n2": [v("filler.2", 3, priority=10)]}, {}, task_id="hi.1")
+    assert search.choice is not None and ids(search.choice.victims) == ("filler.2",)
+    # The task's own nomination is not counted against it: nothing to evict.
+    own = find([n2], job, {"n2": [v("filler.2", 3, priority=10)]}, {}, task_id="hi.0")
+    assert own.choice == Choice("n2", ())
+
+
+def test_room_left_by_an_earlier_eviction_is_a_choice_without_victims():
+    # 10 cores: a 4-core filler left, 3 held for hi.0: 3 free, enough for hi.1 as it is.
+    n1 = node_with("n1", 10, [v("filler.1", 4, priority=10)], nominations={"hi.0": held_for("hi.0", 3)})
+    # Another node would need an eviction: the free room is preferred.
+    n0 = node_with("n0", 4, [v("filler.0", 4, priority=10)])
+    tasks_on = {"n0": [v("filler.0", 4, priority=10)], "n1": [v("filler.1", 4, priority=10)]}
+    search = find([n0, n1], spec(priority=200, cpu=3), tasks_on, {}, task_id="hi.1")
+    assert search.choice == Choice("n1", ())
+    assert "room left by earlier evictions" in search.message(spec(priority=200, cpu=3), DEFAULT_MARGIN)

@@ -28,6 +28,7 @@ from scheduler.control.preemptor import Preemptor
 from scheduler.control.worker_config import WorkerConfig
 from scheduler.engine.placement import Placement, Placer, placement_shape
 from scheduler.model import STOPPED, JobSpec, Node, reasons
+from scheduler.model.constraints import pins_a_node
 from scheduler.model.errors import NotFound
 from scheduler.state.app import App
 from scheduler.state.commit import Planned, commit
@@ -55,7 +56,13 @@ def _batches(groups: list[Group], counts: dict[str, dict[str, int]], faults: dic
     """The groups to place, in order (claim order: priority first), each with whether its
     tasks are independent: groups of one task, of a job with nothing placed and no recent
     failures, not pinned or nominated, are merged by :func:`placement_shape` into one
-    placement pass, at the place of the first of them."""
+    placement pass, at the place of the first of them.
+
+    Among groups of one priority, those pinned to a node (a global job's task, or a
+    ``node.hostname==``/``node.name==``/``node.id==`` constraint) come first, as SwarmKit
+    schedules tasks with node constraints first: the free tasks after them see their load
+    and go elsewhere, rather than take the one node the pinned ones can use."""
+    groups = sorted(groups, key=lambda group: (-group.spec.priority, not _pinned(group)))  # stable
     classes: dict[tuple, list[Group]] = {}
     for group in groups:
         spec = group.spec
@@ -73,6 +80,10 @@ def _batches(groups: list[Group], counts: dict[str, dict[str, int]], faults: dic
             yield Group(group.spec, "", "", [member.task_ids[0] for member in members]), True
         elif id(group) not in within:
             yield group, False
+
+
+def _pinned(group: Group) -> bool:
+    return bool(group.pin) or pins_a_node(group.spec.constraints)
 
 
 def _regroup(groups: list[Group], keep: set[str]) -> list[Group]:
@@ -104,7 +115,7 @@ class SchedulerWorker:
             if self.config.preemption else None
         self.stats = WorkerStats()
         self._specs: dict[tuple[str, int], JobSpec] = {}
-        self._hopeless: dict[str, float] = {}  # job -> until when preemption is not retried
+        self._hopeless: dict[tuple, float] = {}  # (job, pin) -> until when preemption is not retried
         self._stopping = False
         self._last_maintain = self._last_health = 0.0
         self._seen_epoch: str | None = None
@@ -308,19 +319,24 @@ class SchedulerWorker:
                 failures[task_id] = _noted(explanation, f"preemption tried: no task runs at priority "
                                                         f"{spec.priority - preemptor.margin} or lower.")
         todo = [t for t in failures if t not in conflicts and preemptor.worth_trying(group_of[t].spec, lowest)
-                and self._hopeless.get(group_of[t].spec.id, 0) <= now]
+                and self._hopeless.get(_hope_key(group_of[t]), 0) <= now]
+        for task_id in todo[self.config.max_preemptions:]:  # not searched in this batch: soon, not in 60 s
+            conflicts.add(task_id)
         for task_id in todo[: self.config.max_preemptions]:
             group = group_of[task_id]
-            if self._hopeless.get(group.spec.id, 0) > now:
+            if self._hopeless.get(_hope_key(group), 0) > now:
                 continue
+            # Fresh nodes, with the room nominated for the preemptors before this one: the
+            # search counts the room held for the job's other tasks as taken (as plan does).
             nodes, counts, _ = self._refresh({group.spec.id}, claim.now_ms)
             candidates = ([nodes[group.pin]] if group.pin in nodes else []) if group.pin else list(nodes.values())
-            search = preemptor.search(candidates, group.spec, counts[group.spec.id])
+            search = preemptor.search(candidates, group.spec, counts[group.spec.id], task_id=task_id)
             if search.choice is not None:
                 result = preemptor.apply(claim.token, task_id, group.spec, search)
                 if result == "ok":
                     del failures[task_id]
-                    self.stats.preempted += 1
+                    if search.choice.victims:
+                        self.stats.preempted += 1
                     if group.nominated and group.nominated != search.choice.node:
                         self.app.store.unnominate(task_id, group.nominated)  # nominated anew elsewhere
                     continue
@@ -331,7 +347,7 @@ class SchedulerWorker:
                 continue
             # Searching reads what runs on every candidate node: don't repeat a fruitless
             # search for this job within the next second.
-            self._hopeless[group.spec.id] = now + 1.0
+            self._hopeless[_hope_key(group)] = now + 1.0
             failures[task_id] = _noted(failures[task_id], search.message(group.spec, preemptor.margin))
 
     def _group(self, task_ids: list[str]) -> list[Group]:
@@ -402,6 +418,12 @@ class SchedulerWorker:
             return
         self.app.store.add_stats(self._unreported)
         self._unreported.clear()
+
+
+def _hope_key(group: Group) -> tuple[str, str]:
+    """What a fruitless preemption search is remembered by: the job and pinned node (a
+    global job's task pinned elsewhere still gets its own search)."""
+    return (group.spec.id, group.pin)
 
 
 def _noted(explanation: dict, note: str) -> dict:

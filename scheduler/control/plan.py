@@ -59,11 +59,14 @@ def plan(app: App, spec: JobSpec, margin: int | None = None) -> dict:
         if preemptor.worth_trying(spec, lowest):
             if tasks_on is None:
                 tasks_on = preemptor.tasks_on(preemptor.candidates(list(nodes.values()), spec))
-            search = preemptor.search(candidates, spec, counts, tasks_on)
+            search = preemptor.search(candidates, spec, counts, tasks_on, task_id)
         if search is not None and search.choice is not None:
             choice = search.choice
             _evict_locally(nodes[choice.node], choice.victims, tasks_on)
             placer.place([nodes[choice.node]], spec, [task_id], job_counts=counts)
+            if not choice.victims:  # room without evicting (held for the job's own tasks)
+                placements.append({"task": task_id, "node": choice.node})
+                continue
             preemptions.append({"task": task_id, "node": choice.node,
                                 "victims": [{"id": v.task_id, "job": v.job, "priority": v.priority}
                                             for v in choice.victims]})

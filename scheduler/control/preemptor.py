@@ -53,17 +53,22 @@ class Preemptor:
                 and all(n.capacity.get(r, 0) >= amount for r, amount in job.resources.items())]
 
     def search(self, nodes: Sequence[Node], job: JobSpec, job_counts: Mapping[str, int],
-               tasks_on: Mapping[str, Sequence[Victim]] | None = None) -> Search:
+               tasks_on: Mapping[str, Sequence[Victim]] | None = None, task_id: str = "") -> Search:
+        """Where one task of ``job`` (``task_id``) could go by evicting; room nominated for
+        the job's other tasks counts as taken (see :func:`scheduler.engine.preemption.find`),
+        so a worker preempting for task after task of a job evicts what ``sched job plan``
+        says it would."""
         pool = self.candidates(nodes, job)
         if tasks_on is None:
             tasks_on = self.tasks_on(pool)
-        return find(pool, job, tasks_on, job_counts, self.margin)
+        return find(pool, job, tasks_on, job_counts, self.margin, task_id)
 
     def apply(self, token: str, task_id: str, job: JobSpec, search: Search) -> str:
-        """Evict the chosen victims and nominate the node; returns "ok" or why not."""
+        """Evict the chosen victims (if any: a choice may be room already free) and
+        nominate the node; returns "ok" or why not."""
         choice = search.choice
         result = self.store.preempt(token, task_id, choice.node, self.nomination_ms, reservation(job),
                                     [(v.task_id, v.job, v.resources) for v in choice.victims])
-        if result == "ok":
+        if result == "ok" and choice.victims:
             reconcile.preempted(self.store, [(v.task_id, v.job, choice.node) for v in choice.victims])
         return result

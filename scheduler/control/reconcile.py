@@ -171,7 +171,7 @@ def task_ended(store: Store, task: Task, succeeded: bool, message: str) -> dict:
     A service keeps its replicas: any ended task is replaced after ``restart_delay``. A
     batch task that failed is retried (up to ``max_retries``); one that completed is done.
     A global task is restarted on the same node. Failures also count towards faulty-node
-    detection for the job on that node.
+    detection for the job's version on that node.
     """
     state = COMPLETED if succeeded else FAILED
     result = store.finish([task], state, message)[0]
@@ -179,7 +179,7 @@ def task_ended(store: Store, task: Task, succeeded: bool, message: str) -> dict:
         return {"state": result, "replacement": []}  # stopped, lost or replaced meanwhile
     job_id = task.job
     if not succeeded:
-        store.record_fault(job_id, task.node, task.id, FAULT_WINDOW_MS)
+        store.record_fault(job_id, task.node, task.id, task.version, FAULT_WINDOW_MS)
     job = store.get_job(job_id)
     spec = store.job_spec(job_id)
     retries = task.retries

@@ -8,6 +8,13 @@ first, keeping back every one the task can do without (kube's reprieve). The nod
 use is the one whose victims have the lowest highest-priority, then the fewest victims,
 then the least total priority.
 
+Room already held on a node for other tasks *of the same job* (their nominations, made by
+earlier preemptions) counts as taken here, though a placement may use it (any task of
+the job may land in its job's held room): the search answers "where does *this* task go,
+besides the ones already promised a place", as ``sched job plan`` counts it. A node where
+the task fits without evicting anything (room an earlier eviction left over) is a choice
+with no victims: the task is nominated there, like a preemptor, without evicting.
+
 Pure logic, no Redis: the worker reads what runs on the nodes, asks :func:`find`, and
 applies the choice atomically with ``lua/preempt.lua``.
 """
@@ -44,6 +51,8 @@ class Choice:
     @property
     def key(self) -> tuple:
         priorities = [v.priority for v in self.victims]
+        if not priorities:  # room without evicting anything: the best there is
+            return (-1, 0, 0, self.node)
         return (max(priorities), len(priorities), sum(priorities), self.node)
 
 
@@ -56,6 +65,8 @@ class Search:
     with_victims: int  # of those, nodes with any eligible victim
 
     def message(self, job: JobSpec, margin: int) -> str:
+        if self.choice is not None and not self.choice.victims:
+            return f"preemption: {self.choice.node} has room left by earlier evictions."
         if self.choice is not None:
             names = ", ".join(v.task_id for v in self.choice.victims)
             return f"preemption: evicting {names} on {self.choice.node} makes room."
@@ -90,6 +101,24 @@ def _give_back(node: Node, victim: Victim) -> None:
         node.ports[port] = victim.task_id
 
 
+def holding(node: Node, job: str, task_id: str = "") -> Node:
+    """``node`` with the room nominated for other tasks of ``job`` counted as allocated
+    (and ``task_id``'s own nomination dropped): what is left for one more task of the job."""
+    if not node.nominations:
+        return node
+    mine = [n for t, n in node.nominations.items() if n.job == job and t != task_id]
+    if not mine and task_id not in node.nominations:
+        return node
+    allocated, ports = dict(node.allocated), dict(node.ports)
+    for nomination in mine:
+        for resource, amount in nomination.resources.items():
+            allocated[resource] = allocated.get(resource, 0) + amount
+        for port in nomination.ports:
+            ports[port] = nomination.task_id
+    others = {t: n for t, n in node.nominations.items() if n.job != job}
+    return replace(node, allocated=allocated, ports=ports, tasks=node.tasks + len(mine), nominations=others)
+
+
 def victims_on(node: Node, job: JobSpec, candidates, job_on_node: int, margin: int = DEFAULT_MARGIN):
     """The fewest, lowest-priority victims on ``node`` that make room for one task of
     ``job``, or None when evicting every eligible task would not be enough."""
@@ -113,8 +142,9 @@ def victims_on(node: Node, job: JobSpec, candidates, job_on_node: int, margin: i
 
 
 def find(nodes: Sequence[Node], job: JobSpec, tasks_on: Mapping[str, Sequence[Victim]],
-         job_counts: Mapping[str, int], margin: int = DEFAULT_MARGIN) -> Search:
-    """The best node to preempt on for one task of ``job``, among ``nodes``."""
+         job_counts: Mapping[str, int], margin: int = DEFAULT_MARGIN, task_id: str = "") -> Search:
+    """The best node to preempt on for one task of ``job`` (``task_id``: its own
+    nomination, if any, is not counted against it), among ``nodes``."""
     static = filter_pipeline(job).static_check
     best: Choice | None = None
     tried = with_victims = 0
@@ -122,11 +152,16 @@ def find(nodes: Sequence[Node], job: JobSpec, tasks_on: Mapping[str, Sequence[Vi
         if node.status != READY or node.availability != ACTIVE or static(node) is not None:
             continue
         tried += 1
-        candidates = tasks_on.get(node.name, ())
-        if not eligible(candidates, job.priority, margin):
-            continue
-        with_victims += 1
-        victims = victims_on(node, job, candidates, job_counts.get(node.name, 0), margin)
+        node = holding(node, job.id, task_id)
+        on_node = job_counts.get(node.name, 0)
+        if misfit(node, job.resources, job.ports, job.max_per_node, on_node, job.priority, job.id) is None:
+            victims = ()  # room left by earlier evictions: nothing more to evict
+        else:
+            candidates = tasks_on.get(node.name, ())
+            if not eligible(candidates, job.priority, margin):
+                continue
+            with_victims += 1
+            victims = victims_on(node, job, candidates, on_node, margin)
         if victims is not None:
             choice = Choice(node.name, victims)
             if best is None or choice.key < best.key:

@@ -5,6 +5,10 @@ extended with Nomad's operators (``<``, ``<=``, ``>``, ``>=``, ``regexp``, ``in`
 A constraint is parsed once, at submit time (an unknown key or operator is a spec error
 then, never a silent mismatch later), and evaluated against many nodes.
 A missing label compares as the empty string, as in SwarmKit.
+
+Architectures are compared by their canonical name on both sides, as SwarmKit's platform
+filter does: ``x86_64`` (and ``x86-64``) is ``amd64``, ``aarch64`` is ``arm64``. A node
+reporting ``x86_64`` satisfies ``node.platform.arch==amd64`` and the other way round.
 """
 
 from __future__ import annotations
@@ -16,13 +20,22 @@ from typing import Callable
 
 from scheduler.model.errors import SpecError
 
+ARCH_ALIASES = {"x86_64": "amd64", "x86-64": "amd64", "aarch64": "arm64"}
+
+
+def normalize_arch(arch: str) -> str:
+    """The canonical name of an architecture (SwarmKit's: ``x86_64`` -> ``amd64``,
+    ``aarch64`` -> ``arm64``); other names unchanged."""
+    return ARCH_ALIASES.get(arch.casefold(), arch)
+
+
 _FIXED_KEYS: dict[str, Callable] = {
     "node.id": lambda node: node.name,
     "node.name": lambda node: node.name,
     "node.hostname": lambda node: node.hostname,
     "node.role": lambda node: node.role,
     "node.platform.os": lambda node: node.os,
-    "node.platform.arch": lambda node: node.arch,
+    "node.platform.arch": lambda node: normalize_arch(node.arch),
 }
 _LABEL_PREFIXES = {"node.labels.": "labels", "engine.labels.": "engine_labels"}
 _LABEL_KEY_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./-]*")
@@ -150,7 +163,20 @@ def _build(key: str, op: str, value: str, expr: str) -> Constraint:
     if any(c in key for c in " =!<>"):
         raise SpecError(f"constraint {expr!r} has an invalid key {key!r}.")
     getter = attribute_getter(key)
-    return Constraint(key=key, op=op, value=value, text=expr, get=getter, test=_tester(op, value, expr))
+    wanted = value
+    if key == "node.platform.arch" and op in ("==", "!=", "in"):  # both sides canonical
+        wanted = ",".join(normalize_arch(part.strip()) for part in value.split(",")) if op == "in" \
+            else normalize_arch(value)
+    return Constraint(key=key, op=op, value=value, text=expr, get=getter, test=_tester(op, wanted, expr))
+
+
+NODE_KEYS = ("node.id", "node.name", "node.hostname")
+
+
+def pins_a_node(constraints) -> bool:
+    """Whether these constraints name one node (``node.hostname==X``, ``node.name==X`` or
+    ``node.id==X``): SwarmKit places such tasks before the others of a batch."""
+    return any(c.op == "==" and c.key in NODE_KEYS for c in constraints)
 
 
 def parse_constraints(texts) -> tuple[Constraint, ...]:

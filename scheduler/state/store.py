@@ -315,11 +315,12 @@ class Store:
     def global_job_ids(self) -> list[str]:
         return sorted(self.client.smembers(self.keys.global_jobs))
 
-    def record_fault(self, job_id: str, node: str, task_id: str, window_ms: int) -> None:
-        """A task of the job failed on ``node``: it counts towards "faulty" for ``window_ms``."""
+    def record_fault(self, job_id: str, node: str, task_id: str, version: int, window_ms: int) -> None:
+        """A task of the job's ``version`` failed on ``node``: it counts towards "faulty"
+        for ``window_ms``, while the job stays at that version (``tallies.lua``)."""
         faults, now = self.keys.faults(job_id), self.now_ms()
         with self.client.pipeline(transaction=False) as pipe:
-            pipe.zadd(faults, {f"{node}|{task_id}": now})
+            pipe.zadd(faults, {f"{node}|{task_id}|{version}": now})
             pipe.zremrangebyscore(faults, "-inf", now - window_ms)  # older ones no longer count
             pipe.execute()
 
@@ -366,15 +367,16 @@ class Store:
 
     def queue_job_tallies(self, pipe, job_ids: list[str], faults_since_ms: int) -> None:
         """Queue ``tallies.lua`` on ``pipe`` (by SHA: see :meth:`Scripts.queue`): each job's
-        tasks per node, and its failures per node since ``faults_since_ms``. Read the
-        reply with :meth:`read_job_tallies`."""
+        tasks per node, and its failures per node since ``faults_since_ms`` by tasks of
+        its current version. Read the reply with :meth:`read_job_tallies`."""
         k = self.keys
-        keys = [key for job_id in job_ids for key in (k.tally_job(job_id), k.faults(job_id))]
+        keys = [key for job_id in job_ids for key in (k.tally_job(job_id), k.faults(job_id), k.job(job_id))]
         self.scripts.queue(pipe, "tallies", keys, [faults_since_ms])
 
     @staticmethod
     def read_job_tallies(job_ids: list[str], reply: list) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, int]]]:
-        """(job -> node -> live tasks, job -> node -> recent failures, only for jobs with some)."""
+        """(job -> node -> live tasks, job -> node -> recent failures of its current version,
+        only for jobs with some)."""
         counts: dict[str, dict[str, int]] = {}
         faults: dict[str, dict[str, int]] = {}
         for i, job_id in enumerate(job_ids):
