@@ -30,6 +30,7 @@ from scheduler.engine.placement import Placement, Placer, placement_shape
 from scheduler.model import STOPPED, JobSpec, Node, reasons
 from scheduler.model.errors import NotFound
 from scheduler.state.app import App
+from scheduler.state.connection import wait_for_redis
 from scheduler.state.commit import Planned, commit
 from scheduler.state.node_cache import NodeCache
 from scheduler.state.queue import QueueConfig
@@ -419,6 +420,12 @@ def _explanation(explanation, nodes: int) -> dict:
 def run_one(url: str, namespace: str, config: WorkerConfig, queue_config: QueueConfig | None = None) -> dict:
     """One worker loop in this process until SIGTERM or Ctrl-C (or idle, if configured);
     returns its stats."""
+    stopped: list[int] = []  # SIGTERM while still waiting for Redis
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stopped.append(1))
+    wait_for_redis(url, stop=lambda: bool(stopped))  # a Redis not up yet is waited for, not a crash
+    if stopped:
+        return WorkerStats().as_dict()
     app = App(redis_url=url, namespace=namespace, queue_config=queue_config)
     worker = SchedulerWorker(app, config)
     signal.signal(signal.SIGTERM, worker.stop)

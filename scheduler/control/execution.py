@@ -10,6 +10,7 @@ which releases the task's resources and lets the job's type decide what comes ne
 from __future__ import annotations
 
 import importlib
+import os
 import re
 import subprocess
 
@@ -22,8 +23,9 @@ def rq_job_id(namespace: str, task_id: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "_", f"sched-{namespace}-{task_id}")
 
 
-def execute(run: dict | None) -> tuple[bool, str]:
-    """Run a task's ``run`` spec; returns (succeeded, message)."""
+def execute(run: dict | None, task_id: str | None = None) -> tuple[bool, str]:
+    """Run a task's ``run`` spec; returns (succeeded, message). A command gets the task's
+    id in its environment as ``SCHED_TASK_ID``."""
     if run is None:
         return True, "nothing to run"
     if "func" in run:
@@ -35,7 +37,8 @@ def execute(run: dict | None) -> tuple[bool, str]:
             return False, f"{run['func']} raised {type(exc).__name__}: {exc}"
         return True, f"{run['func']} returned {value!r}"[:500]
     try:
-        done = subprocess.run(run["command"], timeout=run.get("timeout"), capture_output=True, text=True)
+        env = dict(os.environ, SCHED_TASK_ID=task_id) if task_id else None
+        done = subprocess.run(run["command"], timeout=run.get("timeout"), capture_output=True, text=True, env=env)
     except FileNotFoundError:
         return False, f"command not found: {run['command'][0]}"
     except subprocess.TimeoutExpired:
@@ -53,6 +56,6 @@ def run_task(url: str, namespace: str, node: str, task_id: str) -> dict:
         return {"task": task_id, "ran": False}
     task = app.store.get_task(task_id)
     spec = app.store.job_spec(task.job, task.version)
-    succeeded, message = execute(spec.run)
+    succeeded, message = execute(spec.run, task_id)
     ended = reconcile.task_ended(app.store, app.store.get_task(task_id), succeeded, message)
     return {"task": task_id, "ran": True, "succeeded": succeeded, "message": message, **ended}
