@@ -108,6 +108,8 @@ class SchedulerWorker:
         self._hopeless: dict[str, float] = {}  # job -> until when preemption is not retried
         self._stopping = False
         self._last_maintain = self._last_health = 0.0
+        # Node liveness as this worker has seen it; a gap of two health checks means a stall.
+        self._watch = heartbeat.Watch(stall_gap_ms=int(max(heartbeat.STALL_GAP_MS, 2000 * self.config.health_every_s)))
         self._seen_epoch: str | None = None
         self._everywhere: list[Node] = []  # see _view
         self._rows: dict[str, int] = {}
@@ -163,7 +165,7 @@ class SchedulerWorker:
             self.app.queue.maintain()
         if force or now - self._last_health >= self.config.health_every_s:
             self._last_health = now
-            heartbeat.check(self.app.store)
+            heartbeat.check(self.app.store, self._watch)
             epoch = self.app.store.node_epoch()
             if epoch != self._seen_epoch:
                 self._seen_epoch = epoch

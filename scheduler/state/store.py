@@ -260,24 +260,35 @@ class Store:
             pipe.set(k.heartbeat(name), self.now_ms(), px=ttl_ms)
             pipe.sadd(k.agents, name)
             pipe.hget(k.node(name), "status")
+            pipe.hset(k.agent_ttls, name, ttl_ms)
             return pipe.execute()[2]
 
-    def agent_liveness(self) -> list[tuple[str, bool, str | None]]:
-        """(node, heartbeat still there, status) for every agent-run node."""
+    def agent_liveness(self) -> tuple[int, list[tuple[str, bool, str | None, int]]]:
+        """Redis TIME (ms), and (node, heartbeat still there, status, heartbeat TTL in ms)
+        for every agent-run node."""
         k = self.keys
-        names = sorted(self.client.smembers(k.agents))
+        with self.client.pipeline(transaction=False) as pipe:
+            pipe.time()
+            pipe.smembers(k.agents)
+            pipe.hgetall(k.agent_ttls)
+            reply, members, ttls = pipe.execute()
+        now, names = time_ms(reply), sorted(members)
         if not names:
-            return []
+            return now, []
         with self.client.pipeline(transaction=False) as pipe:
             for name in names:
                 pipe.exists(k.heartbeat(name))
                 pipe.hget(k.node(name), "status")
             replies = pipe.execute()
-        return [(name, bool(replies[2 * i]), replies[2 * i + 1]) for i, name in enumerate(names)]
+        return now, [(name, bool(replies[2 * i]), replies[2 * i + 1], int(ttls.get(name, 0)))
+                     for i, name in enumerate(names)]
 
     def forget_agent(self, name: str) -> None:
         """The node no longer has an agent: its heartbeat lapsing no longer takes it down."""
-        self.client.srem(self.keys.agents, name)
+        with self.client.pipeline(transaction=False) as pipe:
+            pipe.srem(self.keys.agents, name)
+            pipe.hdel(self.keys.agent_ttls, name)
+            pipe.execute()
 
     def unnominate(self, task_id: str, node: str) -> bool:
         """Release the room ``node`` holds for ``task_id`` (placed or nominated elsewhere)."""
