@@ -113,3 +113,49 @@ def test_agent_started_before_redis_waits_then_runs_tasks(late_redis, tmp_path):
         assert agent.wait(timeout=LIVENESS_S) == 0
     finally:
         cluster.close()
+
+
+def test_a_running_agent_and_worker_outlive_a_redis_restart(tmp_path):
+    """Redis goes away under a running agent and worker and comes back (same socket, same
+    data from its AOF): both are still running and the next job's tasks run."""
+    directory = tmp_path / "redis"
+    directory.mkdir()
+    socket = directory / "redis.sock"
+    url = f"unix://{socket}"
+    server = start_server(directory, socket, daemonize=False)
+    app = App(redis_url=url, namespace="late")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    cluster = Cluster(app, url, "late", logs)
+
+    def job(job_id: str):
+        reconcile.submit(app.store, parse_job({
+            "id": job_id, "type": "batch", "replicas": 2, "resources": {"cpu": 1, "memory": "64MiB"},
+            "run": {"command": ["sh", "-c", f'echo started >> "{marks}/$SCHED_TASK_ID"']}}))
+
+    def done(job_id: str):
+        return sorted(t.state for t in app.store.tasks(app.store.job_task_ids(job_id))) == ["completed"] * 2
+
+    try:
+        agent = cluster.agent("a1", cpu="4", memory="4GiB")
+        worker = cluster.worker()
+        job("before")
+        cluster.wait(lambda: done("before"), "the first job to run")
+        app.close()
+        server.terminate()
+        assert server.wait(timeout=30) == 0
+        # Both have run into the missing Redis: the agent's loop and the worker's loop logged it.
+        wait_until(lambda: "agent a1: " in cluster.logs_text() and "batch failed" in cluster.logs_text(),
+                   LIVENESS_S, "the agent and the worker to notice Redis is gone", 0.05)
+        server = start_server(directory, socket, daemonize=False)
+        job("after")
+        cluster.wait(lambda: done("after"), "the second job to run after Redis came back", LIVENESS_S)
+        assert agent.poll() is None and worker.poll() is None
+        assert sorted(os.listdir(marks)) == ["after.0", "after.1", "before.0", "before.1"]
+    finally:
+        cluster.close()
+        app.close()
+        server.terminate()
+        server.wait(timeout=30)

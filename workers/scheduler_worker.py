@@ -23,6 +23,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 
+import redis
+
 from scheduler.control import heartbeat, reconcile
 from scheduler.control.preemptor import Preemptor
 from scheduler.control.worker_config import WorkerConfig
@@ -135,6 +137,9 @@ class SchedulerWorker:
                 self.report()  # idle: the shared counts are current while nothing happens
                 if self.config.until_idle and self.idle():
                     break
+            except (redis.ConnectionError, redis.TimeoutError) as exc:  # Redis away: keep trying, one line each
+                log.warning("%s: batch failed: Redis did not answer: %s", self.name, exc)
+                idle = self.config.idle_sleep_max_s
             except Exception:  # keep serving: anything claimed comes back when its lease expires
                 log.exception("%s: batch failed", self.name)
                 idle = self.config.idle_sleep_max_s
