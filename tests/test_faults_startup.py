@@ -147,7 +147,7 @@ def test_a_running_agent_and_worker_outlive_a_redis_restart(tmp_path):
         server.terminate()
         assert server.wait(timeout=30) == 0
         # Both have run into the missing Redis: the agent's loop and the worker's loop logged it.
-        wait_until(lambda: "agent a1: " in cluster.logs_text() and "batch failed" in cluster.logs_text(),
+        wait_until(lambda: "agent a1: " in cluster.logs_text() and "Redis did not answer" in cluster.logs_text(),
                    LIVENESS_S, "the agent and the worker to notice Redis is gone", 0.05)
         server = start_server(directory, socket, daemonize=False)
         job("after")

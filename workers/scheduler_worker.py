@@ -128,9 +128,11 @@ class SchedulerWorker:
     def run(self) -> WorkerStats:
         self._load_nodes()
         idle = 0.001
+        away = 0.0  # while Redis does not answer: the wait before trying again (0.1 s doubling to 5 s)
         while not self._stopping:
             try:
                 self.maintain()
+                away = 0.0
                 if self.step():
                     idle = 0.001
                     continue
@@ -138,8 +140,10 @@ class SchedulerWorker:
                 if self.config.until_idle and self.idle():
                     break
             except (redis.ConnectionError, redis.TimeoutError) as exc:  # Redis away: keep trying, one line each
-                log.warning("%s: batch failed: Redis did not answer: %s", self.name, exc)
-                idle = self.config.idle_sleep_max_s
+                away = min(away * 2, 5.0) if away else 0.1
+                log.warning("%s: Redis did not answer (%s); trying again in %.1f s", self.name, exc, away)
+                time.sleep(away)
+                continue
             except Exception:  # keep serving: anything claimed comes back when its lease expires
                 log.exception("%s: batch failed", self.name)
                 idle = self.config.idle_sleep_max_s
