@@ -78,3 +78,30 @@ def test_a_redis_stall_longer_than_the_heartbeat_ttl_loses_nothing(own_redis, tm
     finally:
         cluster.close()
         app.close()
+
+
+def test_the_watch_waits_a_ttl_of_answering_time_and_starts_over_after_a_gap():
+    """The rule itself, on Redis times given by hand (ms)."""
+    from scheduler.control.heartbeat import Watch
+
+    watch = Watch(stall_gap_ms=2000)
+    missing = [("a1", False, "ready", 3000), ("a2", True, "ready", 3000), ("a3", False, "down", 3000)]
+    assert watch.lapsed(10_000, missing) == []  # first sight of a1 missing
+    assert watch.lapsed(11_000, missing) == []
+    assert watch.lapsed(12_000, missing) == []
+    assert watch.lapsed(13_000, missing) == ["a1"]  # missing for its TTL of answering time
+    # A gap longer than stall_gap_ms (the store did not answer): the wait starts over.
+    watch = Watch(stall_gap_ms=2000)
+    assert watch.lapsed(10_000, missing) == []
+    assert watch.lapsed(11_000, missing) == []
+    assert watch.lapsed(15_000, missing) == []  # 5 s after first sight, but across a 4 s gap
+    assert watch.stalls == 1
+    assert watch.lapsed(16_000, missing) == []
+    assert watch.lapsed(18_000, missing) == ["a1"]
+    # A beat in between clears it.
+    watch = Watch(stall_gap_ms=2000)
+    assert watch.lapsed(10_000, missing) == []
+    assert watch.lapsed(11_000, [("a1", True, "ready", 3000)]) == []
+    assert watch.lapsed(12_000, missing) == []
+    assert watch.lapsed(14_000, missing) == []
+    assert watch.lapsed(15_000, missing) == ["a1"]
