@@ -1,7 +1,14 @@
 -- enqueue.lua: write a job's hash and queue new pending tasks of it, in one step, if the
--- job is still as the caller read it (compare and set: no WATCH round trips). Submitting
--- a new job is this one call. Each task gets the next enqueue sequence number; its
--- active-queue score is scheduler.queue.queue_score (priority first, then sequence).
+-- job is still as the caller read it (compare and set: no WATCH round trips). Each task
+-- gets the next enqueue sequence number; its active-queue score is
+-- scheduler.queue.queue_score (priority first, then sequence).
+--
+-- A call creates at most one chunk of tasks (Store.enqueue: 500), so that no call
+-- blocks Redis for long. The first call writes the job's hash, whose next_index already
+-- counts every task, with the first chunk; the rest are "fill" calls (ARGV[1] =
+-- "=<version>"), each atomic and idempotent: refused unless the job is still at that
+-- version and running, they write nothing to the job's hash, and skip any task whose
+-- hash already exists (a chunk sent twice creates nothing the second time).
 --
 -- KEYS[1] job:<id>         HASH
 -- KEYS[2] jobs             SET
@@ -11,7 +18,8 @@
 -- KEYS[6] job:<id>:tasks   ZSET  task id -> index
 -- KEYS[7] q:seq            STRING
 -- KEYS[8 ..]               task HASH of each new task (<job>.<first index + i>)
--- ARGV[1] the job as read: "" = must not exist, else "<version>|<next_index>|<status>"
+-- ARGV[1] the job as read: "" = must not exist, "<version>|<next_index>|<status>", or
+--         "=<version>": a fill call (see above)
 -- ARGV[2] events channel
 -- ARGV[3] job id
 -- ARGV[4] spec version of the tasks
@@ -23,12 +31,16 @@
 -- ARGV[10] n, then n field/value pairs for the job hash ("updated" and, when the job is
 --          new, "created" are set here to Redis TIME)
 -- then, optionally, one pinned node per task
--- Returns {0} if the job changed since it was read (read it again), else {1, now}.
+-- Returns {0} if the job changed since it was read (read it again), else {1, now, created}.
 
 local MAX_PRIORITY = 1000
 
 local job = KEYS[1]
-if ARGV[1] == '' then
+local fill = string.sub(ARGV[1], 1, 1) == '='
+if fill then
+  local cur = redis.call('HMGET', job, 'version', 'status')
+  if cur[1] ~= string.sub(ARGV[1], 2) or (cur[2] or 'running') ~= 'running' then return {0} end
+elseif ARGV[1] == '' then
   if redis.call('EXISTS', job) == 1 then return {0} end
 else
   local cur = redis.call('HMGET', job, 'version', 'next_index', 'status')
@@ -39,25 +51,33 @@ local channel, job_id, version = ARGV[2], ARGV[3], ARGV[4]
 local priority, first = tonumber(ARGV[5]), tonumber(ARGV[6])
 local delay, retries = tonumber(ARGV[7]), ARGV[8]
 local pairs_at = 11 + 2 * tonumber(ARGV[10])
-local count = #KEYS - 7
 local now = now_ms()
+local new = {}  -- offsets of the tasks to create
+for i = 0, #KEYS - 8 do
+  if not fill or redis.call('EXISTS', KEYS[8 + i]) == 0 then new[#new + 1] = i end
+end
+local count = #new
+if fill and count == 0 then return {1, now, 0} end
 local first_seq = redis.call('INCRBY', KEYS[7], count) - count + 1
 
-local fields = {}
-for i = 11, pairs_at - 1 do fields[#fields + 1] = ARGV[i] end
-fields[#fields + 1] = 'updated'
-fields[#fields + 1] = int(now)
-call_all('HSET', job, fields)
-redis.call('HSETNX', job, 'created', int(now))
-redis.call('SADD', KEYS[2], job_id)
-if ARGV[9] == '1' then redis.call('SADD', KEYS[3], job_id) end
+if not fill then
+  local fields = {}
+  for i = 11, pairs_at - 1 do fields[#fields + 1] = ARGV[i] end
+  fields[#fields + 1] = 'updated'
+  fields[#fields + 1] = int(now)
+  call_all('HSET', job, fields)
+  redis.call('HSETNX', job, 'created', int(now))
+  redis.call('SADD', KEYS[2], job_id)
+  if ARGV[9] == '1' then redis.call('SADD', KEYS[3], job_id) end
+end
 
 local queued, indexes = {}, {}
 local queue = delay > 0 and KEYS[5] or KEYS[4]
-for i = 0, count - 1 do
+for n = 1, count do
+  local i = new[n]
   local index = int(first + i)
   local id = job_id .. '.' .. index
-  local score = int((MAX_PRIORITY - priority) * 1e12 + first_seq + i)
+  local score = int((MAX_PRIORITY - priority) * 1e12 + first_seq + n - 1)
   local task = {'id', id, 'job', job_id, 'version', version, 'state', 'pending', 'priority', ARGV[5],
                 'qscore', score, 'created', int(now), 'attempts', '0', 'index', index, 'retries', retries}
   local pin = ARGV[pairs_at + i]
@@ -80,4 +100,4 @@ for i = 0, count - 1 do
 end
 call_all('ZADD', queue, queued)
 call_all('ZADD', KEYS[6], indexes)
-return {1, now}
+return {1, now, count}

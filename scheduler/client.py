@@ -286,7 +286,7 @@ class Client:
         ``concurrency`` child processes) until they are stopped, or with ``until_idle``,
         until nothing is left that could be scheduled. Returns their summed counts."""
         config = config or WorkerConfig(until_idle=until_idle)
-        self.app.client  # connect (or start the embedded server) before starting workers
+        self.app.url  # start the embedded server if there is no URL; a real one is waited for by each worker
         return process("run-workers")(self.app.url, self.namespace, concurrency, config)
 
 

@@ -28,6 +28,7 @@ from rq.worker_pool import WorkerPool
 from scheduler.control import heartbeat
 from scheduler.control import reconcile
 from scheduler.state.app import App
+from scheduler.state.connection import wait_for_redis
 from scheduler.control.execution import rq_job_id, run_task
 from scheduler.model import ASSIGNED, RUNNING, Node
 
@@ -171,5 +172,7 @@ class NodeAgent:
 
 
 def run_agent(app: App, node: Node, interval_s: float = heartbeat.DEFAULT_INTERVAL_S, slots: int = 2) -> None:
-    """Run a node agent for ``node`` until a signal stops it (``sched agent``)."""
+    """Run a node agent for ``node`` until a signal stops it (``sched agent``). A Redis
+    that does not answer yet is waited for (logged on stderr), not a reason to exit."""
+    wait_for_redis(app.url)
     NodeAgent(app, node, interval_s=interval_s, slots=slots).run()

@@ -23,6 +23,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 
+import redis
+
 from scheduler.control import heartbeat, reconcile
 from scheduler.control.preemptor import Preemptor
 from scheduler.control.worker_config import WorkerConfig
@@ -31,6 +33,7 @@ from scheduler.model import STOPPED, JobSpec, Node, reasons
 from scheduler.model.constraints import pins_a_node
 from scheduler.model.errors import NotFound
 from scheduler.state.app import App
+from scheduler.state.connection import wait_for_redis
 from scheduler.state.commit import Planned, commit
 from scheduler.state.node_cache import NodeCache
 from scheduler.state.queue import QueueConfig
@@ -118,6 +121,8 @@ class SchedulerWorker:
         self._hopeless: dict[tuple, float] = {}  # (job, pin) -> until when preemption is not retried
         self._stopping = False
         self._last_maintain = self._last_health = 0.0
+        # Node liveness as this worker has seen it; a gap of two health checks means a stall.
+        self._watch = heartbeat.Watch(stall_gap_ms=int(max(heartbeat.STALL_GAP_MS, 2000 * self.config.health_every_s)))
         self._seen_epoch: str | None = None
         self._everywhere: list[Node] = []  # see _view
         self._rows: dict[str, int] = {}
@@ -134,15 +139,22 @@ class SchedulerWorker:
     def run(self) -> WorkerStats:
         self._load_nodes()
         idle = 0.001
+        away = 0.0  # while Redis does not answer: the wait before trying again (0.1 s doubling to 5 s)
         while not self._stopping:
             try:
                 self.maintain()
+                away = 0.0
                 if self.step():
                     idle = 0.001
                     continue
                 self.report()  # idle: the shared counts are current while nothing happens
                 if self.config.until_idle and self.idle():
                     break
+            except (redis.ConnectionError, redis.TimeoutError) as exc:  # Redis away: keep trying, one line each
+                away = min(away * 2, 5.0) if away else 0.1
+                log.warning("%s: Redis did not answer (%s); trying again in %.1f s", self.name, exc, away)
+                time.sleep(away)
+                continue
             except Exception:  # keep serving: anything claimed comes back when its lease expires
                 log.exception("%s: batch failed", self.name)
                 idle = self.config.idle_sleep_max_s
@@ -173,7 +185,7 @@ class SchedulerWorker:
             self.app.queue.maintain()
         if force or now - self._last_health >= self.config.health_every_s:
             self._last_health = now
-            heartbeat.check(self.app.store)
+            heartbeat.check(self.app.store, self._watch)
             epoch = self.app.store.node_epoch()
             if epoch != self._seen_epoch:
                 self._seen_epoch = epoch
@@ -441,6 +453,12 @@ def _explanation(explanation, nodes: int) -> dict:
 def run_one(url: str, namespace: str, config: WorkerConfig, queue_config: QueueConfig | None = None) -> dict:
     """One worker loop in this process until SIGTERM or Ctrl-C (or idle, if configured);
     returns its stats."""
+    stopped: list[int] = []  # SIGTERM while still waiting for Redis
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stopped.append(1))
+    wait_for_redis(url, stop=lambda: bool(stopped))  # a Redis not up yet is waited for, not a crash
+    if stopped:
+        return WorkerStats().as_dict()
     app = App(redis_url=url, namespace=namespace, queue_config=queue_config)
     worker = SchedulerWorker(app, config)
     signal.signal(signal.SIGTERM, worker.stop)

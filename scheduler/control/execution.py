@@ -11,6 +11,7 @@ which releases the task's resources and lets the job's type decide what comes ne
 from __future__ import annotations
 
 import importlib
+import os
 import re
 import subprocess
 import threading
@@ -27,17 +28,18 @@ def rq_job_id(namespace: str, task_id: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "_", f"sched-{namespace}-{task_id}")
 
 
-def execute(run: dict | None, output: Output | None = None) -> tuple[bool, str]:
+def execute(run: dict | None, output: Output | None = None, task_id: str | None = None) -> tuple[bool, str]:
     """Run a task's ``run`` spec; returns (succeeded, message). What it prints (and a
-    function's return value or traceback) goes to ``output`` as it comes."""
+    function's return value or traceback) goes to ``output`` as it comes. A command gets
+    the task's id in its environment as ``SCHED_TASK_ID``."""
     output = output or Output(lambda fields: None)
     try:
-        return _execute(run, output)
+        return _execute(run, output, task_id)
     finally:
         output.flush()
 
 
-def _execute(run: dict | None, output: Output) -> tuple[bool, str]:
+def _execute(run: dict | None, output: Output, task_id: str | None) -> tuple[bool, str]:
     if run is None:
         return True, "nothing to run"
     if "func" in run:
@@ -52,7 +54,8 @@ def _execute(run: dict | None, output: Output) -> tuple[bool, str]:
         output.note(result=repr(value))
         return True, f"{run['func']} returned {value!r}"[:500]
     try:
-        process = subprocess.Popen(run["command"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        env = dict(os.environ, SCHED_TASK_ID=task_id) if task_id else None
+        process = subprocess.Popen(run["command"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     except FileNotFoundError:
         return False, f"command not found: {run['command'][0]}"
     readers = [threading.Thread(target=_pump, args=(pipe, output, name), daemon=True)
@@ -89,6 +92,6 @@ def run_task(url: str, namespace: str, node: str, task_id: str) -> dict:
         return {"task": task_id, "ran": False}
     task = app.store.get_task(task_id)
     spec = app.store.job_spec(task.job, task.version)
-    succeeded, message = execute(spec.run, Output(lambda fields: app.store.save_output(task_id, fields)))
+    succeeded, message = execute(spec.run, Output(lambda fields: app.store.save_output(task_id, fields)), task_id)
     ended = reconcile.task_ended(app.store, app.store.get_task(task_id), succeeded, message)
     return {"task": task_id, "ran": True, "succeeded": succeeded, "message": message, **ended}

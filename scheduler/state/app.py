@@ -12,7 +12,7 @@ from functools import cached_property
 
 import redis
 
-from scheduler.state.connection import connect, resolve_url
+from scheduler.state.connection import client_for, connect, resolve_url
 from scheduler.state.keys import Keys
 from scheduler.state.queue import QueueConfig, SchedulingQueue
 from scheduler.state.scripts import Scripts
@@ -29,6 +29,7 @@ class App:
         self.redis_url = redis_url
         self.keys = Keys(default_namespace() if namespace is None else namespace)
         self._client = client
+        self._given_client = client is not None
         self.queue_config = queue_config
         self.clock = clock
 
@@ -51,8 +52,16 @@ class App:
         return redis.Redis.from_url(self.url)
 
     @cached_property
+    def once_client(self) -> redis.Redis | None:
+        """A client that never resends a command, for script calls that must not run twice
+        (``scripts.ONCE_SCRIPTS``); None when the App was given its client."""
+        if self._given_client:
+            return None
+        return client_for(self.url, retrying=False)
+
+    @cached_property
     def scripts(self) -> Scripts:
-        return Scripts(self.client)
+        return Scripts(self.client, self.once_client)
 
     @cached_property
     def store(self) -> Store:
@@ -67,5 +76,8 @@ class App:
         if self._client is not None:
             self._client.close()
             self._client = None
+            once = self.__dict__.pop("once_client", None)
+            if once is not None:
+                once.close()
             for name in ("scripts", "store", "queue"):
                 self.__dict__.pop(name, None)

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import os
 import re
+import sys
+import time
 from urllib.parse import unquote
 
 import redis
-from redis.backoff import ExponentialBackoff
+from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.retry import Retry
 
 from scheduler.model.errors import RedisUnavailable, SpecError
@@ -110,10 +112,41 @@ class _Retry(Retry):
         return super().call_with_retry(do, fail, retryable, with_failure_count)
 
 
-def client_for(url: str) -> redis.Redis:
-    retry = _Retry(ExponentialBackoff(cap=1.0, base=0.05), retries=5)
+def client_for(url: str, *, retrying: bool = True) -> redis.Redis:
+    """A client for ``url``. With ``retrying`` (the default), a command that fails with a
+    connection error or a timeout is sent again (up to 5 times, with backoff): right for
+    reads and idempotent writes. Without it nothing is resent: for script calls that
+    must not run twice (see ``Scripts``), whose callers decide what a failure means."""
+    retry = _Retry(ExponentialBackoff(cap=1.0, base=0.05), retries=5) if retrying else Retry(NoBackoff(), retries=0)
     try:
         return redis.Redis.from_url(url, decode_responses=True, retry=retry, health_check_interval=30)
     except (ValueError, TypeError) as exc:
         detail = scrub(str(exc), url).rstrip(".")
         raise SpecError(f"the Redis URL {mask_url(url)} is not valid: {detail}.") from None
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def wait_for_redis(url: str, log=_stderr, *, first_s: float = 0.1, cap_s: float = 5.0, stop=None) -> None:
+    """Return once Redis at ``url`` answers PING; until then retry with backoff (``first_s``
+    doubling to ``cap_s``), calling ``log`` with one line per retry. For the long-running
+    processes (workers, agents), which should outlive a Redis that is not there yet; one-shot
+    commands fail fast instead (:func:`connect`). ``stop()`` returning true gives up (returns)."""
+    delay = first_s
+    client = client_for(url, retrying=False)
+    try:
+        while True:
+            try:
+                client.ping()
+                return
+            except redis.RedisError as exc:
+                reason = scrub(str(exc), url).rstrip(".") or type(exc).__name__
+                log(f"waiting for Redis at {mask_url(url)}: {reason}")
+            if stop is not None and stop():
+                return
+            time.sleep(delay)
+            delay = min(delay * 2, cap_s)
+    finally:
+        client.close()

@@ -100,6 +100,12 @@ class Keys:
         return self._key("agents")
 
     @cached_property
+    def agent_ttls(self) -> str:
+        """HASH node -> the TTL (ms) its agent gives its heartbeat: how long a heartbeat
+        checker waits, after it first sees the heartbeat missing, before the node is down."""
+        return self._key("agents", "ttl")
+
+    @cached_property
     def node_epoch(self) -> str:
         """Counter bumped when a node is added, changed or removed (not by placements):
         tells reconcilers that global jobs may need tasks added or taken away."""

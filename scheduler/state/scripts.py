@@ -22,13 +22,21 @@ def script_source(name: str) -> str:
         encoding="utf-8")
 
 
-class Scripts:
-    """The project's scripts registered on one client; ``scripts.commit(keys, args)``."""
+# Scripts whose calls must not be resent blindly after a timeout or a lost connection (the
+# first may have run): they are called on a client that never retries, and their wrappers
+# in Store decide (enqueue's fill calls are idempotent and resent; its first call is not).
+ONCE_SCRIPTS = ("enqueue",)
 
-    def __init__(self, client: redis.Redis):
+
+class Scripts:
+    """The project's scripts registered on one client; ``scripts.commit(keys, args)``.
+    ``once_client`` (a client without retries) runs :data:`ONCE_SCRIPTS`."""
+
+    def __init__(self, client: redis.Redis, once_client: redis.Redis | None = None):
         self.client = client
         for name in SCRIPT_NAMES:
-            setattr(self, name, client.register_script(script_source(name)))
+            target = once_client if once_client is not None and name in ONCE_SCRIPTS else client
+            setattr(self, name, target.register_script(script_source(name)))
 
     def queue(self, pipe, name: str, keys: list, args: list) -> None:
         """Queue a script call on a pipeline by its SHA. (redis-py would first ask Redis

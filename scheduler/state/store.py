@@ -8,12 +8,13 @@ queue or the tallies goes through a Lua script; simple writes use MULTI transact
 from __future__ import annotations
 
 import dataclasses
+import time
 from functools import lru_cache
 
 import orjson
 import redis
 
-from scheduler.model.errors import NotFound, SpecError
+from scheduler.model.errors import NotFound, RedisUnavailable, SpecError
 from scheduler.model.names import is_job_id
 from scheduler.state.connection import time_ms
 from scheduler.state.keys import Keys
@@ -22,6 +23,7 @@ from scheduler.model import (ACTIVE, AVAILABILITIES, DOWN, LIVE_STATES, READY, S
 from scheduler.state.events import Subscription
 from scheduler.state.scripts import Scripts
 
+ENQUEUE_CHUNK = 500  # tasks per enqueue.lua call: each call takes a few ms (docs/reliability.md)
 _DESCRIPTION = ("hostname", "role", "os", "arch")
 
 
@@ -261,24 +263,35 @@ class Store:
             pipe.set(k.heartbeat(name), self.now_ms(), px=ttl_ms)
             pipe.sadd(k.agents, name)
             pipe.hget(k.node(name), "status")
+            pipe.hset(k.agent_ttls, name, ttl_ms)
             return pipe.execute()[2]
 
-    def agent_liveness(self) -> list[tuple[str, bool, str | None]]:
-        """(node, heartbeat still there, status) for every agent-run node."""
+    def agent_liveness(self) -> tuple[int, list[tuple[str, bool, str | None, int]]]:
+        """Redis TIME (ms), and (node, heartbeat still there, status, heartbeat TTL in ms)
+        for every agent-run node."""
         k = self.keys
-        names = sorted(self.client.smembers(k.agents))
+        with self.client.pipeline(transaction=False) as pipe:
+            pipe.time()
+            pipe.smembers(k.agents)
+            pipe.hgetall(k.agent_ttls)
+            reply, members, ttls = pipe.execute()
+        now, names = time_ms(reply), sorted(members)
         if not names:
-            return []
+            return now, []
         with self.client.pipeline(transaction=False) as pipe:
             for name in names:
                 pipe.exists(k.heartbeat(name))
                 pipe.hget(k.node(name), "status")
             replies = pipe.execute()
-        return [(name, bool(replies[2 * i]), replies[2 * i + 1]) for i, name in enumerate(names)]
+        return now, [(name, bool(replies[2 * i]), replies[2 * i + 1], int(ttls.get(name, 0)))
+                     for i, name in enumerate(names)]
 
     def forget_agent(self, name: str) -> None:
         """The node no longer has an agent: its heartbeat lapsing no longer takes it down."""
-        self.client.srem(self.keys.agents, name)
+        with self.client.pipeline(transaction=False) as pipe:
+            pipe.srem(self.keys.agents, name)
+            pipe.hdel(self.keys.agent_ttls, name)
+            pipe.execute()
 
     def unnominate(self, task_id: str, node: str) -> bool:
         """Release the room ``node`` holds for ``task_id`` (placed or nominated elsewhere)."""
@@ -341,18 +354,64 @@ class Store:
         still as ``read`` (:func:`job_state`; "" = it must not exist). ``pins`` fixes each
         task to one node (global jobs); ``delay_ms`` starts them in backoff (restart delay);
         ``retries`` counts how many tasks ran before them in the same slot. Returns the
-        creation time (ms), or None when the job changed since it was read."""
+        creation time (ms), or None when the job changed since it was read.
+
+        No call blocks Redis for long: the first call (job hash and the first
+        ``ENQUEUE_CHUNK`` tasks) is the compare-and-set; the other tasks follow in fill
+        calls of a chunk each (:meth:`enqueue_fill`), which stop early if the job is
+        stopped or replaced meanwhile. The first call is never resent after a timeout
+        or a lost connection (it may have been applied): that is one sentence,
+        :class:`RedisUnavailable`. Fill calls are idempotent, so they are resent."""
         k = self.keys
+        head = min(count, ENQUEUE_CHUNK)
         args = [read, k.events, job_id, version, priority, first_index, delay_ms, retries, int(is_global),
                 len(job_fields)]
         for field, value in job_fields.items():
             args += [field, value]
-        args += pins or []
-        reply = self.scripts.enqueue(
-            keys=[k.job(job_id), k.jobs, k.global_jobs, k.active, k.backoff, k.job_tasks(job_id), k.enqueue_seq,
-                  *(k.task(f"{job_id}.{first_index + i}") for i in range(count))],
-            args=args)
-        return int(reply[1]) if reply[0] else None
+        args += (pins or [])[:head]
+        try:
+            reply = self.scripts.enqueue(keys=self._enqueue_keys(job_id, first_index, head), args=args)
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            raise RedisUnavailable(
+                f"Redis did not answer while job {job_id!r} was being written ({str(exc).rstrip('.')}); it may or "
+                f"may not have been applied: look with `sched job show {job_id}`.") from None
+        if not reply[0]:
+            return None
+        for offset in range(head, count, ENQUEUE_CHUNK):
+            size = min(ENQUEUE_CHUNK, count - offset)
+            chunk_pins = pins[offset:offset + size] if pins else None
+            if self.enqueue_fill(job_id, version, priority, first_index + offset, size, pins=chunk_pins,
+                                 delay_ms=delay_ms, retries=retries) is None:
+                break  # stopped or replaced meanwhile: its newer state decides
+        return int(reply[1])
+
+    def enqueue_fill(self, job_id: str, version: int, priority: int, first_index: int, count: int, *,
+                     pins: list[str] | None = None, delay_ms: int = 0, retries: int = 0,
+                     attempts: int = 5) -> int | None:
+        """One fill call of ``enqueue.lua``: create the tasks ``<job>.<first_index + i>``
+        (``count`` <= a chunk) that do not exist yet, if the job is still running at
+        ``version``. Idempotent, so resent (``attempts`` times) after a timeout or a lost
+        connection. Returns how many tasks it created, or None if the job changed."""
+        k = self.keys
+        args = [f"={version}", k.events, job_id, version, priority, first_index, delay_ms, retries, 0, 0,
+                *(pins or [])]
+        keys = self._enqueue_keys(job_id, first_index, count)
+        for attempt in range(attempts):
+            try:
+                reply = self.scripts.enqueue(keys=keys, args=args)
+                return int(reply[2]) if reply[0] else None
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                if attempt == attempts - 1:
+                    raise RedisUnavailable(
+                        f"Redis did not answer while the tasks of job {job_id!r} from index {first_index} were being "
+                        f"queued ({str(exc).rstrip('.')}); the job has fewer tasks than it asks for.") from None
+                time.sleep(min(2.0, 0.1 * 2 ** attempt))
+        return None
+
+    def _enqueue_keys(self, job_id: str, first_index: int, count: int) -> list[str]:
+        k = self.keys
+        return [k.job(job_id), k.jobs, k.global_jobs, k.active, k.backoff, k.job_tasks(job_id), k.enqueue_seq,
+                *(k.task(f"{job_id}.{first_index + i}") for i in range(count))]
 
     def now_ms(self) -> int:
         return time_ms(self.client.time())

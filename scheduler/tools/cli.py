@@ -439,7 +439,7 @@ def agent(app, name, interval, slots, **options):
     elsewhere; when it comes back, it stops any task that was replaced meanwhile.
     """
     node = node_from_options(name, **options)
-    app.app.client  # connect (or start the embedded server) first
+    app.app.url  # start the embedded server if there is no URL; the agent waits for a real one
     process("node-agent")(app.app, node, interval_s=interval, slots=slots)
 
 

@@ -1,0 +1,115 @@
+"""A big submit neither blocks Redis nor half-succeeds (docs/reliability.md, "Large submits").
+
+``enqueue.lua`` creates at most ENQUEUE_CHUNK tasks per call. The big test submits a job
+of REPLICAS tasks through ``sched job submit`` in a subprocess, against a redis-server of
+its own whose SLOWLOG records every command, while a thread PINGs Redis the whole time.
+It checks the exit code, that every task exists exactly once in ``q:active``, and from
+Redis's own command statistics that there was one script call per chunk. The PING
+latency and the script calls' durations (Redis's SLOWLOG) are printed: measurements, not
+assertions (see docs/reliability.md)."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+
+import pytest
+import redis
+
+from scheduler.control import reconcile
+from scheduler.model import parse_job
+from scheduler.state.app import App
+from scheduler.state.embedded import start_server
+from scheduler.state.store import ENQUEUE_CHUNK
+
+from test_agents import SCHED
+
+REPLICAS = 200_000
+SUBMIT_LIMIT_S = 600  # a bound on "eventually", not a performance target
+
+
+@pytest.fixture
+def own_redis(tmp_path):
+    directory = tmp_path / "redis"
+    directory.mkdir()
+    socket = directory / "redis.sock"
+    server = start_server(directory, socket, daemonize=False)
+    yield f"unix://{socket}"
+    server.terminate()
+    server.wait(timeout=30)
+
+
+def test_a_big_submit_runs_in_short_chunks_and_succeeds(own_redis, tmp_path):
+    url = own_redis
+    app = App(redis_url=url, namespace="big")
+    client = app.client
+    client.config_set("slowlog-log-slower-than", 1000)  # keep the commands over 1 ms (a record, not a check)
+    client.config_set("slowlog-max-len", 10_000)
+    spec = tmp_path / "big.yaml"
+    spec.write_text(f"id: big\nreplicas: {REPLICAS}\nresources: {{cpu: 0.1, memory: 1MiB}}\n")
+    pings: list[float] = []
+    done = threading.Event()
+
+    def ping_loop():
+        pinger = redis.Redis.from_url(url)
+        while not done.is_set():
+            started = time.perf_counter()
+            pinger.ping()
+            pings.append(time.perf_counter() - started)
+            time.sleep(0.005)
+        pinger.close()
+
+    client.slowlog_reset()
+    client.config_resetstat()
+    thread = threading.Thread(target=ping_loop, daemon=True)
+    thread.start()
+    started = time.perf_counter()
+    try:
+        submit = subprocess.run([SCHED, "--redis-url", url, "--namespace", "big", "job", "submit", str(spec)],
+                                capture_output=True, text=True, timeout=SUBMIT_LIMIT_S)
+    finally:
+        elapsed = time.perf_counter() - started
+        done.set()
+        thread.join(timeout=10)
+    stats = client.info("commandstats").get("cmdstat_evalsha", {})
+    slow = [entry for entry in client.slowlog_get(10_000) if entry["command"].split()[0].upper() == b"EVALSHA"]
+    client.config_set("slowlog-log-slower-than", 10_000)
+    assert submit.returncode == 0, submit.stderr
+    assert submit.stderr == ""
+    # One script call per chunk: no call created more than ENQUEUE_CHUNK tasks.
+    assert stats["calls"] - stats.get("failed_calls", 0) == -(-REPLICAS // ENQUEUE_CHUNK)
+
+    members = client.zrange(app.keys.active, 0, -1)
+    assert len(members) == REPLICAS
+    assert set(members) == {f"big.{i}" for i in range(REPLICAS)}
+    assert client.zcard(app.keys.job_tasks("big")) == REPLICAS
+    longest_ms = max((entry["duration"] for entry in slow), default=0) / 1000
+    print(f"\nsubmit of {REPLICAS} tasks: {elapsed:.1f} s, {stats['calls']} EVALSHA calls averaging "
+          f"{stats['usec_per_call'] / 1000:.2f} ms, {len(slow)} of them over 1 ms (longest {longest_ms:.1f} ms); "
+          f"{len(pings)} PINGs meanwhile, max latency {max(pings) * 1000:.1f} ms")
+    app.close()
+
+
+def test_a_fill_chunk_sent_twice_creates_nothing_new(app):
+    spec = parse_job({"id": "twice", "replicas": 2500, "resources": {"cpu": 0.1, "memory": "1MiB"}})
+    reconcile.submit(app.store, spec)
+    store, client = app.store, app.client
+    assert client.zcard(app.keys.active) == 2500
+    before = store.get_task("twice.1500")
+    seq = client.get(app.keys.enqueue_seq)
+    assert store.enqueue_fill("twice", 1, spec.priority, 1000, ENQUEUE_CHUNK) == 0  # the same chunk again
+    assert client.zcard(app.keys.active) == 2500
+    assert client.zcard(app.keys.job_tasks("twice")) == 2500
+    assert store.get_task("twice.1500") == before
+    assert client.get(app.keys.enqueue_seq) == seq
+    # A chunk with a hole creates only the missing task.
+    client.delete(app.keys.task("twice.1200"))
+    client.zrem(app.keys.active, "twice.1200")
+    assert store.enqueue_fill("twice", 1, spec.priority, 1000, ENQUEUE_CHUNK) == 1
+    assert client.zscore(app.keys.active, "twice.1200") is not None
+    # Refused once the job is at another version, or stopped.
+    assert store.enqueue_fill("twice", 2, spec.priority, 2500, 10) is None
+    reconcile.stop(store, "twice")
+    assert store.enqueue_fill("twice", 1, spec.priority, 2500, 10) is None
+    assert not client.exists(app.keys.task("twice.2500"))
