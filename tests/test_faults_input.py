@@ -120,12 +120,16 @@ def test_wrong_password_is_not_printed(password_server, args):
     assert "invalid username-password pair" in result.stderr or "WRONGPASS" in result.stderr
 
 
+LONG_RUNNING = ("worker", "agent")  # they wait for Redis instead of giving up
+
+
 def test_unreachable_server_password_is_not_printed():
-    """Every command as a real process (where a traceback would show) against a port where
-    nothing listens; run side by side, as each retries for a few seconds before it gives up."""
+    """Every one-shot command as a real process (where a traceback would show) against a
+    port where nothing listens; run side by side, as each retries for a few seconds before
+    it gives up."""
     port = free_port()
     url = f"redis://user:{SECRET}@127.0.0.1:{port}/0"
-    pending = list(EVERY_COMMAND.items())
+    pending = [(name, args) for name, args in EVERY_COMMAND.items() if name not in LONG_RUNNING]
     while pending:
         batch, pending = pending[:7], pending[7:]
         running = [(name, subprocess.Popen([SCHED, "--redis-url", url, "-n", "secrets", *args],
@@ -134,6 +138,30 @@ def test_unreachable_server_password_is_not_printed():
         for name, process in running:
             stdout, stderr = process.communicate(SPEC, timeout=120)
             assert_one_sentence_without_secret(process.returncode, stdout, stderr, port)
+
+
+@pytest.mark.parametrize("name", LONG_RUNNING)
+def test_long_running_processes_wait_without_printing_the_password(name, tmp_path):
+    """A worker or agent pointed at a server that is not there waits for it, saying so with
+    the URL masked; stopped while waiting, it has printed no password and no traceback."""
+    port = free_port()
+    url = f"redis://user:{SECRET}@127.0.0.1:{port}/0"
+    log = tmp_path / "stderr"
+    with log.open("w") as stderr:
+        process = subprocess.Popen([SCHED, "--redis-url", url, "-n", "secrets", *EVERY_COMMAND[name]],
+                                   stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr, text=True)
+        try:
+            waiting = f"waiting for Redis at redis://user:***@127.0.0.1:{port}/0"
+            for _ in range(600):
+                if waiting in log.read_text() or process.poll() is not None:
+                    break
+                time.sleep(0.05)
+            assert process.poll() is None, log.read_text()  # still waiting, not exited
+        finally:
+            process.terminate()
+            stdout, _ = process.communicate(timeout=30)
+    output = stdout + log.read_text()
+    assert waiting in output and SECRET not in output and "Traceback" not in output, output
 
 
 def test_redis_errors_name_no_password(password_server):

@@ -133,7 +133,8 @@ def wait_for_redis(url: str, log=_stderr, *, first_s: float = 0.1, cap_s: float 
     """Return once Redis at ``url`` answers PING; until then retry with backoff (``first_s``
     doubling to ``cap_s``), calling ``log`` with one line per retry. For the long-running
     processes (workers, agents), which should outlive a Redis that is not there yet; one-shot
-    commands fail fast instead (:func:`connect`). ``stop()`` returning true gives up (returns)."""
+    commands fail fast instead (:func:`connect`). A refused password is final: it raises
+    :class:`RedisUnavailable` at once. ``stop()`` returning true gives up (returns)."""
     delay = first_s
     client = client_for(url, retrying=False)
     try:
@@ -141,6 +142,10 @@ def wait_for_redis(url: str, log=_stderr, *, first_s: float = 0.1, cap_s: float 
             try:
                 client.ping()
                 return
+            except (redis.AuthenticationError, redis.exceptions.AuthorizationError) as exc:
+                # A wrong password does not fix itself: say so once, as one-shot commands do.
+                detail = scrub(str(exc), url).rstrip(".")
+                raise RedisUnavailable(f"cannot reach Redis at {mask_url(url)}: {detail}.") from None
             except redis.RedisError as exc:
                 reason = scrub(str(exc), url).rstrip(".") or type(exc).__name__
                 log(f"waiting for Redis at {mask_url(url)}: {reason}")
