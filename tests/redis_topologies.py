@@ -430,6 +430,3 @@ def sentinel_factory(tmp_path_factory):
     for setup in started:
         setup.stop()
 
-
-__all__ = ["ClusterSet", "SentinelSet", "cluster_factory", "free_ports", "redis_cluster", "redis_sentinel",
-           "sentinel_factory", "wait_until"]
