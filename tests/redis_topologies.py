@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 PORT_LOW, PORT_HIGH = 30000, 54999
 HOST = "127.0.0.1"
@@ -69,10 +71,15 @@ def wait_until(condition, timeout_s: float, what: str, interval_s: float = 0.05)
     raise AssertionError(f"timed out waiting for {what}" + (f" (last error: {last_error})" if last_error else ""))
 
 
+class ServerExited(AssertionError):
+    """A server died while starting: most likely another process took its port between
+    :func:`free_ports` and the server's bind (the range overlaps the ephemeral ports)."""
+
+
 def plain_client(port: int, password: str | None = PASSWORD) -> redis.Redis:
     """A direct, non-cluster client to one server (for set-up and inspection)."""
     return redis.Redis(host=HOST, port=port, password=password, decode_responses=True,
-                       socket_timeout=5, socket_connect_timeout=5)
+                       socket_timeout=5, socket_connect_timeout=5, retry=Retry(NoBackoff(), 0))  # callers poll
 
 
 class Server:
@@ -108,7 +115,7 @@ class Server:
     def wait_ping(self) -> None:
         def answers():
             if not self.alive:
-                raise AssertionError(f"server on port {self.port} exited; log:\n{self._log_tail()}")
+                raise ServerExited(f"server on port {self.port} exited; log:\n{self._log_tail()}")
             return self.client().ping()
 
         wait_until(answers, START_TIMEOUT_S, f"the server on port {self.port} to answer")
@@ -386,10 +393,21 @@ class SentinelSet:
 
 
 # ----------------------------------------------------------------------------- fixtures
+def start(kind, directory_for, attempts: int = 3, **options):
+    """``kind(directory, **options)``, started again on other ports if a server could not
+    keep the ports it was given."""
+    for attempt in range(attempts):
+        try:
+            return kind(directory_for(), **options)
+        except ServerExited:
+            if attempt == attempts - 1:
+                raise
+
+
 @pytest.fixture(scope="session")
 def redis_cluster(tmp_path_factory) -> ClusterSet:
     """A Redis Cluster shared by the session's tests (which must not break it)."""
-    cluster = ClusterSet(tmp_path_factory.mktemp("cluster"))
+    cluster = start(ClusterSet, lambda: tmp_path_factory.mktemp("cluster"))
     yield cluster
     cluster.stop()
 
@@ -398,7 +416,7 @@ def redis_cluster(tmp_path_factory) -> ClusterSet:
 def redis_sentinel(tmp_path_factory) -> SentinelSet:
     """A Sentinel set-up shared by the session's tests (which must not break it); its
     sentinels require a password of their own."""
-    setup = SentinelSet(tmp_path_factory.mktemp("sentinel"), sentinel_password="sentinel-" + PASSWORD)
+    setup = start(SentinelSet, lambda: tmp_path_factory.mktemp("sentinel"), sentinel_password="sentinel-" + PASSWORD)
     yield setup
     setup.stop()
 
@@ -408,11 +426,11 @@ def cluster_factory(tmp_path_factory):
     """Start a Redis Cluster of one's own (for a test that kills its nodes): ``cluster_factory()``."""
     started: list[ClusterSet] = []
 
-    def start(**options) -> ClusterSet:
-        started.append(ClusterSet(tmp_path_factory.mktemp("cluster"), **options))
+    def make(**options) -> ClusterSet:
+        started.append(start(ClusterSet, lambda: tmp_path_factory.mktemp("cluster"), **options))
         return started[-1]
 
-    yield start
+    yield make
     for cluster in started:
         cluster.stop()
 
@@ -422,11 +440,11 @@ def sentinel_factory(tmp_path_factory):
     """Start a Sentinel set-up of one's own (for a test that kills its master)."""
     started: list[SentinelSet] = []
 
-    def start(**options) -> SentinelSet:
-        started.append(SentinelSet(tmp_path_factory.mktemp("sentinel"), **options))
+    def make(**options) -> SentinelSet:
+        started.append(start(SentinelSet, lambda: tmp_path_factory.mktemp("sentinel"), **options))
         return started[-1]
 
-    yield start
+    yield make
     for setup in started:
         setup.stop()
 
