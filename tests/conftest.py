@@ -81,3 +81,6 @@ def both_placement_paths(request, monkeypatch):
 
         monkeypatch.setattr(Placer, "__init__", init)
     return request.param
+
+
+from redis_topologies import cluster_factory, redis_cluster, redis_sentinel, sentinel_factory  # noqa: E402,F401

@@ -63,7 +63,7 @@ class NodeAgent:
         self.node = node
         self.interval_s = interval_s
         self.slots = slots
-        self.rq_connection = app.rq_connection
+        self.rq_connection = app.rq_client
         self.rq_queue = Queue(app.keys.rq_queue_name(node.name), connection=self.rq_connection)
         self.started: dict[str, str] = {}  # task id -> RQ job id, for what this agent enqueued
         self._stop = threading.Event()

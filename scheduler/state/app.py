@@ -2,7 +2,8 @@
 
 The CLI, workers, agents and the benchmark all start from an :class:`App`, so a
 connection, its registered scripts, the key builder, the store and the queue are made
-once and shared.
+once and shared. The URL may name any topology (see connection.py); on a Redis Cluster
+the namespace lives in the one slot of its hash tag ``{ns}``.
 """
 
 from __future__ import annotations
@@ -11,8 +12,10 @@ import os
 from functools import cached_property
 
 import redis
+from redis.cluster import RedisCluster
 
-from scheduler.state.connection import client_for, connect, resolve_url
+from scheduler.model.errors import RedisUnavailable
+from scheduler.state.connection import CLUSTER_SCHEMES, client_for, connect, mask_url, resolve_url
 from scheduler.state.keys import Keys
 from scheduler.state.queue import QueueConfig, SchedulingQueue
 from scheduler.state.scripts import Scripts
@@ -25,8 +28,10 @@ def default_namespace() -> str:
 
 class App:
     def __init__(self, redis_url: str | None = None, namespace: str | None = None,
-                 client: redis.Redis | None = None, queue_config: QueueConfig | None = None, clock=None):
+                 client: redis.Redis | None = None, queue_config: QueueConfig | None = None, clock=None,
+                 rq_url: str | None = None):
         self.redis_url = redis_url
+        self._rq_url = rq_url
         self.keys = Keys(default_namespace() if namespace is None else namespace)
         self._client = client
         self._given_client = client is not None
@@ -41,15 +46,38 @@ class App:
         return resolve_url(self.redis_url) or ensure_embedded()
 
     @property
+    def display_url(self) -> str:
+        """The URL as it may be shown or logged: any password masked."""
+        return mask_url(self.url)
+
+    @property
     def client(self) -> redis.Redis:
         if self._client is None:
             self._client = connect(self.url)
+            if isinstance(self._client, RedisCluster):
+                # Commands without a key (TIME, PING) go to the client's default node, a
+                # random master: make it the one serving the namespace, so that TIME read
+                # here is the clock the scripts stamp leases with. (After a failover
+                # redis-py picks another; clocks in step make that harmless.)
+                self._client.set_default_node(self._client.get_node_from_key(self.keys.active))
         return self._client
 
+    @property
+    def rq_url(self) -> str:
+        """Where node agents run tasks through RQ: ``rq_url``, else ``SCHED_RQ_URL``,
+        else the scheduler's own Redis. RQ cannot run on a Redis Cluster (its keys span
+        slots, its job ids cannot carry a hash tag, and it needs transactions with WATCH
+        that a cluster client gives only within one slot), so a cluster needs another."""
+        return self._rq_url or os.environ.get("SCHED_RQ_URL") or self.url
+
     @cached_property
-    def rq_connection(self) -> redis.Redis:
-        """A connection for RQ, which wants bytes rather than decoded strings."""
-        return redis.Redis.from_url(self.url)
+    def rq_client(self) -> redis.Redis:
+        """A client for :attr:`rq_url` with undecoded replies, as RQ wants."""
+        url = self.rq_url
+        if url.partition("://")[0].lower() in CLUSTER_SCHEMES:
+            raise RedisUnavailable(f"RQ cannot run on the Redis Cluster at {mask_url(url)}; give node agents a "
+                                   f"Redis of their own (plain or Sentinel) with SCHED_RQ_URL.")
+        return client_for(url, decode_responses=False)
 
     @cached_property
     def once_client(self) -> redis.Redis | None:

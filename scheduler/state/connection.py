@@ -1,5 +1,22 @@
 """Find the Redis to talk to: ``--redis-url``, then ``SCHED_REDIS_URL``, then ``REDIS_URL``,
 and with none of them the embedded server under the state folder (see embedded.py).
+
+Every topology is one URL:
+
+``redis://[[user]:pass@]host[:port][/db]``, ``rediss://...`` (TLS)
+    one server (redis-py's own URL syntax and query options).
+``unix://[[user]:pass@]/path/to/redis.sock[?db=N]``
+    one server on a unix socket (the embedded server is one).
+``redis+cluster://[[user]:pass@]host:port[,host:port...][/][?options]``, ``rediss+cluster://...``
+    a Redis Cluster, from one or more seed nodes (the rest are discovered).
+``redis+sentinel://[[user]:pass@]host:port[,host:port...]/master-name[?db=N][&sentinel_password=...]``
+    the master that Sentinel names ``master-name``, found again after a failover. The
+    URL's credentials are the master's; sentinels that require a password of their own
+    take it from ``sentinel_password`` (and ``sentinel_username``), which may repeat the
+    master's.
+
+A URL without a password takes ``SCHED_REDIS_PASSWORD`` when that is set. Passwords
+never appear in what this module says: :func:`mask_url` replaces them with ``***``.
 """
 
 from __future__ import annotations
@@ -8,15 +25,24 @@ import os
 import re
 import sys
 import time
-from urllib.parse import unquote
+from urllib.parse import parse_qsl, unquote, urlencode
 
 import redis
 from redis.backoff import ExponentialBackoff, NoBackoff
+from redis.cluster import ClusterNode, RedisCluster
+from redis.connection import parse_url
+from redis.exceptions import AuthenticationError, AuthorizationError, RedisClusterException
 from redis.retry import Retry
+from redis.sentinel import Sentinel
 
 from scheduler.model.errors import RedisUnavailable, SpecError
 
+CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
+SENTINEL_SCHEMES = ("redis+sentinel",)
+PLAIN_SCHEMES = ("redis", "rediss", "unix")
+PASSWORD_ENV = "SCHED_REDIS_PASSWORD"
 _QUERY_PASSWORD_RE = re.compile(r"(?i)([?&][^=&#]*password=)[^&#]*")
+CONNECT_TIMEOUT_S = 5  # a machine that is gone must not hang a connect for the OS's minutes
 
 
 def resolve_url(explicit: str | None = None) -> str | None:
@@ -24,7 +50,8 @@ def resolve_url(explicit: str | None = None) -> str | None:
 
 
 def connect(url: str | None = None, *, embedded_ok: bool = True) -> redis.Redis:
-    """A client for the resolved URL, starting the embedded server when there is none."""
+    """A client for the resolved URL, starting the embedded server when there is none.
+    (For a cluster URL the client is a ``redis.cluster.RedisCluster``.)"""
     url = resolve_url(url)
     if url is None:
         if not embedded_ok:
@@ -32,13 +59,47 @@ def connect(url: str | None = None, *, embedded_ok: bool = True) -> redis.Redis:
         from scheduler.state.embedded import ensure_embedded
 
         url = ensure_embedded()
-    client = client_for(url)
     try:
+        client = client_for(url)
         client.ping()
-    except redis.RedisError as exc:
-        detail = scrub(str(exc), url).rstrip(".")
-        raise RedisUnavailable(f"cannot reach Redis at {mask_url(url)}: {detail}.") from None
+    except (redis.RedisError, RedisClusterException) as exc:
+        raise RedisUnavailable(f"cannot reach Redis at {mask_url(url)}: {_reason(exc, url)}.") from None
     return client
+
+
+def time_ms(reply) -> int:
+    """Redis ``TIME`` (seconds, microseconds) in milliseconds: the one clock of leases,
+    backoffs and measurements."""
+    seconds, micros = reply
+    return int(seconds) * 1000 + int(micros) // 1000
+
+
+def client_for(url: str, *, decode_responses: bool = True, retrying: bool = True):
+    """A client for ``url`` (any of the forms above), with replies decoded to ``str``
+    unless ``decode_responses`` is False (RQ wants bytes). With ``retrying`` (the
+    default), connection errors and timeouts are retried with exponential backoff: a
+    server restarting or failing over is waited for, briefly; right for reads and
+    idempotent writes. Without it nothing is resent: for script calls that must not run
+    twice (see ``Scripts``), whose callers decide what a failure means.
+
+    A plain or Sentinel client connects on first use; a cluster client reads the
+    cluster's layout here, so it may raise for an unreachable cluster."""
+    scheme = url.partition("://")[0].lower() if "://" in url else ""
+    try:
+        if scheme in CLUSTER_SCHEMES:
+            return _cluster_client(url, decode_responses, retrying)
+        if scheme in SENTINEL_SCHEMES:
+            return _sentinel_client(url, decode_responses, retrying)
+        if scheme in PLAIN_SCHEMES:
+            extra = {} if scheme == "unix" else {"socket_connect_timeout": CONNECT_TIMEOUT_S, "socket_keepalive": True}
+            if _split(url)[2] is None and os.environ.get(PASSWORD_ENV):
+                extra["password"] = os.environ[PASSWORD_ENV]
+            return redis.Redis.from_url(url, decode_responses=decode_responses, retry=_retry(retrying),
+                                        health_check_interval=30, **extra)
+    except (ValueError, TypeError) as exc:  # a malformed URL: parse_url's words, without the URL
+        raise SpecError(f"the Redis URL {mask_url(url)} is not valid: {_reason(exc, url)}.") from None
+    raise SpecError(f"the Redis URL {mask_url(url)} is not valid: use redis://, rediss://, unix://, "
+                    f"redis+cluster://, rediss+cluster:// or redis+sentinel://.")
 
 
 def mask_url(url: str) -> str:
@@ -92,37 +153,147 @@ def _passwords(url: str) -> list[str]:
     return found
 
 
-def time_ms(reply) -> int:
-    """Redis ``TIME`` (seconds, microseconds) in milliseconds: the one clock of leases,
-    backoffs and measurements."""
-    seconds, micros = reply
-    return int(seconds) * 1000 + int(micros) // 1000
-
-
+# ----------------------------------------------------------------------------- the clients
 class _Retry(Retry):
-    """Retries what a blip explains (a refused or dropped connection, a timeout); a wrong
-    password or a missing permission is final, and reported at once."""
+    """redis-py's Retry, except that a refused password is not retried: it will not
+    become right, and the caller should hear so at once."""
 
     def call_with_retry(self, do, fail, is_retryable=None, with_failure_count=False):
         def retryable(error: Exception) -> bool:
-            if isinstance(error, (redis.AuthenticationError, redis.exceptions.AuthorizationError)):
-                return False
-            return is_retryable(error) if is_retryable is not None else True
+            return (not isinstance(error, (AuthenticationError, AuthorizationError))
+                    and (is_retryable is None or is_retryable(error)))
 
         return super().call_with_retry(do, fail, retryable, with_failure_count)
 
 
-def client_for(url: str, *, retrying: bool = True) -> redis.Redis:
-    """A client for ``url``. With ``retrying`` (the default), a command that fails with a
-    connection error or a timeout is sent again (up to 5 times, with backoff): right for
-    reads and idempotent writes. Without it nothing is resent: for script calls that
-    must not run twice (see ``Scripts``), whose callers decide what a failure means."""
-    retry = _Retry(ExponentialBackoff(cap=1.0, base=0.05), retries=5) if retrying else Retry(NoBackoff(), retries=0)
-    try:
-        return redis.Redis.from_url(url, decode_responses=True, retry=retry, health_check_interval=30)
-    except (ValueError, TypeError) as exc:
-        detail = scrub(str(exc), url).rstrip(".")
-        raise SpecError(f"the Redis URL {mask_url(url)} is not valid: {detail}.") from None
+def _retry(retrying: bool = True, retries: int = 5) -> Retry:
+    if not retrying:
+        return Retry(NoBackoff(), retries=0)
+    return _Retry(ExponentialBackoff(cap=1.0, base=0.05), retries=retries)
+
+
+class BackoffCluster(RedisCluster):
+    """redis-py's RedisCluster, waiting between attempts at a command.
+
+    After a connection error or a cluster that is down, redis-py re-reads the cluster's
+    layout and tries again at once, as often as its retry object says (it takes only the
+    count from it): a failover takes seconds (the node timeout, then an election), so
+    every attempt would be spent within milliseconds. Here a command that still fails
+    is tried again after an exponential backoff, as on the other topologies. (Pipelines
+    keep redis-py's immediate retries: their queue is emptied when they fail.)"""
+
+    def __init__(self, *args, backoff: Retry, **kwargs):
+        self.backoff = backoff  # first: the constructor already sends commands
+        super().__init__(*args, **kwargs)
+
+    def execute_command(self, *args, **kwargs):
+        return self.backoff.call_with_retry(lambda: super(BackoffCluster, self).execute_command(*args, **kwargs),
+                                            lambda _error: None)
+
+
+def _split(url: str) -> tuple[str, str | None, str | None, list[tuple[str, int]], str, str]:
+    """(scheme, username, password, [(host, port)...], path, query) of a URL whose
+    host part may list several ``host:port``. Username and password are None when
+    absent (unquoted when present)."""
+    scheme, _, rest = url.partition("://")
+    rest, _, query = rest.partition("?")
+    at = rest.rfind("@")
+    userinfo, rest = (rest[:at], rest[at + 1:]) if at >= 0 else ("", rest)
+    hostlist, slash, path = rest.partition("/")
+    username = password = None
+    if at >= 0:
+        user, colon, secret = userinfo.partition(":")
+        username = unquote(user) or None
+        password = unquote(secret) if colon and secret else None
+    hosts = []
+    for item in filter(None, hostlist.split(",")):
+        if item.startswith("["):  # [ipv6]:port
+            host, _, port = item[1:].partition("]")
+            port = port.lstrip(":")
+        else:
+            host, _, port = item.rpartition(":") if ":" in item else (item, "", "")
+        if not host:
+            raise ValueError(f"host {item!r} has no name")
+        if port and not port.isdigit():
+            raise ValueError(f"port {port!r} is not a number")
+        hosts.append((host, int(port or 6379)))
+    return scheme.lower(), username, password, hosts, slash + path, query
+
+
+def _options(query: str, secure: bool) -> dict:
+    """Connection options from a query string, typed by redis-py's own URL parser
+    (``socket_timeout``, ``ssl_cert_reqs``...); with ``secure``, TLS."""
+    options = parse_url(f"{'rediss' if secure else 'redis'}://localhost/?{query}" if query
+                        else f"{'rediss' if secure else 'redis'}://localhost")
+    for name in ("host", "port", "db"):
+        options.pop(name, None)
+    if secure:
+        options.pop("connection_class", None)
+        options["ssl"] = True
+    return options
+
+
+def _credentials(username: str | None, password: str | None) -> dict:
+    if password is None:
+        password = os.environ.get(PASSWORD_ENV) or None
+    return {name: value for name, value in (("username", username), ("password", password)) if value is not None}
+
+
+def _cluster_client(url: str, decode_responses: bool, retrying: bool = True) -> RedisCluster:
+    scheme, username, password, hosts, path, query = _split(url)
+    if not hosts:
+        raise ValueError("a cluster URL names at least one host:port")
+    if path not in ("", "/", "/0"):
+        raise ValueError("a Redis Cluster has only database 0")
+    options = {"socket_connect_timeout": CONNECT_TIMEOUT_S, "socket_keepalive": True,
+               **_options(query, scheme.startswith("rediss"))}
+    # redis-py re-reads the layout and tries again at once up to 3 times; BackoffCluster
+    # waits and tries all that again up to 10 times (about 6 s in all, enough for a
+    # failover with a short node timeout; a worker's loop waits longer on its own).
+    backoff = _Retry(ExponentialBackoff(cap=1.0, base=0.05), retries=10 if retrying else 0,
+                     supported_errors=RedisCluster.ERRORS_ALLOW_RETRY)
+    return BackoffCluster(startup_nodes=[ClusterNode(host, port) for host, port in hosts],
+                          retry=Retry(NoBackoff(), 3 if retrying else 0), backoff=backoff, decode_responses=decode_responses,
+                          **_credentials(username, password), **options)
+
+
+def _sentinel_client(url: str, decode_responses: bool, retrying: bool = True) -> redis.Redis:
+    _, username, password, hosts, path, query = _split(url)
+    master = path.strip("/")
+    if not hosts or not master or "/" in master:
+        raise ValueError("a Sentinel URL is redis+sentinel://host:port[,host:port...]/master-name")
+    params = dict(parse_qsl(query, keep_blank_values=True))
+    db = params.pop("db", "0")
+    if not db.isdigit():
+        raise ValueError(f"db {db!r} is not a number")
+    sentinel_auth = {name: value for name, value in (("username", params.pop("sentinel_username", None)),
+                                                     ("password", params.pop("sentinel_password", None))) if value}
+    options = {"socket_connect_timeout": CONNECT_TIMEOUT_S, "socket_keepalive": True,
+               **_options(urlencode(params), secure=False)}
+    # Sentinels are asked in turn: one that does not answer is passed over at once
+    # rather than retried (the master's connections retry; each retry asks again).
+    sentinel_kwargs = {**{k: v for k, v in options.items() if k.startswith("socket_")}, **sentinel_auth,
+                       "retry": Retry(NoBackoff(), 0), "decode_responses": True}
+    sentinel = Sentinel(hosts, sentinel_kwargs=sentinel_kwargs)
+    return sentinel.master_for(master, redis_class=redis.Redis, db=int(db), decode_responses=decode_responses,
+                               retry=_retry(retrying), health_check_interval=30, **_credentials(username, password),
+                               **options)
+
+
+def _reason(exc: BaseException, url: str) -> str:
+    """The error's own words, with no password in them and no final full stop.
+    (A cluster wraps the cause in a sentence of its own: the cause is what matters.)"""
+    if isinstance(exc, RedisClusterException) and exc.__cause__ is not None:
+        exc = exc.__cause__
+    text = str(exc).strip().rstrip(".") or type(exc).__name__
+    if isinstance(exc, AuthenticationError) and ("HELLO must be called" in text or "required" in text):
+        text = f"it requires a password and none was given (in the URL or {PASSWORD_ENV})"
+    # Sentinel lists what each sentinel said after the repr of its client: keep its address.
+    text = re.sub(r"<redis\.client\.Redis\(<.*?,host=([^,>]+),port=(\d+),.*?>\)>\)>", r"sentinel \1:\2", text)
+    text = scrub(text, url)
+    if os.environ.get(PASSWORD_ENV):
+        text = text.replace(os.environ[PASSWORD_ENV], "***")
+    return " ".join(text.split())
 
 
 def _stderr(line: str) -> None:
@@ -136,22 +307,21 @@ def wait_for_redis(url: str, log=_stderr, *, first_s: float = 0.1, cap_s: float 
     commands fail fast instead (:func:`connect`). A refused password is final: it raises
     :class:`RedisUnavailable` at once. ``stop()`` returning true gives up (returns)."""
     delay = first_s
-    client = client_for(url, retrying=False)
-    try:
-        while True:
-            try:
-                client.ping()
-                return
-            except (redis.AuthenticationError, redis.exceptions.AuthorizationError) as exc:
-                # A wrong password does not fix itself: say so once, as one-shot commands do.
-                detail = scrub(str(exc), url).rstrip(".")
-                raise RedisUnavailable(f"cannot reach Redis at {mask_url(url)}: {detail}.") from None
-            except redis.RedisError as exc:
-                reason = scrub(str(exc), url).rstrip(".") or type(exc).__name__
-                log(f"waiting for Redis at {mask_url(url)}: {reason}")
-            if stop is not None and stop():
-                return
-            time.sleep(delay)
-            delay = min(delay * 2, cap_s)
-    finally:
-        client.close()
+    while True:
+        client = None
+        try:
+            client = client_for(url, retrying=False)  # a cluster client reads the layout here
+            client.ping()
+            return
+        except (AuthenticationError, AuthorizationError) as exc:
+            # A wrong password does not fix itself: say so once, as one-shot commands do.
+            raise RedisUnavailable(f"cannot reach Redis at {mask_url(url)}: {_reason(exc, url)}.") from None
+        except (redis.RedisError, RedisClusterException) as exc:
+            log(f"waiting for Redis at {mask_url(url)}: {_reason(exc, url)}")
+        finally:
+            if client is not None:
+                client.close()
+        if stop is not None and stop():
+            return
+        time.sleep(delay)
+        delay = min(delay * 2, cap_s)
