@@ -23,7 +23,7 @@ from redis.exceptions import NoScriptError
 from scheduler.control import reconcile
 from scheduler.control.audit import audit
 from scheduler.model import ASSIGNED, make_node, parse_job
-from scheduler.model.errors import RedisUnavailable
+from scheduler.model.errors import RedisUnavailable, SpecError
 from scheduler.state.app import App
 from scheduler.state.connection import client_for, connect, mask_url
 from scheduler.state.subscribe import follow
@@ -47,7 +47,7 @@ def register_nodes(app: App, count: int = 3) -> None:
 
 
 def states(app: App, job_id: str) -> dict[str, str]:
-    return {task["id"]: task["state"] for task in app.store.tasks(app.store.job_task_ids(job_id))}
+    return {task.id: task.state for task in app.store.tasks(app.store.job_task_ids(job_id))}
 
 
 def all_assigned(app: App, job_id: str, count: int) -> bool:
@@ -113,7 +113,7 @@ def test_mask_url_hides_every_password(url, masked):
     ("redis+cluster://:secret@host:port", "is not a number"),
 ])
 def test_a_bad_url_is_one_sentence_with_the_password_masked(url, words):
-    with pytest.raises(RedisUnavailable) as caught:
+    with pytest.raises(SpecError) as caught:
         client_for(url)
     message = str(caught.value)
     assert words in message and "***" in message and "secret" not in message, message
@@ -156,14 +156,14 @@ def test_scripts_reload_on_a_cluster_node_that_lost_them(redis_cluster):
     app = App(redis_url=redis_cluster.url, namespace="cl-scripts")
     register_nodes(app, 1)
     client = app.client
-    keys = [app.keys.tally_job("x"), app.keys.faults("x")]
+    keys = [app.keys.tally_job("x"), app.keys.faults("x"), app.keys.job("x")]
 
     client.script_flush()
     with client.pipeline(transaction=False) as pipe:  # queued by SHA: the caller reloads
         app.scripts.queue(pipe, "tallies", keys, [0])
         with pytest.raises(NoScriptError):
             pipe.execute()
-    app.scripts.load("tallies")
+    app.scripts.load_all()
     with client.pipeline(transaction=False) as pipe:
         app.scripts.queue(pipe, "tallies", keys, [0])
         assert pipe.execute() == [[[], []]]
@@ -281,7 +281,7 @@ def carry_on_after_failover(url: str, fail_over, namespace: str) -> None:
     running = RunningWorker(app)
     try:
         wait_until(lambda: all_assigned(app, "a", 3), WAIT_S, "the running worker to place job a")
-        placed_before = {task["id"]: task["node"] for task in app.store.tasks(app.store.job_task_ids("a"))}
+        placed_before = {task.id: task.node for task in app.store.tasks(app.store.job_task_ids("a"))}
         fail_over()
         after = App(redis_url=url, namespace=namespace)
         reconcile.submit(after.store, parse_job(spread_job("b", 3)))
@@ -290,7 +290,7 @@ def carry_on_after_failover(url: str, fail_over, namespace: str) -> None:
         stats = running.stop()
     assert stats.placed == 6
     fresh = App(redis_url=url, namespace=namespace)
-    assert {t["id"]: t["node"] for t in fresh.store.tasks(fresh.store.job_task_ids("a"))} == placed_before
+    assert {t.id: t.node for t in fresh.store.tasks(fresh.store.job_task_ids("a"))} == placed_before
     schedule_and_check(fresh, job_id="c", replicas=3)
 
 

@@ -187,9 +187,9 @@ class SchedulingQueue:
         with self.client.pipeline(transaction=False) as pipe:
             pipe.get(k.cycle)
             pipe.zrange(k.inflight, 0, 0, withscores=True)
-            pipe.time()
-            cycle, earliest, now = pipe.execute()
-        return int(cycle or 0), int(earliest[0][1]) if earliest else None, time_ms(now)
+            cycle, earliest = pipe.execute()
+        now = time_ms(self.client.time())  # apart: a cluster pipeline carries only commands with keys
+        return int(cycle or 0), int(earliest[0][1]) if earliest else None, now
 
     def counts(self) -> dict[str, int]:
         k = self.keys

@@ -270,12 +270,12 @@ class Store:
         """Redis TIME (ms), and (node, heartbeat still there, status, heartbeat TTL in ms)
         for every agent-run node."""
         k = self.keys
+        now = self.now_ms()  # apart: a cluster pipeline carries only commands with keys
         with self.client.pipeline(transaction=False) as pipe:
-            pipe.time()
             pipe.smembers(k.agents)
             pipe.hgetall(k.agent_ttls)
-            reply, members, ttls = pipe.execute()
-        now, names = time_ms(reply), sorted(members)
+            members, ttls = pipe.execute()
+        names = sorted(members)
         if not names:
             return now, []
         with self.client.pipeline(transaction=False) as pipe:
