@@ -1,0 +1,32 @@
+"""``sched ui``: serve the live dashboard (register with ``main.add_command(ui)``)."""
+
+from __future__ import annotations
+
+import click
+
+from scheduler.state.app import App
+
+pass_app = click.make_pass_decorator(App)
+
+
+@click.command("ui")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on. Anything but loopback exposes the controls to that network.")
+@click.option("--port", type=click.IntRange(1, 65535), default=8700, show_default=True, help="Port to listen on.")
+@pass_app
+def ui(app, host, port):
+    """Serve a live web dashboard: nodes, jobs, tasks and queues, updated as events arrive.
+
+    Pages take ?ns=NAME to show another namespace of the same Redis. Drain, pause,
+    activate, scale and stop are buttons; they refuse requests from other sites.
+    """
+    import uvicorn
+
+    from scheduler.tools.ui.app import LOOPBACK_HOSTS, create_app
+
+    app.client.ping()  # connect (or start the embedded Redis) before printing the address
+    loopback = host in ("127.0.0.1", "localhost", "::1")
+    web = create_app(app, allowed_hosts=LOOPBACK_HOSTS if loopback else None)
+    shown = f"[{host}]" if ":" in host else host
+    click.echo(f"sched ui: http://{shown}:{port}/?ns={app.keys.namespace} (Redis {app.url}); Ctrl-C stops it")
+    uvicorn.run(web, host=host, port=port, log_level="warning", timeout_graceful_shutdown=2)
