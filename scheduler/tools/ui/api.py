@@ -68,7 +68,8 @@ def overview(request):
     app = inputs.scoped_app(request)
     view = data.overview(app)
     return JSON({"namespace": app.keys.namespace, "placed": view.placed, "now_ms": view.now_ms,
-                 "queues": view.queues, "job_count": view.jobs, "nodes": [node_record(n) for n in view.nodes]})
+                 "queues": view.queues, "nodes": [node_record(n) for n in view.nodes],
+                 "jobs": [job_record(j) for j in view.jobs]})
 
 
 def nodes(request):

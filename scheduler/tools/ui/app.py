@@ -21,8 +21,6 @@ from scheduler.tools.ui.inputs import BadInput
 from scheduler.tools.ui.security import Security
 from scheduler.tools.ui.templates import Pages
 
-LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "[::1]", "::1"]
-
 ROUTES = [
     Route("/", pages.overview, name="overview"),
     Route("/nodes", pages.nodes, name="nodes"),
@@ -56,6 +54,7 @@ def create_app(app: App, allowed_hosts: list[str] | None = None) -> Starlette:
     web = Starlette(routes=ROUTES, middleware=middleware, exception_handlers=handlers)
     web.state.sched = app
     web.state.pages = Pages()
+    web.state.streams = set()  # the open event streams' cancel scopes (events.end_streams)
     return web
 
 

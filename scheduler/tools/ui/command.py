@@ -20,13 +20,9 @@ def ui(app, host, port):
     Pages take ?ns=NAME to show another namespace of the same Redis. Drain, pause,
     activate, scale and stop are buttons; they refuse requests from other sites.
     """
-    import uvicorn
+    from scheduler.tools.ui.server import serve
 
-    from scheduler.tools.ui.app import LOOPBACK_HOSTS, create_app
-
-    app.client.ping()  # connect (or start the embedded Redis) before printing the address
-    loopback = host in ("127.0.0.1", "localhost", "::1")
-    web = create_app(app, allowed_hosts=LOOPBACK_HOSTS if loopback else None)
+    app.client.ping()  # connect (or start the embedded Redis) first: a Redis that cannot be reached stops here
     shown = f"[{host}]" if ":" in host else host
     click.echo(f"sched ui: http://{shown}:{port}/?ns={app.keys.namespace} (Redis {app.url}); Ctrl-C stops it")
-    uvicorn.run(web, host=host, port=port, log_level="warning", timeout_graceful_shutdown=2)
+    serve(app, host, port)

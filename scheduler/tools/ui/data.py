@@ -55,7 +55,7 @@ class Overview:
     queues: dict[str, int]
     placed: int  # the workers' `placed` counter (stats hash)
     now_ms: int  # Redis TIME when it was read, to turn two readings into a rate
-    jobs: int
+    jobs: list[JobView]
 
 
 @dataclass
@@ -121,10 +121,9 @@ def overview(app: App) -> Overview:
     with app.client.pipeline(transaction=False) as pipe:
         pipe.hget(app.keys.stats, "placed")
         pipe.time()
-        pipe.scard(app.keys.jobs)
-        placed, now, jobs_count = pipe.execute()
+        placed, now = pipe.execute()
     return Overview(nodes=store.nodes(), queues=app.queue.counts(), placed=int(placed or 0), now_ms=time_ms(now),
-                    jobs=jobs_count)
+                    jobs=jobs(app))
 
 
 def nodes(app: App) -> list[tuple[Node, list[str]]]:

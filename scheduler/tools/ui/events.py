@@ -6,10 +6,14 @@ polls Redis: the stream waits on the subscribed socket, and when nothing has com
 ``KEEPALIVE_S`` it sends an SSE comment so that proxies keep the connection open and a
 client that went away is noticed. The first message, ``event: ready``, says the
 subscription is in place (anything published after it will arrive).
+
+Streams never end by themselves, so a server that stops ends them first
+(:func:`end_streams`, called by :mod:`server`): each closes as a complete response.
 """
 
 from __future__ import annotations
 
+import anyio
 import orjson
 from starlette.responses import StreamingResponse
 
@@ -30,5 +34,36 @@ async def stream(request):
                 # orjson escapes newlines, so one event is always one data line
                 yield ": keepalive\n\n" if event is None else f"data: {orjson.dumps(event).decode()}\n\n"
 
-    return StreamingResponse(messages(), media_type="text/event-stream",
-                             headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
+    return EventStreamResponse(request.app.state.streams, messages(), media_type="text/event-stream",
+                               headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
+
+
+class EventStreamResponse(StreamingResponse):
+    """A stream that :func:`end_streams` can end: it then finishes its response properly."""
+
+    def __init__(self, streams: set, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.streams = streams
+
+    async def __call__(self, scope, receive, send):
+        complete = False
+
+        async def tracked(message):
+            nonlocal complete
+            complete |= message["type"] == "http.response.body" and not message.get("more_body", False)
+            await send(message)
+
+        with anyio.CancelScope() as scope_of_stream:
+            self.streams.add(scope_of_stream)
+            try:
+                await super().__call__(scope, receive, tracked)
+            finally:
+                self.streams.discard(scope_of_stream)
+        if scope_of_stream.cancelled_caught and not complete:
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def end_streams(web) -> None:
+    """End every open event stream of the dashboard ``web`` (on its event loop)."""
+    for scope in list(web.state.streams):
+        scope.cancel()

@@ -163,6 +163,11 @@
       }
     }
     if (d.placed !== undefined) applyRate(d.placed, d.now_ms);
+    if (d.nodes) {
+      setStat("nodes", d.nodes.length);
+      setStat("ready", d.nodes.filter((n) => n.status === "ready").length);
+    }
+    if (d.jobs) setStat("jobs", d.jobs.length);
     const nodes = d.nodes || (d.node ? [d.node] : null);
     if (nodes) differs = applyNodes(nodes) || differs;
     const jobs = d.jobs || (d.job ? [d.job] : null);
@@ -170,6 +175,10 @@
     if (d.tasks) differs = applyTasks(d.tasks) || differs;
     if (d.task) differs = stampOf(d.task) !== body.dataset.stamp || differs;
     return differs;
+  }
+
+  function setStat(name, value) {
+    for (const el of all(`[data-stat="${name}"]`)) el.textContent = String(value);
   }
 
   function listed(attr, region) {
@@ -241,7 +250,7 @@
   }
 
   function applyRate(placed, now) {
-    for (const el of all('[data-stat="placed"]')) el.textContent = String(placed);
+    setStat("placed", placed);
     const rateEl = document.querySelector('[data-stat="rate"]');
     if (!rateEl) return;
     if (!sample && rateEl.dataset.placed) sample = { placed: +rateEl.dataset.placed, now: +rateEl.dataset.now };
