@@ -93,8 +93,10 @@ def main() -> int:
         with Background(app) as url, sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             page = browser.new_page(viewport={"width": args.width, "height": 900}, device_scale_factor=1)
-            page.goto(f"{url}{args.page}?ns=demo")
-            page.wait_for_selector("body[data-live-state=connected]")
+            # A job's or task's page exists only once the job is submitted: it is opened after the run.
+            early = page.goto(f"{url}{args.page}?ns=demo").status == 200
+            if early:
+                page.wait_for_selector("body[data-live-state=connected]")
             placing = threading.Thread(target=worker.run, name="worker")
             placing.start()
             try:
@@ -103,6 +105,9 @@ def main() -> int:
                 worker.stop()
                 placing.join()
             start_some(app)
+            if not early:
+                page.goto(f"{url}{args.page}?ns=demo")
+                page.wait_for_selector("body[data-live-state=connected]")
             time.sleep(1.2)  # the page applies the events and refetches its counts (at most once a second)
             Path(args.out).parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=args.out, full_page=True)
