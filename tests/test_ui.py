@@ -267,8 +267,12 @@ def browser_page():
         page = browser.new_page()
         page.set_default_timeout(10_000)
         page.on("dialog", lambda dialog: dialog.accept())  # the drain and stop confirmations
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
         yield page
         browser.close()
+        assert not errors, errors  # no script errors, no CSP violations
 
 
 def open_live(page, url: str) -> None:
