@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Idempotent developer/CI setup: ensures redis-server, a .venv with Python 3.11+,
+# Idempotent developer/CI setup: ensures redis-server, chromium, a .venv with Python 3.11+,
 # and an editable install of the project with its test extras.
 # Quiet on success; prints captured output only when a step fails.
 set -euo pipefail
@@ -21,27 +21,41 @@ quiet() {
     fi
 }
 
-# --- redis-server -----------------------------------------------------------
-if ! command -v redis-server >/dev/null 2>&1; then
+# --- system packages: redis-server, and chromium for the dashboard's browser test ---
+APT_UPDATED=0
+# ensure_apt_package COMMAND PACKAGE WHY: install PACKAGE with apt-get unless COMMAND exists.
+ensure_apt_package() {
+    local command="$1" package="$2" why="$3"
+    if command -v "$command" >/dev/null 2>&1; then
+        return
+    fi
     if [ "$(id -u)" -eq 0 ]; then
         SUDO=()
     elif command -v sudo >/dev/null 2>&1 && sudo -n true >/dev/null 2>&1; then
         SUDO=(sudo -n)
     else
-        echo "setup.sh: redis-server is missing; install it (e.g. 'sudo apt-get install -y redis-server') and re-run." >&2
+        echo "setup.sh: $command is missing ($why); install it (e.g. 'sudo apt-get install -y $package') and re-run." >&2
         exit 1
     fi
     if ! command -v apt-get >/dev/null 2>&1; then
-        echo "setup.sh: redis-server is missing and apt-get is unavailable; install redis-server with your package manager and re-run." >&2
+        echo "setup.sh: $command is missing ($why) and apt-get is unavailable; install $package with your package manager and re-run." >&2
         exit 1
     fi
-    quiet "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
-    quiet "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server
-    if ! command -v redis-server >/dev/null 2>&1; then
-        echo "setup.sh: redis-server still not found after apt-get install." >&2
+    if [ "$APT_UPDATED" -eq 0 ]; then
+        quiet "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
+        APT_UPDATED=1
+    fi
+    quiet "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y "$package"
+    if ! command -v "$command" >/dev/null 2>&1; then
+        echo "setup.sh: $command still not found after apt-get install $package." >&2
         exit 1
     fi
-fi
+}
+
+ensure_apt_package redis-server redis-server "the tests and the embedded Redis run it"
+# Debian's chromium, driven by Playwright in tests/test_ui.py (Playwright's own browser
+# download is never used).
+ensure_apt_package chromium chromium "the dashboard's browser test runs it headless"
 
 # --- virtualenv -------------------------------------------------------------
 is_py311() {

@@ -20,6 +20,7 @@ from scheduler.engine.placement import PlacementOptions
 from scheduler.model import TASK_STATES, SchedError, SpecError, Task, make_node
 from scheduler.state.app import App, default_namespace
 from scheduler.tools.render import print_json, print_table, usage
+from scheduler.tools.ui.command import ui
 
 
 class SchedGroup(click.Group):
@@ -547,6 +548,9 @@ def bench(ctx, nodes, jobs, replicas, workers, batch_size, distinct, seed, perce
         b.print_report(report)
     if not report["invariants_ok"] or report["overcommits"]:
         ctx.exit(1)
+
+
+main.add_command(ui)
 
 
 def run():

@@ -1,0 +1,8 @@
+"""``sched ui``: a live web dashboard (Starlette + uvicorn, no build step).
+
+``command`` is the click command, ``app`` the ASGI application and its route table,
+``pages`` and ``api`` the HTML and JSON routes, ``events`` the server-sent-events stream,
+``data`` every read and write of scheduler state, ``inputs`` the checks on what clients
+send, ``security`` the same-origin check and headers, ``templates`` the HTML rendering.
+See docs/dashboard.md.
+"""

@@ -1,0 +1,177 @@
+"""The JSON API under ``/api/``: what each page shows, and the actions its forms take.
+
+GET routes answer JSON objects (see docs/dashboard.md). POST routes take a form
+(``application/x-www-form-urlencoded``) or a JSON object; every value is checked
+(:mod:`inputs`) before anything is read or written. A POST from a plain HTML form (one
+that accepts ``text/html``) is answered with a redirect to its ``next`` field, a path on
+this site; any other with JSON.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qsl
+
+import orjson
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import JSONResponse, RedirectResponse
+
+from scheduler.model import Node, Task
+from scheduler.tools.ui import data, inputs
+from scheduler.tools.ui.templates import usage
+
+MAX_BODY = 16_384  # bytes of a POST body
+MAX_TASKS = 100_000  # the most tasks `?limit=` may ask for
+
+
+class JSON(JSONResponse):
+    def render(self, content) -> bytes:
+        return orjson.dumps(content)
+
+
+# ----------------------------------------------------------------------------- records
+def node_record(node: Node, task_ids: list[str] | None = None) -> dict:
+    record = {"name": node.name, "status": node.status, "availability": node.availability, "tasks": node.tasks,
+              "labels": node.labels, "capacity": node.capacity,
+              "allocated": {name: node.allocated.get(name, 0) for name in node.capacity},
+              "usage": usage(node.capacity, node.allocated), "role": node.role, "os": node.os, "arch": node.arch,
+              "plugins": sorted(node.plugins), "ports": {str(port): task for port, task in node.ports.items()}}
+    if task_ids is not None:
+        record["task_ids"] = task_ids
+    return record
+
+
+def task_record(task: Task) -> dict:
+    return {"id": task.id, "job": task.job, "version": task.version, "index": task.index, "state": task.state,
+            "node": task.node or None, "priority": task.priority, "attempts": task.attempts,
+            "retries": task.retries, "pin": task.pin or None, "nominated_node": task.nominated_node or None,
+            "message": task.message, "allocated": task.allocated, "ports": list(task.ports),
+            "created_ms": task.created_ms, "assigned_ms": task.assigned_ms, "started_ms": task.started_ms,
+            "ended_ms": task.ended_ms}
+
+
+def job_record(job: data.JobView, spec: bool = False) -> dict:
+    record = {"id": job.id, "type": job.type, "status": job.status, "priority": job.priority,
+              "replicas": job.replicas, "version": job.version, "created_ms": job.created_ms,
+              "tasks": job.counts, "total": job.total}
+    if spec:
+        record["spec"] = job.spec
+    return record
+
+
+# ----------------------------------------------------------------------------- reads
+def namespaces(request):
+    base = request.app.state.sched
+    return JSON({"default": base.keys.namespace, "namespaces": data.namespaces(base)})
+
+
+def overview(request):
+    app = inputs.scoped_app(request)
+    view = data.overview(app)
+    return JSON({"namespace": app.keys.namespace, "placed": view.placed, "now_ms": view.now_ms,
+                 "queues": view.queues, "nodes": [node_record(n) for n in view.nodes],
+                 "jobs": [job_record(j) for j in view.jobs]})
+
+
+def nodes(request):
+    app = inputs.scoped_app(request)
+    return JSON({"namespace": app.keys.namespace, "nodes": [node_record(n, ids) for n, ids in data.nodes(app)]})
+
+
+def node(request):
+    app = inputs.scoped_app(request)
+    found, tasks = data.node(app, inputs.node_name(request.path_params["name"]))
+    return JSON({"namespace": app.keys.namespace, "node": node_record(found, [t.id for t in tasks]),
+                 "tasks": [task_record(t) for t in tasks]})
+
+
+def jobs(request):
+    app = inputs.scoped_app(request)
+    return JSON({"namespace": app.keys.namespace, "jobs": [job_record(j) for j in data.jobs(app)]})
+
+
+def job(request):
+    app = inputs.scoped_app(request)
+    limit = _limit(request.query_params.get("limit"))
+    view, tasks = data.job(app, inputs.job_id(request.path_params["job_id"]))
+    return JSON({"namespace": app.keys.namespace, "job": job_record(view, spec=True),
+                 "tasks": [task_record(t) for t in tasks[-limit:]] if limit else []})
+
+
+def task(request):
+    app = inputs.scoped_app(request)
+    view = data.task(app, inputs.task_id(request.path_params["task_id"]))
+    return JSON({"namespace": app.keys.namespace, "task": task_record(view.task),
+                 "explanation": {"message": view.message, "nodes_evaluated": view.nodes_evaluated,
+                                 "reasons": view.reasons, "preemption": view.preemption or None},
+                 "output": view.output, "output_truncated": view.truncated})
+
+
+def _limit(value: str | None) -> int:
+    if value is None:
+        return MAX_TASKS
+    if not value.isdigit() or int(value) > MAX_TASKS:
+        raise inputs.BadInput(f"limit must be a whole number from 0 to {MAX_TASKS}.")
+    return int(value)
+
+
+# ----------------------------------------------------------------------------- actions
+async def set_availability(request):
+    app = inputs.scoped_app(request)
+    body = await _body(request)
+    name = inputs.node_name(request.path_params["name"])
+    availability = inputs.availability(body.get("availability"))
+    result = await run_in_threadpool(data.set_availability, app, name, availability)
+    moved = f" ({len(result['moved'])} task(s) moved elsewhere)" if availability == "drain" else ""
+    return _done(request, body, result, f"node {name}: {result['before']} -> {availability}{moved}.")
+
+
+async def scale(request):
+    app = inputs.scoped_app(request)
+    body = await _body(request)
+    job_id = inputs.job_id(request.path_params["job_id"])
+    replicas = inputs.replicas(body.get("replicas"))
+    result = await run_in_threadpool(data.scale, app, job_id, replicas)
+    return _done(request, body, result,
+                 f"job {job_id} scaled to {replicas}: {len(result['added'])} added, {len(result['stopped'])} stopped.")
+
+
+async def stop(request):
+    app = inputs.scoped_app(request)
+    body = await _body(request)
+    job_id = inputs.job_id(request.path_params["job_id"])
+    result = await run_in_threadpool(data.stop, app, job_id)
+    return _done(request, body, result, f"job {job_id} stopped ({len(result['stopped'])} task(s)).")
+
+
+async def _body(request) -> dict:
+    """The POST's fields: a form or a JSON object, at most MAX_BODY bytes."""
+    raw = b""
+    async for chunk in request.stream():
+        raw += chunk
+        if len(raw) > MAX_BODY:
+            raise inputs.BadInput(f"the request body is larger than {MAX_BODY} bytes.", status=413)
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind == "application/json":
+        try:
+            body = orjson.loads(raw or b"{}")
+        except orjson.JSONDecodeError:
+            raise inputs.BadInput("the request body is not valid JSON.") from None
+        if not isinstance(body, dict):
+            raise inputs.BadInput("the request body must be a JSON object.")
+        return body
+    if kind in ("application/x-www-form-urlencoded", ""):
+        try:
+            return dict(parse_qsl(raw.decode("utf-8"), keep_blank_values=True, max_num_fields=20))
+        except (UnicodeDecodeError, ValueError):
+            raise inputs.BadInput("the form could not be read.") from None
+    raise inputs.BadInput("send a form (application/x-www-form-urlencoded) or JSON.", status=415)
+
+
+def wants_html(request) -> bool:
+    return "text/html" in request.headers.get("accept", "")
+
+
+def _done(request, body: dict, result: dict, message: str):
+    if wants_html(request):
+        return RedirectResponse(inputs.local_path(body.get("next")), status_code=303)
+    return JSON({**result, "message": message})

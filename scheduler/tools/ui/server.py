@@ -1,0 +1,68 @@
+"""Running the dashboard with uvicorn: in the foreground (``sched ui``) or on a thread
+(tests and ``scripts/dashboard_screenshot.py``)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import uvicorn
+
+from scheduler.state.app import App
+from scheduler.tools.ui import events
+from scheduler.tools.ui.app import create_app
+
+LOOPBACK_NAMES = ("127.0.0.1", "localhost")
+GRACE_S = 2.0  # how long stopping waits for requests in progress (event streams are ended at once)
+
+
+class Server(uvicorn.Server):
+    """uvicorn's server, ending the dashboard's event streams as it begins to stop: they
+    would otherwise hold the graceful shutdown until its timeout."""
+
+    def __init__(self, web, **options):
+        super().__init__(uvicorn.Config(web, log_level="warning", timeout_graceful_shutdown=GRACE_S, **options))
+        self.web = web
+
+    async def shutdown(self, sockets=None) -> None:
+        events.end_streams(self.web)
+        await super().shutdown(sockets)
+
+
+def build(app: App, host: str):
+    """The ASGI app for serving on ``host``: on loopback, the Host header must name
+    loopback too, so that a page of another site cannot reach it by DNS rebinding."""
+    return create_app(app, allowed_hosts=list(LOOPBACK_NAMES) if host in LOOPBACK_NAMES else None)
+
+
+def serve(app: App, host: str, port: int) -> None:
+    """Serve in the foreground until SIGINT or SIGTERM."""
+    Server(build(app, host), host=host, port=port).run()
+
+
+class Background:
+    """The dashboard on a free loopback port, on a thread: ``with Background(app) as url:``."""
+
+    def __init__(self, app: App, host: str = "127.0.0.1"):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind((host, 0))
+        self.url = f"http://{host}:{self.sock.getsockname()[1]}"
+        self.server = Server(build(app, host), lifespan="off")
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True,
+                                       name="sched-ui")
+
+    def __enter__(self) -> str:
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("the dashboard server did not start")
+            time.sleep(0.02)
+        return self.url
+
+    def __exit__(self, *exc) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+        self.sock.close()

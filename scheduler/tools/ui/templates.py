@@ -1,0 +1,101 @@
+"""The HTML side: Jinja templates shipped in ``templates/`` with every value escaped
+(autoescape is on for every template), and the filters they format numbers and times with."""
+
+from __future__ import annotations
+
+import datetime
+from urllib.parse import quote, urlencode
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+from starlette.responses import HTMLResponse
+
+from scheduler.model import TASK_STATES
+from scheduler.model.quantities import CPU, MEMORY
+
+RESOURCE_ORDER = ("cpu", "memory", "gpu")
+
+
+def when(ms: int) -> str:
+    """Milliseconds since the epoch -> ``2026-05-01 12:00:00.123 UTC``; "" for 0."""
+    if not ms:
+        return ""
+    moment = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
+    return moment.strftime("%Y-%m-%d %H:%M:%S.") + f"{moment.microsecond // 1000:03d} UTC"
+
+
+def after(ms: int, since: int) -> str:
+    """How long after ``since`` a moment came: ``+1.25 s``."""
+    if not ms or not since:
+        return ""
+    seconds = (ms - since) / 1000
+    return f"+{seconds:.3f} s" if seconds < 10 else f"+{seconds:.1f} s"
+
+
+def resources(capacity: dict[str, int]) -> list[str]:
+    """Resource names in display order: cpu, memory, gpu, then the rest by name."""
+    return sorted(capacity, key=lambda name: (RESOURCE_ORDER.index(name) if name in RESOURCE_ORDER else 9, name))
+
+
+def _number(value: float) -> str:
+    return f"{value:.2f}".rstrip("0").rstrip(".")
+
+
+def _memory_unit(amount: int) -> tuple[int, str]:
+    for factor, unit in ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+        if amount >= factor:
+            return factor, unit
+    return 1, "B"
+
+
+def amount(name: str, value: int) -> str:
+    """For people: cpu in cores (``0.5``), memory with a unit (``1.5 GiB``), the rest in units."""
+    if name == CPU:
+        return _number(value / 1000)
+    if name == MEMORY:
+        factor, unit = _memory_unit(value)
+        return f"{_number(value / factor)} {unit}"
+    return str(value)
+
+
+def used_of(name: str, used: int, capacity: int) -> str:
+    """``3.6 / 8 GiB``: both in the unit of the capacity."""
+    if name == MEMORY:
+        factor, unit = _memory_unit(capacity)
+        return f"{_number(used / factor)} / {_number(capacity / factor)} {unit}"
+    return f"{amount(name, used)} / {amount(name, capacity)}"
+
+
+def usage(capacity: dict[str, int], allocated: dict[str, int]) -> list[dict]:
+    """Per resource: name, percent allocated, ``1.5 / 4`` text, and a level for the colour."""
+    out = []
+    for name in resources(capacity):
+        cap, used = capacity[name], allocated.get(name, 0)
+        pct = 100.0 if cap <= 0 and used > 0 else (0.0 if cap <= 0 else min(100.0, 100.0 * used / cap))
+        out.append({"resource": name, "pct": round(pct, 1), "text": used_of(name, used, cap),
+                    "level": "high" if pct >= 90 else "mid" if pct >= 70 else "low"})
+    return out
+
+
+def quantities(amounts: dict[str, int]) -> str:
+    return ", ".join(f"{name} {amount(name, amounts[name])}" for name in resources(amounts))
+
+
+class Pages:
+    """Renders the page templates with what every page needs: the namespace, the list of
+    namespaces for the chooser, and ``url()`` that keeps the namespace in every link."""
+
+    def __init__(self):
+        self.env = Environment(loader=PackageLoader("scheduler.tools.ui", "templates"), autoescape=True,
+                               undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+        self.env.filters.update(when=when, after=after, usage=usage, quantities=quantities)
+        self.env.globals.update(TASK_STATES=TASK_STATES)
+
+    def render(self, name: str, *, namespace: str, namespaces: list[str], status: int = 200, **values) -> HTMLResponse:
+        def url(path: str, *segments: str, **params) -> str:
+            """``url("/jobs", job_id)`` -> ``/jobs/<quoted id>?ns=<namespace>``."""
+            full = "/".join([path.rstrip("/") or "", *(quote(s, safe="") for s in segments)]) or "/"
+            return full + "?" + urlencode({"ns": namespace, **params})
+
+        html = self.env.get_template(name).render(ns=namespace, namespaces=namespaces, url=url, status=status,
+                                                  **values)
+        return HTMLResponse(html, status_code=status)

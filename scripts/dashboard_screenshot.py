@@ -1,0 +1,123 @@
+"""Render docs/img/dashboard.png: the dashboard's overview of a small demo-like cluster.
+
+Starts a private redis-server in a temporary folder, registers six nodes in three
+zones, serves the dashboard on a free loopback port and opens the overview in headless
+Chromium (Debian's /usr/bin/chromium). Then, with the page open, a scheduler worker runs
+while a few jobs are submitted one after another and some placed tasks are started, so
+that the page shows them arriving live (and a placement rate), and takes the screenshot.
+
+    .venv/bin/python scripts/dashboard_screenshot.py [--out docs/img/dashboard.png] [--page /jobs]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from playwright.sync_api import sync_playwright  # noqa: E402
+
+from scheduler.control import reconcile  # noqa: E402
+from scheduler.model import make_node, parse_job  # noqa: E402
+from scheduler.state.app import App  # noqa: E402
+from scheduler.state.embedded import start_server  # noqa: E402
+from scheduler.tools.ui.server import Background  # noqa: E402
+from workers.scheduler_worker import SchedulerWorker, WorkerConfig  # noqa: E402
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+NODES = [
+    ("eu-a1", "4", "8GiB", None, "eu-a"),
+    ("eu-a2", "4", "8GiB", None, "eu-a"),
+    ("eu-b1", "8", "16GiB", None, "eu-b"),
+    ("eu-b2", "8", "16GiB", "1", "eu-b"),
+    ("us-c1", "2", "4GiB", None, "us-c"),
+    ("us-c2", "2", "4GiB", None, "us-c"),
+]
+JOBS = [
+    {"id": "web", "type": "service", "replicas": 6, "priority": 60, "resources": {"cpu": 0.5, "memory": "512MiB"},
+     "ports": [8080], "preferences": [{"spread": "node.labels.zone"}]},
+    {"id": "api", "type": "service", "replicas": 4, "priority": 70, "resources": {"cpu": 1, "memory": "1GiB"},
+     "preferences": [{"spread": "node.labels.zone"}]},
+    {"id": "etl", "type": "batch", "replicas": 10, "strategy": "binpack",
+     "resources": {"cpu": 0.75, "memory": "768MiB"}},
+    {"id": "log-agent", "type": "global", "resources": {"cpu": 0.1, "memory": "64MiB"},
+     "constraints": ["node.labels.zone!=us-c"]},
+    {"id": "train", "type": "batch", "replicas": 2, "resources": {"cpu": 4, "memory": "8GiB", "gpu": 1}},
+]
+
+
+def add_nodes(app: App) -> None:
+    for name, cpu, memory, gpu, zone in NODES:
+        app.store.put_node(make_node(name, cpu=cpu, memory=memory, resources={"gpu": gpu} if gpu else None,
+                                     labels=[f"zone={zone}"]))
+
+
+def submit_jobs(app: App, pause_s: float) -> None:
+    for raw in JOBS:
+        reconcile.submit(app.store, parse_job(raw))
+        time.sleep(pause_s)
+        start_some(app)
+
+
+def start_some(app: App, share: float = 0.6) -> None:
+    """Mark part of the placed tasks running, as their agents would."""
+    keys = app.keys
+    tasks = [t for t in app.store.tasks(app.store.all_task_ids()) if t["state"] == "assigned"]
+    for task in tasks[: int(len(tasks) * share)]:
+        app.scripts.start(keys=[keys.task(task["id"])], args=[task["node"], keys.events])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=str(ROOT / "docs" / "img" / "dashboard.png"))
+    parser.add_argument("--page", default="/", help="the page to render (default: the overview)")
+    parser.add_argument("--width", type=int, default=1360)
+    args = parser.parse_args()
+
+    folder = Path(tempfile.mkdtemp(prefix="sched-shot-"))
+    redis_process = start_server(folder, folder / "redis.sock", daemonize=False)
+    try:
+        url_of_redis = f"unix://{folder / 'redis.sock'}"
+        app = App(redis_url=url_of_redis, namespace="demo")
+        add_nodes(app)
+        worker = SchedulerWorker(App(redis_url=url_of_redis, namespace="demo"), WorkerConfig(batch_size=4))
+        with Background(app) as url, sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport={"width": args.width, "height": 900}, device_scale_factor=1)
+            # A job's or task's page exists only once the job is submitted: it is opened after the run.
+            early = page.goto(f"{url}{args.page}?ns=demo").status == 200
+            if early:
+                page.wait_for_selector("body[data-live-state=connected]")
+            placing = threading.Thread(target=worker.run, name="worker")
+            placing.start()
+            try:
+                submit_jobs(app, pause_s=0.5)
+            finally:
+                worker.stop()
+                placing.join()
+            start_some(app)
+            if not early:
+                page.goto(f"{url}{args.page}?ns=demo")
+                page.wait_for_selector("body[data-live-state=connected]")
+            time.sleep(1.2)  # the page applies the events and refetches its counts (at most once a second)
+            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=args.out, full_page=True)
+            browser.close()
+        print(f"wrote {args.out}")
+    finally:
+        redis_process.terminate()
+        redis_process.wait(timeout=10)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
