@@ -340,7 +340,7 @@ def test_pages_update_live_in_a_browser(app, browser_page):
         # The task page follows its task: assigned, then running (as an agent starts it).
         open_live(page, f"{url}/tasks/web.0?ns={ns}")
         assert "assigned" in page.text_content("h1")
-        node = app.store.get_task("web.0")["node"]
+        node = app.store.get_task("web.0").node
         app.scripts.start(keys=[app.keys.task("web.0")], args=[node, app.keys.events])
         page.wait_for_selector('h1 .state:text("running")')
         page.wait_for_selector(".timeline :text('started')")

@@ -100,6 +100,19 @@ class Tallies:
     free: dict[str, dict[str, float]]  # resource -> free:<resource>, node -> free amount
 
 
+NAMESPACE_REGISTRY = "sched:namespaces"  # SET of namespace names, when kept
+
+
+@dataclasses.dataclass
+class JobSummary:
+    id: str
+    version: int
+    status: str
+    created_ms: int
+    spec: dict
+    task_states: list[str]
+
+
 class Store:
     def __init__(self, client: redis.Redis, keys: Keys, scripts: Scripts | None = None):
         self.client = client
@@ -462,7 +475,55 @@ class Store:
     def stats(self) -> dict[str, int]:
         return {name: int(value) for name, value in self.client.hgetall(self.keys.stats).items()}
 
+    def node_task_sets(self, names: list[str]) -> list[set[str]]:
+        """The ids of the tasks live on each of ``names``, in that order."""
+        with self.client.pipeline(transaction=False) as pipe:
+            for name in names:
+                pipe.smembers(self.keys.node_tasks(name))
+            return pipe.execute()
+
+    def job_summaries(self) -> list[JobSummary]:
+        """Every job with the state of each of its tasks, in two pipelined round trips."""
+        k = self.keys
+        ids = self.job_ids()
+        with self.client.pipeline(transaction=False) as pipe:
+            for job_id in ids:
+                pipe.hmget(k.job(job_id), "version", "status", "created", "spec")
+                pipe.zrange(k.job_tasks(job_id), 0, -1)
+            replies = pipe.execute()
+        found, task_ids = [], []
+        for job_id, (version, status, created, spec), ids_of_job in zip(ids, replies[::2], replies[1::2]):
+            if spec is None:
+                continue  # removed between the two reads
+            found.append(JobSummary(job_id, int(version or 0), status or "running", int(created or 0),
+                                    orjson.loads(spec), []))
+            task_ids.append(ids_of_job)
+        with self.client.pipeline(transaction=False) as pipe:
+            for ids_of_job in task_ids:
+                for task_id in ids_of_job:
+                    pipe.hget(k.task(task_id), "state")
+            states = iter(pipe.execute())
+        for summary, ids_of_job in zip(found, task_ids):
+            summary.task_states = [state for _ in ids_of_job if (state := next(states)) is not None]
+        return found
+
     # The namespace as a whole.
+    def ping(self) -> None:
+        self.client.ping()
+
+    def namespaces(self) -> set[str]:
+        """The namespaces of this Redis: the registry ``sched:namespaces`` when it exists,
+        else those holding jobs or nodes (a SCAN of every key)."""
+        client = self.client
+        registered = client.smembers(NAMESPACE_REGISTRY) if client.type(NAMESPACE_REGISTRY) == "set" else set()
+        if registered:
+            return set(registered)
+        found = set()
+        for pattern in ("sched:{*}:jobs", "sched:{*}:nodes"):
+            for key in client.scan_iter(match=pattern, count=1000):
+                found.add(key[len("sched:{"):key.rfind("}:")])
+        return found
+
     def subscribe(self) -> Subscription:
         """Follow the namespace's events."""
         return Subscription(self.client, self.keys.events)

@@ -12,23 +12,18 @@ Writes go through the same functions the CLI uses: ``Store.set_availability`` an
 from __future__ import annotations
 
 import time
-from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import AsyncIterator
 
-import anyio
 import orjson
-import redis.asyncio
 
 from scheduler.control import reconcile
-from scheduler.model import DRAIN, PENDING, TASK_STATES, Node, Task
+from scheduler.model import DRAIN, PENDING, TASK_STATES, Node, SpecError, Task
 from scheduler.state.app import App
-from scheduler.state.connection import time_ms
+from scheduler.state.events import AsyncSubscription
 from scheduler.state.keys import Keys
 
 NAMESPACES_TTL_S = 10.0  # the namespace list costs a SCAN of the whole keyspace: reuse it this long
-REGISTRY = "sched:namespaces"  # a SET of namespace names, used when it exists
 OUTPUT_LIMIT = 65_536  # characters of a task's stdout, stderr or result shown
 
 
@@ -93,15 +88,7 @@ def namespaces(app: App) -> list[str]:
     cached = _namespaces_seen.get(id(app))
     if cached and now - cached[0] < NAMESPACES_TTL_S:
         return cached[1]
-    client = app.client
-    found = {app.keys.namespace}
-    registered = client.smembers(REGISTRY) if client.type(REGISTRY) == "set" else set()
-    if registered:
-        found |= registered
-    else:
-        for pattern in ("sched:{*}:jobs", "sched:{*}:nodes"):
-            for key in client.scan_iter(match=pattern, count=1000):
-                found.add(key[len("sched:{"):key.rfind("}:")])
+    found = {app.keys.namespace, *app.store.namespaces()}
     names = sorted(name for name in found if _valid_namespace(name))
     _namespaces_seen[id(app)] = (now, names)
     return names
@@ -110,7 +97,7 @@ def namespaces(app: App) -> list[str]:
 def _valid_namespace(name: str) -> bool:
     try:
         Keys(name)
-    except ValueError:
+    except (ValueError, SpecError):
         return False
     return name.isprintable()
 
@@ -118,21 +105,14 @@ def _valid_namespace(name: str) -> bool:
 # ----------------------------------------------------------------------------- reads
 def overview(app: App) -> Overview:
     store = app.store
-    with app.client.pipeline(transaction=False) as pipe:
-        pipe.hget(app.keys.stats, "placed")
-        pipe.time()
-        placed, now = pipe.execute()
-    return Overview(nodes=store.nodes(), queues=app.queue.counts(), placed=int(placed or 0), now_ms=time_ms(now),
-                    jobs=jobs(app))
+    placed, now = store.stats().get("placed", 0), store.now_ms()
+    return Overview(nodes=store.nodes(), queues=app.queue.counts(), placed=placed, now_ms=now, jobs=jobs(app))
 
 
 def nodes(app: App) -> list[tuple[Node, list[str]]]:
     """Every node with the ids of the tasks live on it."""
     found = app.store.nodes()
-    with app.client.pipeline(transaction=False) as pipe:
-        for node in found:
-            pipe.smembers(app.keys.node_tasks(node.name))
-        task_sets = pipe.execute()
+    task_sets = app.store.node_task_sets([node.name for node in found])
     return [(node, sorted(ids, key=_task_order)) for node, ids in zip(found, task_sets)]
 
 
@@ -145,29 +125,13 @@ def node(app: App, name: str) -> tuple[Node, list[Task]]:
 
 def jobs(app: App) -> list[JobView]:
     """Every job with its tasks counted by state: two pipelined round trips in all."""
-    k = app.keys
-    ids = app.store.job_ids()
-    with app.client.pipeline(transaction=False) as pipe:
-        for job_id in ids:
-            pipe.hmget(k.job(job_id), "version", "status", "created", "spec")
-            pipe.zrange(k.job_tasks(job_id), 0, -1)
-        replies = pipe.execute()
-    views, task_ids = [], []
-    for job_id, (version, status, created, spec), ids_of_job in zip(ids, replies[::2], replies[1::2]):
-        if spec is None:
-            continue  # removed between the two reads
-        views.append(_job_view(job_id, version, status, created, orjson.loads(spec)))
-        task_ids.append(ids_of_job)
-    with app.client.pipeline(transaction=False) as pipe:
-        for ids_of_job in task_ids:
-            for task_id in ids_of_job:
-                pipe.hget(k.task(task_id), "state")
-        states = iter(pipe.execute())
-    for view, ids_of_job in zip(views, task_ids):
-        for _ in ids_of_job:
-            state = next(states)
+    views = []
+    for summary in app.store.job_summaries():
+        view = _job_view(summary.id, summary.version, summary.status, summary.created_ms, summary.spec)
+        for state in summary.task_states:
             if state in view.counts:
                 view.counts[state] += 1
+        views.append(view)
     return views
 
 
@@ -185,8 +149,8 @@ def job(app: App, job_id: str) -> tuple[JobView, list[Task]]:
 
 def task(app: App, task_id: str) -> TaskView:
     """One task, why it is where it is, and its captured output; NotFound if none."""
-    found = Task.from_hash(app.store.get_task(task_id))
-    raw_output = app.client.hgetall(app.keys.task(task_id) + ":output")
+    found = app.store.get_task(task_id)
+    raw_output = app.store.task_output(task_id)
     view = TaskView(task=found, message="")
     if raw_output:
         view.output = {}
@@ -211,7 +175,7 @@ def task(app: App, task_id: str) -> TaskView:
 
 
 def _tasks(app: App, task_ids: list[str]) -> list[Task]:
-    return [Task.from_hash(fields) for fields in app.store.tasks(task_ids)]
+    return app.store.tasks(task_ids)
 
 
 def _job_view(job_id: str, version, status, created, spec: dict) -> JobView:
@@ -243,40 +207,7 @@ def stop(app: App, job_id: str) -> dict:
 
 
 # ----------------------------------------------------------------------------- events
-class Events:
-    """A subscription to a namespace's events channel (see docs/events.md)."""
-
-    def __init__(self, pubsub):
-        self._pubsub = pubsub
-
-    async def next(self, timeout: float) -> dict | None:
-        """The next event, or None when none came within ``timeout`` seconds. The wait is
-        a blocking read on the subscribed connection: nothing is asked of Redis meanwhile."""
-        deadline = time.monotonic() + timeout
-        while (left := deadline - time.monotonic()) > 0:
-            message = await self._pubsub.get_message(ignore_subscribe_messages=True, timeout=left)
-            if message is None or message.get("type") != "message":
-                continue
-            try:
-                event = orjson.loads(message["data"])
-            except orjson.JSONDecodeError:
-                continue
-            if isinstance(event, dict):
-                return event
-        return None
-
-
-@asynccontextmanager
-async def subscribe(app: App) -> AsyncIterator[Events]:
-    """Subscribed to the App's events channel (``sched:{ns}:events``) for the duration of
-    the ``async with``, on a connection of its own (an asyncio client, made on the loop
-    that uses it). The connection is closed on the way out, even when cancelled."""
-    client = redis.asyncio.Redis.from_url(app.url, decode_responses=True)
-    pubsub = client.pubsub()
-    try:
-        await pubsub.subscribe(app.keys.events)
-        yield Events(pubsub)
-    finally:
-        with anyio.CancelScope(shield=True):
-            await pubsub.aclose()
-            await client.aclose()
+def subscribe(app: App):
+    """``async with subscribe(app) as events``: the namespace's events as they come (see
+    :class:`scheduler.state.events.AsyncSubscription`)."""
+    return AsyncSubscription.open(app.url, app.keys.events)
