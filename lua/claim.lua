@@ -18,6 +18,17 @@
 --         taken, as a task id "<job>.<index>" says), take those too, so that one worker
 --         places the job in one pass instead of two workers placing parts of it against
 --         each other.
+-- With fairness (KEYS[5..8] given, ARGV[5] = the cluster's capacity per resource as
+-- "cpu=8000,memory=...", ARGV[6] = how far into q:active to look):
+-- KEYS[5] jobs:shares  HASH  job -> "tenant|gang size|cpu=500,memory=..." (one task's needs)
+-- KEYS[6] tenants      HASH  tenant -> weight (unlisted: 1)
+-- KEYS[7] usage        HASH  "tenant:<t>:<resource>" -> what the tenant's live tasks hold
+-- the claim looks at the first ARGV[6] waiting tasks and, when they belong to more than
+-- one tenant, takes them by dominant resource fairness: repeatedly the next task (in
+-- queue order: priority, then age) of the tenant whose dominant share (the largest of its
+-- usage / capacity over resources, plus what this claim already gave it, divided by its
+-- weight) is smallest. A gang's waiting tasks are taken together, whatever the limits
+-- (the tail rule below does the same without fairness).
 -- Returns {now_ms} when the queue is empty, else {now_ms, token, tasks still waiting, task id, ...}.
 
 local now = now_ms()
@@ -26,27 +37,113 @@ if ARGV[3] and ARGV[3] ~= '' then
   local half = math.ceil(redis.call('ZCARD', KEYS[1]) / 2)
   count = math.min(count, math.max(tonumber(ARGV[3]), half))
 end
-local popped = redis.call('ZPOPMIN', KEYS[1], count)
+local fair = KEYS[5] ~= nil
+local info = {}  -- job -> {tenant, gang, needs}, read on first use
+local function job_info(jobs)
+  local missing = {}
+  for _, job in ipairs(jobs) do
+    if info[job] == nil and not missing[job] then missing[#missing + 1] = job; missing[job] = true end
+  end
+  if #missing == 0 or not fair then return end
+  local rows = redis.call('HMGET', KEYS[5], unpack(missing))
+  for i, job in ipairs(missing) do
+    local tenant, gang, needs = string.match(rows[i] or '', '^([^|]*)|(%d+)|(.*)$')
+    info[job] = {tenant = tenant or 'default', gang = tonumber(gang or '0'), needs = needs or ''}
+  end
+end
+local function job_of(id) return string.match(id, '^(.+)%.%d+$') end
+
+local popped
+if fair then
+  local window = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[6]) - 1)
+  local jobs, by_tenant, order = {}, {}, {}
+  for i, id in ipairs(window) do jobs[i] = job_of(id) or id end
+  for i = 1, #jobs, 1000 do job_info({unpack(jobs, i, math.min(i + 999, #jobs))}) end
+  for i, id in ipairs(window) do
+    local tenant = info[jobs[i]].tenant
+    if not by_tenant[tenant] then by_tenant[tenant] = {next = 1}; order[#order + 1] = tenant end
+    local list = by_tenant[tenant]
+    list[#list + 1] = i
+  end
+  if #order > 1 then
+    local capacity = {}
+    for r, amount in string.gmatch(ARGV[5], '([^,=]+)=(%d+)') do capacity[r] = tonumber(amount) end
+    local weights, usage = {}, {}
+    local w = redis.call('HGETALL', KEYS[6])
+    for i = 1, #w, 2 do weights[w[i]] = tonumber(w[i + 1]) end
+    local u = redis.call('HGETALL', KEYS[7])
+    for i = 1, #u, 2 do usage[u[i]] = tonumber(u[i + 1]) end
+    local share, given = {}, {}  -- tenant -> dominant share; tenant -> resource -> claimed here
+    local function dominant(tenant)
+      local top = 0
+      for r, cap in pairs(capacity) do
+        if cap > 0 then
+          local f = ((usage['tenant:' .. tenant .. ':' .. r] or 0) + ((given[tenant] or {})[r] or 0)) / cap
+          if f > top then top = f end
+        end
+      end
+      local weight = weights[tenant] or 1
+      if weight <= 0 then weight = 1 end
+      return top / weight
+    end
+    for _, tenant in ipairs(order) do given[tenant] = {}; share[tenant] = dominant(tenant) end
+    popped = {}
+    local taken = 0
+    while taken < count do
+      local best
+      for _, tenant in ipairs(order) do
+        local list = by_tenant[tenant]
+        if list.next <= #list and (best == nil or share[tenant] < share[best]) then best = tenant end
+      end
+      if best == nil then break end
+      local list = by_tenant[best]
+      local first = list[list.next]
+      local job = jobs[first]
+      repeat  -- this task, and the rest of its gang
+        local i = list[list.next]
+        popped[#popped + 1] = window[i]
+        taken = taken + 1
+        list.next = list.next + 1
+        for r, amount in string.gmatch(info[job].needs, '([^,=]+)=(%d+)') do
+          given[best][r] = (given[best][r] or 0) + tonumber(amount)
+        end
+      until info[job].gang == 0 or list.next > #list or jobs[list[list.next]] ~= job
+      share[best] = dominant(best)
+    end
+    call_all('ZREM', KEYS[1], popped)
+  end
+end
+if popped == nil then
+  popped = {}
+  local pairs_ = redis.call('ZPOPMIN', KEYS[1], count)
+  for i = 1, #pairs_, 2 do popped[#popped + 1] = pairs_[i] end
+end
 if #popped == 0 then
   return {now}
 end
+-- A gang whose tasks the claim ends inside is taken whole.
 local tail = tonumber(ARGV[4] or '') or 0
-if tail > 0 and #popped == 2 * count then
-  local job = string.match(popped[#popped - 1], '^(.+)%.%d+$')
+local last_job = job_of(popped[#popped])
+if fair and last_job then
+  job_info({last_job})
+  if info[last_job].gang > 0 then tail = 100000 end
+end
+if tail > 0 and #popped == count then
+  local job = last_job
   local next_ids = redis.call('ZRANGE', KEYS[1], 0, tail - 1)
   local same = 0
-  while job and same < #next_ids and string.match(next_ids[same + 1], '^(.+)%.%d+$') == job do
+  while job and same < #next_ids and job_of(next_ids[same + 1]) == job do
     same = same + 1
   end
   if same > 0 then
     local more = redis.call('ZPOPMIN', KEYS[1], same)
-    for i = 1, #more do popped[#popped + 1] = more[i] end
+    for i = 1, #more, 2 do popped[#popped + 1] = more[i] end
   end
 end
 local token = redis.call('INCR', KEYS[4])
 local deadline = now + tonumber(ARGV[2])
 local out, inflight, leases = {now, token, redis.call('ZCARD', KEYS[1])}, {}, {}
-for i = 1, #popped, 2 do
+for i = 1, #popped do
   local id = popped[i]
   inflight[#inflight + 1] = deadline
   inflight[#inflight + 1] = id

@@ -4,9 +4,13 @@
 -- in the same order, against the node as it is now (including the placements before it
 -- in this call), and applied only if it holds: lease still held by this claim, node
 -- exists, status ready, availability active, room in every resource, host ports free,
--- max_per_node. Room nominated for a preemptor of the same or higher priority (of another
--- job, not yet expired) counts as taken. Refusals are partial: the rest of the batch
--- still commits. A placed task's own nomination on the node, if any, is released.
+-- max_per_node, then the namespace's quota. Room nominated for a preemptor of the same or
+-- higher priority (of another job, not yet expired) counts as taken. Refusals are partial:
+-- the rest of the batch still commits, except within a gang group: every placement of a
+-- gang group is checked first (each seeing the ones before it), and only if all hold are
+-- they applied; a refusal of one refuses them all ("gang <job> refused: <task>: <reason>")
+-- and nothing of the gang is written. A placed task's own nomination on the node, if any,
+-- is released. The usage hash (namespace and per-tenant totals) grows by what is placed.
 --
 -- Each node is read once and written once per call, however many tasks it takes: its
 -- fields, free:<resource> scores and tallies are kept here and written at the end. What
@@ -26,11 +30,14 @@
 -- then for each node i of the N in ARGV: node HASH, node tasks SET
 -- then for each group g of the G: tally:job:<job> ZSET of its job
 -- then for each placement, in ARGV order: task HASH
+-- then usage HASH (resource or "tasks" -> namespace total; "tenant:<t>:<resource>")
+-- then quota HASH (resource or "tasks" -> the namespace's limit)
 -- ARGV[1] fencing token
 -- ARGV[2] events channel
--- ARGV[3] R, then R resource names
+-- ARGV[3] namespace name (for the quota reason)
+-- ARGV[4] R, then R resource names
 -- then N, then N node names
--- then G, then per group: job id, max_per_node, priority, n, n x (resource index (1-based,
+-- then G, then per group: job id, max_per_node, priority, tenant, gang (1: all or none), n, n x (resource index (1-based,
 --   into the names), amount), m, m x host port, k, k x (task id, node index (1-based))
 -- Returns {now, results, changes}: results has one entry per placement, 1 when assigned,
 -- else the reason it was refused (the words scheduler/reasons.py uses); changes lists
@@ -41,11 +48,11 @@ local DELTAS_KEPT = 50000  -- a worker further behind than this re-reads the nod
 
 local now = now_ms()
 local nowtxt = int(now)
-local token, channel = ARGV[1], ARGV[2]
-local R = tonumber(ARGV[3])
+local token, channel, namespace = ARGV[1], ARGV[2], ARGV[3]
+local R = tonumber(ARGV[4])
 local names = {}
-for r = 1, R do names[r] = ARGV[3 + r] end
-local a = 4 + R
+for r = 1, R do names[r] = ARGV[4 + r] end
+local a = 5 + R
 local N = tonumber(ARGV[a])
 local nodes = {}
 for i = 1, N do
@@ -64,9 +71,10 @@ for g = 1, G do
   local job = ARGV[a]
   jobs[job] = jobs[job] or {tally = KEYS[tally_base + g], on = {}, placed = {}}
   local group = {job = job, max_per_node = tonumber(ARGV[a + 1]), priority = tonumber(ARGV[a + 2]),
+                 tenant = ARGV[a + 3], gang = ARGV[a + 4] == '1',
                  req = {}, ports = {}, on = jobs[job].on, placed = jobs[job].placed}
-  local n = tonumber(ARGV[a + 3])
-  a = a + 4
+  local n = tonumber(ARGV[a + 5])
+  a = a + 6
   local alloc = {}
   for i = 1, n do
     local index, amount = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
@@ -94,6 +102,18 @@ for g = 1, G do
 end
 if #ids == 0 then return {now, {}, {}} end
 local leases = call_all('HMGET', KEYS[2], ids)
+local usage_key, quota_key = KEYS[#KEYS - 1], KEYS[#KEYS]
+
+-- The namespace's quota and what its live tasks hold (both small hashes).
+local quota, used = {}, {}
+local q = redis.call('HGETALL', quota_key)
+for i = 1, #q, 2 do quota[q[i]] = tonumber(q[i + 1]) end
+if next(quota) then
+  local fields = {'tasks'}
+  for r = 1, R do fields[#fields + 1] = names[r] end
+  local u = redis.call('HMGET', usage_key, unpack(fields))
+  for i, f in ipairs(fields) do used[f] = tonumber(u[i] or '0') end
+end
 
 -- A node's state as this call sees it, read on first use.
 local node_fields = {'status', 'availability', 'nominations', 'tasks'}
@@ -167,12 +187,49 @@ local function refusal(group, node, lease)
     end
     if group.on[node] >= group.max_per_node then return 'max_per_node reached' end
   end
+  if next(quota) then  -- the rule of fit.over_quota
+    for _, ra in ipairs(group.req) do
+      local r, amount = names[ra[1]], ra[2]
+      if amount > 0 and quota[r] and used[r] + amount > quota[r] then
+        return 'namespace ' .. namespace .. ' over its ' .. r .. ' quota'
+      end
+    end
+    if quota.tasks and used.tasks + 1 > quota.tasks then return 'namespace ' .. namespace .. ' over its tasks quota' end
+  end
   return nil
 end
 
+-- Take (sign 1) or give back (sign -1) a placement's room in this call's view.
+local function stage(group, node, id, sign)
+  for _, ra in ipairs(group.req) do
+    local index, amount = ra[1], ra[2]
+    if amount > 0 then
+      node.used[index] = node.used[index] + sign * amount
+      node.dirty[index] = true
+      if used[names[index]] then used[names[index]] = used[names[index]] + sign * amount end
+    end
+  end
+  if used.tasks then used.tasks = used.tasks + sign end
+  for _, port in ipairs(group.ports) do
+    if sign > 0 then node.ports[port] = id else node.ports[port] = nil end
+  end
+  node.tasks = node.tasks + sign
+  if sign > 0 then node.placed[#node.placed + 1] = id else table.remove(node.placed) end
+  if group.on[node] then group.on[node] = group.on[node] + sign end
+  group.placed[node] = (group.placed[node] or 0) + sign
+  if group.placed[node] == 0 then group.placed[node] = nil end
+end
+
 local results, placed, touched, by_priority = {}, {}, {}, {}
+local tenant_use = {}  -- usage hash field -> amount this call adds
+local function count(field, amount)
+  tenant_use[field] = (tenant_use[field] or 0) + amount
+end
 local t = 0
 for _, group in ipairs(groups) do
+  -- First check every placement of the group (each taking its room in this call's view),
+  -- then apply them; a gang group is applied only if every one of them held.
+  local staged, gang_refusal = {}, nil
   for _, task in ipairs(group.tasks) do
     t = t + 1
     local id = task[1]
@@ -180,39 +237,51 @@ for _, group in ipairs(groups) do
     local refused = refusal(group, node, not placed[id] and leases[t] or false)
     if refused then
       results[t] = refused
+      if group.gang and not gang_refusal then gang_refusal = id .. ': ' .. refused end
     else
-      for _, ra in ipairs(group.req) do
-        local index, amount = ra[1], ra[2]
-        if amount > 0 then
-          node.used[index] = node.used[index] + amount
-          node.dirty[index] = true
-        end
-      end
-      for _, port in ipairs(group.ports) do node.ports[port] = id end
-      node.tasks = node.tasks + 1
-      node.placed[#node.placed + 1] = id
-      if node.nominated and redis.call('HDEL', node.key, 'nom:' .. id) == 1 then
-        redis.call('HINCRBY', node.key, 'nominations', -1)
-        redis.call('HDEL', KEYS[task_base + t], 'nominated_node')
-      end
-      if group.on[node] then group.on[node] = group.on[node] + 1 end
-      group.placed[node] = (group.placed[node] or 0) + 1
-      -- The last attempt's explanation is cleared (a task nominated elsewhere has its
-      -- nominated_node cleared by unnominate.lua).
-      redis.call('HSET', KEYS[task_base + t], 'state', 'assigned', 'node', node.name, 'assigned_at', nowtxt,
-        'alloc', group.alloc, 'ports', group.port_list, 'explanation', '')
-      -- Ids and names are validated to plain characters, so the event is built directly.
-      redis.call('PUBLISH', channel, '{"type":"task","id":"' .. id .. '","job":"' .. group.job ..
-        '","state":"assigned","node":"' .. node.name .. '","ts":' .. nowtxt .. '}')
+      stage(group, node, id, 1)
       placed[id] = true
-      placed[#placed + 1] = id
-      if not touched[node] then
-        touched[node] = true
-        touched[#touched + 1] = node
-      end
-      by_priority[group.priority] = (by_priority[group.priority] or 0) + 1
-      results[t] = 1
+      staged[#staged + 1] = {t, id, node}
     end
+  end
+  if gang_refusal then
+    for i = #staged, 1, -1 do
+      local s = staged[i]
+      stage(group, s[3], s[2], -1)
+      placed[s[2]] = nil
+    end
+    local first = t - #group.tasks
+    for i = first + 1, t do results[i] = 'gang ' .. group.job .. ' refused: ' .. gang_refusal end
+    staged = {}
+  end
+  for _, s in ipairs(staged) do
+    local ti, id, node = s[1], s[2], s[3]
+    if node.nominated and redis.call('HDEL', node.key, 'nom:' .. id) == 1 then
+      redis.call('HINCRBY', node.key, 'nominations', -1)
+      redis.call('HDEL', KEYS[task_base + ti], 'nominated_node')
+    end
+    -- The last attempt's explanation is cleared (a task nominated elsewhere has its
+    -- nominated_node cleared by unnominate.lua).
+    redis.call('HSET', KEYS[task_base + ti], 'state', 'assigned', 'node', node.name, 'assigned_at', nowtxt,
+      'alloc', group.alloc, 'ports', group.port_list, 'explanation', '', 'tenant', group.tenant)
+    -- Ids and names are validated to plain characters, so the event is built directly.
+    redis.call('PUBLISH', channel, '{"type":"task","id":"' .. id .. '","job":"' .. group.job ..
+      '","state":"assigned","node":"' .. node.name .. '","ts":' .. nowtxt .. '}')
+    placed[#placed + 1] = id
+    if not touched[node] then
+      touched[node] = true
+      touched[#touched + 1] = node
+    end
+    by_priority[group.priority] = (by_priority[group.priority] or 0) + 1
+    for _, ra in ipairs(group.req) do
+      if ra[2] > 0 then
+        count(names[ra[1]], ra[2])
+        count('tenant:' .. group.tenant .. ':' .. names[ra[1]], ra[2])
+      end
+    end
+    count('tasks', 1)
+    count('tenant:' .. group.tenant .. ':tasks', 1)
+    results[ti] = 1
   end
 end
 if #placed == 0 then return {now, results, {}} end
@@ -261,8 +330,11 @@ for _, job in pairs(jobs) do
 end
 call_all('ZREM', KEYS[1], placed)
 call_all('HDEL', KEYS[2], placed)
-for priority, count in pairs(by_priority) do
-  redis.call('HINCRBY', KEYS[6], priority, count)
+for priority, n in pairs(by_priority) do
+  redis.call('HINCRBY', KEYS[6], priority, n)
+end
+for field, amount in pairs(tenant_use) do
+  redis.call('HINCRBY', usage_key, field, amount)
 end
 
 -- Each changed node's new change sequence, and its delta.

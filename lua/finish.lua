@@ -11,6 +11,7 @@
 -- KEYS[12 .. 11+R] free:<resource> ZSET for each resource name in ARGV
 -- then 4 keys per task p (0-based), from b = 12+R:
 --   task HASH, node HASH, node tasks SET, tally:job:<job> ZSET, for the node named in ARGV
+-- KEYS[#KEYS] usage HASH (namespace and tenant usage, see commit.lua)
 -- ARGV[1] events channel
 -- ARGV[2] R, then R resource names
 -- then per task: id, new state, message, the node the task is on ("" while pending)
@@ -32,7 +33,7 @@ for a = 3 + R, #ARGV, 4 do
   local base = kb + 4 * p
   local task, node, node_tasks, tally_job = KEYS[base], KEYS[base + 1], KEYS[base + 2], KEYS[base + 3]
   p = p + 1
-  local cur = redis.call('HMGET', task, 'state', 'node', 'alloc', 'ports', 'job', 'priority')
+  local cur = redis.call('HMGET', task, 'state', 'node', 'alloc', 'ports', 'job', 'priority', 'tenant')
   local was, on = cur[1], cur[2] or ''
   if not was then
     out[#out + 1] = 'absent'
@@ -46,7 +47,8 @@ for a = 3 + R, #ARGV, 4 do
       redis.call('HDEL', KEYS[5], id)
     else
       release(id, on, cur[3], cur[4], cur[6], {node = node, node_tasks = node_tasks, tally_job = tally_job,
-        tally_tasks = KEYS[6], tally_priority = KEYS[11], changes = KEYS[7], seq = KEYS[8]}, free)
+        tally_tasks = KEYS[6], tally_priority = KEYS[11], changes = KEYS[7], seq = KEYS[8], usage = KEYS[#KEYS]},
+        free, cur[7] or nil)
       freed = true
     end
     redis.call('HSET', task, 'state', state, 'ended_at', nowtxt, 'message', message)

@@ -208,7 +208,87 @@ class Client:
                   "message": _explain_message(task, explanation)}
         if task.nominated_node:
             record["nominated_node"] = task.nominated_node
+        spec = self._job_spec_or_none(task.job)
+        if spec is not None and spec.gang:
+            record["gang"] = {"job": spec.id, "size": spec.replicas, "min_available": spec.gang}
+        if spec is not None and spec.tenant != "default":
+            record["tenant"] = spec.tenant
         return record
+
+    def _job_spec_or_none(self, job_id: str):
+        try:
+            return self.store.job_spec(job_id)
+        except Exception:
+            return None
+
+    # Quotas and tenants.
+    def set_quota(self, *, cpu=None, memory=None, tasks: int | None = None, resources: dict | None = None) -> dict:
+        """Set this namespace's quota (limits not given are left as they are); returns it."""
+        from scheduler.model.quantities import parse_resources
+        raw = dict(resources or {})
+        if cpu is not None:
+            raw["cpu"] = cpu
+        if memory is not None:
+            raw["memory"] = memory
+        limits = parse_resources(raw, "quota") if raw else {}
+        if tasks is not None:
+            if isinstance(tasks, bool) or not isinstance(tasks, int) or tasks < 0:
+                raise SpecError("quota tasks must be a whole number of 0 or more.")
+            limits["tasks"] = tasks
+        self.store.set_quota(limits)
+        return self.quota()
+
+    def remove_quota(self) -> bool:
+        return self.store.remove_quota()
+
+    def quota(self) -> dict:
+        """This namespace's quota and usage: {namespace, quota: {resource: limit}, used: {...}}."""
+        quota, usage = self.store.quota(), self.store.usage()
+        used = {k: v for k, v in usage.items() if not k.startswith("tenant:")}
+        return {"namespace": self.namespace, "quota": quota, "used": used}
+
+    def quotas(self) -> list[dict]:
+        """Every namespace with a quota in this Redis, with its usage."""
+        out = []
+        for ns in self.store.quota_namespaces():
+            other = self if ns == self.namespace else Client(app=App(client=self.app.client, namespace=ns))
+            out.append(other.quota())
+        return out
+
+    def set_tenant(self, name: str, weight: float) -> dict:
+        from scheduler.model.names import check_tenant
+        check_tenant(name)
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not weight > 0:
+            raise SpecError(f"tenant {name}: weight must be a number above 0.")
+        self.store.set_tenant_weight(name, weight)
+        return next(t for t in self.tenants() if t["name"] == name)
+
+    def remove_tenant(self, name: str) -> bool:
+        return self.store.remove_tenant(name)
+
+    def tenants(self) -> list[dict]:
+        """Each tenant (with a weight, or holding resources): weight, usage, and dominant
+        share (the largest of usage / cluster capacity over resources, divided by weight)."""
+        weights, usage = self.store.tenant_weights(), self.store.usage()
+        capacity: dict[str, int] = {}
+        for node in self.store.nodes():
+            if node.status == "ready":
+                for r, amount in node.capacity.items():
+                    capacity[r] = capacity.get(r, 0) + amount
+        names = set(weights)
+        per: dict[str, dict[str, int]] = {}
+        for key, value in usage.items():
+            if key.startswith("tenant:"):
+                _, tenant, resource = key.split(":", 2)
+                names.add(tenant)
+                per.setdefault(tenant, {})[resource] = value
+        out = []
+        for name in sorted(names):
+            used = per.get(name, {})
+            weight = weights.get(name, 1.0)
+            top = max([used.get(r, 0) / c for r, c in capacity.items() if c > 0] or [0.0])
+            out.append({"name": name, "weight": weight, "used": used, "dominant_share": round(top / weight, 4)})
+        return out
 
     def logs(self, task_id: str) -> dict:
         """What the task printed: ``{id, state, stdout, stderr, stdout_bytes, stderr_bytes}``

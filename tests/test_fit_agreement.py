@@ -265,3 +265,30 @@ def test_lua_commit_agrees_with_misfit_across_a_batch(app, two, plans, requests,
             if any(p.node == name and p.job.resources.get(r) for p in outcome.accepted):
                 assert free == node.capacity[r] - node.allocated[r]
 
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(request=st.dictionaries(st.sampled_from(RESOURCES), st.integers(0, 6), min_size=1),
+       quota=st.dictionaries(st.sampled_from((*RESOURCES, "tasks")), st.integers(0, 10), max_size=3),
+       used=st.fixed_dictionaries({r: st.integers(0, 10) for r in (*RESOURCES, "tasks")}))
+def test_lua_commit_agrees_with_misfit_on_quota(app, request, quota, used):
+    """Quota refusals: the namespace's quota and usage against one placement on a roomy node."""
+    k, client = app.keys, app.client
+    fields = fresh_node_fields(app, ({r: 100 for r in RESOURCES}, {r: 0 for r in RESOURCES}, set(), "ready", "active"))
+    client.delete(k.quota, k.usage)
+    write_node_and_lease(app, fields, 0)
+    if quota:
+        client.hset(k.quota, mapping=quota)
+    client.hset(k.usage, mapping=used)
+    spec = parse_job({"id": "j"})
+    spec = spec.__class__(**{**{f: getattr(spec, f) for f in spec.__dataclass_fields__}, "resources": request})
+    node = Node(name="n", capacity={r: 100 for r in RESOURCES}, allocated={}, status="ready", availability="active")
+    py = misfit(node, spec.resources, (), 0, 0, namespace=k.namespace, used=used, quota=quota)
+    outcome = commit(app.scripts, k, "7", [Planned("j.0", "n", spec)])
+    lua = None if outcome.accepted else outcome.refused[0][1]
+    assert lua == py
+    if py is None:
+        after = {f: int(v) for f, v in client.hgetall(k.usage).items()}
+        assert after["tasks"] == used["tasks"] + 1
+        assert all(after[r] == used[r] + amount for r, amount in request.items())
+    client.delete(k.quota, k.usage)

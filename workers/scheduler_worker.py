@@ -29,7 +29,9 @@ from scheduler.control import heartbeat, reconcile
 from scheduler.control.preemptor import Preemptor
 from scheduler.control.worker_config import WorkerConfig
 from scheduler.engine.placement import Placement, Placer, placement_shape
-from scheduler.model import STOPPED, JobSpec, Node, reasons
+from scheduler.engine.fit import over_quota
+from scheduler.model import READY, STOPPED, JobSpec, Node, reasons
+from scheduler.model.quantities import format_quantity
 from scheduler.model.constraints import pins_a_node
 from scheduler.model.errors import NotFound
 from scheduler.state.app import App
@@ -56,6 +58,15 @@ class Group:
 
 
 def _batches(groups: list[Group], counts: dict[str, dict[str, int]], faults: dict[str, dict[str, int]]):
+    if len({group.spec.tenant for group in groups}) > 1:
+        # Several tenants: claim.lua's order is theirs by dominant share (priority first
+        # within a tenant); placing in it keeps a contended batch fair.
+        yield from ((group, False) for group in groups)
+        return
+    yield from _one_tenant_batches(groups, counts, faults)
+
+
+def _one_tenant_batches(groups: list[Group], counts: dict[str, dict[str, int]], faults: dict[str, dict[str, int]]):
     """The groups to place, in order (claim order: priority first), each with whether its
     tasks are independent: groups of one task, of a job with nothing placed and no recent
     failures, not pinned or nominated, are merged by :func:`placement_shape` into one
@@ -213,7 +224,8 @@ class SchedulerWorker:
         for attempt in range(cfg.commit_retries):
             if not groups:
                 break
-            nodes, counts, faults = self._refresh({group.spec.id for group in groups}, claim.now_ms)
+            nodes, counts, faults, quota, usage = self._refresh({group.spec.id for group in groups}, claim.now_ms,
+                                                                quotas=True)
             seen = self.cache.seq
             # Placements go to the committer thread in chunks, so Redis applies one chunk
             # while this thread places the next (Redis works while Python does).
@@ -222,10 +234,45 @@ class SchedulerWorker:
             everywhere = self._view(nodes)
             for group, independent in _batches(groups, counts, faults):
                 job_counts = {} if independent else counts[group.spec.id]
-                result = self._place(group, nodes, everywhere, job_counts, faults.get(group.spec.id), independent)
+                spec = group.spec
+                need = spec.gang - sum(job_counts.values()) if spec.gang and not independent else 0
+                if need > 0 and len(group.task_ids) < need:  # part of a gang: it waits whole
+                    for task_id in group.task_ids:
+                        failures[task_id] = _gang_waits(spec, need, f"only {len(group.task_ids)} of its tasks were "
+                                                                   f"claimed together; the rest are not waiting yet.",
+                                                        len(nodes))
+                        conflicts.add(task_id)
+                    continue
+                admitted, over = _admitted(self.app.keys.namespace, spec, len(group.task_ids), usage, quota)
+                if need > 0 and admitted < need:
+                    for task_id in group.task_ids:
+                        failures[task_id] = _gang_waits(spec, need, over, len(nodes), {over.split(":")[0]: len(nodes) or 1})
+                        conflicts.discard(task_id)
+                    continue
+                todo, refused_by_quota = group.task_ids[:admitted], group.task_ids[admitted:]
+                for task_id in refused_by_quota:
+                    failures[task_id] = {"nodes_evaluated": max(len(nodes), 1), "reasons": {over.split(":")[0]: max(len(nodes), 1)},
+                                         "message": over}
+                    conflicts.discard(task_id)
+                if not todo:
+                    continue
+                if len(todo) != len(group.task_ids):
+                    group = Group(group.spec, group.pin, group.nominated, todo)
+                result = self._place(group, nodes, everywhere, job_counts, faults.get(spec.id), independent)
+                if need > 0 and len(result.assignments) < need:  # the gang does not fit: nothing of it stays
+                    self.placer.undo(nodes, spec, result.assignments, job_counts)
+                    why = self.placer.explain(everywhere, spec, job_counts)
+                    for task_id in group.task_ids:
+                        failures[task_id] = _gang_waits(spec, need, f"{len(result.assignments)} could be placed "
+                                                                   f"at once. {why.message()}", why.nodes_evaluated,
+                                                        dict(why.reasons) or None)
+                        conflicts.discard(task_id)
+                    continue
+                _use(usage, spec, len(result.assignments))
                 for task_id, node in result.assignments:  # as the commit will: its room is no longer held
                     nodes[node].nominations.pop(task_id, None)
-                plans += [Planned(task_id, node, group_of[task_id].spec) for task_id, node in result.assignments]
+                plans += [Planned(task_id, node, group_of[task_id].spec, need > 0)
+                          for task_id, node in result.assignments]
                 for task_id in result.unplaced:
                     failures[task_id] = _explanation(result.explanation, len(nodes))
                     conflicts.discard(task_id)
@@ -276,8 +323,14 @@ class SchedulerWorker:
 
     def _new_claim(self):
         cfg = self.config
+        capacity: dict[str, int] = {}
+        for node in list(self.cache.nodes.values()):
+            if node.status == READY:
+                for resource, amount in node.capacity.items():
+                    capacity[resource] = capacity.get(resource, 0) + amount
         return self.app.queue.claim(cfg.batch_size, cfg.lease_ms, cfg.share_from,
-                                    cfg.batch_size // 4 if cfg.keep_jobs_whole else 0)
+                                    cfg.batch_size // 4 if cfg.keep_jobs_whole else 0,
+                                    capacity=capacity, window=cfg.fair_window)
 
     def _release_ahead(self) -> None:
         """Hand back a batch claimed ahead that will not be worked on (the worker stops)."""
@@ -325,12 +378,18 @@ class SchedulerWorker:
         preemptor = self.preemptor
         lowest = preemptor.lowest_live_priority()
         now = time.monotonic()
+        for task_id, explanation in list(failures.items()):  # a gang never preempts (never partially)
+            if group_of[task_id].spec.gang:
+                failures[task_id] = _noted(explanation, "preemption not tried: a gang does not preempt.")
         for task_id, explanation in list(failures.items()):  # no live task is low enough: say so
             spec = group_of[task_id].spec
+            if spec.gang:
+                continue
             if task_id not in conflicts and spec.preempt != "never" and not preemptor.worth_trying(spec, lowest):
                 failures[task_id] = _noted(explanation, f"preemption tried: no task runs at priority "
                                                         f"{spec.priority - preemptor.margin} or lower.")
-        todo = [t for t in failures if t not in conflicts and preemptor.worth_trying(group_of[t].spec, lowest)
+        todo = [t for t in failures if t not in conflicts and not group_of[t].spec.gang
+                and preemptor.worth_trying(group_of[t].spec, lowest)
                 and self._hopeless.get(_hope_key(group_of[t]), 0) <= now]
         for task_id in todo[self.config.max_preemptions:]:  # not searched in this batch: soon, not in 60 s
             conflicts.add(task_id)
@@ -340,7 +399,7 @@ class SchedulerWorker:
                 continue
             # Fresh nodes, with the room nominated for the preemptors before this one: the
             # search counts the room held for the job's other tasks as taken (as plan does).
-            nodes, counts, _ = self._refresh({group.spec.id}, claim.now_ms)
+            nodes, counts, _, _, _ = self._refresh({group.spec.id}, claim.now_ms)
             candidates = ([nodes[group.pin]] if group.pin in nodes else []) if group.pin else list(nodes.values())
             search = preemptor.search(candidates, group.spec, counts[group.spec.id], task_id=task_id)
             if search.choice is not None:
@@ -367,8 +426,9 @@ class SchedulerWorker:
         identical tasks that the placement engine places from one node ordering."""
         store = self.app.store
         rows = store.claimed(task_ids)
-        groups: dict[tuple[str, int, str, str], Group] = {}
+        groups: dict[tuple, Group] = {}
         orphans = []
+        run, tenant = 0, None  # runs of one tenant in claim order (claim.lua's fair order)
         for task_id, (job_id, version, pin, nominated, raw) in zip(task_ids, rows):
             if raw and job_id == task_id.rpartition(".")[0] and (job_id, int(version)) not in self._specs:
                 self._keep(job_id, version, parse_stored(raw))
@@ -376,7 +436,10 @@ class SchedulerWorker:
             if spec is None:
                 orphans.append(task_id)
                 continue
-            key = (job_id, int(version), pin or "", nominated or "")
+            if tenant is not None and spec.tenant != tenant:
+                run += 1
+            tenant = spec.tenant
+            key = (run, job_id, int(version), pin or "", nominated or "")
             if key not in groups:
                 groups[key] = Group(spec, pin or "", nominated or "", [])
             groups[key].task_ids.append(task_id)
@@ -400,14 +463,22 @@ class SchedulerWorker:
             self._keep(job_id, version, spec)
         return spec
 
-    def _refresh(self, job_ids: set[str], now_ms: int):
+    def _refresh(self, job_ids: set[str], now_ms: int, quotas: bool = False):
         """The nodes brought up to date and, in the same round trip, the tasks of each job
-        per node (for spread and max_per_node) and its recent failures per node."""
+        per node (for spread and max_per_node), its recent failures per node and (with
+        ``quotas``) the namespace's quota and usage."""
         store, ordered = self.app.store, sorted(job_ids)
         since = now_ms - self.config.fault_window_ms
-        nodes, (reply,) = self.cache.refresh_with(now_ms, lambda pipe: store.queue_job_tallies(pipe, ordered, since))
-        counts, faults = store.read_job_tallies(ordered, reply)
-        return nodes, counts, faults
+
+        def also(pipe):
+            store.queue_job_tallies(pipe, ordered, since)
+            if quotas:
+                store.queue_quota_and_usage(pipe)
+
+        nodes, replies = self.cache.refresh_with(now_ms, also)
+        counts, faults = store.read_job_tallies(ordered, replies[0])
+        quota, usage = store.read_quota_and_usage(replies[1:]) if quotas else ({}, {})
+        return nodes, counts, faults, quota, usage
 
     def _count(self, claimed: int, placed: int, refused: int, unplaced: int, preempted: int) -> None:
         s = self.stats
@@ -436,6 +507,39 @@ def _hope_key(group: Group) -> tuple[str, str]:
     """What a fruitless preemption search is remembered by: the job and pinned node (a
     global job's task pinned elsewhere still gets its own search)."""
     return (group.spec.id, group.pin)
+
+
+def _gang_waits(spec: JobSpec, need: int, why: str, nodes: int, found: dict[str, int] | None = None) -> dict:
+    """The one explanation every task of a gang that waits carries."""
+    size = f"gang of {spec.gang}" if spec.gang == spec.replicas else f"gang of {spec.replicas} (at least {spec.gang} at once)"
+    message = f"{size} {spec.id}: {need} tasks must be placed together and do not fit: {why}"
+    return {"nodes_evaluated": max(nodes, 1), "reasons": found or {"gang waits whole": 1}, "gang": spec.id,
+            "message": message}
+
+
+def _admitted(namespace: str, spec: JobSpec, count: int, usage: dict[str, int], quota: dict[str, int]):
+    """How many of ``count`` tasks of ``spec`` the namespace's quota admits (the rule of
+    ``fit.over_quota``, one task after another), and why the next one is refused."""
+    if not quota:
+        return count, ""
+    used = dict(usage)
+    for admitted in range(count):
+        reason = over_quota(namespace, spec.resources, used, quota)
+        if reason is not None:
+            resource = reason.rsplit(" ", 2)[-2]
+            have = used.get(resource, 0)
+            need = 1 if resource == "tasks" else spec.resources.get(resource, 0)
+            return admitted, (f"{reason}: {format_quantity(resource, have)}/{format_quantity(resource, quota[resource])} "
+                              f"used, task needs {format_quantity(resource, need)}.")
+        _use(used, spec, 1)
+    return count, ""
+
+
+def _use(usage: dict[str, int], spec: JobSpec, count: int) -> None:
+    if count:
+        for resource, amount in spec.resources.items():
+            usage[resource] = usage.get(resource, 0) + amount * count
+        usage["tasks"] = usage.get("tasks", 0) + count
 
 
 def _noted(explanation: dict, note: str) -> dict:

@@ -51,6 +51,7 @@ def submit(store: Store, spec: JobSpec) -> dict:
     if spec.type == GLOBAL:
         pins = sorted(global_targets(spec, store.nodes()))
     count = len(pins) if pins is not None else spec.replicas
+    store.mark_job(spec)  # tenant and gang size, for claim.lua
     current: dict = {}
     while True:
         if current.get("status") == RUNNING_JOB and current.get("spec") == raw:

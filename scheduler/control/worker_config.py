@@ -16,6 +16,7 @@ class WorkerConfig:
     batch_size: int = 512
     share_from: int | None = 16  # claim half of a short queue (at least this many): workers share it
     keep_jobs_whole: bool = True  # a claim ending inside a job takes up to batch_size // 4 more of it
+    fair_window: int = 2048  # claims take the first this many waiting tasks by tenants' dominant share; 0 = off
     lease_ms: int = 30_000
     commit_retries: int = 5  # placement rounds per claim when commits are refused (Nomad uses 5)
     commit_chunk: int = 128  # placements sent to Redis while the rest of the batch is placed

@@ -16,12 +16,30 @@ from scheduler.model import reasons
 from scheduler.model import ACTIVE, DRAIN, READY, Node
 
 
+def over_quota(namespace: str, resources: dict[str, int], used: dict[str, int], quota: dict[str, int]) -> str | None:
+    """The reason one more task with these needs would take the namespace over its quota
+    (``quota``: resource or ``tasks`` -> limit; ``used``: what live tasks hold), or None.
+    Resources are checked in the task's order, then the task count."""
+    if not quota:
+        return None
+    for resource, amount in resources.items():
+        limit = quota.get(resource)
+        if amount > 0 and limit is not None and used.get(resource, 0) + amount > limit:
+            return reasons.over_quota(namespace, resource)
+    limit = quota.get("tasks")
+    if limit is not None and used.get("tasks", 0) + 1 > limit:
+        return reasons.over_quota(namespace, "tasks")
+    return None
+
+
 def misfit(node: Node, resources: dict[str, int], ports, max_per_node: int, job_on_node: int,
-           priority: int | None = None, job: str = "") -> str | None:
+           priority: int | None = None, job: str = "", *, namespace: str = "", used: dict[str, int] | None = None,
+           quota: dict[str, int] | None = None) -> str | None:
     """The reason ``node`` cannot take one more task with these needs, or None if it fits.
 
     ``priority`` and ``job`` say whose task it is, for nominated room: with no priority,
-    nominations are not considered."""
+    nominations are not considered. ``quota`` and ``used`` are the namespace's quota and
+    usage, checked last (:func:`over_quota`)."""
     if node.status != READY:
         return reasons.NODE_DOWN
     if node.availability != ACTIVE:
@@ -43,4 +61,6 @@ def misfit(node: Node, resources: dict[str, int], ports, max_per_node: int, job_
             return reasons.port_in_use(port)
     if max_per_node and job_on_node >= max_per_node:
         return reasons.MAX_PER_NODE
+    if quota:
+        return over_quota(namespace, resources, used or {}, quota)
     return None

@@ -178,6 +178,29 @@ class Placer:
             explanation = self._explain(pipeline, job_counts) if vector else pipeline.explain(nodes, job_counts)
         return Placement(assignments, unplaced, explanation)
 
+    def undo(self, nodes: Mapping[str, Node], job: JobSpec, assignments: Sequence[tuple[str, str]],
+             job_counts: dict[str, int] | None) -> None:
+        """Take back ``assignments`` of :meth:`place` from the caller's copies of the nodes
+        (a gang that was not placed whole leaves no room taken)."""
+        for task_id, name in assignments:
+            node = nodes[name]
+            allocated = node.allocated
+            for resource, amount in job.resources.items():
+                allocated[resource] = allocated.get(resource, 0) - amount
+            for port in job.ports:
+                if node.ports.get(port) == task_id:
+                    del node.ports[port]
+            node.tasks -= 1
+            if job_counts is not None and job_counts.get(name):
+                job_counts[name] -= 1
+                if not job_counts[name]:
+                    del job_counts[name]
+        table = self._table
+        for name in {name for _, name in assignments}:
+            row = getattr(table, "rows", {}).get(name)
+            if row is not None:
+                table.write(row)
+
     def _facts_for(self, job: JobSpec, pipeline: Pipeline) -> dict[str, list]:
         """Static verdicts and preference paths, shared by every spec with the same static part."""
         key = _static_key(job)

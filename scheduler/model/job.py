@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from scheduler.model.constraints import Constraint, attribute_getter, parse_constraints
 from scheduler.model.errors import SpecError
-from scheduler.model.names import check_job_id, new_job_id, parse_plugins
+from scheduler.model.names import check_job_id, check_tenant, new_job_id, parse_plugins
 from scheduler.model.quantities import CPU, parse_resources
 from scheduler.model.states import (GLOBAL, JOB_TYPES, MAX_PRIORITY, MAX_REPLICAS, MIN_PRIORITY, SERVICE, SPREAD,
                                     STRATEGIES)
@@ -45,12 +45,19 @@ class JobSpec:
     max_retries: int
     restart_delay: float
     raw: dict = field(compare=False, repr=False)
+    min_available: int = 0  # a gang: at least this many tasks start together (0: not a gang)
+    tenant: str = "default"  # whose share of the cluster the job counts against (DRF)
+
+    @property
+    def gang(self) -> int:
+        """How many tasks must be placed at once (all or none of them); 0 when not a gang."""
+        return self.min_available
 
 
 _JOB_FIELDS = {
     "id", "type", "priority", "replicas", "resources", "constraints", "preferences", "ports",
     "plugins", "strategy", "max_per_node", "run", "preemptible", "preempt", "max_retries",
-    "restart_delay",
+    "restart_delay", "gang", "min_available", "tenant",
 }
 
 
@@ -144,11 +151,25 @@ def parse_job(raw) -> JobSpec:
     if job_type == GLOBAL and "replicas" in raw:
         raise SpecError(f"job {job}: a global job runs one task per eligible node and takes no replicas.")
     resources = parse_resources(raw.get("resources"), f"job {job} resources")
+    gang = raw.get("gang", False)
+    if not isinstance(gang, bool):
+        raise SpecError(f"job {job}: gang must be true or false.")
+    replicas = 0 if job_type == GLOBAL else _int_field(raw, "replicas", 1, 0, MAX_REPLICAS, job)
+    min_available = _int_field(raw, "min_available", 0, 0, MAX_REPLICAS, job)
+    if (gang or min_available) and job_type == GLOBAL:
+        raise SpecError(f"job {job}: a global job cannot be a gang (gang or min_available).")
+    if min_available > replicas:
+        raise SpecError(f"job {job}: min_available ({min_available}) cannot exceed replicas ({replicas}).")
+    if gang:
+        if "min_available" in raw and min_available != replicas:
+            raise SpecError(f"job {job}: gang: true means all {replicas} replicas; leave out min_available.")
+        min_available = replicas
+    tenant = check_tenant(raw.get("tenant", "default"), f"job {job}: tenant")
     spec = JobSpec(
         id=job,
         type=job_type,
         priority=_int_field(raw, "priority", 50, MIN_PRIORITY, MAX_PRIORITY, job),
-        replicas=0 if job_type == GLOBAL else _int_field(raw, "replicas", 1, 0, MAX_REPLICAS, job),
+        replicas=replicas,
         resources=resources,
         constraints=parse_constraints(raw.get("constraints")),
         preferences=_parse_preferences(raw.get("preferences"), job),
@@ -162,6 +183,8 @@ def parse_job(raw) -> JobSpec:
         max_retries=_int_field(raw, "max_retries", 3, 0, 1000, job),
         restart_delay=float(restart_delay),
         raw={},
+        min_available=min_available,
+        tenant=tenant,
     )
     normalised = {
         "id": spec.id, "type": spec.type, "priority": spec.priority, "replicas": spec.replicas,
@@ -173,6 +196,12 @@ def parse_job(raw) -> JobSpec:
     }
     if job_type == GLOBAL:
         del normalised["replicas"]
+    if gang:
+        normalised["gang"] = True
+    elif min_available:
+        normalised["min_available"] = min_available
+    if tenant != "default":
+        normalised["tenant"] = tenant
     spec.raw.update(normalised)
     return spec
 

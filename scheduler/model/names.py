@@ -25,6 +25,16 @@ def check_namespace(namespace) -> str:
     return namespace
 
 
+_TENANT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+def check_tenant(tenant, what: str = "tenant") -> str:
+    """A tenant name: letters, digits, '_', '.', '-' (it is a field name inside Redis hashes)."""
+    if not isinstance(tenant, str) or not _TENANT_RE.fullmatch(tenant):
+        raise SpecError(f"{what} {tenant!r} must be 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit.")
+    return tenant
+
+
 def check_job_id(job_id) -> str:
     if not isinstance(job_id, str) or not _JOB_ID_RE.fullmatch(job_id):
         raise SpecError(

@@ -23,6 +23,14 @@ def insufficient(resource: str) -> str:
     return f"insufficient {resource}"
 
 
+def over_quota(namespace: str, resource: str) -> str:
+    return f"namespace {namespace} over its {resource} quota"
+
+
+def gang_refused(job: str, task_id: str, reason: str) -> str:
+    return f"gang {job} refused: {task_id}: {reason}"
+
+
 def port_in_use(port: int) -> str:
     return f"host port {port} in use"
 

@@ -18,6 +18,7 @@ class Planned:
     task_id: str
     node: str
     job: JobSpec
+    gang: bool = False  # all of the job's placements in this commit, or none of them
 
 
 @dataclass
@@ -31,16 +32,17 @@ class CommitResult:
 def by_spec(plans: list[Planned]) -> list[list[Planned]]:
     """``plans`` grouped by job spec object, groups in order of first appearance: the
     order in which :func:`commit` sends them and commit.lua judges them."""
-    groups: dict[int, list[Planned]] = {}
+    groups: dict[tuple[int, bool], list[Planned]] = {}
     for plan in plans:
-        groups.setdefault(id(plan.job), []).append(plan)
+        groups.setdefault((id(plan.job), plan.gang), []).append(plan)
     return list(groups.values())
 
 
 def commit(scripts: Scripts, keys: Keys, token: str, plans: list[Planned]) -> CommitResult:
     """Commit ``plans`` in one script call. They are sent grouped by job spec (the spec's
     fields once per group, :func:`by_spec`) and nodes once each; the results come back in
-    that order."""
+    that order. A group of plans marked ``gang`` is committed whole or not at all, so a
+    gang's plans must all be in one call."""
     groups = by_spec(plans)
     names: list[str] = []
     index: dict[str, int] = {}
@@ -53,14 +55,14 @@ def commit(scripts: Scripts, keys: Keys, token: str, plans: list[Planned]) -> Co
             if resource not in index:
                 names.append(resource)
                 index[resource] = len(names)
-    argv: list = [token, keys.events, len(names), *names, len(nodes), *nodes, len(groups)]
+    argv: list = [token, keys.events, keys.namespace, len(names), *names, len(nodes), *nodes, len(groups)]
     node_keys: list[str] = []
     for name in nodes:
         node_keys += [keys.node(name), keys.node_tasks(name)]
     ordered: list[Planned] = []
     for group in groups:
         job = group[0].job
-        argv += [job.id, job.max_per_node, job.priority, len(job.resources)]
+        argv += [job.id, job.max_per_node, job.priority, job.tenant, 1 if group[0].gang else 0, len(job.resources)]
         for resource, amount in job.resources.items():
             argv += [index[resource], amount]
         argv += [len(job.ports), *job.ports, len(group)]
@@ -71,7 +73,7 @@ def commit(scripts: Scripts, keys: Keys, token: str, plans: list[Planned]) -> Co
         keys=[keys.inflight, keys.leases, keys.tally_tasks, keys.node_changes, keys.node_seq, keys.tally_priority,
               keys.node_deltas, *(keys.free(name) for name in names), *node_keys,
               *(keys.tally_job(group[0].job.id) for group in groups),
-              *(keys.task(plan.task_id) for plan in ordered)],
+              *(keys.task(plan.task_id) for plan in ordered), keys.usage, keys.quota],
         args=argv)
     now, results, changes = reply
     accepted, refused = [], []

@@ -155,6 +155,29 @@ class Keys:
         """HASH priority -> live tasks at that priority (is anything low enough to preempt?)."""
         return self._key("tally", "priority")
 
+    @cached_property
+    def usage(self) -> str:
+        """HASH of what live tasks hold, kept by commit.lua and released by finish.lua and
+        preempt.lua: ``<resource>`` and ``tasks`` for the namespace, ``tenant:<name>:<resource>``
+        and ``tenant:<name>:tasks`` per tenant."""
+        return self._key("usage")
+
+    @cached_property
+    def quota(self) -> str:
+        """HASH resource (or ``tasks``) -> the namespace's limit (``sched quota set``)."""
+        return self._key("quota")
+
+    @cached_property
+    def tenants(self) -> str:
+        """HASH tenant -> weight (``sched tenant set``); unlisted tenants weigh 1."""
+        return self._key("tenants")
+
+    @cached_property
+    def job_shares(self) -> str:
+        """HASH job id -> ``tenant|gang size|cpu=500,memory=...`` (one task's needs): what
+        claim.lua needs to order claims by dominant share and keep gangs whole."""
+        return self._key("jobs", "shares")
+
     def free(self, resource: str) -> str:
         return self._key("free", resource)
 

@@ -87,14 +87,21 @@ class SchedulingQueue:
 
     # Claim and what follows it.
     def claim(self, count: int, lease_ms: int | None = None, share_from: int | None = None,
-              job_tail: int = 0) -> Claim:
+              job_tail: int = 0, capacity: dict[str, int] | None = None, window: int = 0) -> Claim:
         """Lease up to ``count`` tasks. With ``share_from``, take only half of what is
         waiting (but at least ``share_from``), leaving the rest to other workers. With
         ``job_tail``, a claim that ends inside a job takes up to that many more of its
-        tasks, so that the job is placed in one pass."""
+        tasks, so that the job is placed in one pass. With ``window``, the first ``window``
+        waiting tasks are claimed by dominant resource fairness between tenants (their
+        shares measured against ``capacity``, the cluster's total per resource), and a
+        gang's waiting tasks always come whole (see ``lua/claim.lua``)."""
         k = self.keys
         args = [count, lease_ms or self.config.lease_ms, "" if share_from is None else share_from, job_tail]
-        reply = self.scripts.claim(keys=[k.active, k.inflight, k.leases, k.cycle], args=args)
+        keys = [k.active, k.inflight, k.leases, k.cycle]
+        if window:
+            keys += [k.job_shares, k.tenants, k.usage]
+            args += [",".join(f"{r}={int(a)}" for r, a in sorted((capacity or {}).items())), window]
+        reply = self.scripts.claim(keys=keys, args=args)
         if len(reply) == 1:
             return Claim(token="", now_ms=int(reply[0]), task_ids=[])
         return Claim(token=str(reply[1]), now_ms=int(reply[0]), task_ids=list(reply[3:]), waiting=int(reply[2]))

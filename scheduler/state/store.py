@@ -239,7 +239,7 @@ class Store:
         return self.scripts.preempt(
             keys=[k.inflight, k.leases, k.active, k.tally_tasks, k.node_changes, k.node_seq, k.task(task_id),
                   k.node(node), k.node_tasks(node), k.tally_priority, *(k.free(r) for r in resources),
-                  *(key for victim, job, _ in victims for key in (k.task(victim), k.tally_job(job)))],
+                  *(key for victim, job, _ in victims for key in (k.task(victim), k.tally_job(job))), k.usage],
             args=[token, k.events, task_id, node, nomination_ms, held, len(resources), *resources,
                   *(victim for victim, _, _ in victims)])
 
@@ -426,6 +426,59 @@ class Store:
         return [k.job(job_id), k.jobs, k.global_jobs, k.active, k.backoff, k.job_tasks(job_id), k.enqueue_seq,
                 *(k.task(f"{job_id}.{first_index + i}") for i in range(count))]
 
+    # Gangs, tenants and quotas.
+    def mark_job(self, spec: JobSpec) -> None:
+        """Record what claim.lua needs of a job: its tenant, gang size and one task's needs."""
+        needs = ",".join(f"{r}={a}" for r, a in spec.resources.items() if a > 0)
+        self.client.hset(self.keys.job_shares, spec.id, f"{spec.tenant}|{spec.gang}|{needs}")
+
+    def quota(self) -> dict[str, int]:
+        return {k: int(v) for k, v in self.client.hgetall(self.keys.quota).items()}
+
+    def set_quota(self, limits: dict[str, int]) -> None:
+        if limits:
+            self.client.hset(self.keys.quota, mapping={k: int(v) for k, v in limits.items()})
+
+    def remove_quota(self) -> bool:
+        return bool(self.client.delete(self.keys.quota))
+
+    def usage(self) -> dict[str, int]:
+        """The usage hash: namespace totals and ``tenant:<t>:<resource>``."""
+        return {k: int(v) for k, v in self.client.hgetall(self.keys.usage).items()}
+
+    def quota_and_usage(self) -> tuple[dict[str, int], dict[str, int]]:
+        with self.client.pipeline(transaction=False) as pipe:
+            pipe.hgetall(self.keys.quota)
+            pipe.hgetall(self.keys.usage)
+            quota, usage = pipe.execute()
+        return {k: int(v) for k, v in quota.items()}, {k: int(v) for k, v in usage.items()}
+
+    def queue_quota_and_usage(self, pipe) -> None:
+        pipe.hgetall(self.keys.quota)
+        pipe.hgetall(self.keys.usage)
+
+    @staticmethod
+    def read_quota_and_usage(replies) -> tuple[dict[str, int], dict[str, int]]:
+        quota, usage = replies
+        return ({k: int(v) for k, v in quota.items()},
+                {k: int(v) for k, v in usage.items() if not k.startswith("tenant:")})
+
+    def tenant_weights(self) -> dict[str, float]:
+        return {k: float(v) for k, v in self.client.hgetall(self.keys.tenants).items()}
+
+    def set_tenant_weight(self, tenant: str, weight: float) -> None:
+        self.client.hset(self.keys.tenants, tenant, repr(float(weight)) if weight != int(weight) else int(weight))
+
+    def remove_tenant(self, tenant: str) -> bool:
+        return bool(self.client.hdel(self.keys.tenants, tenant))
+
+    def quota_namespaces(self) -> list[str]:
+        """Namespaces that have a quota (a SCAN: for ``sched quota ls``)."""
+        found = set()
+        for key in self.client.scan_iter(match="sched:{*}:quota", count=1000):
+            found.add(key[len("sched:{"):-len("}:quota")])
+        return sorted(found)
+
     def now_ms(self) -> int:
         return time_ms(self.client.time())
 
@@ -611,6 +664,7 @@ class Store:
             node = task.node if task.live else ""
             keys += [k.task(task.id), k.node(node), k.node_tasks(node), k.tally_job(task.job)]
             args += [task.id, state, message, node]
+        keys.append(k.usage)
         return self.scripts.finish(keys=keys, args=args) if tasks else []
 
     def finish_ids(self, task_ids: list[str], state: str = STOPPED, message: str = "", attempts: int = 3) -> dict:

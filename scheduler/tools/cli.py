@@ -372,6 +372,84 @@ def queue_ls(app, as_json):
     print_table(["QUEUE", "TASKS", "KEY"], [[name, count, getattr(keys, name)] for name, count in counts.items()])
 
 
+# ----------------------------------------------------------------------------- quotas and tenants
+@main.group()
+def quota():
+    """Per-namespace quotas: what the namespace's live tasks may hold at most."""
+
+
+@quota.command("set")
+@click.argument("namespace_name", metavar="NS")
+@click.option("--cpu", default=None, help="cores, e.g. 100 or 500m")
+@click.option("--memory", default=None, help="bytes, e.g. 200GiB")
+@click.option("--tasks", type=int, default=None, help="live tasks")
+@json_option
+@pass_app
+def quota_set(app, namespace_name, cpu, memory, tasks, as_json):
+    """Set NS's quota; a task that would exceed it stays pending with the reason."""
+    client = Client(app=App(client=app.app.client, namespace=namespace_name))
+    record = client.set_quota(cpu=cpu, memory=memory, tasks=tasks)
+    if as_json:
+        return print_json(record)
+    click.echo(f"quota of {namespace_name}: {_quantities(record['quota'])}")
+
+
+@quota.command("rm")
+@click.argument("namespace_name", metavar="NS")
+@pass_app
+def quota_rm(app, namespace_name):
+    """Remove NS's quota."""
+    removed = Client(app=App(client=app.app.client, namespace=namespace_name)).remove_quota()
+    click.echo(f"quota of {namespace_name} {'removed' if removed else 'was not set'}")
+
+
+@quota.command("ls")
+@json_option
+@pass_app
+def quota_ls(app, as_json):
+    """Every namespace with a quota: its limits and what its live tasks hold."""
+    records = app.quotas()
+    if as_json:
+        return print_json(records)
+    print_table(["NAMESPACE", "QUOTA", "USED"],
+                [[r["namespace"], _quantities(r["quota"]), _quantities(r["used"])] for r in records])
+
+
+@main.group()
+def tenant():
+    """Tenants sharing the namespace's nodes by dominant resource fairness."""
+
+
+@tenant.command("set")
+@click.argument("name")
+@click.option("--weight", type=float, required=True, help="share relative to other tenants (default 1)")
+@json_option
+@pass_app
+def tenant_set(app, name, weight, as_json):
+    """Set a tenant's weight: a tenant of weight 2 gets twice the dominant share of weight 1."""
+    record = app.set_tenant(name, weight)
+    if as_json:
+        return print_json(record)
+    click.echo(f"tenant {name}: weight {record['weight']:g}")
+
+
+@tenant.command("ls")
+@json_option
+@pass_app
+def tenant_ls(app, as_json):
+    """Each tenant's weight, usage and dominant share."""
+    records = app.tenants()
+    if as_json:
+        return print_json(records)
+    print_table(["TENANT", "WEIGHT", "USED", "DOMINANT SHARE"],
+                [[r["name"], f"{r['weight']:g}", _quantities(r["used"]), f"{r['dominant_share']:.3f}"] for r in records])
+
+
+def _quantities(values: dict) -> str:
+    from scheduler.model.quantities import format_quantity
+    return ",".join(f"{k}={v if k == 'tasks' else format_quantity(k, v)}" for k, v in sorted(values.items())) or "-"
+
+
 # ----------------------------------------------------------------------------- events
 @main.command()
 @click.option("--count", type=int, default=None, help="Stop after this many events.")

@@ -1,0 +1,238 @@
+"""Gangs (all or none, or at least K at once), quotas, and fair share between tenants,
+against the real redis-server: in-process workers and worker processes."""
+
+from __future__ import annotations
+
+import json
+import random
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scheduler.control import reconcile
+from scheduler.model import make_node, parse_job
+from scheduler.model.errors import SpecError
+from test_workers import finish, sched, start
+from worker_harness import cluster_problems, format_problems, run_worker_until_idle
+
+
+def nodes(app, count, cpu="4", memory="8GiB", prefix="n"):
+    for i in range(count):
+        app.store.put_node(make_node(f"{prefix}{i}", cpu=cpu, memory=memory))
+
+
+def submit(app, **raw):
+    return reconcile.submit(app.store, parse_job(raw))["tasks"]
+
+
+def assigned_of(app, job):
+    store = app.store
+    return [t for t in store.tasks(store.job_task_ids(job)) if t.state == "assigned"]
+
+
+def clean(app):
+    problems, summary = cluster_problems(app, settled=True)
+    problems = [p for p in problems if not p.endswith("in unexpected state 'completed'")]  # finished by the test
+    assert not problems, format_problems(problems)
+    return summary
+
+
+def test_spec_gang_and_min_available():
+    assert parse_job({"id": "t", "replicas": 8, "gang": True}).gang == 8
+    assert parse_job({"id": "t", "replicas": 8, "min_available": 3}).gang == 3
+    assert parse_job({"id": "t", "replicas": 8}).gang == 0
+    assert parse_job({"id": "t", "tenant": "team-a"}).tenant == "team-a"
+    for bad in ({"replicas": 2, "min_available": 3}, {"replicas": 2, "gang": "yes"}, {"type": "global", "gang": True},
+                {"tenant": "a b"}, {"replicas": 4, "gang": True, "min_available": 2}):
+        try:
+            parse_job({"id": "t", **bad})
+        except SpecError:
+            continue
+        raise AssertionError(f"{bad} was accepted")
+
+
+def test_a_gang_that_does_not_fit_waits_whole_and_starts_whole_when_room_appears(app):
+    nodes(app, 5)
+    ids = submit(app, id="train", replicas=8, gang=True, resources={"cpu": 4}, max_per_node=1)
+    run_worker_until_idle(app)
+    clean(app)
+    assert assigned_of(app, "train") == []  # nothing of it holds room while it waits
+    task = app.store.get_task(ids[0])
+    explanation = json.loads(task.explanation)
+    assert explanation["gang"] == "train"
+    assert explanation["message"].startswith("gang of 8 train: 8 tasks must be placed together and do not fit: "
+                                             "5 could be placed at once. 5/5 nodes available.")
+    assert all(app.store.get_task(i).explanation == task.explanation for i in ids)
+    assert all(v == 0 for k, v in app.store.usage().items() if k in ("cpu", "tasks"))
+
+    nodes(app, 3, prefix="m")  # a cluster event: now 8 nodes
+    app.queue.cluster_event()
+    run_worker_until_idle(app)
+    summary = clean(app)
+    placed = assigned_of(app, "train")
+    assert len(placed) == 8 and len({t.node for t in placed}) == 8  # whole, and max_per_node holds
+    assert summary["assigned"]["train"] == 8
+
+
+def test_min_available_starts_the_minimum_and_the_rest_follow(app):
+    nodes(app, 3)
+    submit(app, id="mpi", replicas=6, min_available=3, resources={"cpu": 4})
+    run_worker_until_idle(app)
+    clean(app)
+    assert len(assigned_of(app, "mpi")) == 3  # at least 3 at once; the rest wait for room
+    submit(app, id="big", replicas=1, min_available=1, resources={"cpu": 4})
+    nodes(app, 1, prefix="x")
+    app.queue.cluster_event()
+    run_worker_until_idle(app)
+    clean(app)
+    assert len(assigned_of(app, "mpi")) + len(assigned_of(app, "big")) == 4
+
+
+def test_two_gangs_needing_two_thirds_each_never_deadlock(app, redis_url, namespace):
+    """Each gang needs 4 of 6 nodes: one places whole, the other waits whole, whatever the
+    race between the worker processes."""
+    nodes(app, 6, cpu="1", memory="1GiB")
+    submit(app, id="g1", replicas=4, gang=True, resources={"cpu": 1})
+    submit(app, id="g2", replicas=4, gang=True, resources={"cpu": 1})
+    outcomes = finish([start(sched(redis_url, namespace, "worker", "--until-idle", "--batch-size", "3"))
+                       for _ in range(3)])
+    assert all(code == 0 for code, _, _ in outcomes), outcomes
+    summary = clean(app)
+    counts = sorted(summary["assigned"].get(job, 0) for job in ("g1", "g2"))
+    assert counts == [0, 4]
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sizes=st.lists(st.integers(1, 6), min_size=2, max_size=5), node_cpus=st.lists(st.integers(1, 4), min_size=2,
+                                                                                   max_size=6),
+       seed=st.integers(0, 1000))
+def test_concurrent_worker_processes_never_place_part_of_a_gang(app, redis_url, namespace, sizes, node_cpus, seed):
+    app.store.clear_namespace()
+    for i, cpu in enumerate(node_cpus):
+        app.store.put_node(make_node(f"n{i}", cpu=str(cpu), memory="4GiB"))
+    rng = random.Random(seed)
+    gangs = {}
+    for g, size in enumerate(sizes):
+        minimum = rng.choice([size, max(1, size // 2)])
+        raw = {"id": f"g{g}", "replicas": size, "resources": {"cpu": rng.choice([1, 2])}}
+        raw.update({"gang": True} if minimum == size else {"min_available": minimum})
+        submit(app, **raw)
+        gangs[f"g{g}"] = minimum
+    submit(app, id="filler", replicas=4, resources={"cpu": 1})
+    outcomes = finish([start(sched(redis_url, namespace, "worker", "--until-idle", "--batch-size", "2"))
+                       for _ in range(2)])
+    assert all(code == 0 for code, _, _ in outcomes), outcomes
+    summary = clean(app)  # no overcommit, tallies and usage exact
+    for job, minimum in gangs.items():
+        placed = summary["assigned"].get(job, 0)
+        assert placed == 0 or placed >= minimum, f"{job}: {placed} placed, fewer than its {minimum}"
+    usage = app.store.usage()
+    assert usage.get("tasks", 0) == sum(summary["assigned"].values())
+
+
+def test_a_gang_does_not_preempt_partially(app):
+    nodes(app, 4, cpu="1", memory="1GiB")
+    submit(app, id="low", replicas=4, priority=10, resources={"cpu": 1})
+    run_worker_until_idle(app)
+    submit(app, id="hi", replicas=5, gang=True, priority=90, resources={"cpu": 1})
+    run_worker_until_idle(app)
+    clean(app)
+    assert len(assigned_of(app, "low")) == 4  # no victim evicted for a gang that could not start whole
+    explanation = json.loads(app.store.get_task("hi.0").explanation)
+    assert "a gang does not preempt" in explanation["message"]
+
+
+def test_quota_refuses_then_admits_when_usage_drops(app):
+    nodes(app, 4)
+    app.store.set_quota({"cpu": 3000, "tasks": 10})
+    ids = submit(app, id="q", replicas=4, resources={"cpu": 1})
+    run_worker_until_idle(app)
+    clean(app)
+    placed = assigned_of(app, "q")
+    assert len(placed) == 3
+    pending = [app.store.get_task(i) for i in ids if app.store.get_task(i).state == "pending"]
+    message = json.loads(pending[0].explanation)["message"]
+    assert message.startswith(f"namespace {app.keys.namespace} over its cpu quota: 3/3 used, task needs 1.")
+    assert app.store.usage()["cpu"] == 3000
+    app.store.finish([placed[0]], "completed")
+    assert app.store.usage()["cpu"] == 2000
+    run_worker_until_idle(app)
+    clean(app)
+    assert len(assigned_of(app, "q")) == 3 and app.store.usage()["cpu"] == 3000
+
+
+def test_commit_refuses_over_quota_even_when_the_worker_did_not_know(app):
+    """Two placements in one commit, room for one under the quota: the second is refused."""
+    from scheduler.state.commit import Planned, commit
+    nodes(app, 2)
+    spec = parse_job({"id": "j", "replicas": 2, "resources": {"cpu": 2}})
+    reconcile.submit(app.store, spec)
+    claim = app.queue.claim(10)
+    app.store.set_quota({"cpu": 3000})
+    outcome = commit(app.scripts, app.keys, claim.token, [Planned("j.0", "n0", spec), Planned("j.1", "n1", spec)])
+    assert [p.task_id for p in outcome.accepted] == ["j.0"]
+    assert outcome.refused[0][1] == f"namespace {app.keys.namespace} over its cpu quota"
+
+
+def test_a_gang_commit_is_all_or_nothing(app):
+    from scheduler.state.commit import Planned, commit
+    nodes(app, 2, cpu="1")
+    spec = parse_job({"id": "g", "replicas": 3, "gang": True, "resources": {"cpu": 1}})
+    reconcile.submit(app.store, spec)
+    claim = app.queue.claim(10)
+    plans = [Planned("g.0", "n0", spec, True), Planned("g.1", "n1", spec, True), Planned("g.2", "n1", spec, True)]
+    outcome = commit(app.scripts, app.keys, claim.token, plans)
+    assert outcome.accepted == []
+    assert {reason for _, reason in outcome.refused} == {"gang g refused: g.2: insufficient cpu"}
+    assert all(n.allocated.get("cpu", 0) == 0 and n.tasks == 0 for n in app.store.nodes())
+    assert app.store.usage().get("tasks", 0) == 0
+
+
+def dominant_shares(app, tenants, capacity):
+    usage = app.store.usage()
+    weights = app.store.tenant_weights()
+    return {t: max(usage.get(f"tenant:{t}:{r}", 0) / c for r, c in capacity.items()) / weights.get(t, 1)
+            for t in tenants}
+
+
+def test_two_flooding_tenants_converge_to_their_weights(app):
+    """Weights 1 and 2, both flooding a cluster of 12 cpus with 1-cpu tasks: after each
+    round of releasing some tasks and scheduling again, tenant b holds twice a's dominant
+    share, within one task (1/12 of the cluster)."""
+    nodes(app, 6, cpu="2", memory="64GiB")
+    app.store.set_tenant_weight("a", 1)
+    app.store.set_tenant_weight("b", 2)
+    for i in range(10):  # a floods first: its tasks are ahead in the queue
+        submit(app, id=f"a{i}", replicas=6, tenant="a", resources={"cpu": 1, "memory": "1GiB"})
+    for i in range(10):
+        submit(app, id=f"b{i}", replicas=6, tenant="b", resources={"cpu": 1, "memory": "1GiB"})
+    capacity = {"cpu": 12000, "memory": 6 * 64 * 2**30}
+    rng = random.Random(7)
+    for _ in range(4):
+        run_worker_until_idle(app)
+        clean(app)
+        shares = dominant_shares(app, ("a", "b"), capacity)
+        assert abs(shares["a"] - shares["b"]) <= 1 / 12 + 1e-9, shares
+        live = [t for t in app.store.tasks(app.store.all_task_ids()) if t.state == "assigned"]
+        app.store.finish(rng.sample(live, 4), "completed")
+        app.queue.cluster_event()
+
+
+def test_cli_quota_and_tenant_commands(app, redis_url, namespace):
+    import subprocess
+    def run(*args):
+        out = subprocess.run(sched(redis_url, namespace, *args), capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+    nodes(app, 2)
+    record = json.loads(run("quota", "set", namespace, "--cpu", "100", "--memory", "200GiB", "--tasks", "500", "--json"))
+    assert record["quota"] == {"cpu": 100000, "memory": 200 * 2**30, "tasks": 500}
+    assert namespace in run("quota", "ls")
+    assert json.loads(run("tenant", "set", "team-a", "--weight", "2", "--json"))["weight"] == 2
+    submit(app, id="w", replicas=2, tenant="team-a", resources={"cpu": 2})
+    run_worker_until_idle(app)
+    tenants = {t["name"]: t for t in json.loads(run("tenant", "ls", "--json"))}
+    assert tenants["team-a"]["used"]["cpu"] == 4000 and tenants["team-a"]["dominant_share"] == 0.25
+    explain = json.loads(run("task", "explain", "w.0", "--json"))
+    assert explain["tenant"] == "team-a"
+    assert "removed" in run("quota", "rm", namespace)
