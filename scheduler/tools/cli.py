@@ -545,6 +545,40 @@ def agent(app, name, interval, slots, metrics_port, log_level, log_format, **opt
     process("node-agent")(app.app, node, interval_s=interval, slots=slots, metrics_port=metrics_port)
 
 
+# ----------------------------------------------------------------------------- server
+@main.group()
+def server():
+    """The embedded Redis server: the one sched starts when no Redis URL is given."""
+
+
+@server.command("status")
+@json_option
+def server_status(as_json):
+    """Say whether the embedded server runs, and where (its socket and state folder)."""
+    from scheduler.state.embedded import embedded_status
+
+    status = embedded_status()
+    if as_json:
+        return print_json(status)
+    if status["running"]:
+        click.echo(f"embedded server running: {status['url']} (pid {status['pid']}, state in {status['directory']})")
+    else:
+        click.echo(f"embedded server not running (state in {status['directory']})")
+
+
+@server.command("stop")
+def server_stop():
+    """Stop the embedded server; its data stays in its state folder for next time.
+
+    It is started again by the next command that needs Redis."""
+    from scheduler.state.embedded import state_dir, stop_embedded
+
+    if stop_embedded():
+        click.echo(f"embedded server stopped (state kept in {state_dir()})")
+    else:
+        click.echo("embedded server was not running")
+
+
 # ----------------------------------------------------------------------------- demo
 @main.command()
 @click.option("--seconds", type=click.FloatRange(1, 3600), default=12.0, show_default=True,
