@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Idempotent developer/CI setup: ensures redis-server, chromium, a .venv with Python 3.11+,
 # and an editable install of the project with its test extras.
-# Quiet on success; prints captured output only when a step fails.
+# Quiet when nothing needs doing; otherwise one "setup: ..." line per step it takes, and
+# a step's captured output only when it fails.
 set -euo pipefail
 
 cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.."
@@ -21,31 +22,43 @@ quiet() {
     fi
 }
 
+step() {
+    echo "setup: $*"
+}
+
 # --- system packages: redis-server, and chromium for the dashboard's browser test ---
 APT_UPDATED=0
+# apt_install PACKAGE WHY: install PACKAGE with apt-get (as root, or with passwordless sudo).
+apt_install() {
+    local package="$1" why="$2"
+    if [ "$(id -u)" -eq 0 ]; then
+        SUDO=()
+    elif command -v sudo >/dev/null 2>&1 && sudo -n true >/dev/null 2>&1; then
+        SUDO=(sudo -n)
+    else
+        echo "setup.sh: $package is missing ($why); install it (e.g. 'sudo apt-get install -y $package') and re-run." >&2
+        exit 1
+    fi
+    if ! command -v apt-get >/dev/null 2>&1; then
+        echo "setup.sh: $package is missing ($why) and apt-get is unavailable; install it with your package manager and re-run." >&2
+        exit 1
+    fi
+    if [ "$APT_UPDATED" -eq 0 ]; then
+        step "updating the apt package lists (to install $package)"
+        quiet "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
+        APT_UPDATED=1
+    fi
+    step "installing $package with apt-get ($why)"
+    quiet "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y "$package"
+}
+
 # ensure_apt_package COMMAND PACKAGE WHY: install PACKAGE with apt-get unless COMMAND exists.
 ensure_apt_package() {
     local command="$1" package="$2" why="$3"
     if command -v "$command" >/dev/null 2>&1; then
         return
     fi
-    if [ "$(id -u)" -eq 0 ]; then
-        SUDO=()
-    elif command -v sudo >/dev/null 2>&1 && sudo -n true >/dev/null 2>&1; then
-        SUDO=(sudo -n)
-    else
-        echo "setup.sh: $command is missing ($why); install it (e.g. 'sudo apt-get install -y $package') and re-run." >&2
-        exit 1
-    fi
-    if ! command -v apt-get >/dev/null 2>&1; then
-        echo "setup.sh: $command is missing ($why) and apt-get is unavailable; install $package with your package manager and re-run." >&2
-        exit 1
-    fi
-    if [ "$APT_UPDATED" -eq 0 ]; then
-        quiet "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
-        APT_UPDATED=1
-    fi
-    quiet "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y "$package"
+    apt_install "$package" "$why"
     if ! command -v "$command" >/dev/null 2>&1; then
         echo "setup.sh: $command still not found after apt-get install $package." >&2
         exit 1
@@ -74,6 +87,15 @@ if [ ! -x "$VENV/bin/python" ] || ! is_py311 "$VENV/bin/python"; then
         echo "setup.sh: Python 3.11+ is required (python3 not found or too old)." >&2
         exit 1
     fi
+    # Debian and Ubuntu ship venv (and the ensurepip it needs) apart, in python3-venv.
+    if ! "$PY" -c 'import ensurepip, venv' >/dev/null 2>&1; then
+        apt_install python3-venv "python3 -m venv needs it"
+        if ! "$PY" -c 'import ensurepip, venv' >/dev/null 2>&1; then
+            echo "setup.sh: '$PY -m venv' still does not work after apt-get install python3-venv; install the venv package for $("$PY" -V 2>&1) (e.g. python3.11-venv) and re-run." >&2
+            exit 1
+        fi
+    fi
+    step "creating the virtualenv .venv with $PY"
     rm -rf "$VENV"
     quiet "$PY" -m venv "$VENV"
 fi
@@ -82,6 +104,7 @@ fi
 HASH="$(sha256sum "$ROOT/pyproject.toml" | cut -d' ' -f1)"
 if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$HASH" ] || [ ! -x "$VENV/bin/pytest" ] || [ ! -x "$VENV/bin/sched" ]; then
     rm -f "$STAMP"
+    step "installing the project and its test tools into .venv (the first run takes ~20 s)"
     quiet "$VENV/bin/python" -m pip install --disable-pip-version-check -q -e "$ROOT[test]"
     echo "$HASH" >"$STAMP"
 fi

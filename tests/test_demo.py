@@ -1,6 +1,7 @@
 """``sched demo`` end to end, as a person runs it: no Redis URL, so it starts the embedded
-server under SCHED_HOME, runs four agents and two workers as child processes, and must
-leave none of them running when it returns. The embedded server is shut down here."""
+server under SCHED_HOME, runs four agents and two workers as child processes and the
+dashboard, and must leave none of them running when it returns: only the embedded server
+remains, as it says, and ``sched server stop`` stops it."""
 
 from __future__ import annotations
 
@@ -73,6 +74,8 @@ def test_demo_runs_a_live_cluster_and_leaves_nothing_running(tmp_path_factory):
         assert (home / "redis.sock").exists(), "the demo did not use the embedded server under SCHED_HOME"
         assert f"unix://{home / 'redis.sock'}" in out
         assert "4 agents and 2 workers up" in out
+        assert re.search(r"^dashboard: http://127\.0\.0\.1:\d+/\?ns=demo ", out, re.M), out
+        assert out.index("dashboard: http://") < out.index("submitted web ")
         for job in DEMO_JOBS:
             assert f"submitted {job} " in out, job
         assert re.search(r"^ *what ran where", out, re.M), out  # on a line of its own, after the live view
@@ -84,8 +87,15 @@ def test_demo_runs_a_live_cluster_and_leaves_nothing_running(tmp_path_factory):
                 if (m := re.match(r"^\W*\s([a-z-]+)\s+\W", line)) and m.group(1) in DEMO_JOBS}
         assert set(rows) == set(DEMO_JOBS), summary
         assert "pending 2" in rows["train"]  # it asks for a gpu, which no demo node has
-        assert re.search(r"why train\.0 is pending:.*insufficient", out.replace("\n", " ")), out
-        assert "stopped every agent and worker the demo started." in out
+        # One line per job with pending tasks, saying why: train (no node has a gpu), and web
+        # (6 replicas on port 8080, 4 nodes).
+        why = {line.split()[1]: line for line in out.splitlines() if line.startswith("why ")}
+        with_pending = {job for job, row in rows.items() if "pending" in row}
+        assert set(why) == with_pending and "train" in why, (why, rows)
+        assert re.match(r"why train has 2 pending task\(s\): .*insufficient gpu", why["train"]), why
+        assert all(re.match(r"why \S+ has \d+ pending task\(s\): \S", line) for line in why.values()), why
+        assert "stopped every agent and worker the demo started, and the dashboard." in out
+        assert "stop it with: sched server stop" in out
 
         # What the demo left in Redis: every job stopped, nothing allocated, invariants hold.
         app = App(redis_url=f"unix://{home / 'redis.sock'}", namespace="demo")
@@ -97,6 +107,18 @@ def test_demo_runs_a_live_cluster_and_leaves_nothing_running(tmp_path_factory):
         report = audit(app.store)
         assert report.ok, report.problems
         app.client.close()
+
+        # The embedded server is all that is left, until `sched server stop`.
+        assert _processes_mentioning(str(home)), "the embedded server should still run"
+        status = subprocess.run([SCHED, "server", "status"], env=env, capture_output=True, text=True, timeout=30)
+        assert status.returncode == 0 and status.stdout.startswith("embedded server running: unix://"), status
+        stop = subprocess.run([SCHED, "server", "stop"], env=env, capture_output=True, text=True, timeout=30)
+        assert stop.returncode == 0 and stop.stdout.startswith("embedded server stopped"), stop
+        assert not _processes_mentioning(str(home)), "sched server stop left the embedded redis-server running"
+        again = subprocess.run([SCHED, "server", "stop"], env=env, capture_output=True, text=True, timeout=30)
+        assert again.stdout.strip() == "embedded server was not running", again
+        status = subprocess.run([SCHED, "server", "status"], env=env, capture_output=True, text=True, timeout=30)
+        assert status.stdout.startswith("embedded server not running"), status
     finally:
         for pid in _children_of_demo(home):
             try:

@@ -30,7 +30,9 @@ from scheduler.control import reconcile
 from scheduler.state.app import App
 from scheduler.state.connection import wait_for_redis
 from scheduler.control.execution import rq_job_id, run_task
-from scheduler.model import ASSIGNED, RUNNING, Node
+from scheduler.model import ASSIGNED, FAILED, RUNNING, Node
+from scheduler.state.connection import mask_url
+from workers import metrics
 
 log = logging.getLogger("sched.agent")
 
@@ -67,11 +69,15 @@ class NodeAgent:
         self.rq_queue = Queue(app.keys.rq_queue_name(node.name), connection=self.rq_connection)
         self.started: dict[str, str] = {}  # task id -> RQ job id, for what this agent enqueued
         self._stop = threading.Event()
+        self.mine: set[str] = set()  # tasks this agent started, until they leave the node (for metrics)
+        self.last_beat = time.monotonic()
+        metrics.heartbeat_age(lambda: self.last_beat)
 
     def register(self) -> None:
         self.app.store.put_node(self.node)
         self._adopt()
         heartbeat.beat(self.app.store, self.node.name, self.interval_s)
+        self.last_beat = time.monotonic()
 
     def _adopt(self) -> None:
         """Take over from a previous agent of this node. Its RQ workers and work horses can
@@ -118,6 +124,8 @@ class NodeAgent:
             if not store.mark_enqueued(task.id):
                 continue
             spec = store.job_spec(task.job, task.version)
+            self.mine.add(task.id)
+            metrics.AGENT_STARTED.inc()
             if spec.run is None:
                 store.start_task(task.id, self.node.name)
                 continue
@@ -130,6 +138,20 @@ class NodeAgent:
         current = set(ids)
         for task_id in [t for t in self.started if t not in current]:
             self._stop_rq_job(self.started.pop(task_id))
+        self._count_finished(current)
+
+    def _count_finished(self, current: set[str]) -> None:
+        """Count (and log, if failed) the tasks this agent started that left the node."""
+        gone = [task_id for task_id in self.mine if task_id not in current]
+        metrics.AGENT_RUNNING.set(len(self.mine) - len(gone))
+        if not gone:
+            return
+        self.mine.difference_update(gone)
+        for task in self.app.store.tasks(gone):
+            metrics.AGENT_FINISHED.labels(task.state).inc()
+            if task.state == FAILED:
+                log.warning("agent %s: task %s failed: %s", self.node.name, task.id, task.message or "-",
+                            extra={"fields": {"node": self.node.name, "task": task.id}})
 
     def _stop_rq_job(self, job_id: str) -> None:
         try:
@@ -152,7 +174,7 @@ class NodeAgent:
                 now = time.monotonic()
                 if now - last_beat >= self.interval_s:
                     heartbeat.beat(self.app.store, self.node.name, self.interval_s)
-                    last_beat = now
+                    last_beat = self.last_beat = now
                 self.sync()
             except redis.RedisError as exc:
                 log.warning("agent %s: %s", self.node.name, exc)
@@ -171,8 +193,18 @@ class NodeAgent:
             thread.join(timeout=5)
 
 
-def run_agent(app: App, node: Node, interval_s: float = heartbeat.DEFAULT_INTERVAL_S, slots: int = 2) -> None:
+def run_agent(app: App, node: Node, interval_s: float = heartbeat.DEFAULT_INTERVAL_S, slots: int = 2,
+              metrics_port: int | None = None) -> None:
     """Run a node agent for ``node`` until a signal stops it (``sched agent``). A Redis
     that does not answer yet is waited for (logged on stderr), not a reason to exit."""
     wait_for_redis(app.url)
-    NodeAgent(app, node, interval_s=interval_s, slots=slots).run()
+    agent = NodeAgent(app, node, interval_s=interval_s, slots=slots)
+    if metrics_port:
+        metrics.serve(metrics_port)
+    namespace = app.keys.namespace
+    log.info("agent %s started: namespace %s, Redis %s, %d slots, heartbeat every %gs, %s", node.name, namespace,
+             mask_url(app.url), slots, interval_s,
+             f"metrics on :{metrics_port}/metrics" if metrics_port else "no metrics port",
+             extra={"fields": {"node": node.name, "namespace": namespace, "redis": mask_url(app.url),
+                               "metrics_port": metrics_port, "pid": os.getpid()}})
+    agent.run()

@@ -35,11 +35,13 @@ from scheduler.model.quantities import format_quantity
 from scheduler.model.constraints import pins_a_node
 from scheduler.model.errors import NotFound
 from scheduler.state.app import App
-from scheduler.state.connection import wait_for_redis
+from scheduler.state.connection import mask_url, wait_for_redis
 from scheduler.state.commit import Planned, commit
 from scheduler.state.node_cache import NodeCache
 from scheduler.state.queue import QueueConfig
 from scheduler.state.store import parse_stored
+from scheduler.tools.logs import Summary
+from workers import metrics
 
 __all__ = ["SchedulerWorker", "WorkerConfig", "run_one"]
 
@@ -142,6 +144,7 @@ class SchedulerWorker:
         self._committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{self.name}-commit")
         self._unreported: dict[str, int] = defaultdict(int)  # counts not yet in the stats hash
         self._last_report = time.monotonic()
+        self._summary = Summary(log, f"{self.name}: scheduling")
 
     def stop(self, *_args) -> None:
         """Finish the batch in hand (commit or requeue it), then return from :meth:`run`."""
@@ -159,6 +162,7 @@ class SchedulerWorker:
                     idle = 0.001
                     continue
                 self.report()  # idle: the shared counts are current while nothing happens
+                self._summary.flush()
                 if self.config.until_idle and self.idle():
                     break
             except (redis.ConnectionError, redis.TimeoutError) as exc:  # Redis away: keep trying, one line each
@@ -174,6 +178,7 @@ class SchedulerWorker:
         try:
             self._release_ahead()
             self.report()
+            self._summary.flush(force=True)
         except Exception:
             log.exception("%s: could not hand back its next batch or report its last counts", self.name)
         return self.stats
@@ -196,7 +201,10 @@ class SchedulerWorker:
             self.app.queue.maintain()
         if force or now - self._last_health >= self.config.health_every_s:
             self._last_health = now
-            heartbeat.check(self.app.store, self._watch)
+            for name in heartbeat.check(self.app.store, self._watch):
+                metrics.NODES_DOWN.inc()
+                log.warning("%s: node %s marked down: its heartbeat lapsed; its tasks are replaced",
+                            self.name, name, extra={"fields": {"node": name}})
             epoch = self.app.store.node_epoch()
             if epoch != self._seen_epoch:
                 self._seen_epoch = epoch
@@ -277,7 +285,7 @@ class SchedulerWorker:
                     failures[task_id] = _explanation(result.explanation, len(nodes))
                     conflicts.discard(task_id)
                 if len(plans) >= cfg.commit_chunk:
-                    sent.append(self._committer.submit(commit, app.scripts, app.keys, claim.token, plans))
+                    sent.append(self._committer.submit(self._commit, claim.token, plans))
                     plans = []
             if not sent and not plans:
                 break
@@ -286,7 +294,7 @@ class SchedulerWorker:
                 # as soon as this one is done (and the other is left for other workers).
                 self._ahead = self._committer.submit(self._new_claim)
             # The last chunk is committed here: there is nothing left to place meanwhile.
-            last = [commit(app.scripts, app.keys, claim.token, plans)] if plans else []
+            last = [self._commit(claim.token, plans)] if plans else []
             outcomes = [future.result() for future in sent] + last
             retry: list[tuple[Planned, str]] = []
             for outcome in outcomes:
@@ -314,6 +322,16 @@ class SchedulerWorker:
         self._count(len(claim.task_ids), placed, refused_total, len(failures), self.stats.preempted - preempted_before)
         return len(claim.task_ids)
 
+    def _commit(self, token: str, plans: list[Planned]):
+        """One atomic commit, timed and counted (see workers/metrics.py)."""
+        with metrics.timed(metrics.COMMIT_SECONDS):
+            outcome = commit(self.app.scripts, self.app.keys, token, plans)
+        created = []
+        if metrics.enabled and outcome.accepted:  # only when scraped: one more round trip per commit
+            created = self.app.store.created_ms([plan.task_id for plan in outcome.accepted])
+        metrics.committed(outcome, created)
+        return outcome
+
     def _claim(self):
         """The batch claimed ahead, if any, else a new claim."""
         ahead, self._ahead = self._ahead, None
@@ -328,9 +346,10 @@ class SchedulerWorker:
             if node.status == READY:
                 for resource, amount in node.capacity.items():
                     capacity[resource] = capacity.get(resource, 0) + amount
-        return self.app.queue.claim(cfg.batch_size, cfg.lease_ms, cfg.share_from,
-                                    cfg.batch_size // 4 if cfg.keep_jobs_whole else 0,
-                                    capacity=capacity, window=cfg.fair_window)
+        with metrics.timed(metrics.CLAIM_SECONDS):
+            return self.app.queue.claim(cfg.batch_size, cfg.lease_ms, cfg.share_from,
+                                        cfg.batch_size // 4 if cfg.keep_jobs_whole else 0,
+                                        capacity=capacity, window=cfg.fair_window)
 
     def _release_ahead(self) -> None:
         """Hand back a batch claimed ahead that will not be worked on (the worker stops)."""
@@ -491,6 +510,8 @@ class SchedulerWorker:
                             ("unplaced", unplaced), ("preempted", preempted)):
             if value:
                 self._unreported[name] += value
+        metrics.batch(claimed, unplaced, preempted)
+        self._summary.add(batches=1, placed=placed, refused=refused, unplaced=unplaced)
         if time.monotonic() - self._last_report >= self.config.report_every_s:
             self.report()
 
@@ -565,6 +586,12 @@ def run_one(url: str, namespace: str, config: WorkerConfig, queue_config: QueueC
         return WorkerStats().as_dict()
     app = App(redis_url=url, namespace=namespace, queue_config=queue_config)
     worker = SchedulerWorker(app, config)
+    if config.metrics_port:
+        metrics.serve(config.metrics_port)
+    log.info("%s started: namespace %s, Redis %s, %s", worker.name, namespace, mask_url(url),
+             f"metrics on :{config.metrics_port}/metrics" if config.metrics_port else "no metrics port",
+             extra={"fields": {"namespace": namespace, "redis": mask_url(url), "metrics_port": config.metrics_port,
+                               "batch_size": config.batch_size, "pid": os.getpid()}})
     signal.signal(signal.SIGTERM, worker.stop)
     signal.signal(signal.SIGINT, worker.stop)
     worker._load_nodes()

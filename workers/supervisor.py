@@ -15,8 +15,10 @@ import resource
 import signal
 import time
 from collections import defaultdict
+from dataclasses import replace
 
 from scheduler.control.worker_config import WorkerConfig
+from scheduler.tools import logs
 from scheduler.state.queue import QueueConfig
 from workers.scheduler_worker import run_one
 
@@ -25,6 +27,8 @@ def _child(url: str, namespace: str, config: WorkerConfig, queue_config: QueueCo
            gate) -> None:
     """One worker process: say it has started, wait at the gate, run a worker loop, then
     report its stats and its own CPU time."""
+    if os.environ.get(logs.ENV_LEVEL):  # `sched worker` chose how to log; bench and demo keep children quiet
+        logs.configure()
     results.put({"started": os.getpid()})
     if gate is not None:
         gate.wait()
@@ -132,7 +136,10 @@ def run_workers(url: str, namespace: str, concurrency: int, config: WorkerConfig
     with ``crashed``: how many processes exited abnormally."""
     if concurrency == 1:
         return run_one(url, namespace, config, queue_config)
-    processes = WorkerProcesses(url, namespace, [config] * concurrency, queue_config)
+    # Each child has its own counters: with --metrics-port P, child i serves on P + i.
+    configs = [replace(config, metrics_port=config.metrics_port + i) if config.metrics_port else config
+               for i in range(concurrency)]
+    processes = WorkerProcesses(url, namespace, configs, queue_config)
     processes.start()
     previous = {sig: signal.signal(sig, lambda *_: processes.stop()) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:

@@ -30,3 +30,4 @@ class WorkerConfig:
     max_preemptions: int = 8  # preemption searches per batch: they read what runs on the nodes
     report_every_s: float = 0.2  # the shared stats hash is updated this often (and on exit)
     placement: PlacementOptions = field(default_factory=PlacementOptions)
+    metrics_port: int | None = None  # serve Prometheus /metrics here (workers/metrics.py)

@@ -94,3 +94,47 @@ def ensure_embedded() -> str:
             if not _answers(socket):
                 start_server(directory, socket)
     return f"unix://{socket}"
+
+
+def embedded_status() -> dict:
+    """Whether the embedded server answers, with its URL, folder and pid (``sched server status``)."""
+    directory = state_dir()
+    socket = directory / "redis.sock"
+    running = _answers(socket)
+    pid = None
+    if running:
+        try:
+            pid = int(redis.Redis(unix_socket_path=str(socket), socket_timeout=5).info("server")["process_id"])
+        except (redis.RedisError, OSError, KeyError, ValueError):
+            pass
+    return {"running": running, "url": f"unix://{socket}", "directory": str(directory), "pid": pid}
+
+
+def stop_embedded(timeout_s: float = 10.0) -> bool:
+    """Stop the embedded server if it runs (its AOF is written first, so the cluster's
+    state is there next time); returns whether it was running. Never touches any other
+    server: only the one on the state folder's socket."""
+    status = embedded_status()
+    if not status["running"]:
+        return False
+    socket = state_dir() / "redis.sock"
+    try:
+        redis.Redis(unix_socket_path=str(socket), socket_timeout=timeout_s).shutdown()
+    except (redis.ConnectionError, redis.TimeoutError):
+        pass  # the server closes the connection as it exits
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not _answers(socket) and (status["pid"] is None or not _pid_alive(status["pid"])):
+            return True
+        time.sleep(0.02)
+    raise RedisUnavailable(f"the embedded redis-server (pid {status['pid']}) did not stop within {timeout_s:g} s.")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

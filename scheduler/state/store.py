@@ -490,6 +490,13 @@ class Store:
         return self.scripts.claimed(keys=[*(k.task(t) for t in task_ids),
                                           *(k.job(t.rpartition(".")[0]) for t in task_ids)])
 
+    def created_ms(self, task_ids: list[str]) -> list[int]:
+        """Each task's creation time (Redis ms; 0 if gone), in one pipelined round trip."""
+        with self.client.pipeline(transaction=False) as pipe:
+            for task_id in task_ids:
+                pipe.hget(self.keys.task(task_id), "created")
+            return [int(value or 0) for value in pipe.execute()]
+
     def queue_job_tallies(self, pipe, job_ids: list[str], faults_since_ms: int) -> None:
         """Queue ``tallies.lua`` on ``pipe`` (by SHA: see :meth:`Scripts.queue`): each job's
         tasks per node, and its failures per node since ``faults_since_ms`` by tasks of

@@ -19,6 +19,7 @@ from scheduler.control.worker_config import WorkerConfig
 from scheduler.engine.placement import PlacementOptions
 from scheduler.model import TASK_STATES, SchedError, SpecError, Task, make_node
 from scheduler.state.app import App, default_namespace
+from scheduler.tools import logs
 from scheduler.tools.render import print_json, print_table, usage
 from scheduler.tools.ui.command import ui
 
@@ -469,6 +470,22 @@ def events(app, count):
 
 
 # ----------------------------------------------------------------------------- worker
+def run_options(f):
+    """--metrics-port, --log-level and --log-format, shared by `worker` and `agent`."""
+    options = [
+        click.option("--metrics-port", type=click.IntRange(1, 65535), default=None, metavar="PORT",
+                     help="Serve Prometheus metrics on PORT/metrics (all interfaces). With --concurrency N, "
+                          "worker process i serves on PORT+i."),
+        click.option("--log-level", type=click.Choice(logs.LEVELS), default="info", show_default=True,
+                     help="Least severe log records shown (on stderr)."),
+        click.option("--log-format", type=click.Choice(logs.FORMATS), default="text", show_default=True,
+                     help="text, or json: one JSON object per line (time, level, logger, message, fields)."),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
 @main.command()
 @click.option("--concurrency", "-c", type=click.IntRange(1, 256), default=1, show_default=True,
               help="Worker loops to run, each in its own process (placement is CPU-bound).")
@@ -480,17 +497,21 @@ def events(app, count):
 @click.option("--percentage-of-nodes", type=click.IntRange(0, 100), default=None,
               help="Score only this share of nodes per task (0 = kube's adaptive default; unset = all).")
 @click.option("--seed", type=int, default=None, help="Seed for tie-breaking, to replay a run.")
+@run_options
 @json_option
 @pass_app
-def worker(app, concurrency, batch_size, lease_s, until_idle, percentage_of_nodes, seed, as_json):
+def worker(app, concurrency, batch_size, lease_s, until_idle, percentage_of_nodes, seed, metrics_port, log_level,
+           log_format, as_json):
     """Run scheduler workers: claim pending tasks, place them, commit atomically.
 
     Run as many as you like, on as many machines as you like, against the same Redis:
     they coordinate only through it. SIGTERM (or Ctrl-C) lets each finish or hand back
     its current batch, then exits 0.
     """
+    logs.configure(log_level, log_format)
     config = WorkerConfig(batch_size=batch_size, lease_ms=int(lease_s * 1000), until_idle=until_idle,
-                          placement=PlacementOptions(percentage_of_nodes_to_score=percentage_of_nodes, seed=seed))
+                          placement=PlacementOptions(percentage_of_nodes_to_score=percentage_of_nodes, seed=seed),
+                          metrics_port=metrics_port)
     totals = app.run_workers(concurrency, config=config)
     if as_json:
         print_json(totals)
@@ -509,8 +530,9 @@ def worker(app, concurrency, batch_size, lease_s, until_idle, percentage_of_node
               help="Seconds between heartbeats; 3 missed ones mark the node down.")
 @click.option("--slots", type=click.IntRange(1, 64), default=2, show_default=True,
               help="Tasks this agent runs at the same time (RQ worker processes).")
+@run_options
 @pass_app
-def agent(app, name, interval, slots, **options):
+def agent(app, name, interval, slots, metrics_port, log_level, log_format, **options):
     """Run a node agent: register NAME, heartbeat, and run the tasks placed on it (via RQ).
 
     Tasks go assigned -> running -> completed or failed. If the agent stops
@@ -518,8 +540,43 @@ def agent(app, name, interval, slots, **options):
     elsewhere; when it comes back, it stops any task that was replaced meanwhile.
     """
     node = node_from_options(name, **options)
+    logs.configure(log_level, log_format)
     app.app.url  # start the embedded server if there is no URL; the agent waits for a real one
-    process("node-agent")(app.app, node, interval_s=interval, slots=slots)
+    process("node-agent")(app.app, node, interval_s=interval, slots=slots, metrics_port=metrics_port)
+
+
+# ----------------------------------------------------------------------------- server
+@main.group()
+def server():
+    """The embedded Redis server: the one sched starts when no Redis URL is given."""
+
+
+@server.command("status")
+@json_option
+def server_status(as_json):
+    """Say whether the embedded server runs, and where (its socket and state folder)."""
+    from scheduler.state.embedded import embedded_status
+
+    status = embedded_status()
+    if as_json:
+        return print_json(status)
+    if status["running"]:
+        click.echo(f"embedded server running: {status['url']} (pid {status['pid']}, state in {status['directory']})")
+    else:
+        click.echo(f"embedded server not running (state in {status['directory']})")
+
+
+@server.command("stop")
+def server_stop():
+    """Stop the embedded server; its data stays in its state folder for next time.
+
+    It is started again by the next command that needs Redis."""
+    from scheduler.state.embedded import state_dir, stop_embedded
+
+    if stop_embedded():
+        click.echo(f"embedded server stopped (state kept in {state_dir()})")
+    else:
+        click.echo("embedded server was not running")
 
 
 # ----------------------------------------------------------------------------- demo

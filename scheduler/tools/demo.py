@@ -3,9 +3,11 @@
 It starts four node agents with different sizes and zones and two scheduler workers (all
 as child processes, exactly as a person would run them), submits a mix of jobs (a
 service spread over zones, a bin-packed batch job with a flaky task that is retried, a
-global job, and one job that cannot fit anywhere), shows the queues and nodes live, and
-ends with what ran where and why the last job is still pending. Everything it started is
-stopped on the way out, including on Ctrl-C.
+global job, and one job that cannot fit anywhere), shows the queues and nodes live (and
+on the dashboard, whose URL it prints first), and ends with what ran where and why each
+job with pending tasks is still pending. Every agent and worker it started is stopped on
+the way out, including on Ctrl-C, and so is the dashboard; the embedded Redis server, if
+it was used, keeps running (it holds the state) until ``sched server stop``.
 """
 
 from __future__ import annotations
@@ -25,11 +27,12 @@ from rich.table import Table
 
 from scheduler.control import reconcile
 from scheduler.state.app import App
-from scheduler.state.connection import mask_url
+from scheduler.state.connection import mask_url, resolve_url
 from scheduler.control.worker_config import WorkerConfig
-from scheduler.model import COMPLETED, FAILED, parse_job
+from scheduler.model import COMPLETED, FAILED, PENDING, parse_job
 from scheduler.control.processes import process
 from scheduler.tools.render import usage
+from scheduler.tools.ui.server import Background
 
 AGENTS = [
     ("eu-a1", "2", "4GiB", "eu-a"),
@@ -109,10 +112,13 @@ def _summary(app: App, console: Console) -> None:
         states = ", ".join(f"{s} {n}" for (j, s), n in sorted(ended.items()) if j == job_id)
         table.add_row(job_id, *(str(placed[job_id].get(n, "")) for n in node_names), states)
     console.print(table)
-    for task_id in store.job_task_ids("train")[:1]:
-        task = store.get_task(task_id)
-        console.print(f"[bold]why {task_id} is {task.state}:[/bold] "
-                      f"{orjson.loads(task.explanation)['message'] if task.explanation else '-'}")
+    pending = [task for task in store.tasks(store.all_task_ids()) if task.state == PENDING]
+    for job_id in sorted({task.job for task in pending}):
+        tasks = [task for task in pending if task.job == job_id]
+        explained = next((task for task in tasks if task.explanation), None)
+        why = (orjson.loads(explained.explanation)["message"] if explained
+               else "waiting for a scheduler worker; no attempt has been made yet.")
+        console.print(f"[bold]why {job_id} has {len(tasks)} pending task(s):[/bold] {why}", soft_wrap=True)
 
 
 def run_demo(app: App, seconds: float = 12.0, console: Console | None = None) -> int:
@@ -123,7 +129,11 @@ def run_demo(app: App, seconds: float = 12.0, console: Console | None = None) ->
     workers = process("worker-processes")(app.url, app.keys.namespace, [WorkerConfig(batch_size=16)] * 2,
                                           name="demo-worker")
     marker_dir = tempfile.mkdtemp(prefix="sched-demo-")
+    dashboard = Background(app)
     try:
+        url = dashboard.__enter__()
+        console.print(f"[bold]dashboard:[/bold] {url}/?ns={app.keys.namespace} (watch the tasks move while the "
+                      f"demo runs)", soft_wrap=True)
         for name, cpu, memory, zone in AGENTS:
             children.append(subprocess.Popen(
                 _sched(app, "agent", name, "--cpu", cpu, "--memory", memory, "--label", f"zone={zone}",
@@ -166,4 +176,11 @@ def run_demo(app: App, seconds: float = 12.0, console: Console | None = None) ->
         workers.join(timeout=10)
         for name in store.node_names():
             store.forget_agent(name)
-        console.print("stopped every agent and worker the demo started.")
+        if dashboard.thread.is_alive():
+            dashboard.__exit__(None, None, None)
+        else:
+            dashboard.sock.close()
+        console.print("stopped every agent and worker the demo started, and the dashboard.")
+        if resolve_url(app.redis_url) is None:
+            console.print(f"the embedded Redis server keeps running ({mask_url(app.url)}) with the demo's state; "
+                          f"stop it with: sched server stop", soft_wrap=True)

@@ -16,7 +16,7 @@ from starlette.staticfiles import StaticFiles
 
 from scheduler.model.errors import NotFound, RedisUnavailable, SpecError
 from scheduler.state.app import App
-from scheduler.tools.ui import api, data, events, pages
+from scheduler.tools.ui import api, data, events, metrics, pages
 from scheduler.tools.ui.inputs import BadInput
 from scheduler.tools.ui.security import Security
 from scheduler.tools.ui.templates import Pages
@@ -39,6 +39,7 @@ ROUTES = [
     Route("/api/jobs/{job_id}/stop", api.stop, methods=["POST"]),
     Route("/api/tasks/{task_id}", api.task),
     Route("/api/events", events.stream),
+    Route("/metrics", metrics.endpoint),
     Mount("/static", StaticFiles(packages=[("scheduler.tools.ui", "static")]), name="static"),
 ]
 
@@ -54,6 +55,7 @@ def create_app(app: App, allowed_hosts: list[str] | None = None) -> Starlette:
     web = Starlette(routes=ROUTES, middleware=middleware, exception_handlers=handlers)
     web.state.sched = app
     web.state.pages = Pages()
+    web.state.metrics = metrics.registry(app)  # the cluster, read from Redis on each scrape
     web.state.streams = set()  # the open event streams' cancel scopes (events.end_streams)
     return web
 

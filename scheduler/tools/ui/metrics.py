@@ -1,0 +1,90 @@
+"""``GET /metrics`` of ``sched ui``: the cluster as Prometheus sees it, read from Redis on
+every scrape (a custom collector: nothing is kept between scrapes), one ``namespace``
+label per namespace of the Redis. The workers' and agents' own metrics are served by
+themselves (``workers/metrics.py``); see docs/metrics.md for every name.
+
+Units are Prometheus' base units: cpu in cores, memory in bytes, other resources in units.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import Response
+
+from scheduler.model import AVAILABILITIES, TASK_STATES
+from scheduler.model.states import DOWN, READY
+from scheduler.state.app import App
+from scheduler.tools.ui import data
+
+NODE_STATUSES = (READY, DOWN)
+
+
+def _base_unit(resource: str, amount: int) -> float:
+    return amount / 1000 if resource == "cpu" else float(amount)  # cpu is kept in millicores
+
+
+class ClusterCollector:
+    """Queue depths, nodes by status and availability, allocation and capacity per
+    resource, tasks by state and the workers' shared counters, per namespace."""
+
+    def __init__(self, app: App):
+        self.app = app
+
+    def collect(self):
+        ns = ["namespace"]
+        queue = GaugeMetricFamily("sched_queue_tasks", "Tasks in each scheduling queue.", labels=ns + ["queue"])
+        nodes = GaugeMetricFamily("sched_nodes", "Nodes by status (ready, down).", labels=ns + ["status"])
+        availability = GaugeMetricFamily("sched_nodes_by_availability", "Nodes by availability (active, pause, drain).",
+                                         labels=ns + ["availability"])
+        capacity = GaugeMetricFamily("sched_capacity", "Capacity of ready nodes per resource "
+                                     "(cpu in cores, memory in bytes).", labels=ns + ["resource"])
+        allocated = GaugeMetricFamily("sched_allocated", "Allocated on all nodes per resource "
+                                      "(cpu in cores, memory in bytes).", labels=ns + ["resource"])
+        tasks = GaugeMetricFamily("sched_tasks", "Tasks by state.", labels=ns + ["state"])
+        jobs = GaugeMetricFamily("sched_jobs", "Jobs.", labels=ns)
+        counters = {name: CounterMetricFamily(f"sched_cluster_{name}", help_text, labels=ns)
+                    for name, help_text in (("placements", "Placements committed by all workers (stats hash)."),
+                                            ("commit_refusals", "Placements refused at commit, all workers."),
+                                            ("batches", "Batches worked by all workers."))}
+        for namespace in data.namespaces(self.app):
+            app = data.namespace_app(self.app, namespace)
+            store = app.store
+            for name, count in app.queue.counts().items():
+                queue.add_metric([namespace, name], count)
+            found = store.nodes()
+            for status in sorted({*NODE_STATUSES, *(n.status for n in found)}):
+                nodes.add_metric([namespace, status], sum(1 for n in found if n.status == status))
+            for value in AVAILABILITIES:
+                availability.add_metric([namespace, value], sum(1 for n in found if n.availability == value))
+            resources = sorted({r for n in found for r in n.capacity})
+            for resource in resources:
+                capacity.add_metric([namespace, resource], _base_unit(resource, sum(
+                    n.capacity.get(resource, 0) for n in found if n.status == READY)))
+                allocated.add_metric([namespace, resource], _base_unit(resource, sum(
+                    n.allocated.get(resource, 0) for n in found)))
+            summaries = store.job_summaries()
+            jobs.add_metric([namespace], len(summaries))
+            by_state = dict.fromkeys(TASK_STATES, 0)
+            for summary in summaries:
+                for state in summary.task_states:
+                    by_state[state] = by_state.get(state, 0) + 1
+            for state, count in by_state.items():
+                tasks.add_metric([namespace, state], count)
+            stats = store.stats()
+            for name, key in (("placements", "placed"), ("commit_refusals", "refused"), ("batches", "batches")):
+                counters[name].add_metric([namespace], stats.get(key, 0))
+        yield from (queue, nodes, availability, capacity, allocated, tasks, jobs, *counters.values())
+
+
+def registry(app: App) -> CollectorRegistry:
+    found = CollectorRegistry(auto_describe=False)
+    found.register(ClusterCollector(app))
+    return found
+
+
+async def endpoint(request):
+    """Prometheus text format, computed now (in a thread: the reads are blocking)."""
+    body = await run_in_threadpool(generate_latest, request.app.state.metrics)
+    return Response(body, media_type=CONTENT_TYPE_LATEST)
