@@ -279,8 +279,15 @@ def job_plan(app, file, as_json):
     rows = [[p["task"], p["node"], ""] for p in result["placements"]]
     rows += [[p["task"], p["node"], "preempts " + ", ".join(f"{v['id']} (priority {v['priority']})"
                                                             for v in p["victims"])] for p in result["preemptions"]]
-    rows += [[p["task"], "-", p["message"]] for p in result["pending"]]
+    gang = result.get("gang")
+    if gang is not None and not gang["fits"]:  # the gang waits whole: one explanation for all its members
+        rows += [[p["task"], "-", "waits with its gang"] for p in result["pending"]]
+    else:
+        rows += [[p["task"], "-", p["message"]] for p in result["pending"]]
     print_table(["TASK", "NODE", "NOTE"], rows, title=f"plan for job {result['job']}")
+    if gang is not None:  # one line for the gang as a unit
+        whole = f"gang {result['job']} (gang of {gang['size']}): " + ("placed whole" if gang["fits"] else "waits whole")
+        click.echo(whole + (f": {gang['message']}" if gang["message"] else ""))
 
 
 @job.command("stop")
