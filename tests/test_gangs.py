@@ -193,6 +193,17 @@ def test_a_gang_that_cannot_fit_even_after_evicting_everything_evicts_nothing(ap
     waiting = [e for e in gang_events(pubsub, "hi") if e["state"] == "pending" and "queue" in e]
     assert {e["id"] for e in waiting} == {f"hi.{i}" for i in range(5)}
     assert not [e for e in gang_events(pubsub, "hi") if e["state"] == "preempted"]
+    # sched task explain shows the gang and why it waits.
+    from scheduler.client import Client
+    record = Client(app=app).explain("hi.3")
+    assert record["gang"] == {"job": "hi", "size": 5, "min_available": 5, "waits": True}
+    assert record["message"] == explanation["message"]
+    import subprocess
+    out = subprocess.run(sched(app.url, app.keys.namespace, "task", "explain", "hi.3"), capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[:2] == ["hi.3: pending", "gang hi (5 tasks, all at once); it waits whole with its gang"]
+    assert "gang of 5 hi: 5 tasks must be placed together" in out.stdout
 
 
 def test_gang_preemption_is_all_or_nothing_in_redis(app):

@@ -335,6 +335,13 @@ def task_explain(app, task_id, as_json):
     if as_json:
         return print_json(record)
     click.echo(f"{record['id']}: {record['state']}")
+    gang = record.get("gang")
+    if gang is not None:
+        size = f"{gang['size']} tasks, all at once" if gang["size"] == gang["min_available"] else \
+            f"{gang['size']} tasks, at least {gang['min_available']} at once"
+        click.echo(f"gang {gang['job']} ({size})" + ("; it waits whole with its gang" if gang["waits"] else ""))
+    if record.get("tenant"):
+        click.echo(f"tenant {record['tenant']}")
     click.echo(record["message"])
 
 
