@@ -16,7 +16,8 @@
 -- ARGV[3] initial backoff (ms)
 -- ARGV[4] maximum backoff (ms)
 -- ARGV[5] events channel
--- ARGV[6 ..] triples: task id, explanation (JSON), "1" if refused at commit else "0"
+-- ARGV[6 ..] quadruples: task id, explanation (JSON), "1" if refused at commit else "0",
+--            the gang (job id) the task waits with, or "" (then the event has no "gang")
 -- Returns one entry per task: "backoff", "unschedulable", or "lease expired" (not ours).
 
 local now = clock_ms(ARGV[2])
@@ -25,8 +26,8 @@ local initial, cap = tonumber(ARGV[3]), tonumber(ARGV[4])
 local moved = tonumber(redis.call('GET', KEYS[5]) or '0')
 local out = {}
 local k = 6
-for i = 6, #ARGV, 3 do
-  local id, explanation, conflict = ARGV[i], ARGV[i + 1], ARGV[i + 2] == '1'
+for i = 6, #ARGV, 4 do
+  local id, explanation, conflict, gang = ARGV[i], ARGV[i + 1], ARGV[i + 2] == '1', ARGV[i + 3]
   local task = KEYS[k]
   k = k + 1
   if redis.call('HGET', KEYS[2], id) ~= token then
@@ -52,7 +53,11 @@ for i = 6, #ARGV, 3 do
       where = 'unschedulable'
     end
     out[#out + 1] = where
-    publish(ARGV[5], {'type', 'task', 'id', id, 'state', 'pending', 'queue', where, 'ts', now})
+    if gang ~= '' then
+      publish(ARGV[5], {'type', 'task', 'id', id, 'state', 'pending', 'queue', where, 'gang', gang, 'ts', now})
+    else
+      publish(ARGV[5], {'type', 'task', 'id', id, 'state', 'pending', 'queue', where, 'ts', now})
+    end
   end
 end
 return out

@@ -210,7 +210,8 @@ class Client:
             record["nominated_node"] = task.nominated_node
         spec = self._job_spec_or_none(task.job)
         if spec is not None and spec.gang:
-            record["gang"] = {"job": spec.id, "size": spec.replicas, "min_available": spec.gang}
+            record["gang"] = {"job": spec.id, "size": spec.replicas, "min_available": spec.gang,
+                              "waits": bool(explanation and explanation.get("gang"))}  # waits whole, with its gang
         if spec is not None and spec.tenant != "default":
             record["tenant"] = spec.tenant
         return record

@@ -63,6 +63,25 @@ def test_distinct_run(app, redis_url):
     assert len(app.store.job_ids()) == scenario.tasks  # one job per task
 
 
+def test_gang_run(app, redis_url):
+    scenario = tiny(jobs=3, replicas=10, gang=4)
+    report = bench.run_batch(scenario, redis_url=redis_url, namespace=app.keys.namespace, clear=False)
+    check_batch(report, scenario)
+    assert report["mode"] == "gang"
+    specs = [app.store.job_spec(job) for job in app.store.job_ids()]
+    assert sorted(spec.replicas for spec in specs) == [2, 2, 2, 4, 4, 4, 4, 4, 4]  # gangs of 4, the last of 2
+    assert all(spec.gang == spec.replicas for spec in specs)
+
+
+def test_tenants_run(app, redis_url):
+    scenario = tiny(jobs=6, tenants=3)
+    report = bench.run_batch(scenario, redis_url=redis_url, namespace=app.keys.namespace, clear=False)
+    check_batch(report, scenario)
+    assert {t: v["weight"] for t, v in report["tenants"].items()} == {"t1": 1, "t2": 2, "t3": 3}
+    assert sum(v["assigned"] for v in report["tenants"].values()) == report["assigned"]
+    assert app.store.tenant_weights() == {"t1": 1, "t2": 2, "t3": 3}
+
+
 def test_two_workers(app, redis_url):
     scenario = tiny(nodes=30, jobs=4, replicas=20, workers=2, batch_size=7)
     report = bench.run_batch(scenario, redis_url=redis_url, namespace=app.keys.namespace, clear=False)

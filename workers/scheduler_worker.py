@@ -28,7 +28,7 @@ import redis
 from scheduler.control import heartbeat, reconcile
 from scheduler.control.preemptor import Preemptor
 from scheduler.control.worker_config import WorkerConfig
-from scheduler.engine.placement import Placement, Placer, placement_shape
+from scheduler.engine.placement import Placement, Placer, gang_waits_message, placement_shape
 from scheduler.engine.fit import over_quota
 from scheduler.model import READY, STOPPED, JobSpec, Node, reasons
 from scheduler.model.quantities import format_quantity
@@ -51,12 +51,18 @@ log = logging.getLogger("sched.worker")
 @dataclass
 class Group:
     """Identical tasks: same job, same spec version, same pinned node (global jobs), same
-    nominated node (a preemptor's next attempt tries its nominated node first)."""
+    nominated node (a preemptor's next attempt tries its nominated node first). A gang's
+    members are one group whatever their nominations (a gang preempts as a whole, each
+    member nominated to its own node): ``nominated_of`` gives each member's."""
 
     spec: JobSpec
     pin: str
     nominated: str
     task_ids: list[str]
+    nominated_of: dict[str, str] | None = None
+
+    def nomination(self, task_id: str) -> str:
+        return self.nominated or (self.nominated_of or {}).get(task_id, "")
 
 
 def _batches(groups: list[Group], counts: dict[str, dict[str, int]], faults: dict[str, dict[str, int]]):
@@ -103,7 +109,7 @@ def _pinned(group: Group) -> bool:
 
 
 def _regroup(groups: list[Group], keep: set[str]) -> list[Group]:
-    kept = [Group(g.spec, g.pin, g.nominated, [t for t in g.task_ids if t in keep]) for g in groups]
+    kept = [Group(g.spec, g.pin, g.nominated, [t for t in g.task_ids if t in keep], g.nominated_of) for g in groups]
     return [g for g in kept if g.task_ids]
 
 
@@ -265,7 +271,7 @@ class SchedulerWorker:
                 if not todo:
                     continue
                 if len(todo) != len(group.task_ids):
-                    group = Group(group.spec, group.pin, group.nominated, todo)
+                    group = Group(group.spec, group.pin, group.nominated, todo, group.nominated_of)
                 result = self._place(group, nodes, everywhere, job_counts, faults.get(spec.id), independent)
                 if need > 0 and len(result.assignments) < need:  # the gang does not fit: nothing of it stays
                     self.placer.undo(nodes, spec, result.assignments, job_counts)
@@ -302,7 +308,7 @@ class SchedulerWorker:
                 for plan in outcome.accepted:  # refused in an earlier round, placed now: not a failure
                     failures.pop(plan.task_id, None)
                     conflicts.discard(plan.task_id)
-                    nominated = group_of[plan.task_id].nominated
+                    nominated = group_of[plan.task_id].nomination(plan.task_id)
                     if nominated and nominated != plan.node:  # placed elsewhere: the room it held is free
                         self.app.store.unnominate(plan.task_id, nominated)
                 refused_total += len(outcome.refused)
@@ -383,6 +389,20 @@ class SchedulerWorker:
                         independent=independent)
         if group.pin:
             return place([nodes[group.pin]] if group.pin in nodes else [], task_ids=group.task_ids)
+        if group.nominated_of:  # a gang that preempted: each member on its nominated node first
+            assignments, rest = [], []
+            by_node: dict[str, list[str]] = {}
+            for task_id in group.task_ids:
+                node = group.nominated_of.get(task_id, "")
+                (by_node.setdefault(node, []) if node in nodes else rest).append(task_id)
+            for node, task_ids in by_node.items():
+                first = place([nodes[node]], task_ids=task_ids)
+                assignments += first.assignments
+                rest += first.unplaced
+            if not rest:
+                return Placement(assignments, [], None)
+            others = place(everywhere, task_ids=rest)
+            return Placement(assignments + others.assignments, others.unplaced, others.explanation)
         if group.nominated in nodes:
             first = place([nodes[group.nominated]], task_ids=group.task_ids)
             if not first.unplaced:
@@ -393,32 +413,45 @@ class SchedulerWorker:
 
     def _preempt(self, claim, group_of: dict[str, Group], failures: dict[str, dict], conflicts: set[str]) -> None:
         """For tasks that fit nowhere, try evicting lower-priority tasks; a preemptor that
-        gets a node leaves ``failures`` (it is back in the queue, nominated)."""
+        gets a node leaves ``failures`` (it is back in the queue, nominated). A gang that
+        waits whole preempts whole (:meth:`_preempt_gang`): victims for all the members it
+        needs at once, or none."""
         preemptor = self.preemptor
         lowest = preemptor.lowest_live_priority()
         now = time.monotonic()
-        for task_id, explanation in list(failures.items()):  # a gang never preempts (never partially)
-            if group_of[task_id].spec.gang:
-                failures[task_id] = _noted(explanation, "preemption not tried: a gang does not preempt.")
         for task_id, explanation in list(failures.items()):  # no live task is low enough: say so
             spec = group_of[task_id].spec
-            if spec.gang:
-                continue
             if task_id not in conflicts and spec.preempt != "never" and not preemptor.worth_trying(spec, lowest):
                 failures[task_id] = _noted(explanation, f"preemption tried: no task runs at priority "
                                                         f"{spec.priority - preemptor.margin} or lower.")
-        todo = [t for t in failures if t not in conflicts and not group_of[t].spec.gang
-                and preemptor.worth_trying(group_of[t].spec, lowest)
+        todo = [t for t in failures if t not in conflicts and preemptor.worth_trying(group_of[t].spec, lowest)
                 and self._hopeless.get(_hope_key(group_of[t]), 0) <= now]
-        for task_id in todo[self.config.max_preemptions:]:  # not searched in this batch: soon, not in 60 s
+        gangs: dict[str, list[str]] = {}  # job -> its members that wait whole (in claim order)
+        for task_id in todo:
+            if failures[task_id].get("gang"):
+                gangs.setdefault(group_of[task_id].spec.id, []).append(task_id)
+        singles = [t for t in todo if not failures[t].get("gang")]
+        budget = self.config.max_preemptions
+        for members in gangs.values():
+            if budget <= 0:  # not searched in this batch: soon, not in 60 s
+                conflicts.update(members)
+                continue
+            budget -= 1
+            self._preempt_gang(claim, group_of[members[0]], members, failures, conflicts, now)
+        for task_id in singles[budget:]:  # not searched in this batch: soon, not in 60 s
             conflicts.add(task_id)
-        for task_id in todo[: self.config.max_preemptions]:
+        for task_id in singles[:budget]:
             group = group_of[task_id]
             if self._hopeless.get(_hope_key(group), 0) > now:
                 continue
             # Fresh nodes, with the room nominated for the preemptors before this one: the
             # search counts the room held for the job's other tasks as taken (as plan does).
             nodes, counts, _, _, _ = self._refresh({group.spec.id}, claim.now_ms)
+            if group.spec.gang and sum(counts[group.spec.id].values()) < group.spec.gang:
+                # A member of a gang whose minimum is not running: never preempt for part of it.
+                failures[task_id] = _noted(failures[task_id], "preemption not tried: its gang is not running "
+                                                              "yet, and a gang preempts only as a whole.")
+                continue
             candidates = ([nodes[group.pin]] if group.pin in nodes else []) if group.pin else list(nodes.values())
             search = preemptor.search(candidates, group.spec, counts[group.spec.id], task_id=task_id)
             if search.choice is not None:
@@ -427,8 +460,9 @@ class SchedulerWorker:
                     del failures[task_id]
                     if search.choice.victims:
                         self.stats.preempted += 1
-                    if group.nominated and group.nominated != search.choice.node:
-                        self.app.store.unnominate(task_id, group.nominated)  # nominated anew elsewhere
+                    nominated = group.nomination(task_id)
+                    if nominated and nominated != search.choice.node:
+                        self.app.store.unnominate(task_id, nominated)  # nominated anew elsewhere
                     continue
                 # Lost a race (victims or node changed since the search): like a refused
                 # commit, back off and search again soon rather than wait as unschedulable.
@@ -439,6 +473,43 @@ class SchedulerWorker:
             # search for this job within the next second.
             self._hopeless[_hope_key(group)] = now + 1.0
             failures[task_id] = _noted(failures[task_id], search.message(group.spec, preemptor.margin))
+
+    def _preempt_gang(self, claim, group: Group, members: list[str], failures: dict[str, dict], conflicts: set[str],
+                      now: float) -> None:
+        """A gang that waits whole: choose victims for as many members as it needs at once
+        (all of them for ``gang: true``, ``min_available`` less those live otherwise), each
+        member's choice applied to a copy of the nodes before the next is searched, and
+        evict and nominate them all in one script call, or nothing."""
+        preemptor, spec = self.preemptor, group.spec
+        nodes, counts, _, _, _ = self._refresh({spec.id}, claim.now_ms)
+        need = spec.gang - sum(counts[spec.id].values())
+        if need > len(members):  # cannot happen for a gang that waits whole; be safe
+            for task_id in members:
+                failures[task_id] = _noted(failures[task_id], "preemption not tried: not all of the gang's members "
+                                                              "were claimed together.")
+            return
+        chosen = members[:need]
+        candidates = ([nodes[group.pin]] if group.pin in nodes else []) if group.pin else list(nodes.values())
+        search = preemptor.search_gang(candidates, spec, counts[spec.id], chosen)
+        if search.choices is None:
+            self._hopeless[_hope_key(group)] = now + 1.0
+            note = search.message(spec, preemptor.margin)
+            for task_id in members:
+                failures[task_id] = _noted(failures[task_id], note)
+            return
+        result = preemptor.apply_gang(claim.token, spec, search)
+        if result != "ok":  # lost a race: nothing was changed; back off and search again soon
+            for task_id in members:
+                conflicts.add(task_id)
+                failures[task_id] = _noted(failures[task_id], f"gang preemption refused: {result}.")
+            return
+        if search.victims:
+            self.stats.preempted += len(chosen)
+        for task_id, choice in search.choices:
+            del failures[task_id]
+            nominated = group.nomination(task_id)
+            if nominated and nominated != choice.node:
+                self.app.store.unnominate(task_id, nominated)  # nominated anew elsewhere
 
     def _group(self, task_ids: list[str]) -> list[Group]:
         """Group claimed tasks by job, spec version and pinned node: each group is a set of
@@ -458,9 +529,16 @@ class SchedulerWorker:
             if tenant is not None and spec.tenant != tenant:
                 run += 1
             tenant = spec.tenant
-            key = (run, job_id, int(version), pin or "", nominated or "")
-            if key not in groups:
-                groups[key] = Group(spec, pin or "", nominated or "", [])
+            if spec.gang:  # one group: a gang is placed whole, each member nominated to its own node
+                key = (run, job_id, int(version), pin or "", "")
+                if key not in groups:
+                    groups[key] = Group(spec, pin or "", "", [], {})
+                if nominated:
+                    groups[key].nominated_of[task_id] = nominated
+            else:
+                key = (run, job_id, int(version), pin or "", nominated or "")
+                if key not in groups:
+                    groups[key] = Group(spec, pin or "", nominated or "", [])
             groups[key].task_ids.append(task_id)
         if orphans:
             store.finish_ids(orphans, STOPPED, "its job no longer exists")
@@ -532,8 +610,7 @@ def _hope_key(group: Group) -> tuple[str, str]:
 
 def _gang_waits(spec: JobSpec, need: int, why: str, nodes: int, found: dict[str, int] | None = None) -> dict:
     """The one explanation every task of a gang that waits carries."""
-    size = f"gang of {spec.gang}" if spec.gang == spec.replicas else f"gang of {spec.replicas} (at least {spec.gang} at once)"
-    message = f"{size} {spec.id}: {need} tasks must be placed together and do not fit: {why}"
+    message = gang_waits_message(spec, need, why)
     return {"nodes_evaluated": max(nodes, 1), "reasons": found or {"gang waits whole": 1}, "gang": spec.id,
             "message": message}
 

@@ -12,7 +12,7 @@ import orjson
 
 from scheduler.state.app import App
 from scheduler.model import GLOBAL, JobSpec
-from scheduler.engine.placement import PlacementOptions, Placer
+from scheduler.engine.placement import PlacementOptions, Placer, gang_waits_message
 from scheduler.engine.preemption import Search
 from scheduler.control.preemptor import Preemptor
 from scheduler.control.reconcile import RUNNING_JOB, global_targets, open_tasks, same_but_replicas
@@ -49,6 +49,10 @@ def plan(app: App, spec: JobSpec, margin: int | None = None) -> dict:
     explanation = None
     tasks_on = None
     lowest = preemptor.lowest_live_priority()
+    gang = None
+    if spec.gang and not new:  # a new gang: its first spec.gang members are placed whole or not at all
+        gang, wanted, tasks_on = _plan_gang(spec, wanted, nodes, counts, placer, preemptor, lowest,
+                                            placements, preemptions, pending)
     for task_id, only in wanted:
         candidates = only if only is not None else list(nodes.values())
         result = placer.place(candidates, spec, [task_id], job_counts=counts)
@@ -75,8 +79,54 @@ def plan(app: App, spec: JobSpec, margin: int | None = None) -> dict:
         note = search.message(spec, preemptor.margin) if search is not None else None
         pending.append({"task": task_id, "message": (explanation or {}).get("message", "") +
                         (f" {note}" if note else "")})
-    return {"job": spec.id, "placements": placements, "preemptions": preemptions, "pending": pending,
-            "unchanged": False}
+    out = {"job": spec.id, "placements": placements, "preemptions": preemptions, "pending": pending,
+           "unchanged": False}
+    if gang is not None:
+        out["gang"] = gang
+    return out
+
+
+def _plan_gang(spec: JobSpec, wanted, nodes, counts, placer: Placer, preemptor: Preemptor, lowest,
+               placements: list, preemptions: list, pending: list):
+    """The gang's first ``spec.gang`` members as one unit, as the worker places them: all
+    placed (outright, or by preempting for all of them at once), or all pending with the
+    gang's one explanation. Returns ``(gang summary, the members left to plan one by one
+    (beyond the minimum of min_available), the live tasks read for preemption or None)``."""
+    need = spec.gang
+    members, rest = [task_id for task_id, _ in wanted[:need]], wanted[need:]
+    summary = {"size": need, "fits": True, "preempts": False, "message": None}
+    result = placer.place(list(nodes.values()), spec, members, job_counts=counts)
+    if len(result.assignments) >= need:
+        placements += [{"task": task_id, "node": node, "gang": spec.id} for task_id, node in result.assignments]
+        return summary, rest, None
+    placer.undo(nodes, spec, result.assignments, counts)  # nothing of it holds room
+    why = placer.explain(list(nodes.values()), spec, counts)
+    note, tasks_on = None, None
+    if preemptor.worth_trying(spec, lowest):
+        tasks_on = preemptor.tasks_on(preemptor.candidates(list(nodes.values()), spec))
+        search = preemptor.search_gang(list(nodes.values()), spec, counts, members, tasks_on)
+        if search.choices is not None:
+            summary["preempts"] = bool(search.victims)
+            summary["message"] = search.message(spec, preemptor.margin)
+            for task_id, choice in search.choices:
+                _evict_locally(nodes[choice.node], choice.victims, tasks_on)
+                placer.place([nodes[choice.node]], spec, [task_id], job_counts=counts)
+                if choice.victims:
+                    preemptions.append({"task": task_id, "node": choice.node, "gang": spec.id,
+                                        "victims": [{"id": v.task_id, "job": v.job, "priority": v.priority}
+                                                    for v in choice.victims]})
+                else:
+                    placements.append({"task": task_id, "node": choice.node, "gang": spec.id})
+            return summary, rest, tasks_on
+        note = search.message(spec, preemptor.margin)
+    elif spec.preempt != "never":
+        note = f"preemption tried: no task runs at priority {spec.priority - preemptor.margin} or lower."
+    message = gang_waits_message(spec, need, f"{len(result.assignments)} could be placed at once. {why.message()}")
+    if note:
+        message += f" {note}"
+    summary.update(fits=False, message=message)
+    pending += [{"task": task_id, "message": message, "gang": spec.id} for task_id, _ in wanted]
+    return summary, [], tasks_on
 
 
 def _evict_locally(node, victims, tasks_on) -> None:

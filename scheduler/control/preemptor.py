@@ -13,7 +13,7 @@ from typing import Callable, Mapping, Sequence
 
 from scheduler.control import reconcile
 from scheduler.model import ACTIVE, READY, JobSpec, Node
-from scheduler.engine.preemption import DEFAULT_MARGIN, Search, Victim, find
+from scheduler.engine.preemption import DEFAULT_MARGIN, GangSearch, Search, Victim, find, find_gang
 from scheduler.state.store import Store, reservation
 
 DEFAULT_NOMINATION_MS = 30_000
@@ -71,4 +71,23 @@ class Preemptor:
                                     [(v.task_id, v.job, v.resources) for v in choice.victims])
         if result == "ok" and choice.victims:
             reconcile.preempted(self.store, [(v.task_id, v.job, choice.node) for v in choice.victims])
+        return result
+
+    def search_gang(self, nodes: Sequence[Node], job: JobSpec, job_counts: Mapping[str, int], task_ids: Sequence[str],
+                    tasks_on: Mapping[str, Sequence[Victim]] | None = None) -> GangSearch:
+        """Victims for every one of ``task_ids`` (members of the gang ``job``) at once, or
+        none (:func:`scheduler.engine.preemption.find_gang`)."""
+        pool = self.candidates(nodes, job)
+        if tasks_on is None:
+            tasks_on = self.tasks_on(pool)
+        return find_gang(pool, job, tasks_on, job_counts, task_ids, self.margin)
+
+    def apply_gang(self, token: str, job: JobSpec, search: GangSearch) -> str:
+        """Evict every victim of the gang's choices and nominate every member, in one
+        script call (all or nothing); returns "ok" or why not."""
+        members = [(task_id, choice.node) for task_id, choice in search.choices]
+        victims = [(v.task_id, v.job, choice.node, v.resources) for _, choice in search.choices for v in choice.victims]
+        result = self.store.preempt_gang(token, job.id, members, self.nomination_ms, reservation(job), victims)
+        if result == "ok" and victims:
+            reconcile.preempted(self.store, [(v, victim_job, node) for v, victim_job, node, _ in victims])
         return result

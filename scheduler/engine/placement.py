@@ -95,6 +95,12 @@ def explain(nodes: Sequence[Node], job: JobSpec, job_counts: Mapping[str, int]) 
     return filter_pipeline(job).explain(nodes, job_counts)
 
 
+def gang_waits_message(spec: JobSpec, need: int, why: str) -> str:
+    """What every task of a gang that waits whole says (the worker and ``sched job plan``)."""
+    size = f"gang of {spec.gang}" if spec.gang == spec.replicas else f"gang of {spec.replicas} (at least {spec.gang} at once)"
+    return f"{size} {spec.id}: {need} tasks must be placed together and do not fit: {why}"
+
+
 class Placer:
     """Places batches for one worker. Holds the seeded random generator, the rotating start
     index of sampled scans, and the cache of static filter verdicts across calls."""

@@ -167,3 +167,81 @@ def find(nodes: Sequence[Node], job: JobSpec, tasks_on: Mapping[str, Sequence[Vi
             if best is None or choice.key < best.key:
                 best = choice
     return Search(best, tried, with_victims)
+
+
+@dataclass(frozen=True)
+class GangSearch:
+    """What a search for a whole gang found: one choice per member (all of them), or
+    none, with the search of the first member that got no node (for the explanation)."""
+
+    choices: tuple[tuple[str, Choice], ...] | None
+    members: int
+    placed: int  # members that got a node before one did not
+    failed: Search | None = None
+
+    @property
+    def victims(self) -> tuple[Victim, ...]:
+        return tuple(v for _, choice in self.choices or () for v in choice.victims)
+
+    def message(self, job: JobSpec, margin: int) -> str:
+        if self.choices is not None:
+            evicted = self.victims
+            if not evicted:
+                return f"preemption: room for all {self.members} members of gang {job.id} is free."
+            nodes = sorted({choice.node for _, choice in self.choices if choice.victims})
+            return (f"preemption: evicting {len(evicted)} task(s) ({', '.join(v.task_id for v in evicted)}) "
+                    f"on {', '.join(nodes)} makes room for all {self.members} members of gang {job.id}.")
+        if self.placed == 0 and self.failed is not None:
+            why = self.failed.message(job, margin).removeprefix("preemption tried: ")
+            return f"preemption tried for the whole gang: {why} Nothing is evicted."
+        return (f"preemption tried for the whole gang: evicting lower-priority tasks makes room for only "
+                f"{self.placed} of its {self.members} members, so nothing is evicted.")
+
+
+def _scratch(node: Node) -> Node:
+    """A copy of ``node`` whose room can be changed without touching the original; the
+    nominations of nobody are dropped here (see :func:`find_gang`)."""
+    return replace(node, allocated=dict(node.allocated), ports=dict(node.ports),
+                   nominations=dict(node.nominations or {}))
+
+
+def find_gang(nodes: Sequence[Node], job: JobSpec, tasks_on: Mapping[str, Sequence[Victim]],
+              job_counts: Mapping[str, int], task_ids: Sequence[str], margin: int = DEFAULT_MARGIN) -> GangSearch:
+    """Victims for every one of ``task_ids`` (members of the gang ``job``) at once: each
+    member's choice (:func:`find`) is applied to copies of the nodes (its victims gone,
+    its own room taken, the job's count on the node raised) before the next member is
+    searched, as ``sched job plan`` does; succeeds only if every member gets a node.
+
+    Room nominated for the gang's own tasks is taken as free: every member is being
+    decided here again, and the choices are applied to the copies one by one."""
+    copies = []
+    for node in nodes:
+        node = _scratch(node)
+        node.nominations = {t: n for t, n in node.nominations.items() if n.job != job.id}
+        copies.append(node)
+    by_name = {node.name: node for node in copies}
+    left = {name: list(victims) for name, victims in tasks_on.items()}
+    counts = dict(job_counts)
+    choices: list[tuple[str, Choice]] = []
+    for task_id in task_ids:
+        search = find(copies, job, left, counts, margin, task_id)
+        if search.choice is None:
+            return GangSearch(None, len(task_ids), len(choices), search)
+        choice = search.choice
+        node = by_name[choice.node]
+        gone = {v.task_id for v in choice.victims}
+        for victim in choice.victims:
+            for resource, amount in victim.resources.items():
+                node.allocated[resource] = node.allocated.get(resource, 0) - amount
+            for port in victim.ports:
+                node.ports.pop(port, None)
+        node.tasks -= len(choice.victims)
+        left[node.name] = [v for v in left.get(node.name, ()) if v.task_id not in gone]
+        for resource, amount in job.resources.items():  # the member's own room
+            node.allocated[resource] = node.allocated.get(resource, 0) + amount
+        for port in job.ports:
+            node.ports[port] = task_id
+        node.tasks += 1
+        counts[node.name] = counts.get(node.name, 0) + 1
+        choices.append((task_id, choice))
+    return GangSearch(tuple(choices), len(task_ids), len(choices))

@@ -115,7 +115,8 @@ class SchedulingQueue:
         for chunk in _chunks(failures):
             args = [token, self._now_arg(), c.initial_backoff_ms, c.max_backoff_ms, k.events]
             for task_id, explanation in chunk:
-                args += [task_id, orjson.dumps(explanation), "1" if task_id in conflicts else "0"]
+                args += [task_id, orjson.dumps(explanation), "1" if task_id in conflicts else "0",
+                         explanation.get("gang") or ""]
             results += self.scripts.fail(
                 keys=[k.inflight, k.leases, k.backoff, k.unschedulable, k.move_cycle,
                       *(k.task(task_id) for task_id, _ in chunk)],

@@ -243,6 +243,23 @@ class Store:
             args=[token, k.events, task_id, node, nomination_ms, held, len(resources), *resources,
                   *(victim for victim, _, _ in victims)])
 
+    def preempt_gang(self, token: str, gang: str, members: list[tuple[str, str]], nomination_ms: int, held: str,
+                     victims: list[tuple[str, str, str, dict[str, int]]]) -> str:
+        """``preempt_gang.lua``: all or nothing, end ``victims`` (task id, job, node,
+        resources) as preempted and send every claimed member (task id, node) of the gang
+        ``gang`` back to the active queue nominated to its node, with ``held``
+        (:func:`reservation`) held for each for ``nomination_ms``. Returns "ok" or why not
+        (then nothing was changed)."""
+        k = self.keys
+        resources = sorted({r for _, _, _, held_resources in victims for r in held_resources})
+        return self.scripts.preempt_gang(
+            keys=[k.inflight, k.leases, k.active, k.tally_tasks, k.node_changes, k.node_seq, k.tally_priority, k.usage,
+                  *(k.free(r) for r in resources),
+                  *(key for task_id, node in members for key in (k.task(task_id), k.node(node), k.node_tasks(node))),
+                  *(key for victim, job, _, _ in victims for key in (k.task(victim), k.tally_job(job)))],
+            args=[token, k.events, nomination_ms, held, gang, len(resources), *resources, len(members),
+                  *(x for member in members for x in member), *(x for v, _, node, _ in victims for x in (v, node))])
+
     def tallies(self, nodes: list[str], jobs: list[str]) -> Tallies:
         k = self.keys
         queues = ("active", "backoff", "unschedulable", "inflight")

@@ -152,6 +152,9 @@ class Scenario:
     distinct: bool = False
     seed: int = DEFAULT_SEED
     percentage_of_nodes: int | None = None  # the workers' --percentage-of-nodes (None: score every node)
+    gang: int = 0  # --gang N: every job's tasks as gangs of N (gang: true), same tasks in all
+    tenants: int = 0  # --tenants N: jobs spread round-robin over tenants t1..tN, weights 1..N
+    fair_window: int | None = None  # the workers' fair_window (None: their default)
 
     @property
     def tasks(self) -> int:
@@ -190,11 +193,21 @@ def job_specs(scenario: Scenario) -> list[dict]:
         raw = {"id": f"j{j:04d}", "replicas": scenario.replicas,
                "resources": {"cpu": cores, "memory": f"{memory_mib}MiB"}}
         _shape(raw, j)
+        if scenario.tenants:
+            raw["tenant"] = f"t{j % scenario.tenants + 1}"
         if scenario.distinct:
             specs += [dict(raw, id=f"j{j:04d}-{r:05d}", replicas=1) for r in range(scenario.replicas)]
+        elif scenario.gang:  # the job's tasks as gangs of N (the last one smaller), each all or nothing
+            specs += [dict(raw, id=f"j{j:04d}-g{g:04d}", replicas=min(scenario.gang, scenario.replicas - start),
+                           gang=True) for g, start in enumerate(range(0, scenario.replicas, scenario.gang))]
         else:
             specs.append(raw)
     return specs
+
+
+def tenant_weights(scenario: Scenario) -> dict[str, int]:
+    """``--tenants N``: tenant ``t<i>`` has weight ``i``."""
+    return {f"t{i}": i for i in range(1, scenario.tenants + 1)}
 
 
 def _balanced(rng: random.Random, choices, count: int) -> list:
@@ -296,12 +309,13 @@ def redis_now_ms(app: App) -> int:
 
 # ----------------------------------------------------------------------------- workers
 def worker_processes(url: str, namespace: str, count: int, batch_size: int, until_idle: bool, seed: int,
-                     percentage_of_nodes: int | None = None):
+                     percentage_of_nodes: int | None = None, fair_window: int | None = None):
     """``count`` gated worker processes (the supervisor of ``sched worker --concurrency``),
     each with its own tie-breaking seed."""
+    extra = {} if fair_window is None else {"fair_window": fair_window}
     configs = [WorkerConfig(batch_size=batch_size, lease_ms=LEASE_MS, until_idle=until_idle,
                             placement=PlacementOptions(seed=seed * 1000 + i,
-                                                       percentage_of_nodes_to_score=percentage_of_nodes))
+                                                       percentage_of_nodes_to_score=percentage_of_nodes), **extra)
                for i in range(count)]
     return process("worker-processes")(url, namespace, configs, gated=True, name="bench-worker")
 
@@ -491,6 +505,8 @@ def _run_batch(app: App, scenario: Scenario, bar: Progress, clear: bool, private
     register_s = time.perf_counter() - started
     info_nodes = redis_info(app)
 
+    for tenant, weight in tenant_weights(scenario).items():
+        app.store.set_tenant_weight(tenant, weight)
     started = time.perf_counter()
     update = bar.phase(f"submitting {len(specs)} jobs", scenario.tasks)
     for spec in specs:
@@ -502,7 +518,8 @@ def _run_batch(app: App, scenario: Scenario, bar: Progress, clear: bool, private
     host = machine()
     update = bar.phase(f"placing ({scenario.workers} workers)", scenario.tasks)
     with worker_processes(app.url, app.keys.namespace, scenario.workers, scenario.batch_size, until_idle=True,
-                    seed=scenario.seed, percentage_of_nodes=scenario.percentage_of_nodes) as pool:
+                    seed=scenario.seed, percentage_of_nodes=scenario.percentage_of_nodes,
+                    fair_window=scenario.fair_window) as pool:
         pool.start()
         pool.wait_started()
         start_ms = redis_now_ms(app)
@@ -537,7 +554,7 @@ def _run_batch(app: App, scenario: Scenario, bar: Progress, clear: bool, private
 
     placements_per_s = len(assigned) / window_s if window_s else None
     return {
-        "mode": "distinct" if scenario.distinct else "batch",
+        "mode": "distinct" if scenario.distinct else "gang" if scenario.gang else "batch",
         "scenario": {**scenario.describe(), "requested_pct": requested_pct(nodes, specs),
                      "redis": "private" if private else "given", "namespace": app.keys.namespace},
         "tasks": len(tasks),
@@ -562,6 +579,9 @@ def _run_batch(app: App, scenario: Scenario, bar: Progress, clear: bool, private
         "worker_cpu_s": round(worker_cpu, 3),
         "worker_cpu_us_per_placement": _round(1e6 * worker_cpu / len(assigned) if assigned else None, 1),
         "redis_cpu_s": round(info_end["cpu_s"] - info_submitted["cpu_s"], 3),
+        "redis_cpu_us_per_placement": _round(1e6 * (info_end["cpu_s"] - info_submitted["cpu_s"]) / len(assigned)
+                                             if assigned else None, 1),
+        "tenants": _tenant_summary(app, scenario, assigned, specs) if scenario.tenants else None,
         "startup_s": _round((first_claim - start_ms) / 1000 if first_claim else None, 3),
         "elapsed_s": round((end_ms - start_ms) / 1000, 3),
         "register_s": round(register_s, 3),
@@ -574,6 +594,22 @@ def _run_batch(app: App, scenario: Scenario, bar: Progress, clear: bool, private
         "machine": {**host, "loadavg_1m_after": machine()["loadavg_1m"]},
         "definitions": DEFINITIONS,
     }
+
+
+def _tenant_summary(app: App, scenario: Scenario, assigned: list[Task], specs: list[JobSpec]) -> dict:
+    """Per tenant: weight, tasks assigned, and its weighted dominant share at the end."""
+    tenant_of = {spec.id: spec.tenant for spec in specs}
+    usage = app.store.usage()
+    capacity: dict[str, int] = {}
+    for node in app.store.nodes():
+        for resource, amount in node.capacity.items():
+            capacity[resource] = capacity.get(resource, 0) + amount
+    out = {}
+    for tenant, weight in tenant_weights(scenario).items():
+        share = max((usage.get(f"tenant:{tenant}:{r}", 0) / c for r, c in capacity.items() if c), default=0.0)
+        out[tenant] = {"weight": weight, "assigned": sum(1 for t in assigned if tenant_of.get(t.job) == tenant),
+                       "dominant_share": round(share, 4), "weighted_share": round(share / weight, 4)}
+    return out
 
 
 def _round(value, digits):

@@ -280,8 +280,15 @@ def job_plan(app, file, as_json):
     rows = [[p["task"], p["node"], ""] for p in result["placements"]]
     rows += [[p["task"], p["node"], "preempts " + ", ".join(f"{v['id']} (priority {v['priority']})"
                                                             for v in p["victims"])] for p in result["preemptions"]]
-    rows += [[p["task"], "-", p["message"]] for p in result["pending"]]
+    gang = result.get("gang")
+    if gang is not None and not gang["fits"]:  # the gang waits whole: one explanation for all its members
+        rows += [[p["task"], "-", "waits with its gang"] for p in result["pending"]]
+    else:
+        rows += [[p["task"], "-", p["message"]] for p in result["pending"]]
     print_table(["TASK", "NODE", "NOTE"], rows, title=f"plan for job {result['job']}")
+    if gang is not None:  # one line for the gang as a unit
+        whole = f"gang {result['job']} (gang of {gang['size']}): " + ("placed whole" if gang["fits"] else "waits whole")
+        click.echo(whole + (f": {gang['message']}" if gang["message"] else ""))
 
 
 @job.command("stop")
@@ -329,6 +336,13 @@ def task_explain(app, task_id, as_json):
     if as_json:
         return print_json(record)
     click.echo(f"{record['id']}: {record['state']}")
+    gang = record.get("gang")
+    if gang is not None:
+        size = f"{gang['size']} tasks, all at once" if gang["size"] == gang["min_available"] else \
+            f"{gang['size']} tasks, at least {gang['min_available']} at once"
+        click.echo(f"gang {gang['job']} ({size})" + ("; it waits whole with its gang" if gang["waits"] else ""))
+    if record.get("tenant"):
+        click.echo(f"tenant {record['tenant']}")
     click.echo(record["message"])
 
 
@@ -628,10 +642,16 @@ def demo(ctx, seconds):
               help="Seconds of offered load measured with --rate.")
 @click.option("--warmup", type=click.FloatRange(min=0), default=2.0, show_default=True,
               help="Seconds of offered load before the measured part, with --rate.")
+@click.option("--gang", type=click.IntRange(0, 1_000_000), default=0, show_default=True, metavar="N",
+              help="Jobs as gangs of N (each job's tasks split into gang: true jobs of N; the same tasks in all).")
+@click.option("--tenants", type=click.IntRange(0, 1000), default=0, show_default=True, metavar="N",
+              help="Jobs spread over N tenants t1..tN with weights 1..N (fair share between them).")
+@click.option("--fair-window", type=click.IntRange(0, 1_000_000), default=None, metavar="N",
+              help="The workers' fair-share window (0 = off).  [default: the workers' 2048]")
 @json_option
 @click.pass_context
 def bench(ctx, nodes, jobs, replicas, workers, batch_size, distinct, seed, percentage_of_nodes, bench_url, sweep,
-          sweep_nodes, rate, duration, warmup, as_json):
+          sweep_nodes, rate, duration, warmup, gang, tenants, fair_window, as_json):
     """Measure scheduling throughput and latency on a synthetic cluster.
 
     \b
@@ -657,15 +677,16 @@ def bench(ctx, nodes, jobs, replicas, workers, batch_size, distinct, seed, perce
     clear = namespace == b.DEFAULT_NAMESPACE
     progress = not as_json
     if rate is not None:
-        if sweep or distinct:
-            raise SpecError("--rate cannot be combined with --sweep or --distinct.")
+        if sweep or distinct or gang or tenants:
+            raise SpecError("--rate cannot be combined with --sweep, --distinct, --gang or --tenants.")
         report = b.run_rate(rate, duration, warmup, nodes=nodes, replicas=replicas or 1, workers=workers,
                             batch_size=batch_size, seed=seed, redis_url=url, namespace=namespace, clear=clear,
                             progress=progress, percentage_of_nodes=percentage_of_nodes)
     else:
         scenario = b.Scenario(nodes=nodes, jobs=jobs, replicas=replicas or b.DEFAULT_REPLICAS, workers=workers,
                               batch_size=batch_size, distinct=distinct, seed=seed,
-                              percentage_of_nodes=percentage_of_nodes)
+                              percentage_of_nodes=percentage_of_nodes, gang=gang, tenants=tenants,
+                              fair_window=fair_window)
         if sweep:
             try:
                 sizes = [int(part) for part in sweep_nodes.split(",") if part.strip()]
