@@ -13,7 +13,7 @@ import orjson
 from scheduler.model.errors import SpecError
 from scheduler.model import (ACTIVE, BATCH, COMPLETED, FAILED, GLOBAL, LIVE_STATES, LOST, PENDING, READY, SERVICE,
                              STOPPED, JobSpec, Task, parse_job)
-from scheduler.state.store import Store, parse_stored
+from scheduler.state.store import ENQUEUE_CHUNK, Store, parse_stored
 
 RUNNING_JOB, STOPPED_JOB = "running", "stopped"
 FAULT_WINDOW_MS = 300_000  # failures of a job on a node count towards "faulty" for 5 minutes
@@ -73,6 +73,26 @@ def submit(store: Store, spec: JobSpec) -> dict:
         old = [t.id for t in store.tasks(store.job_task_ids(spec.id)) if not t.terminal and t.version < version]
         store.finish_ids(old, STOPPED, f"replaced by version {version}")
     return {"id": spec.id, "version": version, "tasks": new_ids, "created": not current}
+
+
+def submit_many(store: Store, specs: list[JobSpec]) -> list[dict]:
+    """Submit many jobs (already validated); returns :func:`submit`'s result for each, in
+    order. New jobs of at most ``ENQUEUE_CHUNK`` tasks that are not global are created
+    in bulk, many per round trip (``Store.enqueue_many``); a job that turns out to exist,
+    a global job and a bigger one are then submitted one by one, in their order (so a
+    job id given twice ends as its last spec)."""
+    bulk = [i for i, spec in enumerate(specs) if spec.type != GLOBAL and spec.replicas <= ENQUEUE_CHUNK]
+    created = store.enqueue_many([specs[i] for i in bulk])
+    results: list[dict | None] = [None] * len(specs)
+    for i, made in zip(bulk, created):
+        if made:
+            spec = specs[i]
+            results[i] = {"id": spec.id, "version": 1, "tasks": [f"{spec.id}.{n}" for n in range(spec.replicas)],
+                          "created": True}
+    for i, spec in enumerate(specs):
+        if results[i] is None:
+            results[i] = submit(store, spec)
+    return results
 
 
 def open_tasks(store: Store, job_id: str) -> list[Task]:

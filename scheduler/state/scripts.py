@@ -20,7 +20,8 @@ import redis
 from redis.cluster import ClusterPipeline
 from redis.commands.core import Script
 
-SCRIPT_NAMES = ("enqueue", "claim", "reclaim", "fail", "move", "commit", "finish", "start", "preempt", "preempt_gang", "unnominate", "claimed", "tallies", "node_put", "node_set", "node_rm")
+SCRIPT_NAMES = ("enqueue", "enqueue_many", "claim", "reclaim", "fail", "move", "commit", "finish", "start", "preempt",
+                "preempt_gang", "unnominate", "claimed", "tallies", "node_put", "node_set", "node_rm")
 
 
 @cache

@@ -8,6 +8,8 @@ queue or the tallies goes through a Lua script; simple writes use MULTI transact
 from __future__ import annotations
 
 import dataclasses
+import queue
+import threading
 import time
 from functools import lru_cache
 
@@ -31,6 +33,27 @@ def reservation(job: JobSpec) -> str:
     """What a nomination holds for a preemptor of ``job``: ``priority|job|cpu=500,...|8080,...``."""
     alloc = ",".join(f"{name}={amount}" for name, amount in job.resources.items() if amount > 0)
     return f"{job.priority}|{job.id}|{alloc}|{','.join(str(p) for p in job.ports)}"
+
+
+def shares_value(spec: JobSpec) -> str:
+    """A job's ``jobs:shares`` entry (what claim.lua needs): ``tenant|gang size|cpu=500,...``."""
+    needs = ",".join(f"{r}={a}" for r, a in spec.resources.items() if a > 0)
+    return f"{spec.tenant}|{spec.gang}|{needs}"
+
+
+def _chunks(jobs: list[JobSpec], limit: int):
+    """``jobs`` in runs of at most ``limit`` tasks and ``limit`` jobs (a job of more than
+    ``limit`` tasks alone)."""
+    chunk: list[JobSpec] = []
+    tasks = 0
+    for spec in jobs:
+        if chunk and (tasks + spec.replicas > limit or len(chunk) >= limit):
+            yield chunk
+            chunk, tasks = [], 0
+        chunk.append(spec)
+        tasks += spec.replicas
+    if chunk:
+        yield chunk
 
 
 def nomination_value(held: str, expires_ms: int) -> str:
@@ -438,6 +461,66 @@ class Store:
                 time.sleep(min(2.0, 0.1 * 2 ** attempt))
         return None
 
+    def enqueue_many(self, jobs: list[JobSpec], attempts: int = 5) -> list[bool]:
+        """``enqueue_many.lua``: create new jobs (version 1) with their pending tasks, many
+        per call, up to ``ENQUEUE_CHUNK`` tasks (and at most that many jobs) per call; each
+        job only if it does not exist yet. Returns, per job in order, True when this created
+        it, False when it existed (nothing written: submit it the ordinary way). Every
+        job must have ``replicas`` <= ``ENQUEUE_CHUNK`` and not be global.
+
+        The calls go one after another from a sender thread while the next chunk's
+        arguments are laid out here (Redis works while Python prepares). Each call is
+        idempotent, so it is resent (``attempts`` times) after a timeout or a lost
+        connection (a resent call reports the jobs it had created as existing); if one
+        fails for good, none after it is sent."""
+        k = self.keys
+        replies: list = []
+        failure: list[BaseException] = []
+        work: queue.Queue = queue.Queue(maxsize=2)
+
+        def send() -> None:
+            while (item := work.get()) is not None:
+                if failure:
+                    continue
+                first, last, keys, args = item
+                for attempt in range(attempts):
+                    try:
+                        replies.append(self.scripts.enqueue_many(keys=keys, args=args))
+                        break
+                    except (redis.ConnectionError, redis.TimeoutError) as exc:
+                        if attempt == attempts - 1:
+                            failure.append(RedisUnavailable(
+                                f"Redis did not answer while jobs {first!r} to {last!r} were being written "
+                                f"({str(exc).rstrip('.')}); the jobs before them were written, these may or may "
+                                f"not have been, none after them was."))
+                        else:
+                            time.sleep(min(2.0, 0.1 * 2 ** attempt))
+                    except BaseException as exc:  # noqa: BLE001 (handed to the caller below)
+                        failure.append(exc)
+                        break
+
+        sender = threading.Thread(target=send, name="enqueue_many", daemon=True)
+        sender.start()
+        try:
+            for chunk in _chunks(jobs, ENQUEUE_CHUNK):
+                if failure:
+                    break
+                keys = [k.jobs, k.active, k.enqueue_seq, k.job_shares]
+                args: list = [k.events, len(chunk)]
+                tasks: list[str] = []
+                for spec in chunk:
+                    job_id = spec.id
+                    keys += [k.job(job_id), k.job_tasks(job_id)]
+                    args += [job_id, spec.priority, orjson.dumps(spec.raw).decode(), shares_value(spec), spec.replicas]
+                    tasks += [k.task(f"{job_id}.{i}") for i in range(spec.replicas)]
+                work.put((chunk[0].id, chunk[-1].id, keys + tasks, args))
+        finally:
+            work.put(None)
+            sender.join()
+        if failure:
+            raise failure[0]
+        return [flag == 1 for reply in replies for flag in reply[1]]
+
     def _enqueue_keys(self, job_id: str, first_index: int, count: int) -> list[str]:
         k = self.keys
         return [k.job(job_id), k.jobs, k.global_jobs, k.active, k.backoff, k.job_tasks(job_id), k.enqueue_seq,
@@ -446,8 +529,7 @@ class Store:
     # Gangs, tenants and quotas.
     def mark_job(self, spec: JobSpec) -> None:
         """Record what claim.lua needs of a job: its tenant, gang size and one task's needs."""
-        needs = ",".join(f"{r}={a}" for r, a in spec.resources.items() if a > 0)
-        self.client.hset(self.keys.job_shares, spec.id, f"{spec.tenant}|{spec.gang}|{needs}")
+        self.client.hset(self.keys.job_shares, spec.id, shares_value(spec))
 
     def quota(self) -> dict[str, int]:
         return {k: int(v) for k, v in self.client.hgetall(self.keys.quota).items()}

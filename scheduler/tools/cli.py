@@ -190,11 +190,10 @@ def job():
 
 def load_spec(file) -> dict:
     """The one job spec in ``file`` (YAML or JSON)."""
-    text = file.read()
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError:
-        return load_specs(text)[0]  # raises the error that says where
+    documents = load_specs(file.read())
+    if len(documents) != 1:
+        raise SpecError(f"expected one job spec, found {len(documents)}.")
+    return documents[0]
 
 
 @job.command("submit")
@@ -202,7 +201,12 @@ def load_spec(file) -> dict:
 @json_option
 @pass_app
 def job_submit(app, file, as_json):
-    """Submit a job spec (YAML or JSON; - reads stdin) and print its id.
+    """Submit job specs (YAML or JSON; - reads stdin) and print their ids.
+
+    FILE holds one spec, several YAML documents (separated by ---) or JSON lines
+    (one spec per line). All are checked first: if one is not valid, nothing is
+    submitted and the error names it. With --json: one spec prints its result,
+    several a list of results.
 
     \b
     id: web                  # optional
@@ -217,10 +221,16 @@ def job_submit(app, file, as_json):
     max_per_node: 2
     run: {command: ["sleep", "1"]}
     """
-    result = app.submit(load_spec(file))
+    documents = load_specs(file.read())
+    if len(documents) == 1:
+        result = app.submit(documents[0])
+        if as_json:
+            return print_json(result)
+        return click.echo(result["id"])
+    results = app.submit_many(documents)
     if as_json:
-        return print_json(result)
-    click.echo(result["id"])
+        return print_json(results)
+    click.echo("\n".join(result["id"] for result in results))
 
 
 @job.command("ls")

@@ -1,0 +1,142 @@
+"""Bulk submission: many jobs per ``enqueue_many.lua`` call (``Client.submit_many``,
+``sched job submit`` of several YAML documents or JSON lines). Every job and task exists
+once, as the one-by-one submit would have made it; queue scores follow the order given;
+each task's pending event is published; a bad document writes nothing."""
+
+from __future__ import annotations
+
+import json
+
+import orjson
+import pytest
+from click.testing import CliRunner
+
+from scheduler.client import Client, load_specs
+from scheduler.model import SpecError, parse_job
+from scheduler.state.store import ENQUEUE_CHUNK
+from scheduler.tools.cli import main
+
+from test_events import drain
+from worker_harness import cluster_problems, format_problems, wait_until
+
+
+def snapshot(client, namespace):
+    return {key: client.type(key) for key in client.scan_iter(match=f"sched:{{{namespace}}}:*")}
+
+
+def without_times(fields: dict, old: str, new: str) -> dict:
+    drop = {"created", "updated", "qscore"}
+    return {k: v.replace(old, new) for k, v in fields.items() if k not in drop}
+
+
+def test_submit_many_writes_each_job_once_as_submit_would(redis_url, namespace, app):
+    client = Client(redis_url, namespace)
+    specs = [{"id": f"j{i}", "replicas": 1 + i % 3, "priority": 50 + i % 2, "resources": {"cpu": 0.1}}
+             for i in range(1200)]  # several chunks
+    results = client.submit_many(specs)
+    assert [r["id"] for r in results] == [s["id"] for s in specs]
+    assert all(r["created"] and r["version"] == 1 for r in results)
+    assert results[4]["tasks"] == ["j4.0", "j4.1"]
+    store, keys = app.store, app.keys
+    ids = [t for s in specs for t in (f"{s['id']}.{n}" for n in range(s["replicas"]))]
+    assert sorted(store.job_ids()) == sorted(s["id"] for s in specs)
+    active = app.client.zrange(keys.active, 0, -1, withscores=True)
+    assert sorted(t for t, _ in active) == sorted(ids)  # each once
+    # Scores: priority first, then the order given.
+    order = {t: i for i, t in enumerate(ids)}
+    by_score = [t for t, _ in active]
+    assert by_score == sorted(ids, key=lambda t: (-int(specs[int(t[1:].split(".")[0])]["priority"]), order[t]))
+    # The same hashes as the ordinary submit makes (times aside).
+    client.submit({"id": "single", "replicas": 2, "priority": 50, "resources": {"cpu": 0.1}})
+    assert without_times(store.job_fields("j4"), "j4", "single") == without_times(store.job_fields("single"), "", "")
+    assert without_times(app.client.hgetall(keys.task("j4.1")), "j4", "single") == \
+        without_times(app.client.hgetall(keys.task("single.1")), "", "")
+    assert app.client.hget(keys.job_shares, "j4") == app.client.hget(keys.job_shares, "single")
+    assert store.job_task_ids("j4") == ["j4.0", "j4.1"]
+    problems, _ = cluster_problems(app, settled=False)
+    assert not problems, format_problems(problems)
+
+
+def test_existing_duplicate_global_and_big_jobs_fall_back(redis_url, namespace, app):
+    client = Client(redis_url, namespace)
+    client.add_node("n1", cpu=4, memory="8GiB")
+    client.submit({"id": "old", "replicas": 1})
+    results = client.submit_many([
+        {"id": "old", "replicas": 1},  # unchanged
+        {"id": "dup", "replicas": 1},
+        {"id": "dup", "replicas": 2, "priority": 90},  # a new version of the one just made
+        {"id": "every", "type": "global"},
+        {"id": "big", "replicas": ENQUEUE_CHUNK + 1},
+    ])
+    assert results[0] == {"id": "old", "version": 1, "tasks": [], "created": False}
+    assert results[1]["created"] and results[2]["version"] == 2 and not results[2]["created"]
+    assert results[3]["tasks"] == ["every.0"] and results[4]["created"]
+    assert len(results[4]["tasks"]) == ENQUEUE_CHUNK + 1
+    assert client.job("dup")["version"] == 2
+    assert {t.id: t.state for t in client.tasks(job="dup")} == {"dup.0": "stopped", "dup.1": "pending",
+                                                               "dup.2": "pending"}
+    assert len(client.tasks(job="old")) == 1
+
+
+def test_a_chunk_sent_twice_creates_nothing_more(app):
+    parsed = [parse_job({"id": f"j{i}", "replicas": 2}) for i in range(10)]
+    assert app.store.enqueue_many(parsed) == [True] * 10
+    before = app.client.zcard(app.keys.active)
+    assert app.store.enqueue_many(parsed) == [False] * 10
+    assert app.client.zcard(app.keys.active) == before == 20
+
+
+def test_each_task_has_its_pending_event(redis_url, namespace, app):
+    client = Client(redis_url, namespace)
+    pubsub = app.client.pubsub(ignore_subscribe_messages=True)
+    pubsub.subscribe(app.keys.events)
+    wait_until(lambda: app.client.pubsub_numsub(app.keys.events)[0][1] >= 1, 10, "the subscription")
+    try:
+        client.submit_many([{"id": f"e{i}", "replicas": 2} for i in range(300)])
+        events = [orjson.loads(m) for m in drain(pubsub)]
+    finally:
+        pubsub.close()
+    assert sorted(e["id"] for e in events) == sorted(f"e{i}.{n}" for i in range(300) for n in range(2))
+    assert all(e["type"] == "task" and e["state"] == "pending" and e["job"] == e["id"].split(".")[0]
+               for e in events)
+
+
+def test_load_specs_reads_json_lines_and_yaml_documents():
+    assert load_specs('{"id": "a"}\n\n{"id": "b"}\n') == [{"id": "a"}, {"id": "b"}]
+    assert load_specs('{\n  "id": "a"\n}\n') == [{"id": "a"}]
+    assert load_specs("id: a\n---\nid: b\n") == [{"id": "a"}, {"id": "b"}]
+    assert load_specs("{id: a, replicas: 2}") == [{"id": "a", "replicas": 2}]
+    with pytest.raises(SpecError, match=r"^document 2 \(line 3\) is not valid JSON\.$"):
+        load_specs('{"id": "a"}\n\n{"id": "b",\n')
+    with pytest.raises(SpecError, match=r"at line \d+ \(document 2\)\.$"):
+        load_specs("id: a\n---\nid: b\nreplicas: [1\n")
+
+
+@pytest.mark.parametrize("form", ["yaml", "jsonl"])
+def test_cli_submits_many_and_refuses_a_bad_document_whole(redis_url, namespace, app, tmp_path, form):
+    runner = CliRunner()
+    docs = [{"id": f"w{i}", "replicas": 1} for i in range(5)]
+
+    def text(documents):
+        if form == "jsonl":
+            return "".join(json.dumps(d) + "\n" for d in documents)
+        return "".join("---\n" + json.dumps(d) + "\n" for d in documents)
+
+    bad = docs[:2] + [{"id": "w2", "replicas": -1}] + docs[3:]
+    before = snapshot(app.client, namespace)
+    result = runner.invoke(main, ["--redis-url", redis_url, "--namespace", namespace, "job", "submit", "-"],
+                           input=text(bad))
+    assert result.exit_code != 0
+    assert "document 3" in result.output + (result.stderr if result.stderr_bytes is not None else "")
+    assert snapshot(app.client, namespace) == before  # nothing written
+
+    path = tmp_path / "jobs"
+    path.write_text(text(docs))
+    result = runner.invoke(main, ["--redis-url", redis_url, "--namespace", namespace, "job", "submit", str(path),
+                                  "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert [r["id"] for r in out] == [d["id"] for d in docs] and all(r["created"] for r in out)
+    result = runner.invoke(main, ["--redis-url", redis_url, "--namespace", namespace, "job", "submit", "-"],
+                           input=text(docs))
+    assert result.stdout.split() == [d["id"] for d in docs]
