@@ -663,6 +663,25 @@ class Store:
             pipe.execute()
 
 
+    def shards_usage(self) -> dict:
+        """:meth:`server_usage` summed over every master (of a cluster; else the one server)."""
+        from redis.cluster import RedisCluster
+
+        if not isinstance(self.client, RedisCluster):
+            return self.server_usage()
+        infos = self.client.info(target_nodes=RedisCluster.PRIMARIES)
+        infos = list(infos.values()) if isinstance(next(iter(infos.values()), None), dict) else [infos]
+        return {"used_memory": sum(int(i["used_memory"]) for i in infos),
+                "cpu_s": sum(float(i["used_cpu_sys"]) + float(i["used_cpu_user"]) for i in infos),
+                "masters": len(infos)}
+
+    def slot_owner(self) -> str:
+        """The server holding this namespace's slot ("" on one server)."""
+        from redis.cluster import RedisCluster
+
+        return self.client.get_node_from_key(self.keys.active).name if isinstance(self.client, RedisCluster) else ""
+
+    # Short locks, for work that one process at a time should do.
     def take_lock(self, name: str, ttl_ms: int) -> bool:
         return bool(self.client.set(self.keys.lock(name), "1", nx=True, px=ttl_ms))
 

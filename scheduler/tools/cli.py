@@ -663,10 +663,13 @@ def demo(ctx, seconds):
               help="Seconds of offered load measured with --rate.")
 @click.option("--warmup", type=click.FloatRange(min=0), default=2.0, show_default=True,
               help="Seconds of offered load before the measured part, with --rate.")
+@click.option("--cells", type=click.IntRange(1, 64), default=None, metavar="N",
+              help="Run N cells (namespaces, on different masters of a cluster) at once, each with the scenario "
+                   "and its own --workers; report aggregate and per-cell placements/s.")
 @json_option
 @click.pass_context
 def bench(ctx, nodes, jobs, replicas, workers, batch_size, distinct, seed, percentage_of_nodes, bench_url, sweep,
-          sweep_nodes, rate, duration, warmup, as_json):
+          sweep_nodes, rate, duration, warmup, cells, as_json):
     """Measure scheduling throughput and latency on a synthetic cluster.
 
     \b
@@ -691,6 +694,15 @@ def bench(ctx, nodes, jobs, replicas, workers, batch_size, distinct, seed, perce
     namespace = group.params.get("namespace") or b.DEFAULT_NAMESPACE
     clear = namespace == b.DEFAULT_NAMESPACE
     progress = not as_json
+    if cells is not None:
+        if sweep or rate is not None:
+            raise SpecError("--cells cannot be combined with --sweep or --rate.")
+        scenario = b.Scenario(nodes=nodes, jobs=jobs, replicas=replicas or b.DEFAULT_REPLICAS, workers=workers,
+                              batch_size=batch_size, distinct=distinct, seed=seed,
+                              percentage_of_nodes=percentage_of_nodes)
+        report = b.run_cells(scenario, cells, redis_url=url, progress=progress)
+        print_json(report)
+        ctx.exit(0 if report["invariants_ok"] else 1)
     if rate is not None:
         if sweep or distinct:
             raise SpecError("--rate cannot be combined with --sweep or --distinct.")
