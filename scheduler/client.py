@@ -420,13 +420,17 @@ class Client:
         return follow()
 
     # Running workers here.
-    def run_workers(self, concurrency: int = 1, until_idle: bool = False, config: WorkerConfig | None = None) -> dict:
+    def run_workers(self, concurrency: int = 1, until_idle: bool = False, config: WorkerConfig | None = None,
+                    namespaces: list[str] | None = None) -> dict:
         """Run scheduler workers against this namespace (in this process, or
         ``concurrency`` child processes) until they are stopped, or with ``until_idle``,
-        until nothing is left that could be scheduled. Returns their summed counts."""
+        until nothing is left that could be scheduled. Returns their summed counts.
+        ``namespaces`` serves those cells instead, in turn (``[]``: every registered one,
+        followed as new ones appear)."""
         config = config or WorkerConfig(until_idle=until_idle)
         self.app.url  # start the embedded server if there is no URL; a real one is waited for by each worker
-        return process("run-workers")(self.app.url, self.namespace, concurrency, config)
+        target = self.namespace if namespaces is None else list(namespaces)
+        return process("run-workers")(self.app.url, target, concurrency, config)
 
 
 def _job_status(job: dict, states: Counter) -> str:

@@ -131,7 +131,9 @@ class NodeAgent:
                 continue
             job_id = rq_job_id(keys.namespace, task.id)
             timeout = int(spec.run["timeout"]) + 30 if spec.run.get("timeout") else -1
+            # Both URLs: the scheduling state's (any topology) and RQ's own execution Redis.
             self.rq_queue.enqueue_call(run_task, args=(self.app.url, keys.namespace, self.node.name, task.id),
+                                       kwargs={"rq_url": self.app.rq_url},
                                        job_id=job_id, timeout=timeout, result_ttl=3600, failure_ttl=86400,
                                        description=f"task {task.id}")
             self.started[task.id] = job_id

@@ -652,16 +652,39 @@ def _explanation(explanation, nodes: int) -> dict:
 
 
 # Running a worker.
+def repair_on_start(app: App, config: WorkerConfig) -> None:
+    """``--repair-on-start``: make the namespace's bookkeeping agree with its tasks
+    (``sched audit --repair``) before serving it. Off unless asked: the repair is not atomic
+    with the commits of other workers already running (see docs/reliability.md)."""
+    if not config.repair_on_start:
+        return
+    from scheduler.control.audit import repair
+
+    try:
+        done = repair(app.store)
+    except Exception:
+        log.exception("%s: the repair on start failed", app.keys.namespace)
+        return
+    if done["problems"]:
+        log.warning("%s: repaired %d problem(s) on start: %s", app.keys.namespace, len(done["problems"]),
+                    "; ".join(done["problems"][:5]))
+
+
 def run_one(url: str, namespace: str, config: WorkerConfig, queue_config: QueueConfig | None = None) -> dict:
     """One worker loop in this process until SIGTERM or Ctrl-C (or idle, if configured);
     returns its stats."""
+    if not isinstance(namespace, str):  # several cells (a list; empty = every namespace): workers/cells.py
+        from workers.cells import run_cells
+
+        return run_cells(url, namespace, config, queue_config)
     stopped: list[int] = []  # SIGTERM while still waiting for Redis
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stopped.append(1))
     wait_for_redis(url, stop=lambda: bool(stopped))  # a Redis not up yet is waited for, not a crash
     if stopped:
         return WorkerStats().as_dict()
-    app = App(redis_url=url, namespace=namespace, queue_config=queue_config)
+    app = App(redis_url=url, namespace=namespace, queue_config=queue_config, wait_replicas=config.wait_replicas)
+    repair_on_start(app, config)
     worker = SchedulerWorker(app, config)
     if config.metrics_port:
         metrics.serve(config.metrics_port)

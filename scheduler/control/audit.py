@@ -97,3 +97,67 @@ def audit(store: Store) -> AuditReport:
                 report.problem(f"free:{resource} for {name} is {free.get(name)} but capacity minus allocation "
                                f"is {node.free(resource)}")
     return report
+
+
+def repair(store: Store) -> dict:
+    """Make the bookkeeping agree with the task hashes (the truth): node allocations, host
+    ports, task counts and task sets, ``tally:tasks``, ``tally:job``, ``tally:priority``,
+    ``free:<resource>``, and the queues (a pending task in no queue goes back to
+    ``q:active``, one in several stays in one; an ended or placed task leaves them). A live
+    task on a node that no longer exists is marked lost and replaced. Returns what it
+    changed: ``{"problems": [...before], "requeued": n, "lost": [...], "replacements": {...}}``,
+    empty problems when there was nothing to do.
+
+    Not atomic with concurrent commits: run it when no worker is placing in the
+    namespace (at a worker's start, or with the workers stopped), then audit again."""
+    from scheduler.control import reconcile  # control imports control; kept local to keep audit light
+
+    before = audit(store)
+    if before.ok:
+        return {"problems": [], "requeued": 0, "lost": [], "replacements": {}}
+    nodes = {n.name: n for n in store.nodes()}
+    tasks = store.tasks(store.all_task_ids())
+    tallies = store.tallies(list(nodes), store.job_ids())
+    queue_order = ("active", "backoff", "unschedulable", "inflight")
+    book = {name: {"capacity": dict(n.capacity), "allocated": Counter(), "ports": {}, "tasks": []}
+            for name, n in nodes.items()}
+    jobs: dict[str, Counter] = {job_id: Counter() for job_id in tallies.jobs}
+    priority: Counter = Counter()
+    stale: dict[str, list[str]] = defaultdict(list)
+    requeue: list[tuple[str, int]] = []
+    lost: list[tuple[str, str]] = []
+    orphans: list = []
+    for task in tasks:
+        where = [name for name in queue_order if task.id in tallies.queues[name]]
+        if task.state == PENDING:
+            if not where:
+                requeue.append((task.id, task.priority))
+            for name in where[1:]:  # kept in the first (active before backoff ...)
+                stale[name].append(task.id)
+            continue
+        for name in where:
+            stale[name].append(task.id)
+        if task.state not in LIVE_STATES:
+            continue
+        if task.node not in book:
+            lost.append((task.id, f"node {task.node} no longer exists (found by audit --repair)"))
+            orphans.append(task)
+            continue
+        node = book[task.node]
+        node["allocated"].update(task.allocated)
+        node["tasks"].append(task.id)
+        for port in task.ports:
+            node["ports"][port] = task.id
+        jobs.setdefault(task.job, Counter())[task.node] += 1
+        priority[task.priority] += 1
+    for node in book.values():
+        node["allocated"] = {r: node["allocated"].get(r, 0) for r in set(node["capacity"]) | set(node["allocated"])}
+    store.rewrite_bookkeeping(book, {j: dict(c) for j, c in jobs.items()}, dict(priority), dict(stale), requeue, lost)
+    replacements: dict[str, list[str]] = {}
+    by_job = Counter(task.job for task in orphans)
+    for job_id, count in by_job.items():
+        job = store.get_job(job_id)
+        if job["status"] == reconcile.RUNNING_JOB and job["spec"]["type"] != "global":
+            replacements[job_id] = reconcile.add_tasks(store, job_id, count)
+    return {"problems": before.problems, "requeued": len(requeue), "lost": [t for t, _ in lost],
+            "replacements": replacements}

@@ -85,9 +85,13 @@ def _pump(pipe, output: Output, stream: str) -> None:
             output.write(stream, chunk)
 
 
-def run_task(url: str, namespace: str, node: str, task_id: str) -> dict:
-    """The RQ job: start the task if it is still ours, run it, report how it ended."""
-    app = App(redis_url=url, namespace=namespace)
+def run_task(url: str, namespace: str, node: str, task_id: str, rq_url: str | None = None) -> dict:
+    """The RQ job: start the task if it is still ours, run it, report how it ended.
+
+    ``url`` is the scheduling state's Redis (any topology, a cluster included), which RQ's
+    own connection (``rq_url``, the execution Redis this job came from) is not: on a
+    cluster the two always differ (RQ cannot run on a cluster)."""
+    app = App(redis_url=url, namespace=namespace, rq_url=rq_url)
     if not app.store.start_task(task_id, node):
         return {"task": task_id, "ran": False}
     task = app.store.get_task(task_id)

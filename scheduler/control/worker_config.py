@@ -29,5 +29,7 @@ class WorkerConfig:
     preemption_margin: int = DEFAULT_MARGIN  # victims are at least this many priority levels lower
     max_preemptions: int = 8  # preemption searches per batch: they read what runs on the nodes
     report_every_s: float = 0.2  # the shared stats hash is updated this often (and on exit)
+    wait_replicas: int | None = None  # WAIT for this many replicas after each commit; None = SCHED_WAIT_REPLICAS or 0
+    repair_on_start: bool | None = None  # audit --repair each cell on start; None = on for cluster/Sentinel URLs
     placement: PlacementOptions = field(default_factory=PlacementOptions)
     metrics_port: int | None = None  # serve Prometheus /metrics here (workers/metrics.py)

@@ -15,7 +15,7 @@ import redis
 from redis.cluster import RedisCluster
 
 from scheduler.model.errors import RedisUnavailable
-from scheduler.state.connection import CLUSTER_SCHEMES, client_for, connect, mask_url, resolve_url
+from scheduler.state.connection import CLUSTER_SCHEMES, SENTINEL_SCHEMES, client_for, connect, mask_url, resolve_url
 from scheduler.state.keys import Keys
 from scheduler.state.queue import QueueConfig, SchedulingQueue
 from scheduler.state.scripts import Scripts
@@ -29,9 +29,12 @@ def default_namespace() -> str:
 class App:
     def __init__(self, redis_url: str | None = None, namespace: str | None = None,
                  client: redis.Redis | None = None, queue_config: QueueConfig | None = None, clock=None,
-                 rq_url: str | None = None):
+                 rq_url: str | None = None, wait_replicas: int | None = None):
         self.redis_url = redis_url
         self._rq_url = rq_url
+        if wait_replicas is None:
+            wait_replicas = int(os.environ.get("SCHED_WAIT_REPLICAS") or 0)
+        self.wait_replicas = wait_replicas
         self.keys = Keys(default_namespace() if namespace is None else namespace)
         self._client = client
         self._given_client = client is not None
@@ -79,6 +82,11 @@ class App:
                                    f"Redis of their own (plain or Sentinel) with SCHED_RQ_URL.")
         return client_for(url, decode_responses=False)
 
+    @property
+    def replicated(self) -> bool:
+        """Whether the URL names a topology with failover (a cluster or Sentinel)."""
+        return self.url.partition("://")[0].lower() in (*CLUSTER_SCHEMES, *SENTINEL_SCHEMES)
+
     @cached_property
     def once_client(self) -> redis.Redis | None:
         """A client that never resends a command, for script calls that must not run twice
@@ -89,7 +97,7 @@ class App:
 
     @cached_property
     def scripts(self) -> Scripts:
-        return Scripts(self.client, self.once_client)
+        return Scripts(self.client, self.once_client, wait_replicas=self.wait_replicas)
 
     @cached_property
     def store(self) -> Store:

@@ -16,9 +16,16 @@ from __future__ import annotations
 from functools import cache
 from importlib.resources import files
 
+import logging
+import time
+
 import redis
-from redis.cluster import ClusterPipeline
+from redis.client import Pipeline
+from redis.cluster import ClusterPipeline, RedisCluster
 from redis.commands.core import Script
+from redis.exceptions import (AskError, ClusterDownError, NoScriptError, RedisClusterException, TryAgainError)
+
+log = logging.getLogger("sched.replication")
 
 SCRIPT_NAMES = ("enqueue", "enqueue_many", "claim", "reclaim", "fail", "move", "commit", "finish", "start", "preempt",
                 "preempt_gang", "unnominate", "claimed", "tallies", "node_put", "node_set", "node_rm")
@@ -53,15 +60,84 @@ class ClusterSafeScript(Script):
         return super().__call__(keys, args, client)
 
 
+# Acknowledged writes that matter after a failover: placements, submissions, task ends
+# (and starts, preemptions, requeues with their explanation). With ``wait_replicas`` > 0
+# each call of these returns only once that many replicas have it, or the timeout passed.
+DURABLE_SCRIPTS = ("commit", "enqueue", "finish", "start", "preempt", "fail")
+
+
+class Unreplicated:
+    """Calls whose write did not reach ``wait_replicas`` replicas in time (see DurableScript)."""
+
+    count = 0
+
+
+class DurableScript(ClusterSafeScript):
+    """A script call followed by ``WAIT replicas timeout`` on the same connection (WAIT
+    counts the replicas that have this connection's writes), so the call returns once
+    ``replicas`` replicas have its write, or after ``timeout_ms`` with a warning (the write
+    is applied on the master either way: WAIT cannot undo it). On a cluster the pair goes
+    to the master serving the keys' slot. Pipelined calls are not waited for."""
+
+    def __init__(self, registered_client, script, replicas: int, timeout_ms: int, resend: bool = True):
+        super().__init__(registered_client, script)
+        self.replicas, self.timeout_ms, self.resend = replicas, timeout_ms, resend
+
+    def __call__(self, keys=None, args=None, client=None):
+        if client is not None and isinstance(client, (Pipeline, ClusterPipeline)):
+            return super().__call__(keys, args, client)
+        target = client if client is not None else self.registered_client
+        keys = list(keys or [])
+        for attempt in range(12):
+            if isinstance(target, RedisCluster):
+                node = target.get_node_from_key(keys[0]) if keys else target.get_default_node()
+                connection = target.get_redis_connection(node)
+            else:
+                connection = target
+            pipe = connection.pipeline(transaction=False)
+            pipe.evalsha(self.sha, len(keys), *keys, *(args or []))
+            pipe.execute_command("WAIT", self.replicas, self.timeout_ms)
+            try:
+                reply, acked = pipe.execute()
+            except NoScriptError:
+                connection.script_load(self.script)
+                continue
+            except (AskError, TryAgainError, ClusterDownError, RedisClusterException, redis.ConnectionError,
+                    redis.TimeoutError) as exc:
+                # On a cluster: MOVED/TRYAGAIN/CLUSTERDOWN (not run), or the node is gone (maybe
+                # run: resent only if the script may be, as the routed call would be). The
+                # layout changed (a failover): read it again and try the master now serving.
+                connection_lost = isinstance(exc, (redis.ConnectionError, redis.TimeoutError))
+                if not isinstance(target, RedisCluster) or attempt == 11 or (connection_lost and not self.resend):
+                    raise
+                log.warning("cluster layout changed (%s); reading it again", exc)
+                time.sleep(min(1.0, 0.05 * 2 ** attempt))
+                target.nodes_manager.initialize()
+                continue
+            if int(acked) < self.replicas:
+                Unreplicated.count += 1
+                log.warning("a write reached %s of %s replicas within %s ms", acked, self.replicas, self.timeout_ms)
+            return reply
+        raise RedisClusterException("the cluster did not settle")
+
+
 class Scripts:
     """The project's scripts registered on one client; ``scripts.commit(keys, args)``.
-    ``once_client`` (a client without retries) runs :data:`ONCE_SCRIPTS`."""
+    ``once_client`` (a client without retries) runs :data:`ONCE_SCRIPTS`. With
+    ``wait_replicas`` > 0, :data:`DURABLE_SCRIPTS` wait for that many replicas
+    (:class:`DurableScript`)."""
 
-    def __init__(self, client: redis.Redis, once_client: redis.Redis | None = None):
+    def __init__(self, client: redis.Redis, once_client: redis.Redis | None = None, wait_replicas: int = 0,
+                 wait_timeout_ms: int = 1000):
         self.client = client
+        self.wait_replicas = wait_replicas
         for name in SCRIPT_NAMES:
             target = once_client if once_client is not None and name in ONCE_SCRIPTS else client
-            setattr(self, name, ClusterSafeScript(target, script_source(name)))
+            if wait_replicas > 0 and name in DURABLE_SCRIPTS:
+                setattr(self, name, DurableScript(target, script_source(name), wait_replicas, wait_timeout_ms,
+                                                    resend=name not in ONCE_SCRIPTS))
+            else:
+                setattr(self, name, ClusterSafeScript(target, script_source(name)))
 
     def queue(self, pipe, name: str, keys: list, args: list) -> None:
         """Queue a script call on a pipeline by its SHA. (redis-py would first ask Redis

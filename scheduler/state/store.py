@@ -141,6 +141,15 @@ class Store:
         self.client = client
         self.keys = keys
         self.scripts = scripts or Scripts(client)
+        self._registered = False  # the namespace is in sched:namespaces (as far as this Store knows)
+
+    def register_namespace(self) -> None:
+        """Add the namespace to the registry ``sched:namespaces`` (once per Store), so that
+        workers serving every cell (``sched worker --all-namespaces``) find it. The registry
+        is a key of its own slot on a cluster, hence a command of its own, not in a script."""
+        if not self._registered:
+            self.client.sadd(NAMESPACE_REGISTRY, self.keys.namespace)
+            self._registered = True
 
     # Nodes.
     def resource_names(self) -> list[str]:
@@ -155,6 +164,7 @@ class Store:
         """The ``node_put.lua`` call for ``node``; ``previous_resources`` are the ones the
         node had before (they lose their capacity if it no longer has them). ``client``
         may be a pipeline, to register many new nodes per round trip."""
+        self.register_namespace()
         k = self.keys
         names = sorted(set(previous_resources) | set(node.capacity))
         args = [k.events, node.name, len(names)]
@@ -415,6 +425,7 @@ class Store:
         stopped or replaced meanwhile. The first call is never resent after a timeout
         or a lost connection (it may have been applied): that is one sentence,
         :class:`RedisUnavailable`. Fill calls are idempotent, so they are resent."""
+        self.register_namespace()
         k = self.keys
         head = min(count, ENQUEUE_CHUNK)
         args = [read, k.events, job_id, version, priority, first_index, delay_ms, retries, int(is_global),
@@ -691,7 +702,9 @@ class Store:
         return next(self.client.scan_iter(match=f"{self.keys.prefix}*", count=1000), None) is None
 
     def clear_namespace(self) -> None:
-        """Delete every key of the namespace."""
+        """Delete every key of the namespace (and its name from the registry)."""
+        self.client.srem(NAMESPACE_REGISTRY, self.keys.namespace)
+        self._registered = False
         batch = []
         for key in self.client.scan_iter(match=f"{self.keys.prefix}*", count=5000):
             batch.append(key)
@@ -706,6 +719,73 @@ class Store:
         info = self.client.info()
         return {"used_memory": int(info["used_memory"]),
                 "cpu_s": float(info["used_cpu_sys"]) + float(info["used_cpu_user"])}
+
+    # Repair (scheduler.control.audit.repair): the bookkeeping rewritten from the tasks.
+    def rewrite_bookkeeping(self, nodes: dict[str, dict], jobs: dict[str, dict[str, int]], priority: dict[int, int],
+                            stale: dict[str, list[str]], requeue: list[tuple[str, int]],
+                            lost: list[tuple[str, str]]) -> None:
+        """Make the bookkeeping say what the tasks say, in one MULTI/EXEC (one slot):
+        ``nodes``: name -> {"capacity", "allocated", "ports" (port -> task), "tasks" (live ids)},
+        written to the node hash, its task set, ``tally:tasks`` and ``free:<resource>``;
+        ``jobs``: job -> node -> live tasks (``tally:job``); ``priority``: ``tally:priority``;
+        ``stale``: queue name -> task ids to take out of it; ``requeue``: (task, priority)
+        pending in no queue, put back in ``q:active``; ``lost``: (task, message) live on a
+        node that no longer exists, marked lost (not counted anywhere)."""
+        from scheduler.state.queue import queue_score
+
+        k = self.keys
+        sequence = self.client.incrby(k.enqueue_seq, len(requeue)) - len(requeue) if requeue else 0
+        now = self.now_ms()
+        with self.client.pipeline(transaction=True) as pipe:
+            for name, node in nodes.items():
+                current = self.client.hkeys(k.node(name))
+                gone = [f for f in current if (f.startswith("alloc:") and f[6:] not in node["allocated"])
+                        or (f.startswith("port:") and int(f[5:]) not in node["ports"])]
+                if gone:
+                    pipe.hdel(k.node(name), *gone)
+                mapping = {"tasks": len(node["tasks"]), **{f"alloc:{r}": a for r, a in node["allocated"].items()},
+                           **{f"port:{p}": t for p, t in node["ports"].items()}}
+                pipe.hset(k.node(name), mapping=mapping)
+                pipe.delete(k.node_tasks(name))
+                if node["tasks"]:
+                    pipe.sadd(k.node_tasks(name), *node["tasks"])
+                pipe.zadd(k.tally_tasks, {name: len(node["tasks"])})
+                for resource, capacity in node["capacity"].items():
+                    pipe.zadd(k.free(resource), {name: capacity - node["allocated"].get(resource, 0)})
+            for job_id, counts in jobs.items():
+                pipe.delete(k.tally_job(job_id))
+                if counts:
+                    pipe.zadd(k.tally_job(job_id), counts)
+            pipe.delete(k.tally_priority)
+            if priority:
+                pipe.hset(k.tally_priority, mapping={str(p): c for p, c in priority.items()})
+            for queue, ids in stale.items():
+                if ids:
+                    pipe.zrem(getattr(k, queue), *ids)
+            for offset, (task_id, task_priority) in enumerate(requeue):
+                pipe.zadd(k.active, {task_id: queue_score(task_priority, sequence + offset + 1)})
+            for task_id, message in lost:
+                pipe.hset(k.task(task_id), mapping={"state": "lost", "message": message, "ended_at": now})
+            pipe.execute()
+
+
+    def shards_usage(self) -> dict:
+        """:meth:`server_usage` summed over every master (of a cluster; else the one server)."""
+        from redis.cluster import RedisCluster
+
+        if not isinstance(self.client, RedisCluster):
+            return self.server_usage()
+        infos = self.client.info(target_nodes=RedisCluster.PRIMARIES)
+        infos = list(infos.values()) if isinstance(next(iter(infos.values()), None), dict) else [infos]
+        return {"used_memory": sum(int(i["used_memory"]) for i in infos),
+                "cpu_s": sum(float(i["used_cpu_sys"]) + float(i["used_cpu_user"]) for i in infos),
+                "masters": len(infos)}
+
+    def slot_owner(self) -> str:
+        """The server holding this namespace's slot ("" on one server)."""
+        from redis.cluster import RedisCluster
+
+        return self.client.get_node_from_key(self.keys.active).name if isinstance(self.client, RedisCluster) else ""
 
     # Short locks, for work that one process at a time should do.
     def take_lock(self, name: str, ttl_ms: int) -> bool:

@@ -52,8 +52,11 @@ pass_app = click.make_pass_decorator(Client)
                    "redis-server under ~/.local/state/sched (SCHED_HOME), started on first use.")
 @click.option("--namespace", "-n", default=None, metavar="NS",
               help="Namespace: independent clusters in one Redis (also SCHED_NAMESPACE). Default: default.")
+@click.option("--wait-replicas", type=click.IntRange(0, 64), envvar="SCHED_WAIT_REPLICAS", default=None, metavar="N",
+              help="After each placement commit, submission and task end, WAIT until N replicas have it "
+                   "(also SCHED_WAIT_REPLICAS; default 0 = off). See docs/reliability.md, Failover.")
 @click.pass_context
-def main(ctx, redis_url, namespace):
+def main(ctx, redis_url, namespace, wait_replicas):
     """A Redis-backed cluster scheduler.
 
     Register nodes, submit jobs of identical tasks, and run workers that place the tasks
@@ -67,7 +70,10 @@ def main(ctx, redis_url, namespace):
       sched task ls
       sched task explain web.0
     """
-    ctx.obj = Client(redis_url, default_namespace() if namespace is None else namespace)
+    if wait_replicas is not None:  # child processes (workers, RQ work horses) follow it too
+        os.environ["SCHED_WAIT_REPLICAS"] = str(wait_replicas)
+    ctx.obj = Client(app=App(redis_url=redis_url, namespace=default_namespace() if namespace is None else namespace,
+                             wait_replicas=wait_replicas))
 
 
 # ----------------------------------------------------------------------------- nodes
@@ -130,20 +136,36 @@ def node_record(n, tasks: int) -> dict:
             "platform": {"os": n.os, "arch": n.arch}, "role": n.role, "plugins": sorted(n.plugins)}
 
 
+def all_namespaces_option(f):
+    return click.option("--all-namespaces", "-A", "every", is_flag=True,
+                        help="Every namespace (cell) of this Redis, each record with its namespace.")(f)
+
+
+def cells(app, every: bool) -> list:
+    """(namespace, Client) for the namespace given, or for every registered namespace."""
+    if not every:
+        return [(app.namespace, app)]
+    return [(ns, Client(app=App(client=app.app.client, namespace=ns))) for ns in sorted(app.store.namespaces())]
+
+
 @node.command("ls")
+@all_namespaces_option
 @json_option
 @pass_app
-def node_ls(app, as_json):
+def node_ls(app, every, as_json):
     """List nodes with their capacity, allocation and task count.
 
     In --json, cpu is in millicores, memory in bytes, other resources in units.
     """
-    records = [node_record(n, n.tasks) for n in app.nodes()]
+    records = [{**node_record(n, n.tasks), **({"namespace": ns} if every else {})}
+               for ns, client in cells(app, every) for n in client.nodes()]
     if as_json:
         return print_json(records)
-    rows = [[r["name"], r["status"], r["availability"], r["tasks"], usage(r["capacity"], r["allocated"]),
+    rows = [[*([r["namespace"]] if every else []), r["name"], r["status"], r["availability"], r["tasks"],
+             usage(r["capacity"], r["allocated"]),
              ",".join(f"{k}={v}" for k, v in sorted(r["labels"].items()))] for r in records]
-    print_table(["NAME", "STATUS", "AVAILABILITY", "TASKS", "ALLOCATED/CAPACITY", "LABELS"], rows)
+    print_table([*(["NAMESPACE"] if every else []), "NAME", "STATUS", "AVAILABILITY", "TASKS", "ALLOCATED/CAPACITY",
+                 "LABELS"], rows)
 
 
 def _availability_command(name: str, value: str, doc: str):
@@ -386,10 +408,21 @@ def queue():
 
 
 @queue.command("ls")
+@all_namespaces_option
 @json_option
 @pass_app
-def queue_ls(app, as_json):
-    """Count the tasks in each queue: active, backoff, unschedulable, inflight."""
+def queue_ls(app, every, as_json):
+    """Count the tasks in each queue: active, backoff, unschedulable, inflight.
+
+    With --all-namespaces, --json prints one record per namespace: {"namespace", and the
+    same counts}."""
+    if every:
+        records = [{"namespace": ns, **client.queue_counts()} for ns, client in cells(app, True)]
+        if as_json:
+            return print_json(records)
+        names = ["active", "backoff", "unschedulable", "inflight"]
+        return print_table(["NAMESPACE", *(n.upper() for n in names)], [[r["namespace"], *(r.get(n, 0) for n in names)]
+                                                                         for r in records])
     counts = app.queue_counts()
     if as_json:
         return print_json(counts)
@@ -521,11 +554,19 @@ def run_options(f):
 @click.option("--percentage-of-nodes", type=click.IntRange(0, 100), default=None,
               help="Score only this share of nodes per task (0 = kube's adaptive default; unset = all).")
 @click.option("--seed", type=int, default=None, help="Seed for tie-breaking, to replay a run.")
+@click.option("--namespace", "-n", "cells_", multiple=True, metavar="NS",
+              help="Serve this cell (namespace); repeat for several, served in turn, one batch each "
+                   "(instead of the global -n).")
+@click.option("--all-namespaces", "every", is_flag=True,
+              help="Serve every cell of the registry sched:namespaces, and those created later.")
+@click.option("--repair-on-start", is_flag=True,
+              help="Make each cell's bookkeeping agree with its tasks before serving it (sched audit --repair); "
+                   "for a restart after a failover, with no other worker running.")
 @run_options
 @json_option
 @pass_app
-def worker(app, concurrency, batch_size, lease_s, until_idle, percentage_of_nodes, seed, metrics_port, log_level,
-           log_format, as_json):
+def worker(app, concurrency, batch_size, lease_s, until_idle, percentage_of_nodes, seed, cells_, every,
+           repair_on_start, metrics_port, log_level, log_format, as_json):
     """Run scheduler workers: claim pending tasks, place them, commit atomically.
 
     Run as many as you like, on as many machines as you like, against the same Redis:
@@ -535,14 +576,58 @@ def worker(app, concurrency, batch_size, lease_s, until_idle, percentage_of_node
     logs.configure(log_level, log_format)
     config = WorkerConfig(batch_size=batch_size, lease_ms=int(lease_s * 1000), until_idle=until_idle,
                           placement=PlacementOptions(percentage_of_nodes_to_score=percentage_of_nodes, seed=seed),
-                          metrics_port=metrics_port)
-    totals = app.run_workers(concurrency, config=config)
+                          metrics_port=metrics_port, wait_replicas=app.app.wait_replicas,
+                          repair_on_start=repair_on_start)
+    if every and cells_:
+        raise SpecError("give --namespace or --all-namespaces, not both.")
+    totals = app.run_workers(concurrency, config=config,
+                             namespaces=[] if every else (list(dict.fromkeys(cells_)) if cells_ else None))
     if as_json:
         print_json(totals)
     else:
         click.echo("workers stopped: " + ", ".join(f"{k} {v}" for k, v in totals.items()))
     if totals.get("crashed"):
         click.echo(f"Error: {totals['crashed']} worker process(es) exited abnormally.", err=True)
+        sys.exit(1)
+
+
+# ----------------------------------------------------------------------------- audit
+@main.command()
+@click.option("--repair", is_flag=True, help="Make the bookkeeping agree with the tasks (the truth), then check again.")
+@all_namespaces_option
+@json_option
+@pass_app
+def audit(app, repair, every, as_json):
+    """Check the namespace's invariants: no node over capacity, allocations, task sets,
+    tallies and free sets equal to what the tasks hold, every pending task in one queue.
+
+    With --repair, rewrite what disagrees from the task hashes: a pending task in no queue
+    is queued again, a live task on a node that is gone is marked lost and replaced. Run
+    it with no worker placing (after a failover, before restarting the workers). Exits 1
+    if problems remain."""
+    from scheduler.control import audit as checks
+
+    records = []
+    for ns, client in cells(app, every):
+        record = {"namespace": ns}
+        if repair:
+            done = checks.repair(client.store)
+            record.update(repaired=done["problems"], requeued=done["requeued"], lost=done["lost"],
+                          replacements=done["replacements"])
+        report = checks.audit(client.store)
+        record.update(ok=report.ok, tasks=report.tasks, overcommits=report.overcommits, problems=report.problems)
+        records.append(record)
+    if as_json:
+        print_json(records if every else records[0])
+    else:
+        for r in records:
+            if r.get("repaired"):
+                click.echo(f"{r['namespace']}: repaired {len(r['repaired'])} problem(s); requeued {r['requeued']}, "
+                           f"lost {len(r['lost'])}")
+            click.echo(f"{r['namespace']}: {'ok' if r['ok'] else 'PROBLEMS'} ({r['tasks']} tasks)")
+            for problem in r["problems"]:
+                click.echo(f"  {problem}")
+    if not all(r["ok"] for r in records):
         sys.exit(1)
 
 
@@ -554,9 +639,12 @@ def worker(app, concurrency, batch_size, lease_s, until_idle, percentage_of_node
               help="Seconds between heartbeats; 3 missed ones mark the node down.")
 @click.option("--slots", type=click.IntRange(1, 64), default=2, show_default=True,
               help="Tasks this agent runs at the same time (RQ worker processes).")
+@click.option("--rq-url", envvar="SCHED_RQ_URL", default=None, metavar="URL",
+              help="The execution Redis RQ runs on (plain or Sentinel; also SCHED_RQ_URL). Default: the "
+                   "scheduler's Redis, which must then not be a cluster (RQ cannot run on one).")
 @run_options
 @pass_app
-def agent(app, name, interval, slots, metrics_port, log_level, log_format, **options):
+def agent(app, name, interval, slots, rq_url, metrics_port, log_level, log_format, **options):
     """Run a node agent: register NAME, heartbeat, and run the tasks placed on it (via RQ).
 
     Tasks go assigned -> running -> completed or failed. If the agent stops
@@ -566,7 +654,10 @@ def agent(app, name, interval, slots, metrics_port, log_level, log_format, **opt
     node = node_from_options(name, **options)
     logs.configure(log_level, log_format)
     app.app.url  # start the embedded server if there is no URL; the agent waits for a real one
-    process("node-agent")(app.app, node, interval_s=interval, slots=slots, metrics_port=metrics_port)
+    agent_app = App(redis_url=app.app.url, namespace=app.namespace, rq_url=rq_url,
+                    wait_replicas=app.app.wait_replicas)
+    agent_app.rq_client  # a cluster given as the RQ Redis is one sentence, before anything starts
+    process("node-agent")(agent_app, node, interval_s=interval, slots=slots, metrics_port=metrics_port)
 
 
 # ----------------------------------------------------------------------------- server
@@ -658,10 +749,13 @@ def demo(ctx, seconds):
               help="Jobs spread over N tenants t1..tN with weights 1..N (fair share between them).")
 @click.option("--fair-window", type=click.IntRange(0, 1_000_000), default=None, metavar="N",
               help="The workers' fair-share window (0 = off).  [default: the workers' 2048]")
+@click.option("--cells", type=click.IntRange(1, 64), default=None, metavar="N",
+              help="Run N cells (namespaces, on different masters of a cluster) at once, each with the scenario "
+                   "and its own --workers; report aggregate and per-cell placements/s.")
 @json_option
 @click.pass_context
 def bench(ctx, nodes, jobs, replicas, workers, batch_size, distinct, seed, percentage_of_nodes, bench_url, sweep,
-          sweep_nodes, rate, duration, warmup, gang, tenants, fair_window, as_json):
+          sweep_nodes, rate, duration, warmup, gang, tenants, fair_window, cells, as_json):
     """Measure scheduling throughput and latency on a synthetic cluster.
 
     \b
@@ -686,6 +780,16 @@ def bench(ctx, nodes, jobs, replicas, workers, batch_size, distinct, seed, perce
     namespace = group.params.get("namespace") or b.DEFAULT_NAMESPACE
     clear = namespace == b.DEFAULT_NAMESPACE
     progress = not as_json
+    if cells is not None:
+        if sweep or rate is not None:
+            raise SpecError("--cells cannot be combined with --sweep or --rate.")
+        scenario = b.Scenario(nodes=nodes, jobs=jobs, replicas=replicas or b.DEFAULT_REPLICAS, workers=workers,
+                              batch_size=batch_size, distinct=distinct, seed=seed,
+                              percentage_of_nodes=percentage_of_nodes, gang=gang, tenants=tenants,
+                              fair_window=fair_window)
+        report = b.run_cells(scenario, cells, redis_url=url, progress=progress)
+        print_json(report)
+        ctx.exit(0 if report["invariants_ok"] else 1)
     if rate is not None:
         if sweep or distinct or gang or tenants:
             raise SpecError("--rate cannot be combined with --sweep, --distinct, --gang or --tenants.")
