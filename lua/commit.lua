@@ -116,10 +116,11 @@ if next(quota) then
 end
 
 -- A node's state as this call sees it, read on first use.
-local node_fields = {'status', 'availability', 'nominations', 'tasks'}
+local node_fields, alloc_fields = {'status', 'availability', 'nominations', 'tasks'}, {}
 for r = 1, R do
+  alloc_fields[r] = 'alloc:' .. names[r]
   node_fields[#node_fields + 1] = 'cap:' .. names[r]
-  node_fields[#node_fields + 1] = 'alloc:' .. names[r]
+  node_fields[#node_fields + 1] = alloc_fields[r]
 end
 local function state(node)
   if node.status == nil then
@@ -272,16 +273,21 @@ for _, group in ipairs(groups) do
       touched[node] = true
       touched[#touched + 1] = node
     end
-    by_priority[group.priority] = (by_priority[group.priority] or 0) + 1
+    results[ti] = 1
+  end
+  -- The group's tallies and usage, once for all its placements.
+  local n = #staged
+  if n > 0 then
+    by_priority[group.priority] = (by_priority[group.priority] or 0) + n
+    local prefix = 'tenant:' .. group.tenant .. ':'
     for _, ra in ipairs(group.req) do
       if ra[2] > 0 then
-        count(names[ra[1]], ra[2])
-        count('tenant:' .. group.tenant .. ':' .. names[ra[1]], ra[2])
+        count(names[ra[1]], n * ra[2])
+        count(prefix .. names[ra[1]], n * ra[2])
       end
     end
-    count('tasks', 1)
-    count('tenant:' .. group.tenant .. ':tasks', 1)
-    results[ti] = 1
+    count('tasks', n)
+    count(prefix .. 'tasks', n)
   end
 end
 if #placed == 0 then return {now, results, {}} end
@@ -293,7 +299,7 @@ for _, node in ipairs(touched) do
   local values = {'tasks', node.tasks}
   for r = 1, R do
     if node.dirty[r] then
-      values[#values + 1] = 'alloc:' .. names[r]
+      values[#values + 1] = alloc_fields[r]
       values[#values + 1] = node.used[r]
       free[r][#free[r] + 1] = node.cap[r] - node.used[r]
       free[r][#free[r] + 1] = node.name
@@ -351,14 +357,22 @@ for i, node in ipairs(touched) do
   changes[#changes + 1] = seq
   changes[#changes + 1] = previous
   if not node.nominated then
-    local allocs, ports = {}, {}
+    local allocs, sep = '', ''
     for r = 1, R do
-      if node.dirty[r] then allocs[#allocs + 1] = names[r] .. '=' .. int(node.used[r]) end
+      if node.dirty[r] then
+        allocs = allocs .. sep .. names[r] .. '=' .. string.format('%d', node.used[r])
+        sep = ','
+      end
     end
-    for port, id in pairs(node.ports) do ports[#ports + 1] = port .. '=' .. id end
+    local ports = ''
+    if next(node.ports) then
+      local list = {}
+      for port, id in pairs(node.ports) do list[#list + 1] = port .. '=' .. id end
+      ports = table.concat(list, ',')
+    end
     deltas[#deltas + 1] = seq
-    deltas[#deltas + 1] = table.concat({int(seq), int(previous), node.name, int(node.tasks),
-                                        table.concat(allocs, ','), table.concat(ports, ',')}, '|')
+    deltas[#deltas + 1] = string.format('%d|%d|', seq, previous) .. node.name .. '|' ..
+                          string.format('%d', node.tasks) .. '|' .. allocs .. '|' .. ports
   end
 end
 call_all('ZADD', KEYS[4], scored)
