@@ -20,6 +20,7 @@ import pytest
 import redis
 from rq.job import Job
 
+from scheduler import Client
 from scheduler.control import reconcile
 from scheduler.control.audit import audit
 from scheduler.control.execution import rq_job_id
@@ -314,6 +315,10 @@ def test_failing_batch_task_is_retried_up_to_max_retries(cluster, app):
     assert [int(t.retries) for t in tasks] == [0, 1, 2]
     assert all(t.message == "exited with code 3: bad input" for t in tasks), tasks
     assert all(t.node == "n1" for t in tasks)
+    # What each attempt printed, kept on its way by the agent (sched task logs).
+    for task in tasks:
+        logs = Client(app=app).logs(task.id)
+        assert (logs["stdout"], logs["stderr"], logs["exit_code"]) == ("", "bad input\n", 3), logs
     for retry in tasks[1:]:  # each retry waited for the restart delay before it was placed
         assert retry.assigned_ms >= int(app.client.hget(app.keys.task(retry.id), "backoff_until"))
     assert app.queue.counts() == {"active": 0, "backoff": 0, "unschedulable": 0, "inflight": 0}

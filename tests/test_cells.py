@@ -192,7 +192,7 @@ def test_an_agent_runs_a_command_with_its_rq_redis_beside_a_cluster(redis_cluste
         stop(worker)
         stop(agent)
     assert marker.read_text().strip() == "hi"
-    assert app.store.task_output("cmd.0") is not None
+    assert app.store.task_output("cmd.0").get("exit_code") == "0"  # its output was kept, with the state
     check_invariants(app)
 
 
