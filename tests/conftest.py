@@ -3,6 +3,8 @@ folder (never the machine's default port), and a fresh namespace for every test.
 
 from __future__ import annotations
 
+import os
+import signal
 import uuid
 
 import pytest
@@ -19,6 +21,20 @@ def redis_url(tmp_path_factory) -> str:
     yield f"unix://{socket}"
     process.terminate()
     process.wait(timeout=10)
+
+
+@pytest.fixture
+def own_redis(tmp_path):
+    """A redis-server of the test's own, on a unix socket, for tests that pause, kill or
+    load it: (its process, its URL)."""
+    directory = tmp_path / "own-redis"
+    directory.mkdir()
+    socket = directory / "redis.sock"
+    server = start_server(directory, socket, daemonize=False)
+    yield server, f"unix://{socket}"
+    os.kill(server.pid, signal.SIGCONT)  # in case the test left it paused
+    server.terminate()
+    server.wait(timeout=30)
 
 
 @pytest.fixture

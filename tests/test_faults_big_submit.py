@@ -14,13 +14,11 @@ import subprocess
 import threading
 import time
 
-import pytest
 import redis
 
 from scheduler.control import reconcile
 from scheduler.model import parse_job
 from scheduler.state.app import App
-from scheduler.state.embedded import start_server
 from scheduler.state.store import ENQUEUE_CHUNK
 
 from test_agents import SCHED
@@ -29,19 +27,8 @@ REPLICAS = 200_000
 SUBMIT_LIMIT_S = 600  # a bound on "eventually", not a performance target
 
 
-@pytest.fixture
-def own_redis(tmp_path):
-    directory = tmp_path / "redis"
-    directory.mkdir()
-    socket = directory / "redis.sock"
-    server = start_server(directory, socket, daemonize=False)
-    yield f"unix://{socket}"
-    server.terminate()
-    server.wait(timeout=30)
-
-
 def test_a_big_submit_runs_in_short_chunks_and_succeeds(own_redis, tmp_path):
-    url = own_redis
+    _, url = own_redis
     app = App(redis_url=url, namespace="big")
     client = app.client
     client.config_set("slowlog-log-slower-than", 1000)  # keep the commands over 1 ms (a record, not a check)

@@ -15,12 +15,10 @@ import os
 import signal
 import time
 
-import pytest
 
 from scheduler.control import reconcile
 from scheduler.model import parse_job
 from scheduler.state.app import App
-from scheduler.state.embedded import start_server
 
 from test_agents import Cluster
 
@@ -30,18 +28,6 @@ AGENT_LATE_S = 3.0  # the agent's process comes back this much after Redis (the 
 TASK_S = 14  # the commands outlast the stall
 TASKS = 8
 LIVENESS_S = 90.0  # a bound on "eventually", not a performance target
-
-
-@pytest.fixture
-def own_redis(tmp_path):
-    directory = tmp_path / "redis"
-    directory.mkdir()
-    socket = directory / "redis.sock"
-    server = start_server(directory, socket, daemonize=False)
-    yield server, f"unix://{socket}"
-    os.kill(server.pid, signal.SIGCONT)
-    server.terminate()
-    server.wait(timeout=10)
 
 
 def test_a_redis_stall_longer_than_the_heartbeat_ttl_loses_nothing(own_redis, tmp_path):
