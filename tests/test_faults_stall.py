@@ -15,7 +15,6 @@ import os
 import signal
 import time
 
-
 from scheduler.control import reconcile
 from scheduler.model import parse_job
 from scheduler.state.app import App
