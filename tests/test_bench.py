@@ -19,7 +19,8 @@ from scheduler.model import Task, make_node, parse_job
 from commits import commit_one
 
 BATCH_KEYS = {
-    "mode", "scenario", "tasks", "assigned", "unplaced", "placements_per_s", "us_per_placement", "window_s",
+    "mode", "scenario", "tasks", "assigned", "unplaced", "placements_per_s", "placements_per_s_from_start",
+    "us_per_placement", "window_s",
     "window", "p50_ms", "p99_ms", "commit_rejections", "overcommits", "invariants_ok", "problems", "spread_skew",
     "zone_spread_skew", "redis_bytes_per_task", "worker_cpu_s", "redis_cpu_s", "workers", "states", "machine",
 }
@@ -40,6 +41,7 @@ def check_batch(report: dict, scenario: bench.Scenario) -> None:
     assert report["workers"]["reported"] == scenario.workers
     if report["assigned"]:
         assert report["placements_per_s"] > 0
+        assert 0 < report["placements_per_s_from_start"] <= report["placements_per_s"]
         assert 0 <= report["p50_ms"] <= report["p99_ms"]
     orjson.dumps(report)  # JSON all the way down
 
@@ -120,6 +122,23 @@ def test_cli_prints_one_json_object(app, redis_url):
     report = orjson.loads(result.stdout)
     assert report["scenario"]["nodes"] == 20 and report["scenario"]["redis"] == "given"
     assert report["invariants_ok"] and report["overcommits"] == 0
+
+
+def test_small_requests_all_fit(app, redis_url):
+    result = CliRunner().invoke(main, ["--namespace", app.keys.namespace, "bench", "--redis-url", redis_url,
+                                       "--small", "--nodes", "50", "--jobs", "200", "--replicas", "1", "--json"])
+    assert result.exit_code == 0, result.output
+    report = orjson.loads(result.stdout)
+    assert report["scenario"]["small"] is True
+    assert report["assigned"] == report["tasks"] == 200 and report["unplaced"] == 0
+    assert report["invariants_ok"] and report["overcommits"] == 0
+    assert 0 < report["placements_per_s_from_start"] <= report["placements_per_s"]
+    # Same mix as the normal scenario, only smaller requests.
+    small = bench.job_specs(bench.Scenario(jobs=200, replicas=1, small=True))
+    normal = bench.job_specs(bench.Scenario(jobs=200, replicas=1))
+    assert [s.get("constraints") for s in small] == [s.get("constraints") for s in normal]
+    assert [s.get("strategy") for s in small] == [s.get("strategy") for s in normal]
+    assert max(s["resources"]["cpu"] for s in small) <= 0.2
 
 
 def test_own_namespace_is_cleared_others_must_be_empty(redis_url, namespace):

@@ -726,6 +726,9 @@ def demo(ctx, seconds):
 @click.option("--batch-size", type=click.IntRange(1, 100_000), default=512, show_default=True,
               help="Tasks a worker claims per batch.")
 @click.option("--distinct", is_flag=True, help="Every task is its own job (no batching possible).")
+@click.option("--small", is_flag=True,
+              help="Tiny requests (cpu 0.05-0.2, memory 32-128 MiB; same constraints, spread and bin-packing), "
+                   "so every task fits even on a small cluster.")
 @click.option("--seed", type=int, default=42, show_default=True, help="Seed of the scenario (nodes, jobs, tie-breaks).")
 @click.option("--percentage-of-nodes", type=click.IntRange(0, 100), default=None,
               help="The workers' --percentage-of-nodes (0 = kube's adaptive default; unset = score all nodes).")
@@ -754,7 +757,7 @@ def demo(ctx, seconds):
                    "and its own --workers; report aggregate and per-cell placements/s.")
 @json_option
 @click.pass_context
-def bench(ctx, nodes, jobs, replicas, workers, batch_size, distinct, seed, percentage_of_nodes, bench_url, sweep,
+def bench(ctx, nodes, jobs, replicas, workers, batch_size, distinct, small, seed, percentage_of_nodes, bench_url, sweep,
           sweep_nodes, rate, duration, warmup, gang, tenants, fair_window, cells, as_json):
     """Measure scheduling throughput and latency on a synthetic cluster.
 
@@ -764,7 +767,8 @@ def bench(ctx, nodes, jobs, replicas, workers, batch_size, distinct, seed, perce
     constrained to a zone, a third spreading over zones, 1 in 20 bin-packed), all
     submitted before 2 worker processes start; they run until nothing is schedulable.
     Then the invariants are checked (exit 1 if any fails) and the results printed:
-    placements_per_s (first claim to last commit), p50_ms/p99_ms (submit to assigned),
+    placements_per_s (first claim to last commit; placements_per_s_from_start counts
+    from the start of the worker processes), p50_ms/p99_ms (submit to assigned),
     commit_rejections, overcommits, unplaced, spread_skew, redis_bytes_per_task,
     worker_cpu_s, redis_cpu_s.
 
@@ -786,13 +790,14 @@ def bench(ctx, nodes, jobs, replicas, workers, batch_size, distinct, seed, perce
         scenario = b.Scenario(nodes=nodes, jobs=jobs, replicas=replicas or b.DEFAULT_REPLICAS, workers=workers,
                               batch_size=batch_size, distinct=distinct, seed=seed,
                               percentage_of_nodes=percentage_of_nodes, gang=gang, tenants=tenants,
-                              fair_window=fair_window)
+                              fair_window=fair_window, small=small)
         report = b.run_cells(scenario, cells, redis_url=url, progress=progress)
         print_json(report)
         ctx.exit(0 if report["invariants_ok"] else 1)
     if rate is not None:
-        if sweep or distinct or gang or tenants:
-            raise SpecError("--rate cannot be combined with --sweep, --distinct, --gang or --tenants.")
+        if sweep or distinct or gang or tenants or small:
+            raise SpecError("--rate cannot be combined with --sweep, --distinct, --gang, --tenants or --small "
+                            "(its requests are small already).")
         report = b.run_rate(rate, duration, warmup, nodes=nodes, replicas=replicas or 1, workers=workers,
                             batch_size=batch_size, seed=seed, redis_url=url, namespace=namespace, clear=clear,
                             progress=progress, percentage_of_nodes=percentage_of_nodes)
@@ -800,7 +805,7 @@ def bench(ctx, nodes, jobs, replicas, workers, batch_size, distinct, seed, perce
         scenario = b.Scenario(nodes=nodes, jobs=jobs, replicas=replicas or b.DEFAULT_REPLICAS, workers=workers,
                               batch_size=batch_size, distinct=distinct, seed=seed,
                               percentage_of_nodes=percentage_of_nodes, gang=gang, tenants=tenants,
-                              fair_window=fair_window)
+                              fair_window=fair_window, small=small)
         if sweep:
             try:
                 sizes = [int(part) for part in sweep_nodes.split(",") if part.strip()]
