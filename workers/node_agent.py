@@ -31,7 +31,6 @@ from scheduler.state.app import App
 from scheduler.state.connection import wait_for_redis
 from scheduler.control.execution import rq_job_id, run_task
 from scheduler.model import ASSIGNED, FAILED, RUNNING, Node
-from scheduler.state.connection import mask_url
 from workers import metrics
 
 log = logging.getLogger("sched.agent")
@@ -205,8 +204,8 @@ def run_agent(app: App, node: Node, interval_s: float = heartbeat.DEFAULT_INTERV
         metrics.serve(metrics_port)
     namespace = app.keys.namespace
     log.info("agent %s started: namespace %s, Redis %s, %d slots, heartbeat every %gs, %s", node.name, namespace,
-             mask_url(app.url), slots, interval_s,
+             app.display_url, slots, interval_s,
              f"metrics on :{metrics_port}/metrics" if metrics_port else "no metrics port",
-             extra={"fields": {"node": node.name, "namespace": namespace, "redis": mask_url(app.url),
+             extra={"fields": {"node": node.name, "namespace": namespace, "redis": app.display_url,
                                "metrics_port": metrics_port, "pid": os.getpid()}})
     agent.run()

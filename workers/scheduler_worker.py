@@ -35,7 +35,7 @@ from scheduler.model.quantities import format_quantity
 from scheduler.model.constraints import pins_a_node
 from scheduler.model.errors import NotFound
 from scheduler.state.app import App
-from scheduler.state.connection import mask_url, wait_for_redis
+from scheduler.state.connection import wait_for_redis
 from scheduler.state.commit import Planned, commit
 from scheduler.state.node_cache import NodeCache
 from scheduler.state.queue import QueueConfig
@@ -688,9 +688,9 @@ def run_one(url: str, namespace: str, config: WorkerConfig, queue_config: QueueC
     worker = SchedulerWorker(app, config)
     if config.metrics_port:
         metrics.serve(config.metrics_port)
-    log.info("%s started: namespace %s, Redis %s, %s", worker.name, namespace, mask_url(url),
+    log.info("%s started: namespace %s, Redis %s, %s", worker.name, namespace, app.display_url,
              f"metrics on :{config.metrics_port}/metrics" if config.metrics_port else "no metrics port",
-             extra={"fields": {"namespace": namespace, "redis": mask_url(url), "metrics_port": config.metrics_port,
+             extra={"fields": {"namespace": namespace, "redis": app.display_url, "metrics_port": config.metrics_port,
                                "batch_size": config.batch_size, "pid": os.getpid()}})
     signal.signal(signal.SIGTERM, worker.stop)
     signal.signal(signal.SIGINT, worker.stop)

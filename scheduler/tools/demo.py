@@ -27,7 +27,7 @@ from rich.table import Table
 
 from scheduler.control import reconcile
 from scheduler.state.app import App
-from scheduler.state.connection import mask_url, resolve_url
+from scheduler.state.connection import resolve_url
 from scheduler.control.worker_config import WorkerConfig
 from scheduler.model import COMPLETED, FAILED, PENDING, parse_job
 from scheduler.control.processes import process
@@ -144,7 +144,7 @@ def run_demo(app: App, seconds: float = 12.0, console: Console | None = None) ->
         while len(store.node_names()) < len(AGENTS) and time.monotonic() < deadline:
             time.sleep(0.1)
         console.print(f"[bold]{len(store.node_names())} agents and 2 workers up[/bold] "
-                      f"(namespace {app.keys.namespace}, redis {mask_url(app.url)})")
+                      f"(namespace {app.keys.namespace}, redis {app.display_url})")
         for raw in demo_jobs(marker_dir):
             spec = parse_job(raw)
             reconcile.submit(store, spec)
@@ -182,5 +182,5 @@ def run_demo(app: App, seconds: float = 12.0, console: Console | None = None) ->
             dashboard.sock.close()
         console.print("stopped every agent and worker the demo started, and the dashboard.")
         if resolve_url(app.redis_url) is None:
-            console.print(f"the embedded Redis server keeps running ({mask_url(app.url)}) with the demo's state; "
+            console.print(f"the embedded Redis server keeps running ({app.display_url}) with the demo's state; "
                           f"stop it with: sched server stop", soft_wrap=True)

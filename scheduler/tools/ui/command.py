@@ -5,7 +5,6 @@ from __future__ import annotations
 import click
 
 from scheduler.client import Client
-from scheduler.state.connection import mask_url
 
 pass_client = click.make_pass_decorator(Client)
 
@@ -27,6 +26,6 @@ def ui(client, host, port):
 
     app.store.ping()  # connect (or start the embedded Redis) first: a Redis that cannot be reached stops here
     shown = f"[{host}]" if ":" in host else host
-    click.echo(f"sched ui: http://{shown}:{port}/?ns={app.keys.namespace} (Redis {mask_url(app.url)}); "
+    click.echo(f"sched ui: http://{shown}:{port}/?ns={app.keys.namespace} (Redis {app.display_url}); "
                f"Ctrl-C stops it")
     serve(app, host, port)
