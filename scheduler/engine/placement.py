@@ -53,7 +53,7 @@ from scheduler.model.reasons import Explanation
 from scheduler.engine.scoring import Context, KeyFn, faulty_nodes, ranking
 from scheduler.engine.topology import build, take
 
-__all__ = ["Placement", "PlacementOptions", "Placer", "batches", "explain", "filter_pipeline", "nodes_to_find",
+__all__ = ["Placement", "PlacementOptions", "Placer", "explain", "filter_pipeline", "nodes_to_find",
            "placement_shape"]
 
 MIN_FEASIBLE_NODES = 100  # kube-scheduler's minFeasibleNodesToFind

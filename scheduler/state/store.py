@@ -759,9 +759,9 @@ class Store:
             pipe.delete(k.tally_priority)
             if priority:
                 pipe.hset(k.tally_priority, mapping={str(p): c for p, c in priority.items()})
-            for queue, ids in stale.items():
+            for name, ids in stale.items():
                 if ids:
-                    pipe.zrem(getattr(k, queue), *ids)
+                    pipe.zrem(getattr(k, name), *ids)
             for offset, (task_id, task_priority) in enumerate(requeue):
                 pipe.zadd(k.active, {task_id: queue_score(task_priority, sequence + offset + 1)})
             for task_id, message in lost:
