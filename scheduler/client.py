@@ -227,13 +227,13 @@ class Client:
     def jobs(self) -> list[dict]:
         """Every job with its task counts by state (the ``sched job ls --json`` records)."""
         records = []
-        for job_id in self.store.job_ids():
-            job = self.store.get_job(job_id)
-            counts = Counter(task.state for task in self.store.tasks(self.store.job_task_ids(job_id)))
-            spec = job["spec"]
-            records.append({"id": job_id, "type": spec["type"], "priority": spec["priority"],
-                            "replicas": spec.get("replicas"), "version": job["version"],
-                            "status": _job_status(job, counts), "tasks": dict(counts)})
+        for job in self.store.job_summaries():  # two round trips for every job together
+            counts = Counter(job.task_states)
+            spec = job.spec
+            records.append({"id": job.id, "type": spec["type"], "priority": spec["priority"],
+                            "replicas": spec.get("replicas"), "version": job.version,
+                            "status": _job_status({"status": job.status, "spec": spec}, counts),
+                            "tasks": dict(counts)})
         return records
 
     # Tasks.
@@ -263,7 +263,7 @@ class Client:
         record = {"id": task.id, "state": task.state,
                   "nodes_evaluated": explanation["nodes_evaluated"] if explanation else 0,
                   "reasons": explanation["reasons"] if explanation else {},
-                  "message": _explain_message(task, explanation)}
+                  "message": explain_message(task, explanation)}
         if task.nominated_node:
             record["nominated_node"] = task.nominated_node
         spec = self._job_spec_or_none(task.job)
@@ -443,7 +443,9 @@ def _job_status(job: dict, states: Counter) -> str:
     return job["status"]
 
 
-def _explain_message(task: Task, explanation: dict | None) -> str:
+def explain_message(task: Task, explanation: dict | None) -> str:
+    """Why ``task`` is where it is, in words: its last attempt's ``explanation`` (a pending
+    task's), else what its state says."""
     if explanation:
         return explanation["message"]
     if task.state in LIVE_STATES:

@@ -17,6 +17,7 @@ from functools import lru_cache
 
 import orjson
 
+from scheduler.client import explain_message
 from scheduler.control import reconcile
 from scheduler.model import DRAIN, PENDING, TASK_STATES, Node, SpecError, Task
 from scheduler.state.app import App
@@ -120,7 +121,7 @@ def node(app: App, name: str) -> tuple[Node, list[Task]]:
     """One node and its live tasks; NotFound if there is no such node."""
     store = app.store
     found = store.get_node(name)
-    return found, _tasks(app, sorted(store.node_task_ids(name), key=_task_order))
+    return found, app.store.tasks(sorted(store.node_task_ids(name), key=_task_order))
 
 
 def jobs(app: App) -> list[JobView]:
@@ -139,7 +140,7 @@ def job(app: App, job_id: str) -> tuple[JobView, list[Task]]:
     """One job and all its tasks, in index order; NotFound if there is no such job."""
     store = app.store
     found = store.get_job(job_id)
-    tasks = _tasks(app, store.job_task_ids(job_id))
+    tasks = app.store.tasks(store.job_task_ids(job_id))
     view = _job_view(job_id, found["version"], found["status"], found["created"], found["spec"])
     for task in tasks:
         if task.state in view.counts:
@@ -160,22 +161,12 @@ def task(app: App, task_id: str) -> TaskView:
             view.output[name] = text[:OUTPUT_LIMIT]
     # The last attempt's explanation matters only while the task is still pending (as in `sched task explain`).
     explanation = orjson.loads(found.explanation) if found.explanation and found.state == PENDING else None
+    view.message = explain_message(found, explanation)
     if explanation:
-        view.message = explanation.get("message", "")
         view.nodes_evaluated = int(explanation.get("nodes_evaluated", 0))
         view.reasons = dict(sorted(explanation.get("reasons", {}).items(), key=lambda item: (-item[1], item[0])))
         view.preemption = explanation.get("preemption", "")
-    elif found.live:
-        view.message = f"placed on node {found.node}."
-    elif found.state == PENDING:
-        view.message = "waiting for a scheduler worker; no attempt has been made yet."
-    else:
-        view.message = found.message or f"{found.state}."
     return view
-
-
-def _tasks(app: App, task_ids: list[str]) -> list[Task]:
-    return app.store.tasks(task_ids)
 
 
 def _job_view(job_id: str, version, status, created, spec: dict) -> JobView:
