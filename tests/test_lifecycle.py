@@ -289,8 +289,14 @@ def test_lapsed_heartbeat_takes_the_node_down_once_and_replaces_its_tasks(app):
     deadline = time.monotonic() + 10
     while app.client.exists(app.keys.heartbeat("n1")) and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert heartbeat.check(store) == ["n1"]
-    assert heartbeat.check(store) == []  # exactly once
+    watch = heartbeat.Watch()
+    assert heartbeat.check(store, watch) == []  # seen missing: its grace of one TTL starts now
+    lost: list[str] = []
+    while not lost and time.monotonic() < deadline:
+        time.sleep(0.02)
+        lost = heartbeat.check(store, watch)
+    assert lost == ["n1"]
+    assert heartbeat.check(store, watch) == []  # exactly once
     assert store.get_node("n1").status == "down" and store.get_node("n2").status == "ready"
     for task_id in on_n1:
         task = store.get_task(task_id)

@@ -63,20 +63,15 @@ class Watch:
         return lapsed
 
 
-def check(store: Store, watch: Watch | None = None) -> list[str]:
-    """Mark agent-run nodes whose heartbeat lapsed as down; returns the nodes this call took
-    down. With a ``watch`` (as scheduler workers run it), only nodes whose heartbeat stayed
-    missing for a TTL of answering store time; without one, every lapsed node at once."""
+def check(store: Store, watch: Watch) -> list[str]:
+    """Mark agent-run nodes whose heartbeat stayed missing for a TTL of answering store time
+    (``watch`` remembers since when, between calls) as down; returns the nodes this call
+    took down."""
     now_ms, rows = store.agent_liveness()
-    if watch is not None:
-        candidates = watch.lapsed(now_ms, rows)
-    else:
-        candidates = [name for name, alive, status, _ttl in rows if not alive and status == READY]
     lost = []
-    for name in candidates:
+    for name in watch.lapsed(now_ms, rows):
         if store.set_status(name, DOWN) == READY:
             reconcile.node_lost(store, name)
             lost.append(name)
-            if watch is not None:
-                watch.missing_since.pop(name, None)
+            watch.missing_since.pop(name, None)
     return lost
