@@ -8,9 +8,11 @@ import signal
 import uuid
 
 import pytest
+from click.testing import CliRunner
 
 from scheduler.state.app import App
 from scheduler.state.embedded import start_server
+from scheduler.tools.cli import main
 
 
 @pytest.fixture(scope="session")
@@ -51,6 +53,21 @@ def app(redis_url, namespace) -> App:
     for key in client.scan_iter(match=f"sched:{{{namespace}}}:*", count=1000):
         client.delete(key)
     client.close()
+
+
+@pytest.fixture
+def sched(redis_url, namespace, app):
+    """Run ``sched --redis-url ... --namespace ... ARGS``; ``app`` (same namespace) cleans up."""
+    runner = CliRunner()
+
+    def run(*args, input=None, ok=True):
+        result = runner.invoke(main, ["--redis-url", redis_url, "--namespace", namespace, *map(str, args)],
+                               input=input)
+        if ok:
+            assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
+        return result
+
+    return run
 
 
 class FakeClock:

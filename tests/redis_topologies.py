@@ -421,30 +421,28 @@ def redis_sentinel(tmp_path_factory) -> SentinelSet:
     setup.stop()
 
 
-@pytest.fixture
-def cluster_factory(tmp_path_factory):
-    """Start a Redis Cluster of one's own (for a test that kills its nodes): ``cluster_factory()``."""
-    started: list[ClusterSet] = []
+def _factory(kind, folder: str, tmp_path_factory):
+    """``make(**options)`` starts a set-up of ``kind`` of the test's own; all are stopped
+    when the generator is closed."""
+    started = []
 
-    def make(**options) -> ClusterSet:
-        started.append(start(ClusterSet, lambda: tmp_path_factory.mktemp("cluster"), **options))
-        return started[-1]
-
-    yield make
-    for cluster in started:
-        cluster.stop()
-
-
-@pytest.fixture
-def sentinel_factory(tmp_path_factory):
-    """Start a Sentinel set-up of one's own (for a test that kills its master)."""
-    started: list[SentinelSet] = []
-
-    def make(**options) -> SentinelSet:
-        started.append(start(SentinelSet, lambda: tmp_path_factory.mktemp("sentinel"), **options))
+    def make(**options):
+        started.append(start(kind, lambda: tmp_path_factory.mktemp(folder), **options))
         return started[-1]
 
     yield make
     for setup in started:
         setup.stop()
+
+
+@pytest.fixture
+def cluster_factory(tmp_path_factory):
+    """Start a Redis Cluster of one's own (for a test that kills its nodes): ``cluster_factory()``."""
+    yield from _factory(ClusterSet, "cluster", tmp_path_factory)
+
+
+@pytest.fixture
+def sentinel_factory(tmp_path_factory):
+    """Start a Sentinel set-up of one's own (for a test that kills its master)."""
+    yield from _factory(SentinelSet, "sentinel", tmp_path_factory)
 

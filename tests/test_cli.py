@@ -26,21 +26,6 @@ BATCH_JSON = json.dumps({"id": "crunch", "type": "batch", "replicas": 2,
                          "resources": {"cpu": "250m", "memory": "1Gi"}})
 
 
-@pytest.fixture
-def sched(redis_url, namespace, app):
-    """Run ``sched --redis-url ... --namespace ... ARGS``; ``app`` (same namespace) cleans up."""
-    runner = CliRunner()
-
-    def run(*args, input=None, ok=True):
-        result = runner.invoke(main, ["--redis-url", redis_url, "--namespace", namespace, *map(str, args)],
-                               input=input)
-        if ok:
-            assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
-        return result
-
-    return run
-
-
 def as_json(result):
     return json.loads(result.stdout)
 

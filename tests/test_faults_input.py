@@ -256,20 +256,6 @@ def test_parse_stored_reads_the_decoded_id():
 
 
 # ----------------------------------------------------------------------------- small things
-@pytest.fixture
-def sched(redis_url, namespace, app):
-    runner = CliRunner()
-
-    def run(*args, input=None, ok=True):
-        result = runner.invoke(main, ["--redis-url", redis_url, "--namespace", namespace, *map(str, args)],
-                               input=input)
-        if ok:
-            assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
-        return result
-
-    return run
-
-
 WEB = "id: web\nreplicas: 2\nresources: {cpu: 1, memory: 1GiB}\n"
 
 
