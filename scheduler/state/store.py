@@ -460,17 +460,10 @@ class Store:
         args = [f"={version}", k.events, job_id, version, priority, first_index, delay_ms, retries, 0, 0,
                 *(pins or [])]
         keys = self._enqueue_keys(job_id, first_index, count)
-        for attempt in range(attempts):
-            try:
-                reply = self.scripts.enqueue(keys=keys, args=args)
-                return int(reply[2]) if reply[0] else None
-            except (redis.ConnectionError, redis.TimeoutError) as exc:
-                if attempt == attempts - 1:
-                    raise RedisUnavailable(
-                        f"Redis did not answer while the tasks of job {job_id!r} from index {first_index} were being "
-                        f"queued ({str(exc).rstrip('.')}); the job has fewer tasks than it asks for.") from None
-                time.sleep(min(2.0, 0.1 * 2 ** attempt))
-        return None
+        reply = _resending(lambda: self.scripts.enqueue(keys=keys, args=args), attempts, lambda exc: RedisUnavailable(
+            f"Redis did not answer while the tasks of job {job_id!r} from index {first_index} were being "
+            f"queued ({str(exc).rstrip('.')}); the job has fewer tasks than it asks for."))
+        return int(reply[2]) if reply[0] else None
 
     def enqueue_many(self, jobs: list[JobSpec], attempts: int = 5) -> list[bool]:
         """``enqueue_many.lua``: create new jobs (version 1) with their pending tasks, many
@@ -494,21 +487,15 @@ class Store:
                 if failure:
                     continue
                 first, last, keys, args = item
-                for attempt in range(attempts):
-                    try:
-                        replies.append(self.scripts.enqueue_many(keys=keys, args=args))
-                        break
-                    except (redis.ConnectionError, redis.TimeoutError) as exc:
-                        if attempt == attempts - 1:
-                            failure.append(RedisUnavailable(
-                                f"Redis did not answer while jobs {first!r} to {last!r} were being written "
-                                f"({str(exc).rstrip('.')}); the jobs before them were written, these may or may "
-                                f"not have been, none after them was."))
-                        else:
-                            time.sleep(min(2.0, 0.1 * 2 ** attempt))
-                    except BaseException as exc:  # noqa: BLE001 (handed to the caller below)
-                        failure.append(exc)
-                        break
+                try:
+                    replies.append(_resending(
+                        lambda: self.scripts.enqueue_many(keys=keys, args=args), attempts,
+                        lambda exc: RedisUnavailable(
+                            f"Redis did not answer while jobs {first!r} to {last!r} were being written "
+                            f"({str(exc).rstrip('.')}); the jobs before them were written, these may or may "
+                            f"not have been, none after them was.")))
+                except BaseException as exc:  # noqa: BLE001 (handed to the caller below)
+                    failure.append(exc)
 
         sender = threading.Thread(target=send, name="enqueue_many", daemon=True)
         sender.start()
@@ -869,6 +856,18 @@ class Store:
             if not pending:
                 break
         return outcome
+
+
+def _resending(call, attempts: int, gave_up):
+    """``call()``, which must be idempotent, sent again after a timeout or a lost connection
+    with a growing pause, ``attempts`` times in all; then ``gave_up(error)`` is raised."""
+    for attempt in range(attempts):
+        try:
+            return call()
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            if attempt == attempts - 1:
+                raise gave_up(exc) from None
+            time.sleep(min(2.0, 0.1 * 2 ** attempt))
 
 
 @lru_cache(maxsize=4096)
