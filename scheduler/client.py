@@ -222,7 +222,7 @@ class Client:
         or ``complete`` for a batch job none of whose tasks is pending or live any more."""
         job = self.store.get_job(job_id)
         states = Counter(task.state for task in self.store.tasks(self.store.job_task_ids(job_id)))
-        return {**job, "status": _job_status(job, states)}
+        return {**job, "status": job_status(job, states)}
 
     def jobs(self) -> list[dict]:
         """Every job with its task counts by state (the ``sched job ls --json`` records)."""
@@ -232,7 +232,7 @@ class Client:
             spec = job.spec
             records.append({"id": job.id, "type": spec["type"], "priority": spec["priority"],
                             "replicas": spec.get("replicas"), "version": job.version,
-                            "status": _job_status({"status": job.status, "spec": spec}, counts),
+                            "status": job_status({"status": job.status, "spec": spec}, counts),
                             "tasks": dict(counts)})
         return records
 
@@ -433,7 +433,7 @@ class Client:
         return process("run-workers")(self.app.url, target, concurrency, config)
 
 
-def _job_status(job: dict, states: Counter) -> str:
+def job_status(job: dict, states: Counter) -> str:
     """The stored status, except that a running batch job whose tasks have all ended (none
     pending or live) is ``complete``. Computed when read, so scaling it up again simply
     makes it running again."""

@@ -103,6 +103,25 @@ def test_every_page_and_api_route_answers(app, web):
     assert web.get("/jobs?ns=elsewhere").status_code == 200
 
 
+def test_a_finished_batch_job_shows_complete(app, web):
+    """As `sched job ls` says it: a batch job none of whose tasks is pending or live."""
+    app.store.put_node(make_node("n1", cpu=4, memory="8GiB"))
+    reconcile.submit(app.store, parse_job({"id": "crunch", "type": "batch", "replicas": 2,
+                                           "resources": {"cpu": 1, "memory": "1GiB"}}))
+    place(app)
+    ns = app.keys.namespace
+
+    def statuses() -> tuple[str, str]:
+        listed = {j["id"]: j["status"] for j in web.get(f"/api/jobs?ns={ns}").json()["jobs"]}
+        return listed["crunch"], web.get(f"/api/jobs/crunch?ns={ns}").json()["job"]["status"]
+
+    reconcile.task_ended(app.store, app.store.get_task("crunch.0"), True, "done")
+    assert statuses() == ("running", "running")
+    reconcile.task_ended(app.store, app.store.get_task("crunch.1"), True, "done")
+    assert statuses() == ("complete", "complete")
+    assert "complete" in web.get(f"/jobs/crunch?ns={ns}").text
+
+
 def test_user_text_is_escaped(app, web):
     cluster(app)
     ns = app.keys.namespace

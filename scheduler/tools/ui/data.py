@@ -17,7 +17,7 @@ from functools import lru_cache
 
 import orjson
 
-from scheduler.client import explain_message
+from scheduler.client import explain_message, job_status
 from scheduler.control import reconcile
 from scheduler.model import DRAIN, PENDING, TASK_STATES, Node, SpecError, Task
 from scheduler.state.app import App
@@ -132,6 +132,7 @@ def jobs(app: App) -> list[JobView]:
         for state in summary.task_states:
             if state in view.counts:
                 view.counts[state] += 1
+        view.status = _status(view)
         views.append(view)
     return views
 
@@ -145,6 +146,7 @@ def job(app: App, job_id: str) -> tuple[JobView, list[Task]]:
     for task in tasks:
         if task.state in view.counts:
             view.counts[task.state] += 1
+    view.status = _status(view)
     return view, tasks
 
 
@@ -173,6 +175,11 @@ def _job_view(job_id: str, version, status, created, spec: dict) -> JobView:
     return JobView(id=job_id, type=spec.get("type", ""), status=status or reconcile.RUNNING_JOB,
                    priority=int(spec.get("priority", 0)), replicas=spec.get("replicas"), version=int(version or 0),
                    created_ms=int(created or 0), spec=spec, counts=dict.fromkeys(TASK_STATES, 0))
+
+
+def _status(view: JobView) -> str:
+    """The status `sched job ls` shows (a batch job whose tasks have all ended is complete)."""
+    return job_status({"status": view.status, "spec": view.spec}, {s: n for s, n in view.counts.items() if n})
 
 
 def _task_order(task_id: str):
