@@ -13,6 +13,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import orjson
@@ -274,14 +275,17 @@ def test_the_password_may_come_from_the_environment(redis_cluster, redis_sentine
 def carry_on_after_failover(url: str, fail_over, namespace: str) -> None:
     """Place job a with a running worker; fail the master over (SIGKILL); submit job b
     through a new App: the same worker, reconnecting on its own, places it; then a new
-    App and worker place job c; nothing placed before the failover is lost."""
+    App and worker place job c; nothing placed before the failover is lost. An event
+    subscription opened before the failover subscribes again on its own and hears c."""
     app = App(redis_url=url, namespace=namespace)
     register_nodes(app, 4)
+    listener = Listener(app)
     reconcile.submit(app.store, parse_job(spread_job("a", 3)))
     running = RunningWorker(app)
     try:
         wait_until(lambda: all_assigned(app, "a", 3), WAIT_S, "the running worker to place job a")
         placed_before = {task.id: task.node for task in app.store.tasks(app.store.job_task_ids("a"))}
+        wait_until(lambda: listener.placed("a") == 3, WAIT_S, "the subscription to hear job a placed")
         fail_over()
         after = App(redis_url=url, namespace=namespace)
         reconcile.submit(after.store, parse_job(spread_job("b", 3)))
@@ -291,7 +295,45 @@ def carry_on_after_failover(url: str, fail_over, namespace: str) -> None:
     assert stats.placed == 6
     fresh = App(redis_url=url, namespace=namespace)
     assert {t.id: t.node for t in fresh.store.tasks(fresh.store.job_task_ids("a"))} == placed_before
-    schedule_and_check(fresh, job_id="c", replicas=3)
+    try:
+        # Pub/sub is at-most-once: what was published while the subscription was away is
+        # gone. Once it hears a probe it is subscribed again, and hears what follows.
+        wait_until(lambda: listener.hears_probe(fresh), WAIT_S, "the subscription to subscribe again")
+        schedule_and_check(fresh, job_id="c", replicas=3)
+        wait_until(lambda: listener.placed("c") == 3, WAIT_S, "the subscription to hear job c placed")
+    finally:
+        listener.stop()
+
+
+class Listener:
+    """`app.store.subscribe()` read in a thread, as `sched events` reads it."""
+
+    def __init__(self, app: App):
+        self.heard: list[dict] = []
+        self.done = threading.Event()
+        self.subscription = app.store.subscribe()
+        self.channel = app.keys.events
+        self.thread = threading.Thread(target=self._listen, daemon=True)
+        self.thread.start()
+
+    def _listen(self):
+        with self.subscription:
+            while not self.done.is_set():
+                for event in self.subscription.iter(timeout=0.2):
+                    self.heard.append(event)
+
+    def placed(self, job: str) -> int:
+        return len({e["id"] for e in list(self.heard) if e.get("type") == "task" and e.get("job") == job
+                    and e.get("state") == ASSIGNED})
+
+    def hears_probe(self, app: App) -> bool:
+        app.client.publish(self.channel, orjson.dumps({"type": "probe"}))
+        time.sleep(0.2)
+        return any(e.get("type") == "probe" for e in list(self.heard))
+
+    def stop(self):
+        self.done.set()
+        self.thread.join(timeout=10)
 
 
 @pytest.mark.slow

@@ -11,23 +11,25 @@ import orjson
 import redis
 import redis.asyncio
 
+from scheduler.state.subscribe import Follower
+
 
 class Subscription:
-    """A subscription to the event channel; use it as a context manager."""
+    """A subscription to the event channel, subscribed again after a failover (see
+    :mod:`scheduler.state.subscribe`); use it as a context manager."""
 
     def __init__(self, client: redis.Redis, channel: str):
-        self.pubsub = client.pubsub(ignore_subscribe_messages=True)
-        self.pubsub.subscribe(channel)
+        self.follower = Follower(client, channel)
 
     def lines(self, timeout: float | None = None) -> Iterator[str]:
         """Each event as the JSON text it was published as, until ``timeout`` seconds pass
         without one (never, with None)."""
         quiet_since = time.monotonic()
         while True:
-            message = self.pubsub.get_message(timeout=1.0 if timeout is None else max(0.0, min(1.0, timeout)))
-            if message is not None and message.get("type") == "message":
+            data = self.follower.next(1.0 if timeout is None else max(0.0, min(1.0, timeout)))
+            if data is not None:
                 quiet_since = time.monotonic()
-                yield message["data"]
+                yield data
             elif timeout is not None and time.monotonic() - quiet_since >= timeout:
                 return
 
@@ -37,7 +39,7 @@ class Subscription:
             yield orjson.loads(line)
 
     def close(self) -> None:
-        self.pubsub.close()
+        self.follower.close()
 
     def __enter__(self) -> Subscription:
         return self

@@ -4,10 +4,10 @@ The scripts publish with classic ``PUBLISH``. On a Redis Cluster a message publi
 one node is passed to every node over the cluster bus, so a subscriber may listen on any
 node; redis-py's cluster pub/sub listens on the node serving the channel's slot. What
 redis-py does not do on a cluster is move a subscription off a node that died: its
-connection stays on the dead node. :func:`follow` subscribes again, after a backoff, on
-whichever node the client then finds (and, under Sentinel, on the new master), so a
-follower carries on after a failover. Messages published while it was away are not
-replayed: pub/sub is at-most-once, and events are notifications, not the state itself.
+connection stays on the dead node. A :class:`Follower` subscribes again, after a
+backoff, on whichever node the client then finds (and, under Sentinel, on the new
+master), so it carries on after a failover. Messages published while it was away are
+not replayed: pub/sub is at-most-once, and events are notifications, not the state itself.
 """
 
 from __future__ import annotations
@@ -17,35 +17,86 @@ from typing import Callable, Iterator
 
 from redis.exceptions import AuthenticationError, ClusterDownError, ConnectionError, RedisError, TimeoutError
 
+AWAY = (ConnectionError, TimeoutError, ClusterDownError)
+FIRST_WAIT_S, LAST_WAIT_S = 0.05, 1.0  # the backoff between attempts to subscribe again
+
+
+class Follower:
+    """A subscription to one channel that outlives failovers. It subscribes at once (so
+    nothing published after the constructor returns is missed while Redis answers)."""
+
+    def __init__(self, client, channel: str, on_subscribed: Callable[[], None] | None = None):
+        self.client, self.channel, self.on_subscribed = client, channel, on_subscribed
+        self._wait = FIRST_WAIT_S
+        self._pubsub = None
+        self._subscribe()
+
+    def _subscribe(self) -> None:
+        pubsub = self.client.pubsub()
+        try:
+            pubsub.subscribe(self.channel)
+        except BaseException:
+            pubsub.close()
+            raise
+        self._pubsub = pubsub
+
+    def next(self, timeout: float) -> str | None:
+        """The data of the next message, or None when none came within about ``timeout``
+        seconds (also while Redis is away: the follower is then subscribing again)."""
+        try:
+            if self._pubsub is None:
+                self._subscribe()
+            message = self._pubsub.get_message(timeout=timeout)
+        except AuthenticationError:
+            raise  # a refused password will not become right
+        except AWAY:
+            self._away(timeout)
+            return None
+        if message is None:
+            return None
+        if message["type"] == "subscribe":
+            self._wait = FIRST_WAIT_S
+            if self.on_subscribed is not None:
+                self.on_subscribed()
+        elif message["type"] == "message":
+            return message["data"]
+        return None
+
+    def _away(self, timeout: float) -> None:
+        self.close()
+        time.sleep(min(self._wait, max(timeout, 0.01)))
+        self._wait = min(self._wait * 2, LAST_WAIT_S)
+        _find_channel_node(self.client, self.channel)
+
+    def close(self) -> None:
+        if self._pubsub is not None:
+            try:
+                self._pubsub.close()
+            except RedisError:
+                pass
+            self._pubsub = None
+
 
 def follow(client, channel: str, *, stop: Callable[[], bool] = lambda: False, poll_s: float = 0.5,
            on_subscribed: Callable[[], None] | None = None) -> Iterator[str]:
     """Yield the data of each message on ``channel`` until ``stop()`` returns True
     (checked at least every ``poll_s`` seconds). ``on_subscribed`` is called each time
     Redis confirms the subscription (again, after a reconnection)."""
-    wait = 0.05
-    while not stop():
-        pubsub = client.pubsub()
-        try:
-            pubsub.subscribe(channel)
-            while not stop():
-                message = pubsub.get_message(timeout=poll_s)
-                if message is None:
+    follower = None
+    try:
+        while not stop():
+            if follower is None:
+                try:
+                    follower = Follower(client, channel, on_subscribed)
+                except AWAY:
+                    time.sleep(poll_s)
                     continue
-                if message["type"] == "subscribe":
-                    wait = 0.05
-                    if on_subscribed is not None:
-                        on_subscribed()
-                elif message["type"] == "message":
-                    yield message["data"]
-        except AuthenticationError:
-            raise  # a refused password will not become right
-        except (ConnectionError, TimeoutError, ClusterDownError):
-            time.sleep(wait)
-            wait = min(wait * 2, 1.0)
-            _find_channel_node(client, channel)
-        finally:
-            pubsub.close()
+            data = follower.next(poll_s)
+            if data is not None:
+                yield data
+    finally:
+        if follower is not None:
+            follower.close()
 
 
 def _find_channel_node(client, channel: str) -> None:
