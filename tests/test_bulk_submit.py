@@ -79,7 +79,7 @@ def test_existing_duplicate_global_and_big_jobs_fall_back(redis_url, namespace, 
 
 
 def test_a_chunk_sent_twice_creates_nothing_more(app):
-    parsed = [parse_job({"id": f"j{i}", "replicas": 2}) for i in range(10)]
+    parsed = [(f"j{i}", parse_job({"id": f"j{i}", "replicas": 2})) for i in range(10)]
     assert app.store.enqueue_many(parsed) == [True] * 10
     before = app.client.zcard(app.keys.active)
     assert app.store.enqueue_many(parsed) == [False] * 10

@@ -8,6 +8,8 @@ tasks; scaling adds tasks or stops the newest; stopping ends every task.
 
 from __future__ import annotations
 
+import dataclasses
+
 import orjson
 
 from scheduler.model.errors import SpecError
@@ -75,24 +77,33 @@ def submit(store: Store, spec: JobSpec) -> dict:
     return {"id": spec.id, "version": version, "tasks": new_ids, "created": not current}
 
 
-def submit_many(store: Store, specs: list[JobSpec]) -> list[dict]:
-    """Submit many jobs (already validated); returns :func:`submit`'s result for each, in
-    order. New jobs of at most ``ENQUEUE_CHUNK`` tasks that are not global are created
-    in bulk, many per round trip (``Store.enqueue_many``); a job that turns out to exist,
-    a global job and a bigger one are then submitted one by one, in their order (so a
-    job id given twice ends as its last spec)."""
-    bulk = [i for i, spec in enumerate(specs) if spec.type != GLOBAL and spec.replicas <= ENQUEUE_CHUNK]
-    created = store.enqueue_many([specs[i] for i in bulk])
-    results: list[dict | None] = [None] * len(specs)
+def submit_many(store: Store, jobs: list[tuple[str, JobSpec]]) -> list[dict]:
+    """Submit many jobs (already validated), given as (job id, spec) pairs: the spec may be
+    one that jobs differing only in their id share (see :meth:`Store.enqueue_many`).
+    Returns :func:`submit`'s result for each, in order. New jobs of at most
+    ``ENQUEUE_CHUNK`` tasks that are not global are created in bulk, many per round trip
+    (``Store.enqueue_many``); a job that turns out to exist, a global job and a bigger one
+    are then submitted one by one, in their order (so a job id given twice ends as its
+    last spec)."""
+    bulk = [i for i, (_, spec) in enumerate(jobs) if spec.type != GLOBAL and spec.replicas <= ENQUEUE_CHUNK]
+    created = store.enqueue_many([jobs[i] for i in bulk])
+    results: list[dict | None] = [None] * len(jobs)
     for i, made in zip(bulk, created):
         if made:
-            spec = specs[i]
-            results[i] = {"id": spec.id, "version": 1, "tasks": [f"{spec.id}.{n}" for n in range(spec.replicas)],
+            job_id, spec = jobs[i]
+            results[i] = {"id": job_id, "version": 1, "tasks": [f"{job_id}.{n}" for n in range(spec.replicas)],
                           "created": True}
-    for i, spec in enumerate(specs):
+    for i, (job_id, spec) in enumerate(jobs):
         if results[i] is None:
-            results[i] = submit(store, spec)
+            results[i] = submit(store, with_id(spec, job_id))
     return results
+
+
+def with_id(spec: JobSpec, job_id: str) -> JobSpec:
+    """``spec`` as the spec of job ``job_id`` (the same but for its id)."""
+    if spec.id == job_id:
+        return spec
+    return dataclasses.replace(spec, id=job_id, raw={**spec.raw, "id": job_id})
 
 
 def open_tasks(store: Store, job_id: str) -> list[Task]:
