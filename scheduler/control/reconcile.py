@@ -15,7 +15,7 @@ import orjson
 from scheduler.model.errors import SpecError
 from scheduler.model import (ACTIVE, BATCH, COMPLETED, FAILED, GLOBAL, LIVE_STATES, LOST, PENDING, READY, SERVICE,
                              STOPPED, JobSpec, Task, parse_job)
-from scheduler.state.store import ENQUEUE_CHUNK, Store, parse_stored
+from scheduler.state.store import ENQUEUE_CHUNK, Store, parse_stored, shares_value
 
 RUNNING_JOB, STOPPED_JOB = "running", "stopped"
 FAULT_WINDOW_MS = 300_000  # failures of a job on a node count towards "faulty" for 5 minutes
@@ -53,13 +53,15 @@ def submit(store: Store, spec: JobSpec) -> dict:
     if spec.type == GLOBAL:
         pins = sorted(global_targets(spec, store.nodes()))
     count = len(pins) if pins is not None else spec.replicas
-    store.mark_job(spec)  # tenant and gang size, for claim.lua
+    shares = shares_value(spec)  # tenant and gang size, for claim.lua: written with the job
     current: dict = {}
     while True:
         if current.get("status") == RUNNING_JOB and current.get("spec") == raw:
+            store.mark_job(spec)
             return {"id": spec.id, "version": int(current["version"]), "tasks": [], "created": False}
         if (current.get("status") == RUNNING_JOB and spec.type != GLOBAL
                 and same_but_replicas(current.get("spec"), spec)):
+            store.mark_job(spec)  # the gang size may follow the replicas
             scaled = scale(store, spec.id, spec.replicas)
             return {"id": spec.id, "version": int(current["version"]), "tasks": scaled["added"], "created": False}
         version = int(current.get("version", 0)) + 1
@@ -67,7 +69,7 @@ def submit(store: Store, spec: JobSpec) -> dict:
         fields = {"id": spec.id, "spec": raw, f"spec:{version}": raw, "version": version, "status": RUNNING_JOB,
                   "next_index": first + count}
         if store.enqueue(spec.id, job_state(current), fields, version, spec.priority, first, count, pins=pins,
-                         is_global=spec.type == GLOBAL) is not None:
+                         is_global=spec.type == GLOBAL, shares=shares) is not None:
             break
         current = store.job_fields(spec.id)  # it exists, or changed: read it, decide again
     new_ids = [f"{spec.id}.{first + i}" for i in range(count)]

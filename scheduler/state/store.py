@@ -424,13 +424,14 @@ class Store:
 
     def enqueue(self, job_id: str, read: str, job_fields: dict, version: int, priority: int, first_index: int,
                 count: int, *, pins: list[str] | None = None, delay_ms: int = 0, retries: int = 0,
-                is_global: bool = False) -> int | None:
+                is_global: bool = False, shares: str = "") -> int | None:
         """``enqueue.lua``: write ``job_fields`` to the job's hash and queue ``count`` new
         pending tasks (``<job>.<first_index + i>``), created now (Redis TIME), if the job is
         still as ``read`` (:func:`job_state`; "" = it must not exist). ``pins`` fixes each
         task to one node (global jobs); ``delay_ms`` starts them in backoff (restart delay);
-        ``retries`` counts how many tasks ran before them in the same slot. Returns the
-        creation time (ms), or None when the job changed since it was read.
+        ``retries`` counts how many tasks ran before them in the same slot; ``shares``, if
+        given, is written as the job's ``jobs:shares`` entry (:meth:`mark_job`) with its
+        hash. Returns the creation time (ms), or None when the job changed since it was read.
 
         No call blocks Redis for long: the first call (job hash and the first
         ``ENQUEUE_CHUNK`` tasks) is the compare-and-set; the other tasks follow in fill
@@ -441,7 +442,7 @@ class Store:
         self.register_namespace()
         k = self.keys
         head = min(count, ENQUEUE_CHUNK)
-        args = [read, k.events, job_id, version, priority, first_index, delay_ms, retries, int(is_global),
+        args = [read, k.events, job_id, version, priority, first_index, delay_ms, retries, int(is_global), shares,
                 len(job_fields)]
         for field, value in job_fields.items():
             args += [field, value]
@@ -470,7 +471,7 @@ class Store:
         ``version``. Idempotent, so resent (``attempts`` times) after a timeout or a lost
         connection. Returns how many tasks it created, or None if the job changed."""
         k = self.keys
-        args = [f"={version}", k.events, job_id, version, priority, first_index, delay_ms, retries, 0, 0,
+        args = [f"={version}", k.events, job_id, version, priority, first_index, delay_ms, retries, 0, "", 0,
                 *(pins or [])]
         keys = self._enqueue_keys(job_id, first_index, count)
         reply = _resending(lambda: self.scripts.enqueue(keys=keys, args=args), attempts, lambda exc: RedisUnavailable(
@@ -569,7 +570,7 @@ class Store:
     def _enqueue_keys(self, job_id: str, first_index: int, count: int) -> list[str]:
         k = self.keys
         return [k.job(job_id), k.jobs, k.global_jobs, k.active, k.backoff, k.job_tasks(job_id), k.enqueue_seq,
-                *(k.task(f"{job_id}.{first_index + i}") for i in range(count))]
+                k.job_shares, *(k.task(f"{job_id}.{first_index + i}") for i in range(count))]
 
     # Gangs, tenants and quotas.
     def mark_job(self, spec: JobSpec) -> None:
