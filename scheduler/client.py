@@ -120,8 +120,9 @@ def _from_template(spec, templates: dict) -> JobSpec | None:
 
 # Bulk files are mostly made from one template: documents whose text differs only in the
 # id's value are parsed and validated once. The text around the id is the template's key;
-# it counts only once a parse of it with another id has shown that the value is the job's
-# id and nothing else (not a nested "id", not a value continued on the next line).
+# it counts once a second document has it and a parse of it with another id has shown
+# that the value is the job's id and nothing else (not a nested "id", not a value that
+# goes on over the next line). Documents unlike any other are parsed once, as before.
 _JSON_ID = re.compile(r'"id"[ \t]*:[ \t]*"([A-Za-z0-9][A-Za-z0-9_-]*)"')
 _YAML_ID = re.compile(r"^id:[ \t]+([A-Za-z0-9][A-Za-z0-9_-]*)[ \t]*$", re.M)
 _YAML_DOCUMENT = re.compile(r"^---(?=[ \t\n]|\Z)", re.M)
@@ -133,17 +134,27 @@ class _Templates:
 
     def __init__(self, load, pattern: re.Pattern, is_plain=lambda value: True, skip_empty: bool = True):
         self.load, self.pattern, self.is_plain, self.skip_empty = load, pattern, is_plain, skip_empty
-        self.known: dict[tuple[str, str], JobSpec] = {}
+        self.known: dict[tuple[str, str], JobSpec | None] = {}  # None: not a template
+        self.seen: dict[tuple[str, str], tuple[dict, JobSpec]] = {}  # once, not yet checked
 
     def job(self, text: str, number: int):
         """(job id, spec) of the document ``text`` (the ``number``-th), or None when it
-        holds no document (YAML: only comments or nothing). Raises SpecError naming it if its spec is not valid."""
+        holds no document (YAML: only comments or nothing). Raises SpecError naming it
+        if its spec is not valid."""
         match = self.pattern.search(text)
-        if match:
+        key = None
+        if match and self.is_plain(match.group(1)):
             key = (text[:match.start(1)], text[match.end(1):])
             spec = self.known.get(key)
-            if spec is not None and self.is_plain(match.group(1)):
+            if spec is not None:
                 return match.group(1), spec
+            first = self.seen.pop(key, None)
+            if first is not None:
+                document, spec = first
+                if self.load(key[0] + "x" + key[1]) == {**document, "id": "x"}:
+                    self.known[key] = spec
+                    return match.group(1), spec
+                self.known[key] = None
         document = self.load(text)
         if document is None and self.skip_empty:
             return None
@@ -151,9 +162,8 @@ class _Templates:
             spec = parse_job(document)
         except SpecError as exc:
             raise SpecError(f"document {number}: {exc}") from None
-        if match and self.is_plain(match.group(1)) and document.get("id") == match.group(1) and \
-                self.load(key[0] + "x" + key[1]) == {**document, "id": "x"}:
-            self.known[key] = spec
+        if key is not None and key not in self.known and document.get("id") == match.group(1):
+            self.seen[key] = (document, spec)
         return spec.id, spec
 
 
