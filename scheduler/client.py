@@ -137,10 +137,9 @@ class _Templates:
         self.known: dict[tuple[str, str], JobSpec | None] = {}  # None: not a template
         self.seen: dict[tuple[str, str], tuple[dict, JobSpec]] = {}  # once, not yet checked
 
-    def job(self, text: str, number: int):
-        """(job id, spec) of the document ``text`` (the ``number``-th), or None when it
-        holds no document (YAML: only comments or nothing). Raises SpecError naming it
-        if its spec is not valid."""
+    def job(self, text: str):
+        """(job id, spec) of the document ``text``, or None when it holds no document
+        (YAML: only comments or nothing). Raises SpecError if its spec is not valid."""
         match = self.pattern.search(text)
         key = None
         if match and self.is_plain(match.group(1)):
@@ -158,10 +157,7 @@ class _Templates:
         document = self.load(text)
         if document is None and self.skip_empty:
             return None
-        try:
-            spec = parse_job(document)
-        except SpecError as exc:
-            raise SpecError(f"document {number}: {exc}") from None
+        spec = parse_job(document)
         if key is not None and key not in self.known and document.get("id") == match.group(1):
             self.seen[key] = (document, spec)
         return spec.id, spec
@@ -187,35 +183,34 @@ def read_specs(text: str) -> list[tuple[str, JobSpec]]:
     one spec (parsed once; its own id is the first such document's). Raises
     :class:`SpecError` naming the first document that is not valid."""
     stripped = text.lstrip()
-    if stripped.startswith("{"):
-        try:
-            orjson.loads(stripped)  # one JSON document: below
-        except orjson.JSONDecodeError:
-            lines = text.splitlines()
+    try:
+        if stripped.startswith("{"):
             try:
-                orjson.loads(next(line for line in lines if line.strip()))
+                orjson.loads(stripped)  # one JSON document: below
             except orjson.JSONDecodeError:
-                pass  # not JSON lines: YAML (a flow mapping) or broken JSON, which YAML reports
-            else:
-                return _json_lines(lines)
-    elif _YAML_DOCUMENT.search(text) and not _YAML_UNUSUAL.search(text):
-        # Several YAML documents, each read on its own (a "---" line always ends one).
-        templates = _Templates(_yaml_load, _YAML_ID, _yaml_string)
-        jobs = []
-        try:
-            for piece in _YAML_DOCUMENT.split(text):
-                job = templates.job(piece, len(jobs) + 1)
-                if job is not None:
-                    jobs.append(job)
-        except yaml.YAMLError:
-            jobs = []  # read as a whole below, to say where the error is
-        if jobs:
-            return jobs
+                lines = text.splitlines()
+                try:
+                    orjson.loads(next(line for line in lines if line.strip()))
+                except orjson.JSONDecodeError:
+                    pass  # not JSON lines: YAML (a flow mapping) or broken JSON, which YAML reports
+                else:
+                    return _json_lines(lines)
+        elif _YAML_DOCUMENT.search(text) and not _YAML_UNUSUAL.search(text):
+            # Several YAML documents, each read on its own (a "---" line always ends one).
+            templates = _Templates(_yaml_load, _YAML_ID, _yaml_string)
+            jobs = [job for piece in _YAML_DOCUMENT.split(text) if (job := templates.job(piece)) is not None]
+            if jobs:
+                return jobs
+    except (SpecError, yaml.YAMLError):
+        pass  # read again as a whole, below: the error is then said as it always was
+    documents = load_specs(text)
     jobs = []
-    for number, document in enumerate(load_specs(text), 1):
+    for number, document in enumerate(documents, 1):
         try:
             spec = parse_job(document)
         except SpecError as exc:
+            if len(documents) == 1:
+                raise
             raise SpecError(f"document {number}: {exc}") from None
         jobs.append((spec.id, spec))
     return jobs
@@ -227,7 +222,7 @@ def _json_lines(lines: list[str]) -> list[tuple[str, JobSpec]]:
     for number, line in enumerate(lines, 1):
         if line.strip():
             try:
-                jobs.append(templates.job(line, len(jobs) + 1))
+                jobs.append(templates.job(line))
             except orjson.JSONDecodeError:
                 raise SpecError(f"document {len(jobs) + 1} (line {number}) is not valid JSON.") from None
     return jobs

@@ -179,6 +179,7 @@ def test_documents_alike_but_for_their_id_read_as_each_alone(text):
      r"^document 3 \(line 3\) is not valid JSON\.$"),
     ("---\nid: a\n---\nid: b\n---\nid: c\nreplicas: [1\n", r"at line \d+ \(document 3\)\.$"),
     ("---\nid: a\nreplicas: 2\n---\nid: b\nreplicas: 2\nbogus: 1\n", r"^document 2: job spec has unknown field"),
+    ("# one document\n---\nid: -web\n", r"^job id '-web' is not valid"),  # one document: not numbered
 ])
 def test_a_bad_document_among_alike_ones_is_named(text, message):
     with pytest.raises(SpecError, match=message):
