@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import re
 import time
-from functools import lru_cache
 from collections import Counter
+from functools import lru_cache
 from typing import Iterable, Iterator
 
 import orjson
