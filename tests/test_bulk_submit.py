@@ -203,3 +203,18 @@ def test_submit_writes_the_jobs_shares_entry_with_the_job(redis_url, namespace, 
     assert app.client.hget(app.keys.job_shares, "g") == "t1|3|cpu=500"
     client.submit({"id": "g", "replicas": 3, "gang": True, "tenant": "t2", "resources": {"cpu": 0.5}})  # version 2
     assert app.client.hget(app.keys.job_shares, "g") == "t2|3|cpu=500"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("topology", ["redis_cluster", "redis_sentinel"])
+def test_bulk_submit_on_a_cluster_and_under_sentinel(topology, request):
+    url = request.getfixturevalue(topology).url
+    client = Client(url, f"bulk-{topology[6:]}")
+    specs = [{"id": f"j{i}", "replicas": 1 + i % 2, "resources": {"cpu": 0.1}} for i in range(2400)]
+    client.store.client.script_flush()  # on a cluster: every master; the bulk calls load them again
+    results = client.submit_many(specs)
+    assert all(r["created"] for r in results)
+    keys = client.app.keys
+    assert client.store.client.zcard(keys.active) == sum(1 + i % 2 for i in range(2400))
+    assert client.store.client.hget(keys.job("j7"), "spec") == orjson.dumps(parse_job(specs[7]).raw).decode()
+    client.close()
