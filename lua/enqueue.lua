@@ -17,7 +17,8 @@
 -- KEYS[5] q:backoff        ZSET
 -- KEYS[6] job:<id>:tasks   ZSET  task id -> index
 -- KEYS[7] q:seq            STRING
--- KEYS[8 ..]               task HASH of each new task (<job>.<first index + i>)
+-- KEYS[8] jobs:shares      HASH
+-- KEYS[9 ..]               task HASH of each new task (<job>.<first index + i>)
 -- ARGV[1] the job as read: "" = must not exist, "<version>|<next_index>|<status>", or
 --         "=<version>": a fill call (see above)
 -- ARGV[2] events channel
@@ -28,7 +29,8 @@
 -- ARGV[7] start in backoff for this many ms ("0": queue now)
 -- ARGV[8] retries (tasks that ran before these in the same slots)
 -- ARGV[9] "1" to add the job to jobs:global
--- ARGV[10] n, then n field/value pairs for the job hash ("updated" and, when the job is
+-- ARGV[10] the job's jobs:shares value (Store.mark_job), written with the job's hash; "" for none
+-- ARGV[11] n, then n field/value pairs for the job hash ("updated" and, when the job is
 --          new, "created" are set here to Redis TIME)
 -- then, optionally, one pinned node per task
 -- Returns {0} if the job changed since it was read (read it again), else {1, now, created}.
@@ -50,11 +52,11 @@ end
 local channel, job_id, version = ARGV[2], ARGV[3], ARGV[4]
 local priority, first = tonumber(ARGV[5]), tonumber(ARGV[6])
 local delay, retries = tonumber(ARGV[7]), ARGV[8]
-local pairs_at = 11 + 2 * tonumber(ARGV[10])
+local pairs_at = 12 + 2 * tonumber(ARGV[11])
 local now = now_ms()
 local new = {}  -- offsets of the tasks to create
-for i = 0, #KEYS - 8 do
-  if not fill or redis.call('EXISTS', KEYS[8 + i]) == 0 then new[#new + 1] = i end
+for i = 0, #KEYS - 9 do
+  if not fill or redis.call('EXISTS', KEYS[9 + i]) == 0 then new[#new + 1] = i end
 end
 local count = #new
 if fill and count == 0 then return {1, now, 0} end
@@ -62,13 +64,14 @@ local first_seq = redis.call('INCRBY', KEYS[7], count) - count + 1
 
 if not fill then
   local fields = {}
-  for i = 11, pairs_at - 1 do fields[#fields + 1] = ARGV[i] end
+  for i = 12, pairs_at - 1 do fields[#fields + 1] = ARGV[i] end
   fields[#fields + 1] = 'updated'
   fields[#fields + 1] = int(now)
   call_all('HSET', job, fields)
   redis.call('HSETNX', job, 'created', int(now))
   redis.call('SADD', KEYS[2], job_id)
   if ARGV[9] == '1' then redis.call('SADD', KEYS[3], job_id) end
+  if ARGV[10] ~= '' then redis.call('HSET', KEYS[8], job_id, ARGV[10]) end
 end
 
 local queued, indexes = {}, {}
@@ -95,7 +98,7 @@ for n = 1, count do
   queued[#queued + 1] = id
   indexes[#indexes + 1] = index
   indexes[#indexes + 1] = id
-  redis.call('HSET', KEYS[8 + i], unpack(task))
+  redis.call('HSET', KEYS[9 + i], unpack(task))
   publish(channel, {'type', 'task', 'id', id, 'job', job_id, 'state', 'pending', 'ts', now})
 end
 call_all('ZADD', queue, queued)

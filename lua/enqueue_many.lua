@@ -7,76 +7,78 @@
 -- hashes, queue scores from one enqueue sequence, one "pending" event per task), plus its
 -- jobs:shares entry (Store.mark_job).
 --
+-- Jobs come in groups whose specs differ only in their id (bulk files are mostly made
+-- from one template): a group's spec text, shares value and size are sent once, and each
+-- job's spec is '{"id":"<id>' followed by the group's rest of the text.
+--
 -- KEYS[1] jobs             SET
 -- KEYS[2] q:active         ZSET
 -- KEYS[3] q:seq            STRING
 -- KEYS[4] jobs:shares      HASH
--- then for each job j of the J: job:<id> HASH, job:<id>:tasks ZSET
--- then for each job, for each of its n tasks: task HASH (<job>.<i>, i from 0)
+-- then for each job, in order: job:<id> HASH, job:<id>:tasks ZSET, then its n task
+--   HASHes (<job>.<i>, i from 0)
 -- ARGV[1] events channel
--- ARGV[2] J
--- then per job: job id, priority, spec text (normalised JSON), shares value
---   ("tenant|gang|needs"), n
+-- ARGV[2] G, the number of groups
+-- then per group: priority, the spec text after the id ('",...}'), shares value
+--   ("tenant|gang|needs"), n (tasks per job), J (jobs), then the J job ids
 -- Returns {now, created}: created has one entry per job, 1 when this call created it,
 -- 0 when it existed already (nothing written for it).
 
 local MAX_PRIORITY = 1000
 
 local channel = ARGV[1]
-local J = tonumber(ARGV[2])
 local now = now_ms()
 local nowtxt = int(now)
-local jobs, total = {}, 0
-local task_key = 5 + 2 * J
-for j = 1, J do
-  local a = 3 + 5 * (j - 1)
-  local job = {id = ARGV[a], priority = ARGV[a + 1], spec = ARGV[a + 2], shares = ARGV[a + 3],
-               n = tonumber(ARGV[a + 4]), key = KEYS[3 + 2 * j], tasks_key = KEYS[4 + 2 * j], first_key = task_key}
-  task_key = task_key + job.n
-  -- A job id given twice in one call: the second finds the first's hash and is reported.
-  job.new = redis.call('EXISTS', job.key) == 0
-  if job.new then
-    -- Mark it now, so that a second occurrence in this call sees it as existing.
-    redis.call('HSET', job.key, 'id', job.id, 'spec', job.spec, 'spec:1', job.spec, 'version', '1',
-      'status', 'running', 'next_index', int(job.n), 'updated', nowtxt, 'created', nowtxt)
-    total = total + job.n
+local seq = tonumber(redis.call('GET', KEYS[3]) or '0')
+local first_seq = seq
+local created, members, queued, shares = {}, {}, {}, {}
+local key, arg = 5, 3
+for _ = 1, tonumber(ARGV[2]) do
+  local priority, rest, share, ntxt = ARGV[arg], ARGV[arg + 1], ARGV[arg + 2], ARGV[arg + 3]
+  local n, count = tonumber(ntxt), tonumber(ARGV[arg + 4])
+  local base = (MAX_PRIORITY - tonumber(priority)) * 1e12
+  arg = arg + 5
+  for _ = 1, count do
+    local id = ARGV[arg]
+    local job = KEYS[key]
+    arg = arg + 1
+    -- A job id given twice in one call: the second finds the first's hash and is reported.
+    if redis.call('EXISTS', job) == 0 then
+      local spec = '{"id":"' .. id .. rest
+      redis.call('HSET', job, 'id', id, 'spec', spec, 'spec:1', spec, 'version', '1', 'status', 'running',
+        'next_index', ntxt, 'updated', nowtxt, 'created', nowtxt)
+      created[#created + 1] = 1
+      members[#members + 1] = id
+      shares[#shares + 1] = id
+      shares[#shares + 1] = share
+      local indexes = {}
+      for i = 0, n - 1 do
+        seq = seq + 1
+        local index = int(i)
+        local task = id .. '.' .. index
+        local score = int(base + seq)
+        redis.call('HSET', KEYS[key + 2 + i], 'id', task, 'job', id, 'version', '1', 'state', 'pending',
+          'priority', priority, 'qscore', score, 'created', nowtxt, 'attempts', '0', 'index', index,
+          'retries', '0')
+        redis.call('PUBLISH', channel, '{"type":"task","id":"' .. task .. '","job":"' .. id ..
+          '","state":"pending","ts":' .. nowtxt .. '}')
+        queued[#queued + 1] = score
+        queued[#queued + 1] = task
+        indexes[#indexes + 1] = index
+        indexes[#indexes + 1] = task
+      end
+      if n > 0 then redis.call('ZADD', KEYS[key + 1], unpack(indexes)) end
+    else
+      created[#created + 1] = 0
+    end
+    key = key + 2 + n
   end
-  jobs[j] = job
 end
 
-local seq = redis.call('INCRBY', KEYS[3], total) - total
-local created, members, queued, shares = {}, {}, {}, {}
-for j, job in ipairs(jobs) do
-  if job.new then
-    created[j] = 1
-    members[#members + 1] = job.id
-    shares[#shares + 1] = job.id
-    shares[#shares + 1] = job.shares
-    local indexes = {}
-    local priority = tonumber(job.priority)
-    for i = 0, job.n - 1 do
-      seq = seq + 1
-      local index = int(i)
-      local id = job.id .. '.' .. index
-      local score = int((MAX_PRIORITY - priority) * 1e12 + seq)
-      redis.call('HSET', KEYS[job.first_key + i], 'id', id, 'job', job.id, 'version', '1', 'state', 'pending',
-        'priority', job.priority, 'qscore', score, 'created', nowtxt, 'attempts', '0', 'index', index,
-        'retries', '0')
-      redis.call('PUBLISH', channel, '{"type":"task","id":"' .. id .. '","job":"' .. job.id ..
-        '","state":"pending","ts":' .. nowtxt .. '}')
-      queued[#queued + 1] = score
-      queued[#queued + 1] = id
-      indexes[#indexes + 1] = index
-      indexes[#indexes + 1] = id
-    end
-    if #indexes > 0 then call_all('ZADD', job.tasks_key, indexes) end
-  else
-    created[j] = 0
-  end
-end
 if #members > 0 then
+  redis.call('INCRBY', KEYS[3], seq - first_seq)
   call_all('SADD', KEYS[1], members)
   call_all('HSET', KEYS[4], shares)
+  call_all('ZADD', KEYS[2], queued)
 end
-if #queued > 0 then call_all('ZADD', KEYS[2], queued) end
 return {now, created}

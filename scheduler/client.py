@@ -17,9 +17,10 @@ See ``docs/python-api.md``.
 
 from __future__ import annotations
 
-import dataclasses
+import re
 import time
 from collections import Counter
+from functools import lru_cache
 from typing import Iterable, Iterator
 
 import orjson
@@ -97,14 +98,14 @@ def _spec(spec) -> JobSpec:
 
 
 def _from_template(spec, templates: dict) -> JobSpec | None:
-    """``spec`` (a mapping with an id) parsed as the spec it shares everything but its id
+    """The parsed spec that ``spec`` (a mapping with an id) shares everything but its id
     with, if that was seen before in ``templates`` (specs made from one template are
     validated once: about 10 µs each saved in a bulk submit); None to parse it in full
     (also whenever anything about it is unusual, so that errors name this job)."""
     if not isinstance(spec, dict) or not isinstance(spec.get("id"), str) or not is_job_id(spec["id"]):
         return None
     try:
-        key = orjson.dumps({k: v for k, v in spec.items() if k != "id"}, option=orjson.OPT_SORT_KEYS)
+        key = orjson.dumps({**spec, "id": ""}, option=orjson.OPT_SORT_KEYS)
     except TypeError:
         return None
     template = templates.get(key)
@@ -114,8 +115,117 @@ def _from_template(spec, templates: dict) -> JobSpec | None:
         except SpecError:
             return None
         templates[key] = template
-    job_id = spec["id"]
-    return dataclasses.replace(template, id=job_id, raw={**template.raw, "id": job_id})
+    return template
+
+
+# Bulk files are mostly made from one template: documents whose text differs only in the
+# id's value are parsed and validated once. The text around the id is the template's key;
+# it counts once a second document has it and a parse of it with another id has shown
+# that the value is the job's id and nothing else (not a nested "id", not a value that
+# goes on over the next line). Documents unlike any other are parsed once, as before.
+_JSON_ID = re.compile(r'"id"[ \t]*:[ \t]*"([A-Za-z0-9][A-Za-z0-9_-]*)"')
+_YAML_ID = re.compile(r"^id:[ \t]+([A-Za-z0-9][A-Za-z0-9_-]*)[ \t]*$", re.M)
+_YAML_DOCUMENT = re.compile(r"^---(?=[ \t\n]|\Z)", re.M)
+_YAML_UNUSUAL = re.compile(r"^(?:%|\.\.\.)|[\r\x85\u2028\u2029]", re.M)  # directives, "...", other line breaks
+
+
+class _Templates:
+    """Documents (as text) to (job id, spec), parsing each template once (see above)."""
+
+    def __init__(self, load, pattern: re.Pattern, is_plain=lambda value: True, skip_empty: bool = True):
+        self.load, self.pattern, self.is_plain, self.skip_empty = load, pattern, is_plain, skip_empty
+        self.known: dict[tuple[str, str], JobSpec | None] = {}  # None: not a template
+        self.seen: dict[tuple[str, str], tuple[dict, JobSpec]] = {}  # once, not yet checked
+
+    def job(self, text: str):
+        """(job id, spec) of the document ``text``, or None when it holds no document
+        (YAML: only comments or nothing). Raises SpecError if its spec is not valid."""
+        match = self.pattern.search(text)
+        key = None
+        if match and self.is_plain(match.group(1)):
+            key = (text[:match.start(1)], text[match.end(1):])
+            spec = self.known.get(key)
+            if spec is not None:
+                return match.group(1), spec
+            first = self.seen.pop(key, None)
+            if first is not None:
+                document, spec = first
+                if self.load(key[0] + "x" + key[1]) == {**document, "id": "x"}:
+                    self.known[key] = spec
+                    return match.group(1), spec
+                self.known[key] = None
+        document = self.load(text)
+        if document is None and self.skip_empty:
+            return None
+        spec = parse_job(document)
+        if key is not None and key not in self.known and document.get("id") == match.group(1):
+            self.seen[key] = (document, spec)
+        return spec.id, spec
+
+
+def _yaml_load(text: str):
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
+@lru_cache(maxsize=1)
+def _yaml_resolver():
+    return yaml.SafeLoader("")
+
+
+def _yaml_string(value: str) -> bool:
+    """Whether YAML reads ``value``, written plain, as that string (not 1_000, a date, yes...)."""
+    return _yaml_resolver().resolve(yaml.ScalarNode, value, (True, False)) == "tag:yaml.org,2002:str"
+
+
+def read_specs(text: str) -> list[tuple[str, JobSpec]]:
+    """The job specs in ``text`` (every form :func:`load_specs` reads), validated: one
+    (job id, spec) per document, in order. Documents that differ only in their id share
+    one spec (parsed once; its own id is the first such document's). Raises
+    :class:`SpecError` naming the first document that is not valid."""
+    stripped = text.lstrip()
+    try:
+        if stripped.startswith("{"):
+            try:
+                orjson.loads(stripped)  # one JSON document: below
+            except orjson.JSONDecodeError:
+                lines = text.splitlines()
+                try:
+                    orjson.loads(next(line for line in lines if line.strip()))
+                except orjson.JSONDecodeError:
+                    pass  # not JSON lines: YAML (a flow mapping) or broken JSON, which YAML reports
+                else:
+                    return _json_lines(lines)
+        elif _YAML_DOCUMENT.search(text) and not _YAML_UNUSUAL.search(text):
+            # Several YAML documents, each read on its own (a "---" line always ends one).
+            templates = _Templates(_yaml_load, _YAML_ID, _yaml_string)
+            jobs = [job for piece in _YAML_DOCUMENT.split(text) if (job := templates.job(piece)) is not None]
+            if jobs:
+                return jobs
+    except (SpecError, yaml.YAMLError):
+        pass  # read again as a whole, below: the error is then said as it always was
+    documents = load_specs(text)
+    jobs = []
+    for number, document in enumerate(documents, 1):
+        try:
+            spec = parse_job(document)
+        except SpecError as exc:
+            if len(documents) == 1:
+                raise
+            raise SpecError(f"document {number}: {exc}") from None
+        jobs.append((spec.id, spec))
+    return jobs
+
+
+def _json_lines(lines: list[str]) -> list[tuple[str, JobSpec]]:
+    templates = _Templates(orjson.loads, _JSON_ID, skip_empty=False)
+    jobs = []
+    for number, line in enumerate(lines, 1):
+        if line.strip():
+            try:
+                jobs.append(templates.job(line))
+            except orjson.JSONDecodeError:
+                raise SpecError(f"document {len(jobs) + 1} (line {number}) is not valid JSON.") from None
+    return jobs
 
 
 class Client:
@@ -197,14 +307,28 @@ class Client:
         nothing is submitted. New jobs are written in bulk, many per round trip
         (``enqueue_many.lua``); jobs that exist already are updated one by one as
         :meth:`submit` does."""
-        parsed = []
+        jobs = []
         templates: dict[bytes, JobSpec] = {}
         for i, spec in enumerate(specs, 1):
+            template = _from_template(spec, templates)
+            if template is not None:
+                jobs.append((spec["id"], template))
+                continue
             try:
-                parsed.append(_from_template(spec, templates) or _spec(spec))
+                parsed = _spec(spec)
             except SpecError as exc:
                 raise SpecError(f"document {i}: {exc}") from None
-        return reconcile.submit_many(self.store, parsed)
+            jobs.append((parsed.id, parsed))
+        return reconcile.submit_many(self.store, jobs)
+
+    def submit_text(self, text: str) -> list[dict]:
+        """Submit every job spec in a YAML or JSON text (one, several YAML documents or JSON
+        lines), as ``sched job submit FILE`` does: one spec as :meth:`submit`, several as
+        :meth:`submit_many`. Returns the result of each."""
+        jobs = read_specs(text)  # before connecting: bad input is reported without a Redis
+        if len(jobs) == 1:
+            return [reconcile.submit(self.store, reconcile.with_id(jobs[0][1], jobs[0][0]))]
+        return reconcile.submit_many(self.store, jobs)
 
     def plan(self, spec: dict | str | JobSpec) -> dict:
         """Dry run: where the tasks would go now, what they would preempt, why any would wait."""

@@ -11,7 +11,7 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from scheduler.client import Client, load_specs
+from scheduler.client import Client, load_specs, read_specs
 from scheduler.model import SpecError, parse_job
 from scheduler.state.store import ENQUEUE_CHUNK
 from scheduler.tools.cli import main
@@ -79,7 +79,7 @@ def test_existing_duplicate_global_and_big_jobs_fall_back(redis_url, namespace, 
 
 
 def test_a_chunk_sent_twice_creates_nothing_more(app):
-    parsed = [parse_job({"id": f"j{i}", "replicas": 2}) for i in range(10)]
+    parsed = [(f"j{i}", parse_job({"id": f"j{i}", "replicas": 2})) for i in range(10)]
     assert app.store.enqueue_many(parsed) == [True] * 10
     before = app.client.zcard(app.keys.active)
     assert app.store.enqueue_many(parsed) == [False] * 10
@@ -140,3 +140,81 @@ def test_cli_submits_many_and_refuses_a_bad_document_whole(redis_url, namespace,
     result = runner.invoke(main, ["--redis-url", redis_url, "--namespace", namespace, "job", "submit", "-"],
                            input=text(docs))
     assert result.stdout.split() == [d["id"] for d in docs]
+
+
+def as_read(jobs):
+    """(id, stored spec text) of each job as read_specs gives it."""
+    return [(job_id, orjson.dumps({**spec.raw, "id": job_id})) for job_id, spec in jobs]
+
+
+def as_loaded(text):
+    """The same, from the whole text read by load_specs and each document parsed alone."""
+    return [(d["id"], orjson.dumps(parse_job(d).raw)) for d in load_specs(text)]
+
+
+@pytest.mark.parametrize("text", [
+    # Documents that differ only in their id, then ones that differ in more, or that look alike but are not.
+    "---\nid: a\nreplicas: 2\n---\nid: b\nreplicas: 2\n---\nid: c\nreplicas: 3\n---\nid: d\nreplicas: 2\n",
+    "---\nid: a\nrun: {func: 'm:f', kwargs: {id: x}}\n---\nid: b\nrun: {func: 'm:f', kwargs: {id: x}}\n",
+    "---\nrun:\n  func: m:f\n  kwargs:\n    id: a\nid: a\n---\nrun:\n  func: m:f\n  kwargs:\n    id: a\nid: b\n",
+    "---\nid: a # note\n---\nid: b # note\n---\n# nothing\n---\nid: c\ntenant: t1\n",
+    "priority: 60\nid: a\n---\npriority: 60\nid: b\n",
+    '{"id": "a", "replicas": 2}\n{"id": "b", "replicas": 2}\n{"replicas": 2, "id": "c"}\n{"id": "d", "replicas": 1}\n',
+    '{"id": "a", "run": {"func": "m:f", "kwargs": {"id": "a"}}}\n{"id": "b", "run": {"func": "m:f", "kwargs": {"id": "a"}}}\n',
+    '{"run": {"func": "m:f", "kwargs": {"id": "a"}}, "id": "a"}\n{"run": {"func": "m:f", "kwargs": {"id": "b"}}, "id": "a"}\n',
+    '{"run": {"func": "m:f", "kwargs": {"id": "a"}}, "id": "a"}\n{"run": {"func": "m:f", "kwargs": {"id": "b"}}, "id": "c"}\n',
+])
+def test_documents_alike_but_for_their_id_read_as_each_alone(text):
+    assert as_read(read_specs(text)) == as_loaded(text)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("---\nid: a\n---\nid: 123\n", r"^document 2: "),
+    ("---\nid: a\n  b\n---\nid: c\n", r"^document 1: "),  # a plain value continued on the next line
+    ("---\nid: c\n---\nid: a\n  b\n", r"^document 2: "),  # YAML reads 123 as a number
+    ("---\nid: a\n---\nid: yes\n", r"^document 2: "),
+    ("---\nid: a\n---\nid: 2001-12-14\n", r"^document 2: "),
+    ('{"id": "a"}\n{"id": "b", "id": 7}\n', r"^document 2: "),
+    ('{"id": "a", "replicas": 1}\n{"id": "b", "replicas": 1}\n{"id": "c", "replicas": 1,\n',
+     r"^document 3 \(line 3\) is not valid JSON\.$"),
+    ("---\nid: a\n---\nid: b\n---\nid: c\nreplicas: [1\n", r"at line \d+ \(document 3\)\.$"),
+    ("---\nid: a\nreplicas: 2\n---\nid: b\nreplicas: 2\nbogus: 1\n", r"^document 2: job spec has unknown field"),
+    ("# one document\n---\nid: -web\n", r"^job id '-web' is not valid"),  # one document: not numbered
+])
+def test_a_bad_document_among_alike_ones_is_named(text, message):
+    with pytest.raises(SpecError, match=message):
+        read_specs(text)
+
+
+def test_bulk_submit_loads_the_script_again_if_redis_lost_it(redis_url, namespace, app):
+    client = Client(redis_url, namespace)
+    client.submit_many([{"id": "before", "replicas": 1}, {"id": "before2", "replicas": 1}])
+    app.client.script_flush()
+    results = client.submit_many([{"id": f"after{i}", "replicas": 1} for i in range(3)])
+    assert all(r["created"] for r in results)
+    assert app.client.zcard(app.keys.active) == 5
+
+
+def test_submit_writes_the_jobs_shares_entry_with_the_job(redis_url, namespace, app):
+    client = Client(redis_url, namespace)
+    client.submit({"id": "g", "replicas": 2, "gang": True, "tenant": "t1", "resources": {"cpu": 0.5}})
+    assert app.client.hget(app.keys.job_shares, "g") == "t1|2|cpu=500"
+    client.submit({"id": "g", "replicas": 3, "gang": True, "tenant": "t1", "resources": {"cpu": 0.5}})  # scaled
+    assert app.client.hget(app.keys.job_shares, "g") == "t1|3|cpu=500"
+    client.submit({"id": "g", "replicas": 3, "gang": True, "tenant": "t2", "resources": {"cpu": 0.5}})  # version 2
+    assert app.client.hget(app.keys.job_shares, "g") == "t2|3|cpu=500"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("topology", ["redis_cluster", "redis_sentinel"])
+def test_bulk_submit_on_a_cluster_and_under_sentinel(topology, request):
+    url = request.getfixturevalue(topology).url
+    client = Client(url, f"bulk-{topology[6:]}")
+    specs = [{"id": f"j{i}", "replicas": 1 + i % 2, "resources": {"cpu": 0.1}} for i in range(2400)]
+    client.store.client.script_flush()  # on a cluster: every master; the bulk calls load them again
+    results = client.submit_many(specs)
+    assert all(r["created"] for r in results)
+    keys = client.app.keys
+    assert client.store.client.zcard(keys.active) == sum(1 + i % 2 for i in range(2400))
+    assert client.store.client.hget(keys.job("j7"), "spec") == orjson.dumps(parse_job(specs[7]).raw).decode()
+    client.close()

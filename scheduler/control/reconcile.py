@@ -8,12 +8,14 @@ tasks; scaling adds tasks or stops the newest; stopping ends every task.
 
 from __future__ import annotations
 
+import dataclasses
+
 import orjson
 
 from scheduler.model.errors import SpecError
 from scheduler.model import (ACTIVE, BATCH, COMPLETED, FAILED, GLOBAL, LIVE_STATES, LOST, PENDING, READY, SERVICE,
                              STOPPED, JobSpec, Task, parse_job)
-from scheduler.state.store import ENQUEUE_CHUNK, Store, parse_stored
+from scheduler.state.store import ENQUEUE_CHUNK, Store, parse_stored, shares_value
 
 RUNNING_JOB, STOPPED_JOB = "running", "stopped"
 FAULT_WINDOW_MS = 300_000  # failures of a job on a node count towards "faulty" for 5 minutes
@@ -51,13 +53,15 @@ def submit(store: Store, spec: JobSpec) -> dict:
     if spec.type == GLOBAL:
         pins = sorted(global_targets(spec, store.nodes()))
     count = len(pins) if pins is not None else spec.replicas
-    store.mark_job(spec)  # tenant and gang size, for claim.lua
+    shares = shares_value(spec)  # tenant and gang size, for claim.lua: written with the job
     current: dict = {}
     while True:
         if current.get("status") == RUNNING_JOB and current.get("spec") == raw:
+            store.mark_job(spec)
             return {"id": spec.id, "version": int(current["version"]), "tasks": [], "created": False}
         if (current.get("status") == RUNNING_JOB and spec.type != GLOBAL
                 and same_but_replicas(current.get("spec"), spec)):
+            store.mark_job(spec)  # the gang size may follow the replicas
             scaled = scale(store, spec.id, spec.replicas)
             return {"id": spec.id, "version": int(current["version"]), "tasks": scaled["added"], "created": False}
         version = int(current.get("version", 0)) + 1
@@ -65,7 +69,7 @@ def submit(store: Store, spec: JobSpec) -> dict:
         fields = {"id": spec.id, "spec": raw, f"spec:{version}": raw, "version": version, "status": RUNNING_JOB,
                   "next_index": first + count}
         if store.enqueue(spec.id, job_state(current), fields, version, spec.priority, first, count, pins=pins,
-                         is_global=spec.type == GLOBAL) is not None:
+                         is_global=spec.type == GLOBAL, shares=shares) is not None:
             break
         current = store.job_fields(spec.id)  # it exists, or changed: read it, decide again
     new_ids = [f"{spec.id}.{first + i}" for i in range(count)]
@@ -75,24 +79,33 @@ def submit(store: Store, spec: JobSpec) -> dict:
     return {"id": spec.id, "version": version, "tasks": new_ids, "created": not current}
 
 
-def submit_many(store: Store, specs: list[JobSpec]) -> list[dict]:
-    """Submit many jobs (already validated); returns :func:`submit`'s result for each, in
-    order. New jobs of at most ``ENQUEUE_CHUNK`` tasks that are not global are created
-    in bulk, many per round trip (``Store.enqueue_many``); a job that turns out to exist,
-    a global job and a bigger one are then submitted one by one, in their order (so a
-    job id given twice ends as its last spec)."""
-    bulk = [i for i, spec in enumerate(specs) if spec.type != GLOBAL and spec.replicas <= ENQUEUE_CHUNK]
-    created = store.enqueue_many([specs[i] for i in bulk])
-    results: list[dict | None] = [None] * len(specs)
+def submit_many(store: Store, jobs: list[tuple[str, JobSpec]]) -> list[dict]:
+    """Submit many jobs (already validated), given as (job id, spec) pairs: the spec may be
+    one that jobs differing only in their id share (see :meth:`Store.enqueue_many`).
+    Returns :func:`submit`'s result for each, in order. New jobs of at most
+    ``ENQUEUE_CHUNK`` tasks that are not global are created in bulk, many per round trip
+    (``Store.enqueue_many``); a job that turns out to exist, a global job and a bigger one
+    are then submitted one by one, in their order (so a job id given twice ends as its
+    last spec)."""
+    bulk = [i for i, (_, spec) in enumerate(jobs) if spec.type != GLOBAL and spec.replicas <= ENQUEUE_CHUNK]
+    created = store.enqueue_many([jobs[i] for i in bulk])
+    results: list[dict | None] = [None] * len(jobs)
     for i, made in zip(bulk, created):
         if made:
-            spec = specs[i]
-            results[i] = {"id": spec.id, "version": 1, "tasks": [f"{spec.id}.{n}" for n in range(spec.replicas)],
+            job_id, spec = jobs[i]
+            results[i] = {"id": job_id, "version": 1, "tasks": [f"{job_id}.{n}" for n in range(spec.replicas)],
                           "created": True}
-    for i, spec in enumerate(specs):
+    for i, (job_id, spec) in enumerate(jobs):
         if results[i] is None:
-            results[i] = submit(store, spec)
+            results[i] = submit(store, with_id(spec, job_id))
     return results
+
+
+def with_id(spec: JobSpec, job_id: str) -> JobSpec:
+    """``spec`` as the spec of job ``job_id`` (the same but for its id)."""
+    if spec.id == job_id:
+        return spec
+    return dataclasses.replace(spec, id=job_id, raw={**spec.raw, "id": job_id})
 
 
 def open_tasks(store: Store, job_id: str) -> list[Task]:

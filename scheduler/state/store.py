@@ -15,6 +15,7 @@ from functools import lru_cache
 
 import orjson
 import redis
+from redis.exceptions import NoScriptError
 
 from scheduler.model.errors import NotFound, RedisUnavailable, SpecError
 from scheduler.model.names import is_job_id
@@ -26,6 +27,7 @@ from scheduler.state.events import Subscription
 from scheduler.state.scripts import Scripts
 
 ENQUEUE_CHUNK = 500  # tasks per enqueue.lua call: each call takes a few ms (docs/reliability.md)
+_PIPELINED = 4  # enqueue_many.lua calls per round trip
 _DESCRIPTION = ("hostname", "role", "os", "arch")
 
 
@@ -41,19 +43,30 @@ def shares_value(spec: JobSpec) -> str:
     return f"{spec.tenant}|{spec.gang}|{needs}"
 
 
-def _chunks(jobs: list[JobSpec], limit: int):
-    """``jobs`` in runs of at most ``limit`` tasks and ``limit`` jobs (a job of more than
-    ``limit`` tasks alone)."""
-    chunk: list[JobSpec] = []
+def _chunks(jobs: list[tuple[str, JobSpec]], limit: int):
+    """(job id, spec) pairs in runs of at most ``limit`` tasks and ``limit`` jobs (a job of
+    more than ``limit`` tasks alone)."""
+    chunk: list[tuple[str, JobSpec]] = []
     tasks = 0
-    for spec in jobs:
-        if chunk and (tasks + spec.replicas > limit or len(chunk) >= limit):
+    for job in jobs:
+        replicas = job[1].replicas
+        if chunk and (tasks + replicas > limit or len(chunk) >= limit):
             yield chunk
             chunk, tasks = [], 0
-        chunk.append(spec)
-        tasks += spec.replicas
+        chunk.append(job)
+        tasks += replicas
     if chunk:
         yield chunk
+
+
+def _text_after_id(spec: JobSpec) -> str:
+    """The stored spec text (normalised JSON, ``id`` first) after ``{"id":"<id>``: what
+    jobs that differ only in their id share (enqueue_many.lua puts each id in front)."""
+    text = orjson.dumps(spec.raw).decode()
+    head = '{"id":"' + spec.id
+    if not text.startswith(head + '"'):
+        raise ValueError(f"job {spec.id}: its stored spec does not start with its id.")
+    return text[len(head):]
 
 
 def nomination_value(held: str, expires_ms: int) -> str:
@@ -411,13 +424,14 @@ class Store:
 
     def enqueue(self, job_id: str, read: str, job_fields: dict, version: int, priority: int, first_index: int,
                 count: int, *, pins: list[str] | None = None, delay_ms: int = 0, retries: int = 0,
-                is_global: bool = False) -> int | None:
+                is_global: bool = False, shares: str = "") -> int | None:
         """``enqueue.lua``: write ``job_fields`` to the job's hash and queue ``count`` new
         pending tasks (``<job>.<first_index + i>``), created now (Redis TIME), if the job is
         still as ``read`` (:func:`job_state`; "" = it must not exist). ``pins`` fixes each
         task to one node (global jobs); ``delay_ms`` starts them in backoff (restart delay);
-        ``retries`` counts how many tasks ran before them in the same slot. Returns the
-        creation time (ms), or None when the job changed since it was read.
+        ``retries`` counts how many tasks ran before them in the same slot; ``shares``, if
+        given, is written as the job's ``jobs:shares`` entry (:meth:`mark_job`) with its
+        hash. Returns the creation time (ms), or None when the job changed since it was read.
 
         No call blocks Redis for long: the first call (job hash and the first
         ``ENQUEUE_CHUNK`` tasks) is the compare-and-set; the other tasks follow in fill
@@ -428,7 +442,7 @@ class Store:
         self.register_namespace()
         k = self.keys
         head = min(count, ENQUEUE_CHUNK)
-        args = [read, k.events, job_id, version, priority, first_index, delay_ms, retries, int(is_global),
+        args = [read, k.events, job_id, version, priority, first_index, delay_ms, retries, int(is_global), shares,
                 len(job_fields)]
         for field, value in job_fields.items():
             args += [field, value]
@@ -457,7 +471,7 @@ class Store:
         ``version``. Idempotent, so resent (``attempts`` times) after a timeout or a lost
         connection. Returns how many tasks it created, or None if the job changed."""
         k = self.keys
-        args = [f"={version}", k.events, job_id, version, priority, first_index, delay_ms, retries, 0, 0,
+        args = [f"={version}", k.events, job_id, version, priority, first_index, delay_ms, retries, 0, "", 0,
                 *(pins or [])]
         keys = self._enqueue_keys(job_id, first_index, count)
         reply = _resending(lambda: self.scripts.enqueue(keys=keys, args=args), attempts, lambda exc: RedisUnavailable(
@@ -465,53 +479,63 @@ class Store:
             f"queued ({str(exc).rstrip('.')}); the job has fewer tasks than it asks for."))
         return int(reply[2]) if reply[0] else None
 
-    def enqueue_many(self, jobs: list[JobSpec], attempts: int = 5) -> list[bool]:
+    def enqueue_many(self, jobs: list[tuple[str, JobSpec]], attempts: int = 5) -> list[bool]:
         """``enqueue_many.lua``: create new jobs (version 1) with their pending tasks, many
         per call, up to ``ENQUEUE_CHUNK`` tasks (and at most that many jobs) per call; each
-        job only if it does not exist yet. Returns, per job in order, True when this created
-        it, False when it existed (nothing written: submit it the ordinary way). Every
-        job must have ``replicas`` <= ``ENQUEUE_CHUNK`` and not be global.
+        job only if it does not exist yet. ``jobs`` are (job id, spec) pairs: the spec may
+        be one shared by jobs that differ only in their id (its own id is then ignored), and
+        runs of jobs sharing a spec send its text once. Returns, per job in order, True when
+        this created it, False when it existed (nothing written: submit it the ordinary
+        way). Every job must have ``replicas`` <= ``ENQUEUE_CHUNK`` and not be global.
 
-        The calls go one after another from a sender thread while the next chunk's
-        arguments are laid out here (Redis works while Python prepares). Each call is
-        idempotent, so it is resent (``attempts`` times) after a timeout or a lost
-        connection (a resent call reports the jobs it had created as existing); if one
-        fails for good, none after it is sent."""
-        k = self.keys
+        The calls go from a sender thread, ``_PIPELINED`` per round trip (so that Redis has
+        the next call at hand when one ends), while the next ones are laid out here. Each
+        call is idempotent, so a round trip is resent (``attempts`` times) after a timeout
+        or a lost connection (a resent call reports the jobs it had created as existing);
+        if one fails for good, none after it is sent."""
+        self.register_namespace()
         replies: list = []
         failure: list[BaseException] = []
         work: queue.Queue = queue.Queue(maxsize=2)
 
+        def run(calls) -> list:
+            for reloaded in (False, True):
+                pipe = self.client.pipeline(transaction=False)
+                for _first, _last, keys, args in calls:
+                    self.scripts.queue(pipe, "enqueue_many", keys, args)
+                try:
+                    return pipe.execute()
+                except NoScriptError:  # Redis lost its scripts (a restart): load them, send again
+                    if reloaded:
+                        raise
+                    self.scripts.load_all()
+
         def send() -> None:
-            while (item := work.get()) is not None:
+            while (calls := work.get()) is not None:
                 if failure:
                     continue
-                first, last, keys, args = item
+                first, last = calls[0][0], calls[-1][1]
                 try:
-                    replies.append(_resending(
-                        lambda: self.scripts.enqueue_many(keys=keys, args=args), attempts,
-                        lambda exc: RedisUnavailable(
-                            f"Redis did not answer while jobs {first!r} to {last!r} were being written "
-                            f"({str(exc).rstrip('.')}); the jobs before them were written, these may or may "
-                            f"not have been, none after them was.")))
+                    replies.extend(_resending(lambda: run(calls), attempts, lambda exc: RedisUnavailable(
+                        f"Redis did not answer while jobs {first!r} to {last!r} were being written "
+                        f"({str(exc).rstrip('.')}); the jobs before them were written, these may or may "
+                        f"not have been, none after them was.")))
                 except BaseException as exc:  # noqa: BLE001 (handed to the caller below)
                     failure.append(exc)
 
         sender = threading.Thread(target=send, name="enqueue_many", daemon=True)
         sender.start()
         try:
-            for chunk in _chunks(jobs, ENQUEUE_CHUNK):
-                if failure:
-                    break
-                keys = [k.jobs, k.active, k.enqueue_seq, k.job_shares]
-                args: list = [k.events, len(chunk)]
-                tasks: list[str] = []
-                for spec in chunk:
-                    job_id = spec.id
-                    keys += [k.job(job_id), k.job_tasks(job_id)]
-                    args += [job_id, spec.priority, orjson.dumps(spec.raw).decode(), shares_value(spec), spec.replicas]
-                    tasks += [k.task(f"{job_id}.{i}") for i in range(spec.replicas)]
-                work.put((chunk[0].id, chunk[-1].id, keys + tasks, args))
+            calls = []
+            for call in self._enqueue_many_calls(jobs):
+                calls.append(call)
+                if len(calls) == _PIPELINED:
+                    if failure:
+                        break
+                    work.put(calls)
+                    calls = []
+            if calls and not failure:
+                work.put(calls)
         finally:
             work.put(None)
             sender.join()
@@ -519,10 +543,34 @@ class Store:
             raise failure[0]
         return [flag == 1 for reply in replies for flag in reply[1]]
 
+    def _enqueue_many_calls(self, jobs: list[tuple[str, JobSpec]]):
+        """(first job id, last job id, keys, args) of each ``enqueue_many.lua`` call."""
+        k = self.keys
+        fixed = [k.jobs, k.active, k.enqueue_seq, k.job_shares]
+        task_key = k.task
+        rests: dict[int, str] = {}
+        for chunk in _chunks(jobs, ENQUEUE_CHUNK):
+            keys, args = list(fixed), [k.events, 0]
+            shared, count_at = None, 0
+            for job_id, spec in chunk:
+                if spec is not shared:  # a new group: its spec text after the id, once
+                    shared = spec
+                    rest = rests.get(id(spec))
+                    if rest is None:
+                        rest = rests[id(spec)] = _text_after_id(spec)
+                    args += [spec.priority, rest, shares_value(spec), spec.replicas, 0]
+                    count_at = len(args) - 1
+                    args[1] += 1
+                args[count_at] += 1
+                args.append(job_id)
+                keys += [k.job(job_id), k.job_tasks(job_id)]
+                keys += [task_key(f"{job_id}.{i}") for i in range(spec.replicas)]
+            yield chunk[0][0], chunk[-1][0], keys, args
+
     def _enqueue_keys(self, job_id: str, first_index: int, count: int) -> list[str]:
         k = self.keys
         return [k.job(job_id), k.jobs, k.global_jobs, k.active, k.backoff, k.job_tasks(job_id), k.enqueue_seq,
-                *(k.task(f"{job_id}.{first_index + i}") for i in range(count))]
+                k.job_shares, *(k.task(f"{job_id}.{first_index + i}") for i in range(count))]
 
     # Gangs, tenants and quotas.
     def mark_job(self, spec: JobSpec) -> None:

@@ -243,13 +243,11 @@ def job_submit(app, file, as_json):
     max_per_node: 2
     run: {command: ["sleep", "1"]}
     """
-    documents = load_specs(file.read())
-    if len(documents) == 1:
-        result = app.submit(documents[0])
+    results = app.submit_text(file.read())
+    if len(results) == 1:
         if as_json:
-            return print_json(result)
-        return click.echo(result["id"])
-    results = app.submit_many(documents)
+            return print_json(results[0])
+        return click.echo(results[0]["id"])
     if as_json:
         return print_json(results)
     click.echo("\n".join(result["id"] for result in results))
