@@ -14,10 +14,11 @@
 --
 -- Each node is read once and written once per call, however many tasks it takes: its
 -- fields, free:<resource> scores and tallies are kept here and written at the end. What
--- the call did to each node goes into nodes:deltas too ("seq|previous seq|node|tasks|
--- cpu=..,memory=..|port=task,..", the new totals), so that other workers can bring their
--- copies up to date without reading the node (not for a node holding nominations, which
--- this call may change in ways a delta does not say).
+-- the call did to each node goes into nodes:deltas too, one line per node ("seq|previous
+-- seq|node|tasks|cpu=..,memory=..|port=task,..", the new totals) and the lines of a call
+-- in one member, space-separated, so that other workers can bring their copies up to date
+-- without reading the node (not for a node holding nominations, which this call may
+-- change in ways a delta does not say).
 --
 -- KEYS[1] q:inflight      ZSET
 -- KEYS[2] q:leases        HASH
@@ -25,7 +26,7 @@
 -- KEYS[4] nodes:changes   ZSET  node -> change sequence
 -- KEYS[5] nodes:seq       STRING
 -- KEYS[6] tally:priority  HASH  priority -> live tasks (preemption looks here first)
--- KEYS[7] nodes:deltas    ZSET  delta -> change sequence (the newest DELTAS_KEPT kept)
+-- KEYS[7] nodes:deltas    ZSET  one member per call -> its last change sequence
 -- KEYS[8 .. 7+R]          free:<resource> ZSET for each resource name in ARGV
 -- then for each node i of the N in ARGV: node HASH, node tasks SET
 -- then for each group g of the G: tally:job:<job> ZSET of its job
@@ -44,7 +45,7 @@
 -- node name, new change sequence, previous change sequence for every node this call
 -- changed (a worker whose copy was current at the previous sequence need not read it back).
 
-local DELTAS_KEPT = 50000  -- a worker further behind than this re-reads the nodes instead
+local DELTAS_KEPT = 50000  -- sequence numbers; a worker further behind re-reads the nodes instead
 
 local now = now_ms()
 local nowtxt = int(now)
@@ -370,14 +371,14 @@ for i, node in ipairs(touched) do
       for port, id in pairs(node.ports) do list[#list + 1] = port .. '=' .. id end
       ports = table.concat(list, ',')
     end
-    deltas[#deltas + 1] = seq
     deltas[#deltas + 1] = string.format('%d|%d|', seq, previous) .. node.name .. '|' ..
                           string.format('%d', node.tasks) .. '|' .. allocs .. '|' .. ports
   end
 end
 call_all('ZADD', KEYS[4], scored)
 if #deltas > 0 then
-  call_all('ZADD', KEYS[7], deltas)
-  redis.call('ZREMRANGEBYRANK', KEYS[7], 0, -DELTAS_KEPT - 1)
+  -- One member for the whole call: one sorted-set insert instead of one per node.
+  redis.call('ZADD', KEYS[7], last, table.concat(deltas, ' '))
+  redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', last - DELTAS_KEPT)
 end
 return {now, results, changes}
