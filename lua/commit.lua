@@ -13,7 +13,7 @@
 -- is released. The usage hash (namespace and per-tenant totals) grows by what is placed.
 --
 -- Each node is read once and written once per call, however many tasks it takes: its
--- fields, free:<resource> scores and tallies are kept here and written at the end. What
+-- fields and tallies are kept here and written at the end. What
 -- the call did to each node goes into nodes:deltas too, one line per node ("seq|previous
 -- seq|node|tasks|cpu=..,memory=..|port=task,..", the new totals) and the lines of a call
 -- in one member, space-separated, so that other workers can bring their copies up to date
@@ -27,7 +27,6 @@
 -- KEYS[5] nodes:seq       STRING
 -- KEYS[6] tally:priority  HASH  priority -> live tasks (preemption looks here first)
 -- KEYS[7] nodes:deltas    ZSET  one member per call -> its last change sequence
--- KEYS[8 .. 7+R]          free:<resource> ZSET for each resource name in ARGV
 -- then for each node i of the N in ARGV: node HASH, node tasks SET
 -- then for each group g of the G: tally:job:<job> ZSET of its job
 -- then for each placement, in ARGV order: task HASH
@@ -57,12 +56,12 @@ local a = 5 + R
 local N = tonumber(ARGV[a])
 local nodes = {}
 for i = 1, N do
-  nodes[i] = {name = ARGV[a + i], key = KEYS[6 + R + 2 * i], tasks_key = KEYS[7 + R + 2 * i]}
+  nodes[i] = {name = ARGV[a + i], key = KEYS[6 + 2 * i], tasks_key = KEYS[7 + 2 * i]}
 end
 a = a + N + 1
 local G = tonumber(ARGV[a])
 a = a + 1
-local tally_base = 7 + R + 2 * N
+local tally_base = 7 + 2 * N
 local task_base = tally_base + G
 
 -- Decode the groups first, so the leases can be read in one call. Groups of one job
@@ -294,16 +293,13 @@ end
 if #placed == 0 then return {now, results, {}} end
 
 -- Write each changed node once, and each sorted set once.
-local free, tally = {}, {}
-for r = 1, R do free[r] = {} end
+local tally = {}
 for _, node in ipairs(touched) do
   local values = {'tasks', node.tasks}
   for r = 1, R do
     if node.dirty[r] then
       values[#values + 1] = alloc_fields[r]
       values[#values + 1] = node.used[r]
-      free[r][#free[r] + 1] = node.cap[r] - node.used[r]
-      free[r][#free[r] + 1] = node.name
     end
   end
   for port, id in pairs(node.ports) do
@@ -314,9 +310,6 @@ for _, node in ipairs(touched) do
   call_all('SADD', node.tasks_key, node.placed)
   tally[#tally + 1] = node.tasks  -- tally:tasks always equals the node's task count
   tally[#tally + 1] = node.name
-end
-for r = 1, R do
-  if #free[r] > 0 then call_all('ZADD', KEYS[7 + r], free[r]) end
 end
 call_all('ZADD', KEYS[3], tally)
 for _, job in pairs(jobs) do

@@ -9,23 +9,19 @@
 -- KEYS[5] nodes:changes  KEYS[6] nodes:seq
 -- KEYS[7] preemptor task HASH  KEYS[8] node HASH  KEYS[9] node tasks SET
 -- KEYS[10] tally:priority HASH
--- KEYS[11 .. 10+R] free:<resource> ZSET for each resource name in ARGV
 -- then 2 keys per victim: task HASH, tally:job:<its job> ZSET
 -- KEYS[#KEYS] usage HASH (namespace and tenant usage, see commit.lua)
 -- ARGV[1] fencing token  ARGV[2] events channel  ARGV[3] preemptor task id
 -- ARGV[4] node name  ARGV[5] nomination lifetime (ms)
 -- ARGV[6] nomination value without its expiry: priority, job, allocation, ports as
 --         "priority|job|cpu=500,memory=...|8080,..." (the expiry is inserted here)
--- ARGV[7] R, then R resource names, then the victim task ids
+-- ARGV[7 ..] the victim task ids
 -- Returns "ok", or why nothing was done: "lease expired", "node removed", "node down",
 -- "node drained", "node paused", "victims changed".
 
 local token, channel, id, name = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local now = now_ms()
-local R = tonumber(ARGV[7])
-local free = {}
-for r = 1, R do free[ARGV[7 + r]] = KEYS[10 + r] end
-local first_victim = 8 + R
+local first_victim = 7
 
 if redis.call('HGET', KEYS[2], id) ~= token then return 'lease expired' end
 local st = redis.call('HMGET', KEYS[8], 'status', 'availability')
@@ -36,17 +32,17 @@ if st[2] ~= 'active' then return st[2] == 'drain' and 'node drained' or 'node pa
 local victims = {}
 for a = first_victim, #ARGV do
   local v = (a - first_victim) * 2
-  local task = KEYS[11 + R + v]
+  local task = KEYS[11 + v]
   local cur = redis.call('HMGET', task, 'state', 'node', 'alloc', 'ports', 'job', 'priority', 'tenant')
   if (cur[1] ~= 'assigned' and cur[1] ~= 'running') or cur[2] ~= name then return 'victims changed' end
-  victims[#victims + 1] = {id = ARGV[a], task = task, tally_job = KEYS[12 + R + v], cur = cur}
+  victims[#victims + 1] = {id = ARGV[a], task = task, tally_job = KEYS[12 + v], cur = cur}
 end
 
 local keys = {node = KEYS[8], node_tasks = KEYS[9], tally_tasks = KEYS[4], tally_priority = KEYS[10],
   changes = KEYS[5], seq = KEYS[6], usage = KEYS[#KEYS]}
 for _, victim in ipairs(victims) do
   keys.tally_job = victim.tally_job
-  release(victim.id, name, victim.cur[3], victim.cur[4], victim.cur[6], keys, free, victim.cur[7] or nil)
+  release(victim.id, name, victim.cur[3], victim.cur[4], victim.cur[6], keys, victim.cur[7] or nil)
   redis.call('HSET', victim.task, 'state', 'preempted', 'ended_at', int(now), 'message', 'preempted by ' .. id)
   publish(channel, {'type', 'task', 'id', victim.id, 'job', victim.cur[5], 'state', 'preempted',
     'node', name, 'by', id, 'ts', now})

@@ -239,7 +239,7 @@ def test_commit_refuses_a_stale_token_and_accepts_the_current_one(app):
     assert commit_one(app, fresh.token, task, "n1", "web", {"cpu": 1000}) == 1
     assert app.client.hget(app.keys.task(task), "state") == "assigned"
     assert app.client.hget(app.keys.node("n1"), "alloc:cpu") == "1000"
-    assert app.client.zscore(app.keys.free("cpu"), "n1") == 3000
+    assert app.store.get_node("n1").free("cpu") == 3000
     assert where(app, task) == []
     # Committed once; the same token cannot commit it again (the lease is gone).
     assert commit_one(app, fresh.token, task, "n1", "web", {"cpu": 1000}) == "lease expired"

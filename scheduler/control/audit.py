@@ -91,18 +91,13 @@ def audit(store: Store) -> AuditReport:
         recorded = {n: c for n, c in tally.items() if c != 0}
         if recorded != dict(per_job[job_id]):
             report.problem(f"job {job_id} tally {recorded} differs from its live tasks {dict(per_job[job_id])}")
-    for resource, free in tallies.free.items():
-        for name, node in nodes.items():
-            if resource in node.capacity and int(free.get(name, -1)) != node.free(resource):
-                report.problem(f"free:{resource} for {name} is {free.get(name)} but capacity minus allocation "
-                               f"is {node.free(resource)}")
     return report
 
 
 def repair(store: Store) -> dict:
     """Make the bookkeeping agree with the task hashes (the truth): node allocations, host
     ports, task counts and task sets, ``tally:tasks``, ``tally:job``, ``tally:priority``,
-    ``free:<resource>``, and the queues (a pending task in no queue goes back to
+    and the queues (a pending task in no queue goes back to
     ``q:active``, one in several stays in one; an ended or placed task leaves them). A live
     task on a node that no longer exists is marked lost and replaced. Returns what it
     changed: ``{"problems": [...before], "requeued": n, "lost": [...], "replacements": {...}}``,

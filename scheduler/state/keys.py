@@ -178,9 +178,6 @@ class Keys:
         claim.lua needs to order claims by dominant share and keep gangs whole."""
         return self._key("jobs", "shares")
 
-    def free(self, resource: str) -> str:
-        return self._key("free", resource)
-
     @cached_property
     def stats(self) -> str:
         """HASH of counters the workers keep (placed, refused, unplaced, batches...)."""
