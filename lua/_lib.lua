@@ -46,7 +46,7 @@ end
 
 -- Give back exactly what commit.lua took for a live task: the allocation and host ports
 -- recorded on the task, its place in the node's task set, and its tallies.
--- k = {node=, node_tasks=, tally_job=, tally_tasks=, tally_priority=, changes=, seq=, usage=}.
+-- k = {node=, node_tasks=, tally_job=, tally_priority=, changes=, seq=, usage=}.
 -- tenant: the task's tenant field, set by commit.lua when it counted the task in the usage
 -- hash (nil for a task committed before usage was kept).
 local function release(id, name, alloc, ports, priority, k, tenant)
@@ -73,7 +73,6 @@ local function release(id, name, alloc, ports, priority, k, tenant)
     redis.call('ZADD', k.changes, redis.call('INCR', k.seq), name)
   end
   if tonumber(redis.call('ZINCRBY', k.tally_job, -1, name)) <= 0 then redis.call('ZREM', k.tally_job, name) end
-  if tonumber(redis.call('ZINCRBY', k.tally_tasks, -1, name)) <= 0 then redis.call('ZREM', k.tally_tasks, name) end
   if priority and tonumber(redis.call('HINCRBY', k.tally_priority, priority, -1)) <= 0 then
     redis.call('HDEL', k.tally_priority, priority)
   end

@@ -22,11 +22,10 @@
 --
 -- KEYS[1] q:inflight      ZSET
 -- KEYS[2] q:leases        HASH
--- KEYS[3] tally:tasks     ZSET  node -> tasks on it
--- KEYS[4] nodes:changes   ZSET  node -> change sequence
--- KEYS[5] nodes:seq       STRING
--- KEYS[6] tally:priority  HASH  priority -> live tasks (preemption looks here first)
--- KEYS[7] nodes:deltas    ZSET  one member per call -> its last change sequence
+-- KEYS[3] nodes:changes   ZSET  node -> change sequence
+-- KEYS[4] nodes:seq       STRING
+-- KEYS[5] tally:priority  HASH  priority -> live tasks (preemption looks here first)
+-- KEYS[6] nodes:deltas    ZSET  one member per call -> its last change sequence
 -- then for each node i of the N in ARGV: node HASH, node tasks SET
 -- then for each group g of the G: tally:job:<job> ZSET of its job
 -- then for each placement, in ARGV order: task HASH
@@ -56,12 +55,12 @@ local a = 5 + R
 local N = tonumber(ARGV[a])
 local nodes = {}
 for i = 1, N do
-  nodes[i] = {name = ARGV[a + i], key = KEYS[6 + 2 * i], tasks_key = KEYS[7 + 2 * i]}
+  nodes[i] = {name = ARGV[a + i], key = KEYS[5 + 2 * i], tasks_key = KEYS[6 + 2 * i]}
 end
 a = a + N + 1
 local G = tonumber(ARGV[a])
 a = a + 1
-local tally_base = 7 + 2 * N
+local tally_base = 6 + 2 * N
 local task_base = tally_base + G
 
 -- Decode the groups first, so the leases can be read in one call. Groups of one job
@@ -293,7 +292,6 @@ end
 if #placed == 0 then return {now, results, {}} end
 
 -- Write each changed node once, and each sorted set once.
-local tally = {}
 for _, node in ipairs(touched) do
   local values = {'tasks', node.tasks}
   for r = 1, R do
@@ -308,10 +306,7 @@ for _, node in ipairs(touched) do
   end
   redis.call('HSET', node.key, unpack(values))
   call_all('SADD', node.tasks_key, node.placed)
-  tally[#tally + 1] = node.tasks  -- tally:tasks always equals the node's task count
-  tally[#tally + 1] = node.name
 end
-call_all('ZADD', KEYS[3], tally)
 for _, job in pairs(jobs) do
   local on, names_placed = {}, {}
   for node in pairs(job.placed) do on[#on + 1] = node end
@@ -331,7 +326,7 @@ end
 call_all('ZREM', KEYS[1], placed)
 call_all('HDEL', KEYS[2], placed)
 for priority, n in pairs(by_priority) do
-  redis.call('HINCRBY', KEYS[6], priority, n)
+  redis.call('HINCRBY', KEYS[5], priority, n)
 end
 for field, amount in pairs(tenant_use) do
   redis.call('HINCRBY', usage_key, field, amount)
@@ -340,8 +335,8 @@ end
 -- Each changed node's new change sequence, and its delta.
 local names_touched = {}
 for i, node in ipairs(touched) do names_touched[i] = node.name end
-local before = call_all('ZMSCORE', KEYS[4], names_touched)
-local last = redis.call('INCRBY', KEYS[5], #touched)
+local before = call_all('ZMSCORE', KEYS[3], names_touched)
+local last = redis.call('INCRBY', KEYS[4], #touched)
 local changes, scored, deltas = {}, {}, {}
 for i, node in ipairs(touched) do
   local seq, previous = last - #touched + i, tonumber(before[i] or '0')
@@ -368,10 +363,10 @@ for i, node in ipairs(touched) do
                           string.format('%d', node.tasks) .. '|' .. allocs .. '|' .. ports
   end
 end
-call_all('ZADD', KEYS[4], scored)
+call_all('ZADD', KEYS[3], scored)
 if #deltas > 0 then
   -- One member for the whole call: one sorted-set insert instead of one per node.
-  redis.call('ZADD', KEYS[7], last, table.concat(deltas, ' '))
-  redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', last - DELTAS_KEPT)
+  redis.call('ZADD', KEYS[6], last, table.concat(deltas, ' '))
+  redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', last - DELTAS_KEPT)
 end
 return {now, results, changes}

@@ -6,9 +6,9 @@
 -- A task already in a terminal state is left alone.
 --
 -- KEYS[1] q:active  KEYS[2] q:backoff  KEYS[3] q:unschedulable  KEYS[4] q:inflight
--- KEYS[5] q:leases  KEYS[6] tally:tasks  KEYS[7] nodes:changes  KEYS[8] nodes:seq
--- KEYS[9] q:cycle   KEYS[10] q:move_cycle  KEYS[11] tally:priority
--- then 4 keys per task p (0-based), from b = 12:
+-- KEYS[5] q:leases  KEYS[6] nodes:changes  KEYS[7] nodes:seq
+-- KEYS[8] q:cycle   KEYS[9] q:move_cycle  KEYS[10] tally:priority
+-- then 4 keys per task p (0-based), from b = 11:
 --   task HASH, node HASH, node tasks SET, tally:job:<job> ZSET, for the node named in ARGV
 -- KEYS[#KEYS] usage HASH (namespace and tenant usage, see commit.lua)
 -- ARGV[1] events channel
@@ -19,7 +19,7 @@
 local now = now_ms()
 local nowtxt = int(now)
 local channel = ARGV[1]
-local kb = 12
+local kb = 11
 local out = {}
 local freed = false
 local p = 0
@@ -42,7 +42,7 @@ for a = 2, #ARGV, 4 do
       redis.call('HDEL', KEYS[5], id)
     else
       release(id, on, cur[3], cur[4], cur[6], {node = node, node_tasks = node_tasks, tally_job = tally_job,
-        tally_tasks = KEYS[6], tally_priority = KEYS[11], changes = KEYS[7], seq = KEYS[8], usage = KEYS[#KEYS]},
+        tally_priority = KEYS[10], changes = KEYS[6], seq = KEYS[7], usage = KEYS[#KEYS]},
         cur[7] or nil)
       freed = true
     end
@@ -52,6 +52,6 @@ for a = 2, #ARGV, 4 do
   end
 end
 if freed then
-  redis.call('SET', KEYS[10], redis.call('GET', KEYS[9]) or '0')
+  redis.call('SET', KEYS[9], redis.call('GET', KEYS[8]) or '0')
 end
 return out

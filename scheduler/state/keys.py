@@ -147,10 +147,6 @@ class Keys:
         return self._key("tally", "job", job_id)
 
     @cached_property
-    def tally_tasks(self) -> str:
-        return self._key("tally", "tasks")
-
-    @cached_property
     def tally_priority(self) -> str:
         """HASH priority -> live tasks at that priority (is anything low enough to preempt?)."""
         return self._key("tally", "priority")

@@ -116,7 +116,6 @@ class Tallies:
     the tasks: see ``scheduler.control.audit``)."""
 
     queues: dict[str, set[str]]  # active, backoff, unschedulable, inflight -> task ids
-    tasks: dict[str, int]  # tally:tasks, node -> live tasks
     node_tasks: dict[str, set[str]]  # node -> its task set
     priority: dict[int, int]  # tally:priority
     jobs: dict[str, dict[str, int]]  # job -> tally:job, node -> live tasks
@@ -228,7 +227,7 @@ class Store:
         k = self.keys
         check_node_name(name)
         result = self.scripts.node_rm(
-            keys=[k.node(name), k.nodes, k.node_tasks(name), k.node_changes, k.node_seq, k.tally_tasks,
+            keys=[k.node(name), k.nodes, k.node_tasks(name), k.node_changes, k.node_seq,
                   k.heartbeat(name), k.node_epoch],
             args=[k.events, name])
         if result == 0:
@@ -268,7 +267,7 @@ class Store:
         Returns "ok" or why not."""
         k = self.keys
         return self.scripts.preempt(
-            keys=[k.inflight, k.leases, k.active, k.tally_tasks, k.node_changes, k.node_seq, k.task(task_id),
+            keys=[k.inflight, k.leases, k.active, k.node_changes, k.node_seq, k.task(task_id),
                   k.node(node), k.node_tasks(node), k.tally_priority,
                   *(key for victim, job, _ in victims for key in (k.task(victim), k.tally_job(job))), k.usage],
             args=[token, k.events, task_id, node, nomination_ms, held, *(victim for victim, _, _ in victims)])
@@ -282,7 +281,7 @@ class Store:
         (then nothing was changed)."""
         k = self.keys
         return self.scripts.preempt_gang(
-            keys=[k.inflight, k.leases, k.active, k.tally_tasks, k.node_changes, k.node_seq, k.tally_priority, k.usage,
+            keys=[k.inflight, k.leases, k.active, k.node_changes, k.node_seq, k.tally_priority, k.usage,
                   *(key for task_id, node in members for key in (k.task(task_id), k.node(node), k.node_tasks(node))),
                   *(key for victim, job, _, _ in victims for key in (k.task(victim), k.tally_job(job)))],
             args=[token, k.events, nomination_ms, held, gang, len(members),
@@ -294,7 +293,6 @@ class Store:
         with self.client.pipeline(transaction=False) as pipe:
             for name in queues:
                 pipe.zrange(getattr(k, name), 0, -1)
-            pipe.zrange(k.tally_tasks, 0, -1, withscores=True)
             for name in nodes:
                 pipe.smembers(k.node_tasks(name))
             pipe.hgetall(k.tally_priority)
@@ -303,7 +301,6 @@ class Store:
             replies = iter(pipe.execute())
         return Tallies(
             queues={name: set(next(replies)) for name in queues},
-            tasks={n: int(c) for n, c in next(replies)},
             node_tasks={name: set(next(replies)) for name in nodes},
             priority={int(p): int(c) for p, c in next(replies).items()},
             jobs={job_id: {n: int(c) for n, c in next(replies)} for job_id in jobs})
@@ -704,7 +701,7 @@ class Store:
                             lost: list[tuple[str, str]]) -> None:
         """Make the bookkeeping say what the tasks say, in one MULTI/EXEC (one slot):
         ``nodes``: name -> {"capacity", "allocated", "ports" (port -> task), "tasks" (live ids)},
-        written to the node hash, its task set and ``tally:tasks``;
+        written to the node hash and its task set;
         ``jobs``: job -> node -> live tasks (``tally:job``); ``priority``: ``tally:priority``;
         ``stale``: queue name -> task ids to take out of it; ``requeue``: (task, priority)
         pending in no queue, put back in ``q:active``; ``lost``: (task, message) live on a
@@ -727,7 +724,6 @@ class Store:
                 pipe.delete(k.node_tasks(name))
                 if node["tasks"]:
                     pipe.sadd(k.node_tasks(name), *node["tasks"])
-                pipe.zadd(k.tally_tasks, {name: len(node["tasks"])})
             for job_id, counts in jobs.items():
                 pipe.delete(k.tally_job(job_id))
                 if counts:
@@ -818,7 +814,7 @@ class Store:
         """End tasks (read with :meth:`tasks`) in ``state``: pending ones leave the queue, live
         ones give their resources back. Returns, per task, what finish.lua reported."""
         k = self.keys
-        keys = [k.active, k.backoff, k.unschedulable, k.inflight, k.leases, k.tally_tasks, k.node_changes,
+        keys = [k.active, k.backoff, k.unschedulable, k.inflight, k.leases, k.node_changes,
                 k.node_seq, k.cycle, k.move_cycle, k.tally_priority]
         args = [k.events]
         for task in tasks:
