@@ -530,3 +530,14 @@ def test_workers_move_unschedulable_tasks_once_per_event_not_once_per_start(app)
     app.queue.cluster_event()
     fresh.maintain()
     assert where(app, task) == ["backoff"]          # moved back; still inside its 1 s backoff
+
+
+def test_a_fair_claim_over_one_tenant_takes_the_queue_in_order(app):
+    """With every waiting task of one tenant there is nothing to weigh: the claim is the
+    head of the queue, as without fairness."""
+    for job_id, priority in (("low", 10), ("high", 90), ("mid", 50)):
+        submit(app, job_id, replicas=3, priority=priority, tenant="acme")
+    head = app.client.zrange(app.keys.active, 0, 4)
+    claim = app.queue.claim(5, share_from=None, job_tail=0, capacity={"cpu": 64000}, window=100)
+    assert claim.task_ids == head
+    assert head[:3] == ["high.0", "high.1", "high.2"]
