@@ -13,12 +13,12 @@
 -- is released. The usage hash (namespace and per-tenant totals) grows by what is placed.
 --
 -- Each node is read once and written once per call, however many tasks it takes: its
--- fields and tallies are kept here and written at the end. What
--- the call did to each node goes into nodes:deltas too, one line per node ("seq|previous
--- seq|node|tasks|cpu=..,memory=..|port=task,..", the new totals) and the lines of a call
--- in one member, space-separated, so that other workers can bring their copies up to date
--- without reading the node (not for a node holding nominations, which this call may
--- change in ways a delta does not say).
+-- fields and tallies are kept here and written at the end. What the call did to each node
+-- goes into nodes:deltas too, one line per node ("seq|previous seq|node|tasks|cpu=..,
+-- memory=..|port=task,..", the new totals), all the lines of the call in one member,
+-- space-separated, so that other workers can bring their copies up to date without
+-- reading the node (not for a node holding nominations, which this call may change in
+-- ways a delta does not say).
 --
 -- KEYS[1] q:inflight      ZSET
 -- KEYS[2] q:leases        HASH

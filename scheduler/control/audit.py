@@ -94,12 +94,12 @@ def audit(store: Store) -> AuditReport:
 
 def repair(store: Store) -> dict:
     """Make the bookkeeping agree with the task hashes (the truth): node allocations, host
-    ports, task counts and task sets, ``tally:job``, ``tally:priority``,
-    and the queues (a pending task in no queue goes back to
-    ``q:active``, one in several stays in one; an ended or placed task leaves them). A live
-    task on a node that no longer exists is marked lost and replaced. Returns what it
-    changed: ``{"problems": [...before], "requeued": n, "lost": [...], "replacements": {...}}``,
-    empty problems when there was nothing to do.
+    ports, task counts and task sets, ``tally:job``, ``tally:priority``, and the queues (a
+    pending task in no queue goes back to ``q:active``, one in several stays in one; an
+    ended or placed task leaves them). A live task on a node that no longer exists is
+    marked lost and replaced. Returns what it changed: ``{"problems": [...before],
+    "requeued": n, "lost": [...], "replacements": {...}}``, empty problems when there was
+    nothing to do.
 
     Not atomic with concurrent commits: run it when no worker is placing in the
     namespace (at a worker's start, or with the workers stopped), then audit again."""
