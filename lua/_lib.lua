@@ -46,16 +46,15 @@ end
 
 -- Give back exactly what commit.lua took for a live task: the allocation and host ports
 -- recorded on the task, its place in the node's task set, and its tallies.
--- k = {node=, node_tasks=, tally_job=, tally_tasks=, tally_priority=, changes=, seq=, usage=};
--- free = resource -> free key. tenant: the task's tenant field, set by commit.lua when it
--- counted the task in the usage hash (nil for a task committed before usage was kept).
-local function release(id, name, alloc, ports, priority, k, free, tenant)
+-- k = {node=, node_tasks=, tally_job=, tally_priority=, changes=, seq=, usage=}.
+-- tenant: the task's tenant field, set by commit.lua when it counted the task in the usage
+-- hash (nil for a task committed before usage was kept).
+local function release(id, name, alloc, ports, priority, k, tenant)
   if redis.call('SREM', k.node_tasks, id) == 1 then
     local counted = tenant and k.usage
     for pair in string.gmatch(alloc or '', '[^,]+') do
       local r, amount = string.match(pair, '^(.-)=(%d+)$')
       redis.call('HINCRBY', k.node, 'alloc:' .. r, -tonumber(amount))
-      if free[r] then redis.call('ZINCRBY', free[r], tonumber(amount), name) end
       if counted then
         redis.call('HINCRBY', k.usage, r, -tonumber(amount))
         redis.call('HINCRBY', k.usage, 'tenant:' .. tenant .. ':' .. r, -tonumber(amount))
@@ -74,7 +73,6 @@ local function release(id, name, alloc, ports, priority, k, free, tenant)
     redis.call('ZADD', k.changes, redis.call('INCR', k.seq), name)
   end
   if tonumber(redis.call('ZINCRBY', k.tally_job, -1, name)) <= 0 then redis.call('ZREM', k.tally_job, name) end
-  if tonumber(redis.call('ZINCRBY', k.tally_tasks, -1, name)) <= 0 then redis.call('ZREM', k.tally_tasks, name) end
   if priority and tonumber(redis.call('HINCRBY', k.tally_priority, priority, -1)) <= 0 then
     redis.call('HDEL', k.tally_priority, priority)
   end

@@ -39,6 +39,10 @@ if ARGV[3] and ARGV[3] ~= '' then
 end
 local fair = KEYS[5] ~= nil
 local info = {}  -- job -> {tenant, gang, needs}, read on first use
+local function decode(job, row)
+  local tenant, gang, needs = string.match(row or '', '^([^|]*)|(%d+)|(.*)$')
+  info[job] = {tenant = tenant or 'default', gang = tonumber(gang or '0'), needs = needs or ''}
+end
 local function job_info(jobs)
   local missing = {}
   for _, job in ipairs(jobs) do
@@ -46,19 +50,38 @@ local function job_info(jobs)
   end
   if #missing == 0 or not fair then return end
   local rows = redis.call('HMGET', KEYS[5], unpack(missing))
-  for i, job in ipairs(missing) do
-    local tenant, gang, needs = string.match(rows[i] or '', '^([^|]*)|(%d+)|(.*)$')
-    info[job] = {tenant = tenant or 'default', gang = tonumber(gang or '0'), needs = needs or ''}
-  end
+  for i, job in ipairs(missing) do decode(job, rows[i]) end
 end
 local function job_of(id) return string.match(id, '^(.+)%.%d+$') end
+
+-- The rows of the window's jobs, checked first on their raw "tenant|" prefix: most claims
+-- see one tenant, and then there is nothing to order (and no row to decode).
+local function one_tenant(window, jobs)
+  local distinct, seen = {}, {}
+  for i, id in ipairs(window) do
+    local job = job_of(id) or id
+    jobs[i] = job
+    if not seen[job] then seen[job] = true; distinct[#distinct + 1] = job end
+  end
+  local rows = call_all('HMGET', KEYS[5], distinct)
+  local first, same = nil, true
+  for i = 1, #distinct do
+    local row = rows[i]
+    local bar = row and string.find(row, '|', 1, true)
+    local prefix = bar and string.sub(row, 1, bar) or 'default|'
+    first = first or prefix
+    if prefix ~= first then same = false; break end
+  end
+  if same then return true end
+  for i, job in ipairs(distinct) do decode(job, rows[i]) end
+  return false
+end
 
 local popped
 if fair then
   local window = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[6]) - 1)
   local jobs, by_tenant, order = {}, {}, {}
-  for i, id in ipairs(window) do jobs[i] = job_of(id) or id end
-  for i = 1, #jobs, 1000 do job_info({unpack(jobs, i, math.min(i + 999, #jobs))}) end
+  if one_tenant(window, jobs) then window = {} end
   for i, id in ipairs(window) do
     local tenant = info[jobs[i]].tenant
     if not by_tenant[tenant] then by_tenant[tenant] = {next = 1}; order[#order + 1] = tenant end

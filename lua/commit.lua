@@ -13,20 +13,19 @@
 -- is released. The usage hash (namespace and per-tenant totals) grows by what is placed.
 --
 -- Each node is read once and written once per call, however many tasks it takes: its
--- fields, free:<resource> scores and tallies are kept here and written at the end. What
--- the call did to each node goes into nodes:deltas too ("seq|previous seq|node|tasks|
--- cpu=..,memory=..|port=task,..", the new totals), so that other workers can bring their
--- copies up to date without reading the node (not for a node holding nominations, which
--- this call may change in ways a delta does not say).
+-- fields and tallies are kept here and written at the end. What the call did to each node
+-- goes into nodes:deltas too, one line per node ("seq|previous seq|node|tasks|cpu=..,
+-- memory=..|port=task,..", the new totals), all the lines of the call in one member,
+-- space-separated, so that other workers can bring their copies up to date without
+-- reading the node (not for a node holding nominations, which this call may change in
+-- ways a delta does not say).
 --
 -- KEYS[1] q:inflight      ZSET
 -- KEYS[2] q:leases        HASH
--- KEYS[3] tally:tasks     ZSET  node -> tasks on it
--- KEYS[4] nodes:changes   ZSET  node -> change sequence
--- KEYS[5] nodes:seq       STRING
--- KEYS[6] tally:priority  HASH  priority -> live tasks (preemption looks here first)
--- KEYS[7] nodes:deltas    ZSET  delta -> change sequence (the newest DELTAS_KEPT kept)
--- KEYS[8 .. 7+R]          free:<resource> ZSET for each resource name in ARGV
+-- KEYS[3] nodes:changes   ZSET  node -> change sequence
+-- KEYS[4] nodes:seq       STRING
+-- KEYS[5] tally:priority  HASH  priority -> live tasks (preemption looks here first)
+-- KEYS[6] nodes:deltas    ZSET  one member per call -> its last change sequence
 -- then for each node i of the N in ARGV: node HASH, node tasks SET
 -- then for each group g of the G: tally:job:<job> ZSET of its job
 -- then for each placement, in ARGV order: task HASH
@@ -44,7 +43,7 @@
 -- node name, new change sequence, previous change sequence for every node this call
 -- changed (a worker whose copy was current at the previous sequence need not read it back).
 
-local DELTAS_KEPT = 50000  -- a worker further behind than this re-reads the nodes instead
+local DELTAS_KEPT = 50000  -- sequence numbers; a worker further behind re-reads the nodes instead
 
 local now = now_ms()
 local nowtxt = int(now)
@@ -56,12 +55,12 @@ local a = 5 + R
 local N = tonumber(ARGV[a])
 local nodes = {}
 for i = 1, N do
-  nodes[i] = {name = ARGV[a + i], key = KEYS[6 + R + 2 * i], tasks_key = KEYS[7 + R + 2 * i]}
+  nodes[i] = {name = ARGV[a + i], key = KEYS[5 + 2 * i], tasks_key = KEYS[6 + 2 * i]}
 end
 a = a + N + 1
 local G = tonumber(ARGV[a])
 a = a + 1
-local tally_base = 7 + R + 2 * N
+local tally_base = 6 + 2 * N
 local task_base = tally_base + G
 
 -- Decode the groups first, so the leases can be read in one call. Groups of one job
@@ -293,16 +292,12 @@ end
 if #placed == 0 then return {now, results, {}} end
 
 -- Write each changed node once, and each sorted set once.
-local free, tally = {}, {}
-for r = 1, R do free[r] = {} end
 for _, node in ipairs(touched) do
   local values = {'tasks', node.tasks}
   for r = 1, R do
     if node.dirty[r] then
       values[#values + 1] = alloc_fields[r]
       values[#values + 1] = node.used[r]
-      free[r][#free[r] + 1] = node.cap[r] - node.used[r]
-      free[r][#free[r] + 1] = node.name
     end
   end
   for port, id in pairs(node.ports) do
@@ -311,13 +306,7 @@ for _, node in ipairs(touched) do
   end
   redis.call('HSET', node.key, unpack(values))
   call_all('SADD', node.tasks_key, node.placed)
-  tally[#tally + 1] = node.tasks  -- tally:tasks always equals the node's task count
-  tally[#tally + 1] = node.name
 end
-for r = 1, R do
-  if #free[r] > 0 then call_all('ZADD', KEYS[7 + r], free[r]) end
-end
-call_all('ZADD', KEYS[3], tally)
 for _, job in pairs(jobs) do
   local on, names_placed = {}, {}
   for node in pairs(job.placed) do on[#on + 1] = node end
@@ -337,7 +326,7 @@ end
 call_all('ZREM', KEYS[1], placed)
 call_all('HDEL', KEYS[2], placed)
 for priority, n in pairs(by_priority) do
-  redis.call('HINCRBY', KEYS[6], priority, n)
+  redis.call('HINCRBY', KEYS[5], priority, n)
 end
 for field, amount in pairs(tenant_use) do
   redis.call('HINCRBY', usage_key, field, amount)
@@ -346,8 +335,8 @@ end
 -- Each changed node's new change sequence, and its delta.
 local names_touched = {}
 for i, node in ipairs(touched) do names_touched[i] = node.name end
-local before = call_all('ZMSCORE', KEYS[4], names_touched)
-local last = redis.call('INCRBY', KEYS[5], #touched)
+local before = call_all('ZMSCORE', KEYS[3], names_touched)
+local last = redis.call('INCRBY', KEYS[4], #touched)
 local changes, scored, deltas = {}, {}, {}
 for i, node in ipairs(touched) do
   local seq, previous = last - #touched + i, tonumber(before[i] or '0')
@@ -370,14 +359,14 @@ for i, node in ipairs(touched) do
       for port, id in pairs(node.ports) do list[#list + 1] = port .. '=' .. id end
       ports = table.concat(list, ',')
     end
-    deltas[#deltas + 1] = seq
     deltas[#deltas + 1] = string.format('%d|%d|', seq, previous) .. node.name .. '|' ..
                           string.format('%d', node.tasks) .. '|' .. allocs .. '|' .. ports
   end
 end
-call_all('ZADD', KEYS[4], scored)
+call_all('ZADD', KEYS[3], scored)
 if #deltas > 0 then
-  call_all('ZADD', KEYS[7], deltas)
-  redis.call('ZREMRANGEBYRANK', KEYS[7], 0, -DELTAS_KEPT - 1)
+  -- One member for the whole call: one sorted-set insert instead of one per node.
+  redis.call('ZADD', KEYS[6], last, table.concat(deltas, ' '))
+  redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', last - DELTAS_KEPT)
 end
 return {now, results, changes}

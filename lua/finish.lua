@@ -6,14 +6,12 @@
 -- A task already in a terminal state is left alone.
 --
 -- KEYS[1] q:active  KEYS[2] q:backoff  KEYS[3] q:unschedulable  KEYS[4] q:inflight
--- KEYS[5] q:leases  KEYS[6] tally:tasks  KEYS[7] nodes:changes  KEYS[8] nodes:seq
--- KEYS[9] q:cycle   KEYS[10] q:move_cycle  KEYS[11] tally:priority
--- KEYS[12 .. 11+R] free:<resource> ZSET for each resource name in ARGV
--- then 4 keys per task p (0-based), from b = 12+R:
+-- KEYS[5] q:leases  KEYS[6] nodes:changes  KEYS[7] nodes:seq
+-- KEYS[8] q:cycle   KEYS[9] q:move_cycle  KEYS[10] tally:priority
+-- then 4 keys per task p (0-based), from b = 11:
 --   task HASH, node HASH, node tasks SET, tally:job:<job> ZSET, for the node named in ARGV
 -- KEYS[#KEYS] usage HASH (namespace and tenant usage, see commit.lua)
 -- ARGV[1] events channel
--- ARGV[2] R, then R resource names
 -- then per task: id, new state, message, the node the task is on ("" while pending)
 -- Returns per task: the state it left, or "absent", "terminal:<state>", or "elsewhere"
 -- (it is not on the node given: it was placed or moved since the caller looked).
@@ -21,14 +19,11 @@
 local now = now_ms()
 local nowtxt = int(now)
 local channel = ARGV[1]
-local R = tonumber(ARGV[2])
-local free = {}
-for r = 1, R do free[ARGV[2 + r]] = KEYS[11 + r] end
-local kb = 12 + R
+local kb = 11
 local out = {}
 local freed = false
 local p = 0
-for a = 3 + R, #ARGV, 4 do
+for a = 2, #ARGV, 4 do
   local id, state, message, expected = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
   local base = kb + 4 * p
   local task, node, node_tasks, tally_job = KEYS[base], KEYS[base + 1], KEYS[base + 2], KEYS[base + 3]
@@ -47,8 +42,8 @@ for a = 3 + R, #ARGV, 4 do
       redis.call('HDEL', KEYS[5], id)
     else
       release(id, on, cur[3], cur[4], cur[6], {node = node, node_tasks = node_tasks, tally_job = tally_job,
-        tally_tasks = KEYS[6], tally_priority = KEYS[11], changes = KEYS[7], seq = KEYS[8], usage = KEYS[#KEYS]},
-        free, cur[7] or nil)
+        tally_priority = KEYS[10], changes = KEYS[6], seq = KEYS[7], usage = KEYS[#KEYS]},
+        cur[7] or nil)
       freed = true
     end
     redis.call('HSET', task, 'state', state, 'ended_at', nowtxt, 'message', message)
@@ -57,6 +52,6 @@ for a = 3 + R, #ARGV, 4 do
   end
 end
 if freed then
-  redis.call('SET', KEYS[10], redis.call('GET', KEYS[9]) or '0')
+  redis.call('SET', KEYS[9], redis.call('GET', KEYS[8]) or '0')
 end
 return out

@@ -1,6 +1,5 @@
 -- node_put.lua: register a node, or update its description, keeping what is placed on it.
--- Allocations, host ports and task counts survive an update; capacity is replaced, and
--- free:<resource> becomes capacity minus allocation for every resource named. A node
+-- Allocations, host ports and task counts survive an update; capacity is replaced. A node
 -- that (re)appears or changes is a cluster event: move_cycle catches up with the cycle.
 --
 -- KEYS[1] node HASH
@@ -11,7 +10,6 @@
 -- KEYS[6] q:move_cycle STRING
 -- KEYS[7] resources SET
 -- KEYS[8] nodes:epoch STRING (bumped: global jobs may need reconciling)
--- KEYS[9 .. 8+R] free:<resource> ZSET for each resource name in ARGV
 -- ARGV[1] events channel
 -- ARGV[2] node name
 -- ARGV[3] R, then R pairs (resource name, capacity; "" = the node no longer has it)
@@ -26,17 +24,10 @@ if is_new then
 end
 for r = 1, R do
   local resource, cap = ARGV[2 + 2 * r], ARGV[3 + 2 * r]
-  local alloc = tonumber(redis.call('HGET', KEYS[1], 'alloc:' .. resource) or '0')
   if cap == '' then
     redis.call('HDEL', KEYS[1], 'cap:' .. resource)
-    if alloc == 0 then
-      redis.call('ZREM', KEYS[8 + r], name)
-    else
-      redis.call('ZADD', KEYS[8 + r], -alloc, name)
-    end
   else
     redis.call('HSET', KEYS[1], 'cap:' .. resource, cap)
-    redis.call('ZADD', KEYS[8 + r], tonumber(cap) - alloc, name)
     redis.call('SADD', KEYS[7], resource)
   end
 end

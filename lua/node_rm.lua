@@ -5,10 +5,8 @@
 -- KEYS[3] node tasks SET
 -- KEYS[4] nodes:changes ZSET
 -- KEYS[5] nodes:seq STRING
--- KEYS[6] tally:tasks ZSET
--- KEYS[7] heartbeat key
--- KEYS[8] nodes:epoch STRING
--- KEYS[9 ..] free:<resource> ZSETs
+-- KEYS[6] heartbeat key
+-- KEYS[7] nodes:epoch STRING
 -- ARGV[1] events channel
 -- ARGV[2] node name
 -- Returns 1 when removed, 0 when the node does not exist, -1 when it still has tasks.
@@ -16,11 +14,9 @@
 local name = ARGV[2]
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 if redis.call('SCARD', KEYS[3]) > 0 then return -1 end
-redis.call('DEL', KEYS[1], KEYS[3], KEYS[7])
+redis.call('DEL', KEYS[1], KEYS[3], KEYS[6])
 redis.call('SREM', KEYS[2], name)
-redis.call('ZREM', KEYS[6], name)
-for k = 9, #KEYS do redis.call('ZREM', KEYS[k], name) end
 redis.call('ZADD', KEYS[4], redis.call('INCR', KEYS[5]), name)
-redis.call('INCR', KEYS[8])
+redis.call('INCR', KEYS[7])
 publish(ARGV[1], {'type', 'node', 'name', name, 'event', 'removed', 'ts', now_ms()})
 return 1

@@ -5,30 +5,26 @@
 -- returns to the active queue with nominated_node set and its room held on the node as
 -- "nom:<task>" until it is placed or the nomination expires.
 --
--- KEYS[1] q:inflight  KEYS[2] q:leases  KEYS[3] q:active  KEYS[4] tally:tasks
--- KEYS[5] nodes:changes  KEYS[6] nodes:seq
--- KEYS[7] preemptor task HASH  KEYS[8] node HASH  KEYS[9] node tasks SET
--- KEYS[10] tally:priority HASH
--- KEYS[11 .. 10+R] free:<resource> ZSET for each resource name in ARGV
+-- KEYS[1] q:inflight  KEYS[2] q:leases  KEYS[3] q:active
+-- KEYS[4] nodes:changes  KEYS[5] nodes:seq
+-- KEYS[6] preemptor task HASH  KEYS[7] node HASH  KEYS[8] node tasks SET
+-- KEYS[9] tally:priority HASH
 -- then 2 keys per victim: task HASH, tally:job:<its job> ZSET
 -- KEYS[#KEYS] usage HASH (namespace and tenant usage, see commit.lua)
 -- ARGV[1] fencing token  ARGV[2] events channel  ARGV[3] preemptor task id
 -- ARGV[4] node name  ARGV[5] nomination lifetime (ms)
 -- ARGV[6] nomination value without its expiry: priority, job, allocation, ports as
 --         "priority|job|cpu=500,memory=...|8080,..." (the expiry is inserted here)
--- ARGV[7] R, then R resource names, then the victim task ids
+-- ARGV[7 ..] the victim task ids
 -- Returns "ok", or why nothing was done: "lease expired", "node removed", "node down",
 -- "node drained", "node paused", "victims changed".
 
 local token, channel, id, name = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local now = now_ms()
-local R = tonumber(ARGV[7])
-local free = {}
-for r = 1, R do free[ARGV[7 + r]] = KEYS[10 + r] end
-local first_victim = 8 + R
+local first_victim = 7
 
 if redis.call('HGET', KEYS[2], id) ~= token then return 'lease expired' end
-local st = redis.call('HMGET', KEYS[8], 'status', 'availability')
+local st = redis.call('HMGET', KEYS[7], 'status', 'availability')
 if not st[1] then return 'node removed' end
 if st[1] ~= 'ready' then return 'node down' end
 if st[2] ~= 'active' then return st[2] == 'drain' and 'node drained' or 'node paused' end
@@ -36,30 +32,30 @@ if st[2] ~= 'active' then return st[2] == 'drain' and 'node drained' or 'node pa
 local victims = {}
 for a = first_victim, #ARGV do
   local v = (a - first_victim) * 2
-  local task = KEYS[11 + R + v]
+  local task = KEYS[10 + v]
   local cur = redis.call('HMGET', task, 'state', 'node', 'alloc', 'ports', 'job', 'priority', 'tenant')
   if (cur[1] ~= 'assigned' and cur[1] ~= 'running') or cur[2] ~= name then return 'victims changed' end
-  victims[#victims + 1] = {id = ARGV[a], task = task, tally_job = KEYS[12 + R + v], cur = cur}
+  victims[#victims + 1] = {id = ARGV[a], task = task, tally_job = KEYS[11 + v], cur = cur}
 end
 
-local keys = {node = KEYS[8], node_tasks = KEYS[9], tally_tasks = KEYS[4], tally_priority = KEYS[10],
-  changes = KEYS[5], seq = KEYS[6], usage = KEYS[#KEYS]}
+local keys = {node = KEYS[7], node_tasks = KEYS[8], tally_priority = KEYS[9],
+  changes = KEYS[4], seq = KEYS[5], usage = KEYS[#KEYS]}
 for _, victim in ipairs(victims) do
   keys.tally_job = victim.tally_job
-  release(victim.id, name, victim.cur[3], victim.cur[4], victim.cur[6], keys, free, victim.cur[7] or nil)
+  release(victim.id, name, victim.cur[3], victim.cur[4], victim.cur[6], keys, victim.cur[7] or nil)
   redis.call('HSET', victim.task, 'state', 'preempted', 'ended_at', int(now), 'message', 'preempted by ' .. id)
   publish(channel, {'type', 'task', 'id', victim.id, 'job', victim.cur[5], 'state', 'preempted',
     'node', name, 'by', id, 'ts', now})
 end
 
 local prio, job, rest = string.match(ARGV[6], '^(%d+)|([^|]*)|(.*)$')
-if redis.call('HSET', KEYS[8], 'nom:' .. id, prio .. '|' .. int(now + tonumber(ARGV[5])) .. '|' .. job .. '|' .. rest) == 1 then
-  redis.call('HINCRBY', KEYS[8], 'nominations', 1)
+if redis.call('HSET', KEYS[7], 'nom:' .. id, prio .. '|' .. int(now + tonumber(ARGV[5])) .. '|' .. job .. '|' .. rest) == 1 then
+  redis.call('HINCRBY', KEYS[7], 'nominations', 1)
 end
-redis.call('ZADD', KEYS[5], redis.call('INCR', KEYS[6]), name)
+redis.call('ZADD', KEYS[4], redis.call('INCR', KEYS[5]), name)
 redis.call('ZREM', KEYS[1], id)
 redis.call('HDEL', KEYS[2], id)
-redis.call('HSET', KEYS[7], 'nominated_node', name, 'state', 'pending')
-redis.call('ZADD', KEYS[3], redis.call('HGET', KEYS[7], 'qscore'), id)
+redis.call('HSET', KEYS[6], 'nominated_node', name, 'state', 'pending')
+redis.call('ZADD', KEYS[3], redis.call('HGET', KEYS[6], 'qscore'), id)
 publish(channel, {'type', 'task', 'id', id, 'job', job, 'state', 'pending', 'nominated_node', name, 'ts', now})
 return 'ok'

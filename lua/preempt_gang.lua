@@ -7,27 +7,23 @@
 -- and its room held on its node as "nom:<task>" until it is placed or the nomination
 -- expires. Every event of a member carries "gang".
 --
--- KEYS[1] q:inflight  KEYS[2] q:leases  KEYS[3] q:active  KEYS[4] tally:tasks
--- KEYS[5] nodes:changes  KEYS[6] nodes:seq  KEYS[7] tally:priority HASH  KEYS[8] usage HASH
--- KEYS[9 .. 8+R] free:<resource> ZSET for each resource name in ARGV
+-- KEYS[1] q:inflight  KEYS[2] q:leases  KEYS[3] q:active
+-- KEYS[4] nodes:changes  KEYS[5] nodes:seq  KEYS[6] tally:priority HASH  KEYS[7] usage HASH
 -- then 3 keys per member: task HASH, its node's HASH, its node's tasks SET
 -- then 2 keys per victim: task HASH, tally:job:<its job> ZSET
 -- ARGV[1] fencing token  ARGV[2] events channel  ARGV[3] nomination lifetime (ms)
 -- ARGV[4] nomination value without its expiry (as preempt.lua's ARGV[6])
 -- ARGV[5] the gang (job id)
--- ARGV[6] R, then R resource names; then M, then M pairs: member task id, node name;
+-- ARGV[6] M, then M pairs: member task id, node name;
 -- then pairs per victim: victim task id, node name (a node some member is nominated to).
 -- Returns "ok", or why nothing was done: "lease expired", "node removed", "node down",
 -- "node drained", "node paused", "victims changed".
 
 local token, channel, lifetime, held, gang = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
 local now = now_ms()
-local R = tonumber(ARGV[6])
-local free = {}
-for r = 1, R do free[ARGV[6 + r]] = KEYS[8 + r] end
-local M = tonumber(ARGV[7 + R])
-local first_member_arg = 8 + R
-local first_member_key = 9 + R
+local M = tonumber(ARGV[6])
+local first_member_arg = 7
+local first_member_key = 8
 local first_victim_arg = first_member_arg + 2 * M
 local first_victim_key = first_member_key + 3 * M
 
@@ -62,9 +58,9 @@ end
 
 for _, victim in ipairs(victims) do
   local node = nodes[victim.name]
-  local keys = {node = node.key, node_tasks = node.tasks, tally_tasks = KEYS[4], tally_priority = KEYS[7],
-    changes = KEYS[5], seq = KEYS[6], usage = KEYS[8], tally_job = victim.tally_job}
-  release(victim.id, victim.name, victim.cur[3], victim.cur[4], victim.cur[6], keys, free, victim.cur[7] or nil)
+  local keys = {node = node.key, node_tasks = node.tasks, tally_priority = KEYS[6],
+    changes = KEYS[4], seq = KEYS[5], usage = KEYS[7], tally_job = victim.tally_job}
+  release(victim.id, victim.name, victim.cur[3], victim.cur[4], victim.cur[6], keys, victim.cur[7] or nil)
   redis.call('HSET', victim.task, 'state', 'preempted', 'ended_at', int(now), 'message',
     'preempted by gang ' .. gang)
   publish(channel, {'type', 'task', 'id', victim.id, 'job', victim.cur[5], 'state', 'preempted',
@@ -78,7 +74,7 @@ for _, member in ipairs(members) do
   if redis.call('HSET', node.key, 'nom:' .. member.id, value) == 1 then
     redis.call('HINCRBY', node.key, 'nominations', 1)
   end
-  redis.call('ZADD', KEYS[5], redis.call('INCR', KEYS[6]), member.name)
+  redis.call('ZADD', KEYS[4], redis.call('INCR', KEYS[5]), member.name)
   redis.call('ZREM', KEYS[1], member.id)
   redis.call('HDEL', KEYS[2], member.id)
   redis.call('HSET', member.task, 'nominated_node', member.name, 'state', 'pending')

@@ -12,12 +12,18 @@
 
 local out = {}
 for j = 1, #KEYS, 3 do
-  out[#out + 1] = redis.call('ZRANGE', KEYS[j], 0, -1, 'WITHSCORES')
-  local suffix = '|' .. (redis.call('HGET', KEYS[j + 2], 'version') or '')
+  -- A job none of whose tasks is placed or has failed (most of a batch of new one-task
+  -- jobs) has neither key: one EXISTS instead of two reads.
+  local any = redis.call('EXISTS', KEYS[j], KEYS[j + 1]) > 0
+  out[#out + 1] = any and redis.call('ZRANGE', KEYS[j], 0, -1, 'WITHSCORES') or {}
   local current = {}
-  for _, entry in ipairs(redis.call('ZRANGEBYSCORE', KEYS[j + 1], ARGV[1], '+inf')) do
-    local _, bars = string.gsub(entry, '|', '')
-    if bars < 2 or string.sub(entry, -#suffix) == suffix then current[#current + 1] = entry end
+  local faults = any and redis.call('ZRANGEBYSCORE', KEYS[j + 1], ARGV[1], '+inf') or {}
+  if #faults > 0 then  -- the job's version is read only when there is a failure to weigh
+    local suffix = '|' .. (redis.call('HGET', KEYS[j + 2], 'version') or '')
+    for _, entry in ipairs(faults) do
+      local _, bars = string.gsub(entry, '|', '')
+      if bars < 2 or string.sub(entry, -#suffix) == suffix then current[#current + 1] = entry end
+    end
   end
   out[#out + 1] = current
 end

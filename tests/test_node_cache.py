@@ -98,3 +98,18 @@ def test_copies_stay_equal_to_redis(app, steps):
             place(app, caches[who], token, task_id, node, specs[task_id])
     for cache in caches.values():
         assert_current(app, cache)
+
+
+def test_one_commit_call_writes_one_delta_member_for_all_its_nodes(app):
+    token, specs = setup_cluster(app)
+    b = NodeCache(app.store)
+    b.refresh()
+    reads = b.reads
+    plans = [Planned("web.0", "n0", specs["web.0"]), Planned("web.1", "n1", specs["web.1"]),
+             Planned("web.2", "n2", specs["web.2"])]
+    assert len(commit(app.scripts, app.keys, token, plans).accepted) == 3
+    members = app.client.zrange(app.keys.node_deltas, 0, -1)
+    assert len(members) == 1
+    assert sorted(line.split("|")[2] for line in members[0].split(" ")) == ["n0", "n1", "n2"]
+    assert_current(app, b)
+    assert (b.applied, b.reads - reads) == (3, 0)

@@ -50,7 +50,7 @@ def test_one_task_jobs_of_one_shape_share_a_pass_and_stay_separate_jobs(app):
     for i, task_id in enumerate(ids):
         assert task(app, task_id).job == f"solo-{i}"
         assert app.client.zscore(app.keys.tally_job(f"solo-{i}"), "n0") == 1
-    assert app.client.zscore(app.keys.tally_tasks, "n0") == 3
+    assert app.store.get_node("n0").tasks == 3
     assert audit(app.store).ok
 
 

@@ -239,7 +239,7 @@ def test_commit_refuses_a_stale_token_and_accepts_the_current_one(app):
     assert commit_one(app, fresh.token, task, "n1", "web", {"cpu": 1000}) == 1
     assert app.client.hget(app.keys.task(task), "state") == "assigned"
     assert app.client.hget(app.keys.node("n1"), "alloc:cpu") == "1000"
-    assert app.client.zscore(app.keys.free("cpu"), "n1") == 3000
+    assert app.store.get_node("n1").free("cpu") == 3000
     assert where(app, task) == []
     # Committed once; the same token cannot commit it again (the lease is gone).
     assert commit_one(app, fresh.token, task, "n1", "web", {"cpu": 1000}) == "lease expired"
@@ -530,3 +530,14 @@ def test_workers_move_unschedulable_tasks_once_per_event_not_once_per_start(app)
     app.queue.cluster_event()
     fresh.maintain()
     assert where(app, task) == ["backoff"]          # moved back; still inside its 1 s backoff
+
+
+def test_a_fair_claim_over_one_tenant_takes_the_queue_in_order(app):
+    """With every waiting task of one tenant there is nothing to weigh: the claim is the
+    head of the queue, as without fairness."""
+    for job_id, priority in (("low", 10), ("high", 90), ("mid", 50)):
+        submit(app, job_id, replicas=3, priority=priority, tenant="acme")
+    head = app.client.zrange(app.keys.active, 0, 4)
+    claim = app.queue.claim(5, share_from=None, job_tail=0, capacity={"cpu": 64000}, window=100)
+    assert claim.task_ids == head
+    assert head[:3] == ["high.0", "high.1", "high.2"]

@@ -258,7 +258,7 @@ def test_stop_ends_every_task_and_empties_the_queues(clocked_app, clock):
     node = app.client.hgetall(app.keys.node("n1"))
     assert (node["alloc:cpu"], node["alloc:memory"], node["tasks"]) == ("0", "0", "0")
     assert "port:8080" not in node
-    assert app.client.zscore(app.keys.free("cpu"), "n1") == 4000
+    assert app.store.get_node("n1").free("cpu") == 4000
     assert app.client.exists(app.keys.tally_job("web")) == 0
     assert app.store.node_task_ids("n1") == []
     assert app.store.get_job("web")["status"] == "stopped"
@@ -290,7 +290,7 @@ def test_put_node_registers_and_reads_back(app):
     assert (node.availability, node.status, node.tasks) == ("active", "ready", 0)
     assert app.store.node_names() == ["n1"]
     assert app.store.resource_names() == ["cpu", "gpu", "memory"]
-    assert app.client.zscore(app.keys.free("gpu"), "n1") == 2
+    assert node.free("gpu") == 2
 
 
 def test_updating_a_node_keeps_its_allocations(app):
@@ -307,9 +307,7 @@ def test_updating_a_node_keeps_its_allocations(app):
     assert node.tasks == 1
     assert node.labels == {"zone": "eu-2"}
     assert node.availability == "pause"                                     # set by a person: kept
-    assert app.client.zscore(app.keys.free("cpu"), "n1") == 7000
-    assert app.client.zscore(app.keys.free("memory"), "n1") == 15 * GiB
-    assert app.client.zscore(app.keys.free("gpu"), "n1") is None
+    assert (node.free("cpu"), node.free("memory")) == (7000, 15 * GiB)
     assert app.store.node_task_ids("n1") == ["web.0"]
 
 
@@ -341,8 +339,6 @@ def test_removing_a_node_with_live_tasks_is_refused(app):
     app.store.remove_node("n1")
     assert app.store.node_names() == []
     assert app.client.exists(app.keys.node("n1")) == 0
-    assert app.client.zscore(app.keys.free("cpu"), "n1") is None
-    assert app.client.zscore(app.keys.tally_tasks, "n1") is None
     with pytest.raises(NotFound):
         app.store.remove_node("n1")
 

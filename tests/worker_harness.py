@@ -100,9 +100,8 @@ def cluster_problems(app, *, settled: bool = True) -> tuple[list[str], dict]:
     - ``scheduler.audit`` is ok and finds no overcommit;
     - every node: allocated <= capacity for every resource, allocated equals the sum of
       the job-spec requests of the tasks assigned to it (recomputed from the specs, not
-      from what the commit wrote on the task), ``free:<r>`` = capacity - allocated, host
-      ports held exactly by its tasks, task count / node task set / ``tally:tasks`` /
-      ``tally:job:<job>`` all equal to the tasks on it;
+      from what the commit wrote on the task), host ports held exactly by its tasks,
+      task count / node task set / ``tally:job:<job>`` all equal to the tasks on it;
     - every task is assigned to exactly one node (in that node's task set and in no
       other, in no queue, holding no lease) or pending in exactly one queue;
     - with ``settled``: no task is in active, backoff or inflight, no lease is held, and
@@ -176,20 +175,14 @@ def cluster_problems(app, *, settled: bool = True) -> tuple[list[str], dict]:
     if settled and leases:
         problems.append(f"leases still held after settling: {leases}")
 
-    tally_tasks = {n: int(c) for n, c in client.zrange(keys.tally_tasks, 0, -1, withscores=True)}
     job_tallies = {job: {n: int(c) for n, c in client.zrange(keys.tally_job(job), 0, -1, withscores=True)
                          if int(c) != 0}
                    for job in store.job_ids()}
-    free = {r: {n: int(v) for n, v in client.zrange(keys.free(r), 0, -1, withscores=True)}
-            for r in store.resource_names()}
     for name, node in sorted(nodes.items()):
         for resource, capacity in node.capacity.items():
             used = node.allocated.get(resource, 0)
             if used > capacity:
                 problems.append(f"node {name} overcommitted: {resource} {used} > {capacity}")
-            if free.get(resource, {}).get(name) != capacity - used:
-                problems.append(f"free:{resource}[{name}] = {free.get(resource, {}).get(name)}, "
-                                f"capacity - allocated = {capacity - used}")
         for resource in set(node.allocated) | set(expected_alloc[name]) | set(node.capacity):
             if node.allocated.get(resource, 0) != expected_alloc[name].get(resource, 0):
                 problems.append(f"node {name} {resource} allocated {node.allocated.get(resource, 0)}, "
@@ -197,9 +190,9 @@ def cluster_problems(app, *, settled: bool = True) -> tuple[list[str], dict]:
         if node.ports != expected_ports[name]:
             problems.append(f"node {name} ports {node.ports} != its tasks' ports {expected_ports[name]}")
         count = len(on_node[name])
-        if node.tasks != count or node_sets[name] != on_node[name] or tally_tasks.get(name, 0) != count:
+        if node.tasks != count or node_sets[name] != on_node[name]:
             problems.append(f"node {name}: tasks field {node.tasks}, task set {sorted(node_sets[name])}, "
-                            f"tally {tally_tasks.get(name, 0)}, assigned tasks {sorted(on_node[name])}")
+                            f"assigned tasks {sorted(on_node[name])}")
     for job, tally in job_tallies.items():
         if tally != dict(per_job_node[job]):
             problems.append(f"tally:job:{job} {tally} != tasks per node {dict(per_job_node[job])}")

@@ -70,8 +70,8 @@ def commit(scripts: Scripts, keys: Keys, token: str, plans: list[Planned]) -> Co
             argv += [plan.task_id, nodes[plan.node]]
         ordered += group
     reply = scripts.commit(
-        keys=[keys.inflight, keys.leases, keys.tally_tasks, keys.node_changes, keys.node_seq, keys.tally_priority,
-              keys.node_deltas, *(keys.free(name) for name in names), *node_keys,
+        keys=[keys.inflight, keys.leases, keys.node_changes, keys.node_seq, keys.tally_priority,
+              keys.node_deltas, *node_keys,
               *(keys.tally_job(group[0].job.id) for group in groups),
               *(keys.task(plan.task_id) for plan in ordered), keys.usage, keys.quota],
         args=argv)

@@ -147,10 +147,6 @@ class Keys:
         return self._key("tally", "job", job_id)
 
     @cached_property
-    def tally_tasks(self) -> str:
-        return self._key("tally", "tasks")
-
-    @cached_property
     def tally_priority(self) -> str:
         """HASH priority -> live tasks at that priority (is anything low enough to preempt?)."""
         return self._key("tally", "priority")
@@ -177,9 +173,6 @@ class Keys:
         """HASH job id -> ``tenant|gang size|cpu=500,memory=...`` (one task's needs): what
         claim.lua needs to order claims by dominant share and keep gangs whole."""
         return self._key("jobs", "shares")
-
-    def free(self, resource: str) -> str:
-        return self._key("free", resource)
 
     @cached_property
     def stats(self) -> str:

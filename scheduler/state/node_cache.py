@@ -15,7 +15,8 @@ feed and overwrites the copy. Nodes whose placements were refused are re-read
 explicitly, since a refusal for an expired lease changes nothing in Redis.
 
 Another worker's commit need not be read back either: the commit records what it did to
-each node in ``nodes:deltas`` (the new totals, with the node's previous change sequence).
+each node in ``nodes:deltas`` (the new totals, with the node's previous change sequence;
+one member per commit call holds the lines of all its nodes).
 When a node's deltas since our copy form an unbroken chain up to its latest change, they
 are applied to the copy; any other change in between (a release, a drain, a nomination, a
 registration) breaks the chain and the node is read whole, as before.
@@ -100,8 +101,9 @@ class NodeCache:
             changed, delta_lines, *queued = pipe.execute()
         seen = self.seq
         deltas: dict[str, list[str]] = {}
-        for line in delta_lines:
-            deltas.setdefault(line.split("|", 3)[2], []).append(line)
+        for member in delta_lines:  # one member per commit call, one line per node
+            for line in member.split(" "):
+                deltas.setdefault(line.split("|", 3)[2], []).append(line)
         names = set(self._dirty)
         for name, score in _pairs(changed):
             latest = int(score)

@@ -129,11 +129,9 @@ class Tallies:
     the tasks: see ``scheduler.control.audit``)."""
 
     queues: dict[str, set[str]]  # active, backoff, unschedulable, inflight -> task ids
-    tasks: dict[str, int]  # tally:tasks, node -> live tasks
     node_tasks: dict[str, set[str]]  # node -> its task set
     priority: dict[int, int]  # tally:priority
     jobs: dict[str, dict[str, int]]  # job -> tally:job, node -> live tasks
-    free: dict[str, dict[str, float]]  # resource -> free:<resource>, node -> free amount
 
 
 NAMESPACE_REGISTRY = "sched:namespaces"  # SET of namespace names, when kept
@@ -186,7 +184,7 @@ class Store:
         args += node_fields(node)
         return self.scripts.node_put(
             keys=[k.node(node.name), k.nodes, k.node_changes, k.node_seq, k.cycle, k.move_cycle, k.resources,
-                  k.node_epoch, *(k.free(name) for name in names)],
+                  k.node_epoch],
             args=args, client=client)
 
     def put_new_nodes(self, nodes: list[Node], chunk: int = 1000, advance=None) -> None:
@@ -242,8 +240,8 @@ class Store:
         k = self.keys
         check_node_name(name)
         result = self.scripts.node_rm(
-            keys=[k.node(name), k.nodes, k.node_tasks(name), k.node_changes, k.node_seq, k.tally_tasks,
-                  k.heartbeat(name), k.node_epoch, *(k.free(r) for r in self.resource_names())],
+            keys=[k.node(name), k.nodes, k.node_tasks(name), k.node_changes, k.node_seq,
+                  k.heartbeat(name), k.node_epoch],
             args=[k.events, name])
         if result == 0:
             raise NotFound(f"node {name!r} does not exist.")
@@ -281,13 +279,11 @@ class Store:
         the node, with ``held`` (:func:`reservation`) held for it for ``nomination_ms``.
         Returns "ok" or why not."""
         k = self.keys
-        resources = sorted({r for _, _, held_resources in victims for r in held_resources})
         return self.scripts.preempt(
-            keys=[k.inflight, k.leases, k.active, k.tally_tasks, k.node_changes, k.node_seq, k.task(task_id),
-                  k.node(node), k.node_tasks(node), k.tally_priority, *(k.free(r) for r in resources),
+            keys=[k.inflight, k.leases, k.active, k.node_changes, k.node_seq, k.task(task_id),
+                  k.node(node), k.node_tasks(node), k.tally_priority,
                   *(key for victim, job, _ in victims for key in (k.task(victim), k.tally_job(job))), k.usage],
-            args=[token, k.events, task_id, node, nomination_ms, held, len(resources), *resources,
-                  *(victim for victim, _, _ in victims)])
+            args=[token, k.events, task_id, node, nomination_ms, held, *(victim for victim, _, _ in victims)])
 
     def preempt_gang(self, token: str, gang: str, members: list[tuple[str, str]], nomination_ms: int, held: str,
                      victims: list[tuple[str, str, str, dict[str, int]]]) -> str:
@@ -297,38 +293,30 @@ class Store:
         (:func:`reservation`) held for each for ``nomination_ms``. Returns "ok" or why not
         (then nothing was changed)."""
         k = self.keys
-        resources = sorted({r for _, _, _, held_resources in victims for r in held_resources})
         return self.scripts.preempt_gang(
-            keys=[k.inflight, k.leases, k.active, k.tally_tasks, k.node_changes, k.node_seq, k.tally_priority, k.usage,
-                  *(k.free(r) for r in resources),
+            keys=[k.inflight, k.leases, k.active, k.node_changes, k.node_seq, k.tally_priority, k.usage,
                   *(key for task_id, node in members for key in (k.task(task_id), k.node(node), k.node_tasks(node))),
                   *(key for victim, job, _, _ in victims for key in (k.task(victim), k.tally_job(job)))],
-            args=[token, k.events, nomination_ms, held, gang, len(resources), *resources, len(members),
+            args=[token, k.events, nomination_ms, held, gang, len(members),
                   *(x for member in members for x in member), *(x for v, _, node, _ in victims for x in (v, node))])
 
     def tallies(self, nodes: list[str], jobs: list[str]) -> Tallies:
         k = self.keys
         queues = ("active", "backoff", "unschedulable", "inflight")
-        resources = self.resource_names()
         with self.client.pipeline(transaction=False) as pipe:
             for name in queues:
                 pipe.zrange(getattr(k, name), 0, -1)
-            pipe.zrange(k.tally_tasks, 0, -1, withscores=True)
             for name in nodes:
                 pipe.smembers(k.node_tasks(name))
             pipe.hgetall(k.tally_priority)
             for job_id in jobs:
                 pipe.zrange(k.tally_job(job_id), 0, -1, withscores=True)
-            for resource in resources:
-                pipe.zrange(k.free(resource), 0, -1, withscores=True)
             replies = iter(pipe.execute())
         return Tallies(
             queues={name: set(next(replies)) for name in queues},
-            tasks={n: int(c) for n, c in next(replies)},
             node_tasks={name: set(next(replies)) for name in nodes},
             priority={int(p): int(c) for p, c in next(replies).items()},
-            jobs={job_id: {n: int(c) for n, c in next(replies)} for job_id in jobs},
-            free={resource: dict(next(replies)) for resource in resources})
+            jobs={job_id: {n: int(c) for n, c in next(replies)} for job_id in jobs})
 
     # Agents and their heartbeats.
     def beat(self, name: str, ttl_ms: int) -> str | None:
@@ -761,7 +749,7 @@ class Store:
                             lost: list[tuple[str, str]]) -> None:
         """Make the bookkeeping say what the tasks say, in one MULTI/EXEC (one slot):
         ``nodes``: name -> {"capacity", "allocated", "ports" (port -> task), "tasks" (live ids)},
-        written to the node hash, its task set, ``tally:tasks`` and ``free:<resource>``;
+        written to the node hash and its task set;
         ``jobs``: job -> node -> live tasks (``tally:job``); ``priority``: ``tally:priority``;
         ``stale``: queue name -> task ids to take out of it; ``requeue``: (task, priority)
         pending in no queue, put back in ``q:active``; ``lost``: (task, message) live on a
@@ -784,9 +772,6 @@ class Store:
                 pipe.delete(k.node_tasks(name))
                 if node["tasks"]:
                     pipe.sadd(k.node_tasks(name), *node["tasks"])
-                pipe.zadd(k.tally_tasks, {name: len(node["tasks"])})
-                for resource, capacity in node["capacity"].items():
-                    pipe.zadd(k.free(resource), {name: capacity - node["allocated"].get(resource, 0)})
             for job_id, counts in jobs.items():
                 pipe.delete(k.tally_job(job_id))
                 if counts:
@@ -877,10 +862,9 @@ class Store:
         """End tasks (read with :meth:`tasks`) in ``state``: pending ones leave the queue, live
         ones give their resources back. Returns, per task, what finish.lua reported."""
         k = self.keys
-        resources = self.resource_names()
-        keys = [k.active, k.backoff, k.unschedulable, k.inflight, k.leases, k.tally_tasks, k.node_changes,
-                k.node_seq, k.cycle, k.move_cycle, k.tally_priority, *(k.free(r) for r in resources)]
-        args = [k.events, len(resources), *resources]
+        keys = [k.active, k.backoff, k.unschedulable, k.inflight, k.leases, k.node_changes,
+                k.node_seq, k.cycle, k.move_cycle, k.tally_priority]
+        args = [k.events]
         for task in tasks:
             node = task.node if task.live else ""
             keys += [k.task(task.id), k.node(node), k.node_tasks(node), k.tally_job(task.job)]
