@@ -19,6 +19,7 @@ from scheduler.control import reconcile
 from scheduler.control.audit import audit
 from scheduler.model import COMPLETED, LIVE_STATES, PENDING, make_node, parse_job
 from scheduler.state.app import App
+from scheduler.state.node_cache import NodeCache
 
 from redis_topologies import HOST, PASSWORD, Server, free_ports, wait_until
 
@@ -150,6 +151,8 @@ def test_audit_repair_makes_the_bookkeeping_agree_with_the_tasks(redis_url):
     raw.zrem(k.active, "wait.0")
     raw.delete(k.node(victim.node), k.node_tasks(victim.node))
     raw.srem(k.nodes, victim.node)
+    cache = NodeCache(app.store)  # a running worker's copy, taken before the repair
+    wrong = cache.refresh()[tasks[1].node].allocated["cpu"]
     checked = sched(redis_url, "-n", "repair-cell", "audit", "--json")
     assert checked.returncode == 1 and not json.loads(checked.stdout)["ok"]
     repaired = sched(redis_url, "-n", "repair-cell", "audit", "--repair", "--json")
@@ -162,6 +165,9 @@ def test_audit_repair_makes_the_bookkeeping_agree_with_the_tasks(redis_url):
     assert len(record["replacements"]["web"]) == len(lost)
     assert "wait.0" in raw.zrange(k.active, 0, -1)
     assert sched(redis_url, "-n", "repair-cell", "audit").returncode == 0
+    # The repair is on the change feed: the running worker's copy reads the node again.
+    repaired_cpu = app.store.get_node(tasks[1].node).allocated["cpu"]
+    assert repaired_cpu == wrong - 1000 and cache.refresh()[tasks[1].node].allocated["cpu"] == repaired_cpu
 
 
 # ----------------------------------------------------------------------------- agents beside a cluster

@@ -758,8 +758,12 @@ class Store:
 
         k = self.keys
         sequence = self.client.incrby(k.enqueue_seq, len(requeue)) - len(requeue) if requeue else 0
+        # Every rewritten node goes on the change feed, so that running workers read it again.
+        changed = self.client.incrby(k.node_seq, len(nodes)) - len(nodes) if nodes else 0
         now = self.now_ms()
         with self.client.pipeline(transaction=True) as pipe:
+            if nodes:
+                pipe.zadd(k.node_changes, {name: changed + i for i, name in enumerate(nodes, 1)})
             for name, node in nodes.items():
                 current = self.client.hkeys(k.node(name))
                 gone = [f for f in current if (f.startswith("alloc:") and f[6:] not in node["allocated"])
