@@ -10,6 +10,8 @@ assertions (see docs/reliability.md)."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import threading
 import time
@@ -71,6 +73,9 @@ def test_a_big_submit_runs_in_short_chunks_and_succeeds(own_redis, tmp_path):
     assert len(members) == REPLICAS
     assert set(members) == {f"big.{i}" for i in range(REPLICAS)}
     assert client.zcard(app.keys.job_tasks("big")) == REPLICAS
+    # Finished: no mark is left for workers to complete.
+    assert client.zcard(app.keys.filling) == 0
+    assert not [f for f in client.hkeys(app.keys.job("big")) if f.startswith("filling:")]
     longest_ms = max((entry["duration"] for entry in slow), default=0) / 1000
     print(f"\nsubmit of {REPLICAS} tasks: {elapsed:.1f} s, {stats['calls']} EVALSHA calls averaging "
           f"{stats['usec_per_call'] / 1000:.2f} ms, {len(slow)} of them over 1 ms (longest {longest_ms:.1f} ms); "
@@ -100,3 +105,52 @@ def test_a_fill_chunk_sent_twice_creates_nothing_new(app):
     reconcile.stop(store, "twice")
     assert store.enqueue_fill("twice", 1, spec.priority, 2500, 10) is None
     assert not client.exists(app.keys.task("twice.2500"))
+
+
+def test_a_submit_killed_part_way_is_completed_by_a_worker(own_redis, tmp_path):
+    """The submitter is SIGKILLed between its calls: the job counts tasks that do not
+    exist yet, and its mark lets any worker create them (reconcile.complete_fills, run by
+    every worker each second once the mark is older than FILL_GRACE_MS)."""
+    _, url = own_redis
+    app = App(redis_url=url, namespace="killed")
+    replicas = 100_000
+    spec = tmp_path / "big.yaml"
+    spec.write_text(f"id: big\nreplicas: {replicas}\nresources: {{cpu: 0.1, memory: 1MiB}}\n")
+    submitter = subprocess.Popen([SCHED, "--redis-url", url, "--namespace", "killed", "job", "submit", str(spec)],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + SUBMIT_LIMIT_S
+        while not app.client.exists(app.keys.job("big")) and time.monotonic() < deadline:
+            time.sleep(0.001)
+        os.kill(submitter.pid, signal.SIGSTOP)
+    finally:
+        submitter.kill()
+        submitter.wait()
+    made = app.client.zcard(app.keys.job_tasks("big"))
+    assert 0 < made < replicas, made  # stopped part way
+    assert app.store.get_job("big")["spec"]["replicas"] == replicas
+    assert reconcile.complete_fills(app.store, grace_ms=60_000) == []  # too recent: the submitter may still be at it
+    assert reconcile.complete_fills(app.store, grace_ms=0) == ["big"]
+    members = app.client.zrange(app.keys.active, 0, -1)
+    assert len(members) == replicas and set(members) == {f"big.{i}" for i in range(replicas)}
+    assert app.client.zcard(app.keys.job_tasks("big")) == replicas
+    assert app.client.zcard(app.keys.filling) == 0
+    assert reconcile.complete_fills(app.store, grace_ms=0) == []  # nothing left to do
+    app.close()
+
+
+def test_a_stopped_job_is_not_completed(app):
+    spec = parse_job({"id": "halt", "replicas": 1200, "resources": {"cpu": 0.1, "memory": "1MiB"}})
+    reconcile.submit(app.store, spec)
+    # As a submitter that died after its first call leaves it: a mark, and tasks missing.
+    mark = "filling:1:0"
+    app.client.hset(app.keys.job("halt"), mark, f"1200|{spec.priority}|0|0")
+    app.client.zadd(app.keys.filling, {"halt": 0})
+    for i in range(ENQUEUE_CHUNK, 1200):
+        app.client.delete(app.keys.task(f"halt.{i}"))
+        app.client.zrem(app.keys.active, f"halt.{i}")
+        app.client.zrem(app.keys.job_tasks("halt"), f"halt.{i}")
+    reconcile.stop(app.store, "halt")
+    assert reconcile.complete_fills(app.store, grace_ms=0) == []
+    assert not app.client.exists(app.keys.task(f"halt.{ENQUEUE_CHUNK}"))
+    assert app.client.zcard(app.keys.filling) == 0 and not app.client.hexists(app.keys.job("halt"), mark)

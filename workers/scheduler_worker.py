@@ -211,6 +211,9 @@ class SchedulerWorker:
                 metrics.NODES_DOWN.inc()
                 log.warning("%s: node %s marked down: its heartbeat lapsed; its tasks are replaced",
                             self.name, name, extra={"fields": {"node": name}})
+            for job_id in reconcile.complete_fills(self.app.store):
+                log.warning("%s: job %s: its submit stopped part way; the rest of its tasks are queued", self.name,
+                            job_id, extra={"fields": {"job": job_id}})
             epoch = self.app.store.node_epoch()
             if epoch != self._seen_epoch:
                 self._seen_epoch = epoch

@@ -101,6 +101,33 @@ def submit_many(store: Store, jobs: list[tuple[str, JobSpec]]) -> list[dict]:
     return results
 
 
+FILL_GRACE_MS = 30_000  # a submit still queueing its tasks after this long is helped (fill calls are idempotent)
+
+
+def complete_fills(store: Store, grace_ms: int = FILL_GRACE_MS) -> list[str]:
+    """Create the missing tasks of submits that stopped part way: a job of more tasks than
+    one call takes is marked until its last fill call, so if its submitter died or lost
+    Redis in between, a worker finishes the job (only while it runs at that version).
+    Returns the jobs it completed."""
+    completed = []
+    for job_id, fields in store.unfinished_fills(store.now_ms() - grace_ms).items():
+        marks = [field for field in fields if field.startswith("filling:")]
+        for mark in marks:
+            _, version, first = mark.split(":")
+            count, priority, delay_ms, retries = (int(part) for part in fields[mark].split("|"))
+            if fields.get("status") == RUNNING_JOB and fields.get("version") == version:
+                completed.append(job_id)
+                for offset in range(0, count, ENQUEUE_CHUNK):
+                    if store.enqueue_fill(job_id, int(version), priority, int(first) + offset,
+                                          min(ENQUEUE_CHUNK, count - offset), delay_ms=delay_ms,
+                                          retries=retries) is None:
+                        break  # stopped or replaced meanwhile
+            store.filled(job_id, mark)
+        if not marks:
+            store.filled(job_id, None)
+    return completed
+
+
 def with_id(spec: JobSpec, job_id: str) -> JobSpec:
     """``spec`` as the spec of job ``job_id`` (the same but for its id)."""
     if spec.id == job_id:

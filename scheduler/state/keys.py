@@ -124,6 +124,12 @@ class Keys:
         """SET of the ids of global jobs (the ones node changes may give or take tasks)."""
         return self._key("jobs", "global")
 
+    @cached_property
+    def filling(self) -> str:
+        """ZSET job id -> when a submit began queueing more tasks than one call takes (ms);
+        the job hash holds a ``filling:<version>:<first index>`` field until they all exist."""
+        return self._key("jobs", "filling")
+
     def job(self, job_id: str) -> str:
         return self._key("job", job_id)
 

@@ -430,6 +430,13 @@ class Store:
         self.register_namespace()
         k = self.keys
         head = min(count, ENQUEUE_CHUNK)
+        mark = None
+        if count > head and not pins:
+            # The fill calls may never come (the submitter dies): the mark lets any worker
+            # create the rest (complete_fills). Global jobs' tasks are reconciled anyway.
+            mark = f"filling:{version}:{first_index}"
+            job_fields = {**job_fields, mark: f"{count}|{priority}|{delay_ms}|{retries}"}
+            self.client.zadd(k.filling, {job_id: self.now_ms()})
         args = [read, k.events, job_id, version, priority, first_index, delay_ms, retries, int(is_global), shares,
                 len(job_fields)]
         for field, value in job_fields.items():
@@ -449,7 +456,33 @@ class Store:
             if self.enqueue_fill(job_id, version, priority, first_index + offset, size, pins=chunk_pins,
                                  delay_ms=delay_ms, retries=retries) is None:
                 break  # stopped or replaced meanwhile: its newer state decides
+        if mark is not None:
+            self.filled(job_id, mark)
         return int(reply[1])
+
+    def filled(self, job_id: str, mark: str | None) -> None:
+        """The tasks that ``mark`` (a ``filling:<version>:<first index>`` field; None: the
+        submit's first call never landed) stood for exist, or no longer need to: drop it,
+        and the job from ``jobs:filling`` if it was its last."""
+        k = self.keys
+        if mark is not None:
+            self.client.hdel(k.job(job_id), mark)
+        if not any(field.startswith("filling:") for field in self.client.hkeys(k.job(job_id))):
+            self.client.zrem(k.filling, job_id)
+
+    def unfinished_fills(self, before_ms: int) -> dict[str, dict[str, str]]:
+        """Jobs whose submit began queueing before ``before_ms`` and has not finished:
+        job id -> its ``filling:*`` fields (none if the first call never landed)."""
+        k = self.keys
+        ids = self.client.zrangebyscore(k.filling, "-inf", before_ms)
+        if not ids:
+            return {}
+        with self.client.pipeline(transaction=False) as pipe:
+            for job_id in ids:
+                pipe.hgetall(k.job(job_id))
+            rows = pipe.execute()
+        return {job_id: {f: v for f, v in row.items() if f.startswith("filling:") or f in ("status", "version")}
+                for job_id, row in zip(ids, rows)}
 
     def enqueue_fill(self, job_id: str, version: int, priority: int, first_index: int, count: int, *,
                      pins: list[str] | None = None, delay_ms: int = 0, retries: int = 0,
