@@ -239,3 +239,27 @@ def test_the_column_path_is_taken_only_when_asked(both_placement_paths):
     placement = placer.place(nodes, parse_job({"id": "j", "replicas": 2}), ["j.0", "j.1"], job_counts={})
     assert len(placement.assignments) == 2
     assert (len(placer._table.nodes) == 3) == (both_placement_paths == "columns")
+
+
+class _ColumnsOnly(Placer):
+    """The placer without its shortcut for rankings that come down to task counts."""
+
+    @staticmethod
+    def _ranks_by_tasks_alone(batch, ctx):
+        return False
+
+
+@settings(max_examples=150, deadline=None)
+@given(nodes=nodes_st(max_size=14), job=jobs_st(strategy="spread", ports=[], max_per_node=0),
+       tasks=st.integers(1, 12), independent=st.booleans())
+def test_fewest_tasks_shortcut_places_as_the_columns_do(nodes, job, tasks, independent):
+    """A spread job with nothing placed yet ranks nodes by their task count alone; the
+    shortcut for it chooses exactly the nodes the full ranking columns choose."""
+    ids = [f"t{i}" for i in range(tasks)]
+    results = []
+    for kind in (Placer, _ColumnsOnly):
+        copies = copy.deepcopy(nodes)
+        placer = kind(PlacementOptions(seed=3, vector_min_nodes=1))
+        results.append(placer.place(copies, job, ids, job_counts={}, independent=independent).assignments)
+    assert results[0] == results[1]
+    assert results[0] or not any(fits(n, job, {}) for n in nodes)

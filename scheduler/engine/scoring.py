@@ -188,13 +188,15 @@ class Ranking:
 
 
 def ranking(job: JobSpec) -> Ranking:
-    """The scorer chain for a job's strategy."""
-    faulty = ((FaultyNode(), 1),)  # first: a faulty node loses to any healthy one
-    if job.strategy == BINPACK:
-        # Fill the fullest node; among equally full ones (a job asking no cpu or memory)
-        # fall back to spreading, so such a job does not pile onto one node.
-        return Ranking((faulty, ((BinPack(), 1),), ((JobSpread(), 1),), ((LeastTasks(), 1),)))
-    return Ranking((faulty, ((JobSpread(), 1),), ((LeastTasks(), 1),)))
+    """The scorer chain for a job's strategy (scorers hold no state: one chain per strategy)."""
+    return _BINPACK if job.strategy == BINPACK else _SPREAD
+
+
+_FAULTY = ((FaultyNode(), 1),)  # first: a faulty node loses to any healthy one
+_SPREAD = Ranking((_FAULTY, ((JobSpread(), 1),), ((LeastTasks(), 1),)))
+# Fill the fullest node; among equally full ones (a job asking no cpu or memory) fall
+# back to spreading, so such a job does not pile onto one node.
+_BINPACK = Ranking((_FAULTY, ((BinPack(), 1),), ((JobSpread(), 1),), ((LeastTasks(), 1),)))
 
 
 def _weighted(parts: list[tuple[ScoreFn, float]]) -> ScoreFn:
