@@ -11,6 +11,7 @@ so that each starts clean. Either way a child opens its own connections.
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import queue
@@ -31,6 +32,9 @@ def _child(url: str, namespace: str, config: WorkerConfig, queue_config: QueueCo
            gate) -> None:
     """One worker process: say it has started, wait at the gate, run a worker loop, then
     report its stats and its own CPU time."""
+    # Forked: what came from the parent is never garbage here; frozen, the collector
+    # neither walks it nor writes to its pages (each write copies a page).
+    gc.freeze()
     if os.environ.get(logs.ENV_LEVEL):  # `sched worker` chose how to log; bench and demo keep children quiet
         logs.configure()
     results.put({"started": os.getpid()})
