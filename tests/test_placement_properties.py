@@ -263,3 +263,39 @@ def test_fewest_tasks_shortcut_places_as_the_columns_do(nodes, job, tasks, indep
         results.append(placer.place(copies, job, ids, job_counts={}, independent=independent).assignments)
     assert results[0] == results[1]
     assert results[0] or not any(fits(n, job, {}) for n in nodes)
+
+
+@settings(max_examples=100, deadline=None)
+@given(nodes=nodes_st(max_size=14), jobs=st.lists(jobs_st(strategy="spread", ports=[], max_per_node=0), min_size=2,
+                                                  max_size=6),
+       tasks=st.lists(st.integers(1, 4), min_size=6, max_size=6), rounds=st.lists(st.booleans(), min_size=6,
+                                                                                   max_size=6))
+def test_fewest_tasks_order_kept_across_placements_places_as_the_columns_do(nodes, jobs, tasks, rounds):
+    """Placements change task counts between calls, and a new round redraws the
+    tie-breaks: the order the shortcut keeps must follow both, placing as the columns do."""
+    results = []
+    for kind in (Placer, _ColumnsOnly):
+        copies = copy.deepcopy(nodes)
+        placer = kind(PlacementOptions(seed=5, vector_min_nodes=1))
+        out = []
+        for i, job in enumerate(jobs):
+            if rounds[i]:
+                placer.replaced([])
+            ids = [f"{job.id}-{i}.{t}" for t in range(tasks[i])]
+            out.append(placer.place(copies, job, ids, job_counts={}, independent=True).assignments)
+        results.append(out)
+    assert results[0] == results[1]
+
+
+def test_fewest_tasks_shortcut_gives_way_when_few_nodes_qualify():
+    """Nodes that qualify are too rare to find by walking the order (the shortcut gives
+    up and the columns are scanned); either way the choice is the columns' one."""
+    nodes = [Node(name=f"n{i:03d}", capacity={"cpu": 1000, "memory": GIB}, labels={"ssd": "yes"} if i % 97 == 5 else {},
+                  tasks=i % 7) for i in range(300)]
+    job = parse_job({"id": "j", "constraints": ["node.labels.ssd is_set"], "resources": {"cpu": "100m"}})
+    results = []
+    for kind in (Placer, _ColumnsOnly):
+        placer = kind(PlacementOptions(seed=1, vector_min_nodes=1))
+        results.append(placer.place(copy.deepcopy(nodes), job, ["j.0", "j.1"], job_counts={}).assignments)
+    assert results[0] == results[1]
+    assert {node for _, node in results[0]} <= {f"n{i:03d}" for i in range(300) if i % 97 == 5}

@@ -44,6 +44,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from scheduler.engine.fewest import FewestTasks
 from scheduler.engine.filters import Pipeline, filter_pipeline
 from scheduler.engine.fit import misfit
 from scheduler.model import BINPACK, JobSpec, Node
@@ -59,6 +60,7 @@ __all__ = ["Placement", "PlacementOptions", "Placer", "explain", "filter_pipelin
 MIN_FEASIBLE_NODES = 100  # kube-scheduler's minFeasibleNodesToFind
 MIN_FEASIBLE_PERCENTAGE = 5  # kube-scheduler's minFeasibleNodesPercentageToFind
 CACHED_SPECS = 64  # static verdicts kept for this many distinct (constraints, plugins, preferences)
+FEWEST_WALK_MAX = 8  # tasks in a group up to which candidates are walked to, not scanned for (FewestTasks)
 
 
 @dataclass
@@ -114,6 +116,8 @@ class Placer:
         self._noise_for = None
         self._noise_values = np.zeros(0)
         self._members: tuple = (None, [])  # (group codes, rows of each group) for _fewest_tasks
+        self._fewest = FewestTasks()
+        self._codes_list: tuple = (None, [])  # (group codes, the same as a list) for _first_fewest
         self._next_start = 0
         self._stamp = 0  # bumped per call; a fact stamped this call belongs to a node in view
         # static key -> node name -> [node, static reason or None, preference path, stamp]
@@ -284,15 +288,20 @@ class Placer:
         that fit (or all that fit); and the job's task counts per path prefix."""
         job, table = pipeline.job, self._table
         table.sync(nodes)
-        mask = table.room(job.resources)
-        if pipeline.static:
-            mask &= table.static(_static_key(job), pipeline.static_check)[1]
         count, key, rnd = batch.job_counts.get, batch.key, self._random.random
         needs, ports, max_per_node = job.resources, job.ports, job.max_per_node
         # Rows come from the room mask (usable, room in every resource): without host ports,
         # max_per_node or nominations on the node, misfit could only agree.
         decided = not ports and not max_per_node
-        if decided and not table._nominated and self._ranks_by_tasks_alone(batch, ctx):
+        by_tasks = decided and not table._nominated and self._ranks_by_tasks_alone(batch, ctx)
+        if by_tasks and wanted <= FEWEST_WALK_MAX:
+            leaves = self._first_fewest(pipeline, wanted, batch, path_of)
+            if leaves is not None:
+                return leaves, {}
+        mask = table.room(job.resources)
+        if pipeline.static:
+            mask &= table.static(_static_key(job), pipeline.static_check)[1]
+        if by_tasks:
             return self._fewest_tasks(mask, wanted, path_of, batch), {}
         rows = np.flatnonzero(mask)
         if batch.job_counts:
@@ -355,6 +364,31 @@ class Placer:
         """Whether the ranking comes down to the fewest tasks on the node: spread, no task
         of the job placed yet (or the tasks are independent), no recent failures."""
         return not batch.job_counts and not ctx.faults and batch.job.strategy != BINPACK
+
+    def _first_fewest(self, pipeline: Pipeline, wanted: int, batch: "_Batch", path_of) -> dict[tuple, list] | None:
+        """:meth:`_fewest_tasks` from the rows kept in order of task count
+        (:class:`FewestTasks`): a few rows looked at instead of passes over all; None when
+        the nodes that qualify are too rare for that (the caller scans)."""
+        table, job = self._table, pipeline.job
+        passing = table.static(_static_key(job), pipeline.static_check)[1] if pipeline.static else None
+        nodes, needs, priority, job_id = table.nodes, job.resources, job.priority, job.id
+
+        def qualifies(row: int) -> bool:
+            return (passing is None or bool(passing[row])) and misfit(nodes[row], needs, (), 0, 0, priority,
+                                                                       job_id) is None
+
+        codes, paths = None, [()]
+        if job.preferences:
+            array, paths = table.groups(tuple(p.spread for p in job.preferences), path_of)
+            if self._codes_list[0] is not array:
+                self._codes_list = (array, array.tolist())
+            codes = self._codes_list[1]
+        best = self._fewest.best(table, self._noise(len(nodes)), wanted, qualifies, codes, len(paths))
+        if best is None:
+            return None
+        key, rnd = batch.key, self._random.random
+        return {paths[g]: [(key(nodes[row], 0), rnd(), row, nodes[row]) for row in rows]
+                for g, rows in best.items() if rows}
 
     def _fewest_tasks(self, mask: np.ndarray, wanted: int, path_of, batch: "_Batch") -> dict[tuple, list]:
         """:meth:`_candidates` where the ranking comes down to the fewest tasks on the node
