@@ -186,10 +186,11 @@ class SchedulingQueue:
         with self.client.pipeline(transaction=False) as pipe:
             pipe.zrangebyscore(k.inflight, "-inf", now, start=0, num=1000)
             pipe.zrangebyscore(k.backoff, "-inf", queue_now, start=0, num=10 * CHUNK)
-            pipe.mget(k.move_cycle, k.moved_cycle)
+            pipe.get(k.move_cycle)  # two GETs: a cluster pipeline refuses MGET
+            pipe.get(k.moved_cycle)
             latest = queue_now - self.config.unschedulable_ms
             pipe.zrangebyscore(k.unschedulable, "-inf", latest)
-            expired, due, (move_cycle, moved_cycle), leftover = pipe.execute()
+            expired, due, move_cycle, moved_cycle, leftover = pipe.execute()
         done = {"reclaimed": len(self._reclaim("", expired)) if expired else 0,
                 "from_backoff": self._move(k.backoff, "backoff", due, 0)[0] if due else 0}
         if move_cycle != moved_cycle:
