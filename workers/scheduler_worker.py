@@ -322,7 +322,7 @@ class SchedulerWorker:
                 failures[plan.task_id] = {"nodes_evaluated": 1, "reasons": {reason: 1},
                                           "message": f"placement on {plan.node} refused at commit: {reason}."}
             # A stale lease means the task is no longer ours (reclaimed or stopped): drop it.
-            groups = _regroup(groups, {plan.task_id for plan, _ in retry})
+            groups = _regroup(groups, {plan.task_id for plan, _ in retry}) if retry else []
         if failures and self.preemptor is not None:
             self._preempt(claim, group_of, failures, conflicts)
         if failures:

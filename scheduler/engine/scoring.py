@@ -40,11 +40,14 @@ class Context:
     faulty_threshold: int = 5
 
 
+_NONE: frozenset[str] = frozenset()
+
+
 def faulty_nodes(ctx: Context) -> frozenset[str]:
     """Nodes where this job failed ``faulty_threshold`` times recently (SwarmKit's faulty nodes)."""
     limit = ctx.faulty_threshold
-    if limit <= 0:
-        return frozenset()
+    if limit <= 0 or not ctx.faults:
+        return _NONE
     return frozenset(name for name, failures in ctx.faults.items() if failures >= limit)
 
 
