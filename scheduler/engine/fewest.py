@@ -20,6 +20,7 @@ import numpy as np
 
 RESORT = 1024  # rows kept apart before the order is sorted again
 BUDGET = 48  # rows looked at, beyond the ones wanted, before giving up (the caller scans instead)
+PATIENCE = 8  # calls in a round before sorting: a sort costs about as much as that many scans
 
 
 class FewestTasks:
@@ -32,12 +33,20 @@ class FewestTasks:
         self._apart: dict[int, float] = {}  # row -> its key now, for rows rewritten since
         self._apart_sorted: list[tuple[float, int]] = []  # (key, row), some no longer current
         self._lo = 0  # the entries of _apart_sorted before this one are no longer current
+        self._calls = 0  # calls since the tie-breaks were last new (a new round)
+        self._round: np.ndarray | None = None  # the tie-breaks those calls were made with
 
     def best(self, table, noise: np.ndarray, wanted: int, qualifies: Callable[[int], bool],
              codes: list[int] | None = None, groups: int = 1) -> dict[int, list[int]] | None:
         """Per group (``codes``: each row's group, of ``groups``; none: one group 0), the
         ``wanted`` rows that qualify with the lowest ``tasks + noise`` (fewer if fewer
-        qualify), best first, ties by row; None if that takes too long to find."""
+        qualify), best first, ties by row; None if that takes too long to find, or if the
+        round is too young for sorting to pay (a round of a few small groups is scanned)."""
+        if noise is not self._noise:
+            self._calls = self._calls + 1 if noise is self._round else 1
+            self._round = noise
+            if self._calls < PATIENCE:
+                return None
         self._sync(table, noise)
         apart, keys, order = self._apart, self._keys, self._order
         while self._start < len(order) and order[self._start] in apart:
