@@ -169,8 +169,9 @@ class SchedulerWorker:
                 if self.step():
                     idle = 0.001
                     continue
-                self.report()  # idle: the shared counts are current while nothing happens
-                self._summary.flush()
+                if idle > 0.001:  # idle (empty twice running, not just between two batches of a
+                    self.report()  # trickle): the shared counts are current while nothing happens
+                    self._summary.flush()
                 if self.config.until_idle and self.idle():
                     break
             except (redis.ConnectionError, redis.TimeoutError) as exc:  # Redis away: keep trying, one line each
