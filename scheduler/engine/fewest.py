@@ -4,7 +4,8 @@ instead of a pass over every node.
 
 It serves the placer's shortcut for rankings that come down to the task count
 (``Placer._fewest_tasks``), where one-task jobs of many shapes each need the best node or
-two: the order is sorted once per round (the random tie-break is drawn per round), and a
+two: the order is sorted once per round (the random tie-break is drawn per round; only
+once the round has asked often enough for a sort to pay), and a
 row the table rewrites after that (a placement, an undo) leaves it and is kept apart, by
 its new key. The candidates are the first rows of the order that qualify and the rows
 kept apart whose key is lower than theirs: exact, since every row still in the order has
@@ -20,7 +21,7 @@ import numpy as np
 
 RESORT = 1024  # rows kept apart before the order is sorted again
 BUDGET = 48  # rows looked at, beyond the ones wanted, before giving up (the caller scans instead)
-PATIENCE = 8  # calls in a round before sorting: a sort costs about as much as that many scans
+PATIENCE = 16  # calls in a round before sorting (a sort costs about as much as 8-10 scans)
 
 
 class FewestTasks:
@@ -29,7 +30,7 @@ class FewestTasks:
         self._builds = -1  # the table's layout the order was sorted for
         self._order: list[int] = []
         self._start = 0  # the rows of the order before this one are all kept apart
-        self._keys: list[float] = []  # per row, its key when sorted
+        self._keys = np.zeros(0)  # per row, its key when sorted
         self._apart: dict[int, float] = {}  # row -> its key now, for rows rewritten since
         self._apart_sorted: list[tuple[float, int]] = []  # (key, row), some no longer current
         self._lo = 0  # the entries of _apart_sorted before this one are no longer current
@@ -64,7 +65,7 @@ class FewestTasks:
             if qualifies(row):
                 group = found.setdefault(0 if codes is None else codes[row], [])
                 if len(group) < wanted:
-                    group.append((keys[row], row))
+                    group.append((float(keys[row]), row))
                     if len(group) == wanted:
                         full += 1
                         if full == groups:
@@ -87,14 +88,14 @@ class FewestTasks:
         if noise is not self._noise or table.builds != self._builds or len(self._apart) + len(table.touched) > RESORT:
             keys = table.tasks + noise
             self._order = np.argsort(keys, kind="stable").tolist()
-            self._keys = keys.tolist()
+            self._keys = keys
             self._noise, self._builds = noise, table.builds
             self._apart, self._apart_sorted, self._start, self._lo = {}, [], 0, 0
             table.touched.clear()
             return
         for row in table.touched:
             key = float(table.tasks[row] + noise[row])
-            if self._apart.get(row, self._keys[row]) != key:  # else its key is still the one it is sorted by
+            if self._apart.get(row, float(self._keys[row])) != key:  # else its key is still the one it is sorted by
                 self._apart[row] = key
                 insort(self._apart_sorted, (key, row), lo=self._lo)
         table.touched.clear()
