@@ -165,7 +165,7 @@ def test_sweep_scales_jobs_with_nodes(app, redis_url):
 def test_rate_mode(app, redis_url):
     report = bench.run_rate(40, duration=0.5, warmup=0.25, nodes=20, workers=1, redis_url=redis_url,
                             namespace=app.keys.namespace, clear=False, drain_timeout=30)
-    assert {"offered_rate", "achieved_rate", "p50_ms", "p99_ms", "placements_per_s", "backlog_max",
+    assert {"offered_rate", "tick_ms", "achieved_rate", "p50_ms", "p99_ms", "placements_per_s", "backlog_max",
             "overcommits", "invariants_ok"} <= set(report)
     assert report["invariants_ok"], report["problems"]
     assert report["overcommits"] == 0

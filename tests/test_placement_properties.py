@@ -8,12 +8,14 @@ placement; with bin packing, a node is filled before the next is opened.
 
 import copy
 from collections import Counter
+from contextlib import contextmanager
 
 import pytest
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scheduler.engine import fewest
 from scheduler.engine.filters import filter_pipeline
 from scheduler.model import DOWN, DRAIN, PAUSE, Node, parse_job
 from scheduler.engine.placement import PlacementOptions, Placer
@@ -239,3 +241,76 @@ def test_the_column_path_is_taken_only_when_asked(both_placement_paths):
     placement = placer.place(nodes, parse_job({"id": "j", "replicas": 2}), ["j.0", "j.1"], job_counts={})
     assert len(placement.assignments) == 2
     assert (len(placer._table.nodes) == 3) == (both_placement_paths == "columns")
+
+
+class _ColumnsOnly(Placer):
+    """The placer without its shortcut for rankings that come down to task counts."""
+
+    @staticmethod
+    def _ranks_by_tasks_alone(batch, ctx):
+        return False
+
+
+@settings(max_examples=150, deadline=None)
+@given(nodes=nodes_st(max_size=14), job=jobs_st(strategy="spread", ports=[], max_per_node=0),
+       tasks=st.integers(1, 12), independent=st.booleans())
+def test_fewest_tasks_shortcut_places_as_the_columns_do(nodes, job, tasks, independent):
+    """A spread job with nothing placed yet ranks nodes by their task count alone; the
+    shortcut for it chooses exactly the nodes the full ranking columns choose."""
+    ids = [f"t{i}" for i in range(tasks)]
+    results = []
+    for kind in (Placer, _ColumnsOnly):
+        copies = copy.deepcopy(nodes)
+        placer = kind(PlacementOptions(seed=3, vector_min_nodes=1))
+        results.append(placer.place(copies, job, ids, job_counts={}, independent=independent).assignments)
+    assert results[0] == results[1]
+    assert results[0] or not any(fits(n, job, {}) for n in nodes)
+
+
+@contextmanager
+def _sorting_at_once():
+    """The order is kept from a round's first call on (not only once sorting pays), so
+    that these short runs walk it."""
+    patience, fewest.PATIENCE = fewest.PATIENCE, 1
+    try:
+        yield
+    finally:
+        fewest.PATIENCE = patience
+
+
+@settings(max_examples=100, deadline=None)
+@given(nodes=nodes_st(max_size=14), jobs=st.lists(jobs_st(strategy="spread", ports=[], max_per_node=0), min_size=2,
+                                                  max_size=6),
+       tasks=st.lists(st.integers(1, 4), min_size=6, max_size=6), rounds=st.lists(st.booleans(), min_size=6,
+                                                                                   max_size=6))
+def test_fewest_tasks_order_kept_across_placements_places_as_the_columns_do(nodes, jobs, tasks, rounds):
+    """Placements change task counts between calls, and a new round redraws the
+    tie-breaks: the order the shortcut keeps must follow both, placing as the columns do."""
+    results = []
+    with _sorting_at_once():
+        for kind in (Placer, _ColumnsOnly):
+            copies = copy.deepcopy(nodes)
+            placer = kind(PlacementOptions(seed=5, vector_min_nodes=1))
+            out = []
+            for i, job in enumerate(jobs):
+                if rounds[i]:
+                    placer.replaced([])
+                ids = [f"{job.id}-{i}.{t}" for t in range(tasks[i])]
+                out.append(placer.place(copies, job, ids, job_counts={}, independent=True).assignments)
+            results.append(out)
+    assert results[0] == results[1]
+
+
+def test_fewest_tasks_shortcut_gives_way_when_few_nodes_qualify():
+    """Nodes that qualify are too rare to find by walking the order (the shortcut gives
+    up and the columns are scanned); either way the choice is the columns' one."""
+    nodes = [Node(name=f"n{i:03d}", capacity={"cpu": 1000, "memory": GIB}, labels={"ssd": "yes"} if i % 97 == 5 else {},
+                  tasks=i % 7) for i in range(300)]
+    job = parse_job({"id": "j", "constraints": ["node.labels.ssd is_set"], "resources": {"cpu": "100m"}})
+    results = []
+    with _sorting_at_once():
+        for kind in (Placer, _ColumnsOnly):
+            placer = kind(PlacementOptions(seed=1, vector_min_nodes=1))
+            results.append(placer.place(copy.deepcopy(nodes), job, ["j.0", "j.1"], job_counts={}).assignments)
+    assert results[0] == results[1]
+    assert {node for _, node in results[0]} <= {f"n{i:03d}" for i in range(300) if i % 97 == 5}

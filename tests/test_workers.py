@@ -13,9 +13,11 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from scheduler.control import reconcile
+from scheduler.control.worker_config import WorkerConfig
 from scheduler.model import make_node, parse_job
 from scheduler.engine.placement import filter_pipeline
 
@@ -235,3 +237,20 @@ def test_task_refused_at_commit_then_placed_is_not_counted_unplaced(app, monkeyp
     problems, summary = cluster_problems(app, settled=True)
     assert not problems, format_problems(problems)
     assert summary["assigned"] == {"j": 2}
+
+
+def test_worker_processes_fork_only_from_a_parent_without_other_threads():
+    from workers.supervisor import WorkerProcesses
+
+    def method():
+        return WorkerProcesses("unix:///nowhere", "ns", [WorkerConfig()]).start_method
+
+    assert method() == ("fork" if threading.active_count() == 1 else "spawn")
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        assert method() == "spawn"  # a lock held by the other thread could outlive a fork
+    finally:
+        stop.set()
+        other.join()

@@ -147,6 +147,8 @@ class SchedulerWorker:
         self._rows: dict[str, int] = {}
         self._membership = -1
         self._ahead: Future | None = None  # the next batch, claimed while this one commits
+        self._total_capacity: dict[str, int] = {}
+        self._capacity_at: tuple[int, float] = (-1, 0.0)  # (cache membership, when) it was summed
         self._committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{self.name}-commit")
         self._unreported: dict[str, int] = defaultdict(int)  # counts not yet in the stats hash
         self._last_report = time.monotonic()
@@ -167,8 +169,9 @@ class SchedulerWorker:
                 if self.step():
                     idle = 0.001
                     continue
-                self.report()  # idle: the shared counts are current while nothing happens
-                self._summary.flush()
+                if idle > 0.001:  # idle (empty twice running, not just between two batches of a
+                    self.report()  # trickle): the shared counts are current while nothing happens
+                    self._summary.flush()
                 if self.config.until_idle and self.idle():
                     break
             except (redis.ConnectionError, redis.TimeoutError) as exc:  # Redis away: keep trying, one line each
@@ -323,7 +326,7 @@ class SchedulerWorker:
                 failures[plan.task_id] = {"nodes_evaluated": 1, "reasons": {reason: 1},
                                           "message": f"placement on {plan.node} refused at commit: {reason}."}
             # A stale lease means the task is no longer ours (reclaimed or stopped): drop it.
-            groups = _regroup(groups, {plan.task_id for plan, _ in retry})
+            groups = _regroup(groups, {plan.task_id for plan, _ in retry}) if retry else []
         if failures and self.preemptor is not None:
             self._preempt(claim, group_of, failures, conflicts)
         if failures:
@@ -350,15 +353,24 @@ class SchedulerWorker:
 
     def _new_claim(self):
         cfg = self.config
-        capacity: dict[str, int] = {}
-        for node in list(self.cache.nodes.values()):
-            if node.status == READY:
-                for resource, amount in node.capacity.items():
-                    capacity[resource] = capacity.get(resource, 0) + amount
         with metrics.timed(metrics.CLAIM_SECONDS):
             return self.app.queue.claim(cfg.batch_size, cfg.lease_ms, cfg.share_from,
                                         cfg.batch_size // 4 if cfg.keep_jobs_whole else 0,
-                                        capacity=capacity, window=cfg.fair_window)
+                                        capacity=self._capacity(), window=cfg.fair_window)
+
+    def _capacity(self) -> dict[str, int]:
+        """The ready nodes' total capacity, the measure of tenants' shares in a claim:
+        summed again when nodes join or leave and at most once per health check (a
+        status change shows within a second), not per claim (O(nodes) each time)."""
+        now = time.monotonic()
+        if self._capacity_at[0] != self.cache.membership or now - self._capacity_at[1] >= self.config.health_every_s:
+            capacity: dict[str, int] = {}
+            for node in list(self.cache.nodes.values()):
+                if node.status == READY:
+                    for resource, amount in node.capacity.items():
+                        capacity[resource] = capacity.get(resource, 0) + amount
+            self._total_capacity, self._capacity_at = capacity, (self.cache.membership, now)
+        return self._total_capacity
 
     def _release_ahead(self) -> None:
         """Hand back a batch claimed ahead that will not be worked on (the worker stops)."""

@@ -36,6 +36,8 @@ class NodeTable:
         self.usable = np.zeros(0, dtype=bool)
         self._ids = np.zeros(0, dtype=np.int64)
         self._source: Sequence[Node] | None = None  # the list last synced from
+        self.builds = 0  # bumped when the rows are laid out anew
+        self.touched: set[int] = set()  # rows rewritten since FewestTasks last looked
         self._nominated: set[int] = set()
         self._static: dict[tuple, tuple[int, np.ndarray, np.ndarray]] = {}
         self._codes: dict[tuple, tuple[int, np.ndarray, list[tuple]]] = {}
@@ -100,6 +102,8 @@ class NodeTable:
         self.usable = np.array([n.status == READY and n.availability == ACTIVE for n in self.nodes], dtype=bool)
         self._nominated = {i for i, node in enumerate(self.nodes) if node.nominations}
         self.epoch += 1
+        self.builds += 1
+        self.touched.clear()
 
     def write(self, row: int) -> None:
         """Copy one node's changing values (allocation, task count, usability) into its row."""
@@ -108,6 +112,7 @@ class NodeTable:
             column[row] = node.allocated.get(resource, 0)
             self.capacity[resource][row] = node.capacity.get(resource, 0)
         self.tasks[row] = node.tasks
+        self.touched.add(row)
         self.usable[row] = node.status == READY and node.availability == ACTIVE
         if node.nominations:
             self._nominated.add(row)

@@ -44,9 +44,10 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from scheduler.engine.fewest import FewestTasks
 from scheduler.engine.filters import Pipeline, filter_pipeline
 from scheduler.engine.fit import misfit
-from scheduler.model import JobSpec, Node
+from scheduler.model import BINPACK, JobSpec, Node
 from scheduler.engine.node_table import NodeTable
 from scheduler.model import reasons
 from scheduler.model.reasons import Explanation
@@ -59,6 +60,7 @@ __all__ = ["Placement", "PlacementOptions", "Placer", "explain", "filter_pipelin
 MIN_FEASIBLE_NODES = 100  # kube-scheduler's minFeasibleNodesToFind
 MIN_FEASIBLE_PERCENTAGE = 5  # kube-scheduler's minFeasibleNodesPercentageToFind
 CACHED_SPECS = 64  # static verdicts kept for this many distinct (constraints, plugins, preferences)
+FEWEST_WALK_MAX = 8  # tasks in a group up to which candidates are walked to, not scanned for (FewestTasks)
 
 
 @dataclass
@@ -113,6 +115,9 @@ class Placer:
         self._pipelines: dict[int, Pipeline] = {}
         self._noise_for = None
         self._noise_values = np.zeros(0)
+        self._members: tuple = (None, [])  # (group codes, rows of each group) for _fewest_tasks
+        self._fewest = FewestTasks()
+        self._codes_list: tuple = (None, [])  # (group codes, the same as a list) for _first_fewest
         self._next_start = 0
         self._stamp = 0  # bumped per call; a fact stamped this call belongs to a node in view
         # static key -> node name -> [node, static reason or None, preference path, stamp]
@@ -283,9 +288,21 @@ class Placer:
         that fit (or all that fit); and the job's task counts per path prefix."""
         job, table = pipeline.job, self._table
         table.sync(nodes)
+        count, key, rnd = batch.job_counts.get, batch.key, self._random.random
+        needs, ports, max_per_node = job.resources, job.ports, job.max_per_node
+        # Rows come from the room mask (usable, room in every resource): without host ports,
+        # max_per_node or nominations on the node, misfit could only agree.
+        decided = not ports and not max_per_node
+        by_tasks = decided and not table._nominated and self._ranks_by_tasks_alone(batch, ctx)
+        if by_tasks and wanted <= FEWEST_WALK_MAX:
+            leaves = self._first_fewest(pipeline, wanted, batch, path_of)
+            if leaves is not None:
+                return leaves, {}
         mask = table.room(job.resources)
         if pipeline.static:
             mask &= table.static(_static_key(job), pipeline.static_check)[1]
+        if by_tasks:
+            return self._fewest_tasks(mask, wanted, path_of, batch), {}
         rows = np.flatnonzero(mask)
         if batch.job_counts:
             job_on_all = np.zeros(len(table.nodes), dtype=np.int64)
@@ -307,11 +324,6 @@ class Placer:
                       for code in np.flatnonzero(np.bincount(group_of)).tolist()] if rows.size else []
         else:
             groups = [((), None)]  # every row
-        count, key, rnd = batch.job_counts.get, batch.key, self._random.random
-        needs, ports, max_per_node = job.resources, job.ports, job.max_per_node
-        # Rows come from the room mask (usable, room in every resource): without host ports,
-        # max_per_node or nominations on the node, misfit could only agree.
-        decided = not ports and not max_per_node
 
         def fitting(segment: np.ndarray) -> list:
             """Leaf entries for the first ``wanted`` nodes of ``segment`` that fit now."""
@@ -346,6 +358,75 @@ class Placer:
                 for length in range(1, depth + 1):
                     counts[path[:length]] = counts.get(path[:length], 0) + on_node
         return leaves, counts
+
+    @staticmethod
+    def _ranks_by_tasks_alone(batch: "_Batch", ctx: Context) -> bool:
+        """Whether the ranking comes down to the fewest tasks on the node: spread, no task
+        of the job placed yet (or the tasks are independent), no recent failures."""
+        return not batch.job_counts and not ctx.faults and batch.job.strategy != BINPACK
+
+    def _first_fewest(self, pipeline: Pipeline, wanted: int, batch: "_Batch", path_of) -> dict[tuple, list] | None:
+        """:meth:`_fewest_tasks` from the rows kept in order of task count
+        (:class:`FewestTasks`): a few rows looked at instead of passes over all; None when
+        the nodes that qualify are too rare for that (the caller scans)."""
+        table, job = self._table, pipeline.job
+        passing = table.static(_static_key(job), pipeline.static_check)[1] if pipeline.static else None
+        nodes, needs, priority, job_id = table.nodes, job.resources, job.priority, job.id
+
+        def qualifies(row: int) -> bool:
+            return (passing is None or bool(passing[row])) and misfit(nodes[row], needs, (), 0, 0, priority,
+                                                                       job_id) is None
+
+        codes, paths = None, [()]
+        if job.preferences:
+            array, paths = table.groups(tuple(p.spread for p in job.preferences), path_of)
+            if self._codes_list[0] is not array:
+                self._codes_list = (array, array.tolist())
+            codes = self._codes_list[1]
+        best = self._fewest.best(table, self._noise(len(nodes)), wanted, qualifies, codes, len(paths))
+        if best is None:
+            return None
+        key, rnd = batch.key, self._random.random
+        return {paths[g]: [(key(nodes[row], 0), rnd(), row, nodes[row]) for row in rows]
+                for g, rows in best.items() if rows}
+
+    def _fewest_tasks(self, mask: np.ndarray, wanted: int, path_of, batch: "_Batch") -> dict[tuple, list]:
+        """:meth:`_candidates` where the ranking comes down to the fewest tasks on the node
+        (spread, no task of the job placed yet, no faulty node) and every row of ``mask``
+        fits (no host ports, max_per_node or nominations): per preference group, the
+        ``wanted`` rows of ``mask`` with the fewest tasks, ties broken by the same noise.
+        The same leaves, without building the ranking's columns over every node (most of
+        the cost of placing one task of a one-task job)."""
+        table, job = self._table, batch.job
+        keys = np.where(mask, table.tasks + self._noise(len(table.nodes)), np.inf)
+        if job.preferences:
+            codes, paths = table.groups(tuple(p.spread for p in job.preferences), path_of)
+            if self._members[0] is not codes:
+                self._members = (codes, [np.flatnonzero(codes == code) for code in range(len(paths))])
+            groups = [(paths[code], members) for code, members in enumerate(self._members[1])]
+        else:
+            groups = [((), None)]
+        key, rnd = batch.key, self._random.random
+        leaves: dict[tuple, list] = {}
+        for path, members in groups:
+            group_keys = keys if members is None else keys[members]
+            if wanted == 1:
+                best = [int(np.argmin(group_keys))] if group_keys.size else []
+            elif group_keys.size > wanted:
+                part = np.argpartition(group_keys, wanted - 1)[:wanted]
+                best = part[np.argsort(group_keys[part], kind="stable")].tolist()
+            else:
+                best = np.argsort(group_keys, kind="stable").tolist()
+            entries = []
+            for position in best:
+                if group_keys[position] == np.inf:
+                    break
+                row = position if members is None else int(members[position])
+                node = table.nodes[row]
+                entries.append((key(node, 0), rnd(), row, node))
+            if entries:
+                leaves[path] = entries
+        return leaves
 
     def _explain(self, pipeline: Pipeline, job_counts: Mapping[str, int]) -> Explanation:
         """``pipeline.explain`` over the node table: the same counts, with the resource

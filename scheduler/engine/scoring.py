@@ -40,11 +40,14 @@ class Context:
     faulty_threshold: int = 5
 
 
+_NONE: frozenset[str] = frozenset()
+
+
 def faulty_nodes(ctx: Context) -> frozenset[str]:
     """Nodes where this job failed ``faulty_threshold`` times recently (SwarmKit's faulty nodes)."""
     limit = ctx.faulty_threshold
-    if limit <= 0:
-        return frozenset()
+    if limit <= 0 or not ctx.faults:
+        return _NONE
     return frozenset(name for name, failures in ctx.faults.items() if failures >= limit)
 
 
@@ -188,13 +191,15 @@ class Ranking:
 
 
 def ranking(job: JobSpec) -> Ranking:
-    """The scorer chain for a job's strategy."""
-    faulty = ((FaultyNode(), 1),)  # first: a faulty node loses to any healthy one
-    if job.strategy == BINPACK:
-        # Fill the fullest node; among equally full ones (a job asking no cpu or memory)
-        # fall back to spreading, so such a job does not pile onto one node.
-        return Ranking((faulty, ((BinPack(), 1),), ((JobSpread(), 1),), ((LeastTasks(), 1),)))
-    return Ranking((faulty, ((JobSpread(), 1),), ((LeastTasks(), 1),)))
+    """The scorer chain for a job's strategy (scorers hold no state: one chain per strategy)."""
+    return _BINPACK if job.strategy == BINPACK else _SPREAD
+
+
+_FAULTY = ((FaultyNode(), 1),)  # first: a faulty node loses to any healthy one
+_SPREAD = Ranking((_FAULTY, ((JobSpread(), 1),), ((LeastTasks(), 1),)))
+# Fill the fullest node; among equally full ones (a job asking no cpu or memory) fall
+# back to spreading, so such a job does not pile onto one node.
+_BINPACK = Ranking((_FAULTY, ((BinPack(), 1),), ((JobSpread(), 1),), ((LeastTasks(), 1),)))
 
 
 def _weighted(parts: list[tuple[ScoreFn, float]]) -> ScoreFn:

@@ -177,15 +177,28 @@ class SchedulingQueue:
 
     def maintain(self) -> dict[str, int]:
         """The periodic work any worker does: expired leases, due backoffs, cluster events
-        since it last looked, and the leftover flush. Safe to run from many workers at once."""
+        since it last looked, and the leftover flush. Safe to run from many workers at once.
+        What is due is read in two round trips (the time, then one pipeline); only what
+        there is to move costs a script call."""
         k = self.keys
-        done = {"reclaimed": len(self.reclaim_expired()), "from_backoff": self.flush_backoff()}
-        move_cycle, moved_cycle = self.client.mget(k.move_cycle, k.moved_cycle)
+        now = time_ms(self.client.time())  # apart: a cluster pipeline carries only commands with keys
+        queue_now = int(self.clock()) if self.clock is not None else now
+        with self.client.pipeline(transaction=False) as pipe:
+            pipe.zrangebyscore(k.inflight, "-inf", now, start=0, num=1000)
+            pipe.zrangebyscore(k.backoff, "-inf", queue_now, start=0, num=10 * CHUNK)
+            pipe.get(k.move_cycle)  # two GETs: a cluster pipeline refuses MGET
+            pipe.get(k.moved_cycle)
+            latest = queue_now - self.config.unschedulable_ms
+            pipe.zrangebyscore(k.unschedulable, "-inf", latest)
+            expired, due, move_cycle, moved_cycle, leftover = pipe.execute()
+        done = {"reclaimed": len(self._reclaim("", expired)) if expired else 0,
+                "from_backoff": self._move(k.backoff, "backoff", due, 0)[0] if due else 0}
         if move_cycle != moved_cycle:
             # Record first: an event during the move changes move_cycle again and is seen next time.
             self.client.set(k.moved_cycle, move_cycle or 0)
             done["after_event"] = sum(self.move_all_to_active())
-        done["leftover"] = sum(self.flush_unschedulable())
+            leftover = []  # every unschedulable task has just been moved
+        done["leftover"] = sum(self._move(k.unschedulable, "unschedulable", leftover, latest)) if leftover else 0
         return done
 
     def claim_probe(self) -> tuple[int, int | None, int]:

@@ -739,7 +739,8 @@ def demo(ctx, seconds):
               help="Cluster sizes for --sweep.")
 @click.option("--rate", type=click.FloatRange(min=1), default=None, metavar="TASKS_PER_S",
               help="Steady offered-load mode: submit this many tasks/s while the workers run; report p50/p99 "
-                   "submit-to-assigned.")
+                   "submit-to-assigned. The load is sent in ticks of 5 ms: each tick submits every job due "
+                   "by then in one call.")
 @click.option("--duration", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
               help="Seconds of offered load measured with --rate.")
 @click.option("--warmup", type=click.FloatRange(min=0), default=2.0, show_default=True,
