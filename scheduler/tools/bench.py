@@ -751,7 +751,7 @@ def _run_rate(app, bar, rate, duration, warmup, node_count, replicas, workers, b
                 lag_max = max(lag_max, now - (start + i * interval))
                 if i <= len(warm) < due:
                     measured_start = now
-                submit_many(app.store, everything[i:due])
+                submit_many(app.store, [(spec.id, spec) for spec in everything[i:due]])
                 i = due
             if i < len(everything):
                 wake = max(now + RATE_TICK_S, start + i * interval)
