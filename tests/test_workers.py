@@ -17,6 +17,7 @@ import threading
 from pathlib import Path
 
 from scheduler.control import reconcile
+from scheduler.control.audit import audit
 from scheduler.control.worker_config import WorkerConfig
 from scheduler.model import make_node, parse_job
 from scheduler.engine.placement import filter_pipeline
@@ -254,3 +255,29 @@ def test_worker_processes_fork_only_from_a_parent_without_other_threads():
     finally:
         stop.set()
         other.join()
+
+
+def test_forked_workers_start_from_one_read_of_the_nodes(app, redis_url):
+    """The parent reads the nodes once for all its children (they follow the change feed
+    from that copy): Redis serves one HGETALL per node, not one per node per worker, and
+    the work is placed as usual."""
+    from workers.supervisor import WorkerProcesses
+
+    for i in range(20):
+        app.store.put_node(make_node(f"n{i}", cpu=4, memory="8GiB"))
+    reconcile.submit(app.store, parse_job({"id": "web", "replicas": 30, "resources": {"cpu": 1, "memory": "1GiB"}}))
+    app.client.config_resetstat()
+    pool = WorkerProcesses(redis_url, app.keys.namespace, [WorkerConfig(until_idle=True)] * 2)
+    app.store.put_node(make_node("late", cpu=4, memory="8GiB"))  # after the read: the feed brings it
+    pool.start()
+    pool.join(timeout=60)
+    assert pool.crashed == 0
+    stats, cpu = pool.totals()
+    assert stats["placed"] == 30
+    reads = app.client.info("commandstats").get("cmdstat_hgetall", {}).get("calls", 0)
+    if pool.start_method == "fork":  # the first read, the late node, a few re-reads: never a whole second load
+        assert 21 <= reads < 2 * 20, reads
+        assert cpu >= pool.read_cpu_s > 0
+    else:  # spawned (another thread runs here): each child reads every node itself
+        assert reads >= 2 * 20 and pool.read_cpu_s == 0
+    assert audit(app.store).ok

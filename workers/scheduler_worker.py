@@ -685,9 +685,11 @@ def repair_on_start(app: App, config: WorkerConfig) -> None:
                     "; ".join(done["problems"][:5]))
 
 
-def run_one(url: str, namespace: str, config: WorkerConfig, queue_config: QueueConfig | None = None) -> dict:
+def run_one(url: str, namespace: str, config: WorkerConfig, queue_config: QueueConfig | None = None,
+            nodes: tuple[int, dict[str, Node]] | None = None) -> dict:
     """One worker loop in this process until SIGTERM or Ctrl-C (or idle, if configured);
-    returns its stats."""
+    returns its stats. ``nodes``: every node as read by the parent, and the change
+    sequence that copy is current at (see :meth:`NodeCache.adopt`)."""
     if not isinstance(namespace, str):  # several cells (a list; empty = every namespace): workers/cells.py
         from workers.cells import run_cells
 
@@ -709,6 +711,8 @@ def run_one(url: str, namespace: str, config: WorkerConfig, queue_config: QueueC
                                "batch_size": config.batch_size, "pid": os.getpid()}})
     signal.signal(signal.SIGTERM, worker.stop)
     signal.signal(signal.SIGINT, worker.stop)
+    if nodes is not None:
+        worker.cache.adopt(*nodes)
     worker._load_nodes()
     # The process is the worker's own: what exists now (modules, the copy of the nodes) lives
     # as long as it does, and a full collection walking it stalls a batch for ~30 ms.

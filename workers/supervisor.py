@@ -7,6 +7,11 @@ children: they start at once with everything imported (a spawned child spends ab
 0.3 s importing the scheduler, numpy and redis), and with one thread there is no lock
 another thread could hold across the fork. A parent with threads spawns them instead,
 so that each starts clean. Either way a child opens its own connections.
+
+A forking parent reads every node once and its children start from that copy (as
+kube-scheduler's informers sync one cache): N workers starting together cost Redis one
+read of the cluster instead of N. Anything that changes meanwhile (a repair on start
+included) is on the change feed, which each child follows from the copy's sequence.
 """
 
 from __future__ import annotations
@@ -22,14 +27,19 @@ import time
 from collections import defaultdict
 from dataclasses import replace
 
+from redis.exceptions import RedisError
+
 from scheduler.control.worker_config import WorkerConfig
+from scheduler.model.errors import RedisUnavailable
+from scheduler.state.app import App
+from scheduler.state.node_cache import NodeCache
 from scheduler.tools import logs
 from scheduler.state.queue import QueueConfig
 from workers.scheduler_worker import run_one
 
 
 def _child(url: str, namespace: str, config: WorkerConfig, queue_config: QueueConfig | None, results,
-           gate) -> None:
+           gate, nodes) -> None:
     """One worker process: say it has started, wait at the gate, run a worker loop, then
     report its stats and its own CPU time."""
     # Forked: what came from the parent is never garbage here; frozen, the collector
@@ -41,7 +51,7 @@ def _child(url: str, namespace: str, config: WorkerConfig, queue_config: QueueCo
     if gate is not None:
         gate.wait()
     before = resource.getrusage(resource.RUSAGE_SELF)
-    stats = run_one(url, namespace, config, queue_config)
+    stats = run_one(url, namespace, config, queue_config, nodes)
     after = resource.getrusage(resource.RUSAGE_SELF)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     results.put({"pid": os.getpid(), "stats": stats, "cpu_s": cpu})
@@ -54,6 +64,25 @@ def _context():
     return multiprocessing.get_context("spawn")
 
 
+def _read_nodes(url: str, namespace: str) -> tuple[tuple[int, dict] | None, float]:
+    """Every node of the namespace with its change sequence, read once here for all the
+    children to fork with (each would otherwise read them all itself), and the CPU it
+    took; None when Redis does not answer yet (each child then waits and reads)."""
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    try:
+        app = App(redis_url=url, namespace=namespace)
+        try:
+            cache = NodeCache(app.store)
+            cache.refresh()
+            nodes = cache.seq, cache.nodes
+        finally:
+            app.close()
+    except (RedisError, RedisUnavailable):
+        nodes = None
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    return nodes, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
 class WorkerProcesses:
     """One process per config (forked or spawned: :func:`_context`). With ``gated``, the
     worker loops wait for :meth:`release` after starting (so that none has a head start)."""
@@ -62,12 +91,15 @@ class WorkerProcesses:
                  queue_config: QueueConfig | None = None, gated: bool = False, name: str = "sched-worker"):
         ctx = _context()
         self.start_method = ctx.get_start_method()
+        nodes, self.read_cpu_s = None, 0.0
+        if self.start_method == "fork" and isinstance(namespace, str):  # one cell (see workers/cells.py)
+            nodes, self.read_cpu_s = _read_nodes(url, namespace)
         self.results = ctx.Queue()
         self.gate = ctx.Event() if gated else None
         self.reports: list[dict] = []
         self.started: set[int] = set()
         self.processes = [ctx.Process(target=_child, args=(url, namespace, config, queue_config, self.results,
-                                                           self.gate), name=f"{name}-{i}", daemon=False)
+                                                           self.gate, nodes), name=f"{name}-{i}", daemon=False)
                           for i, config in enumerate(configs)]
 
     def start(self) -> None:
@@ -128,9 +160,10 @@ class WorkerProcesses:
         return sum(1 for p in self.processes if p.exitcode not in (0, None))
 
     def totals(self) -> tuple[dict[str, int], float]:
-        """The summed stats of the workers that reported, and their CPU seconds."""
+        """The summed stats of the workers that reported, and their CPU seconds (with
+        what reading the nodes for them took this process)."""
         stats: dict[str, int] = defaultdict(int)
-        cpu = 0.0
+        cpu = self.read_cpu_s
         for report in self.reports:
             cpu += report["cpu_s"]
             for name, value in report["stats"].items():

@@ -46,6 +46,15 @@ class NodeCache:
         self.replaced: set[str] = set()  # nodes given a new object since take_replaced()
         self.membership = 0  # bumped whenever a node joins or leaves the copy
 
+    def adopt(self, seq: int, nodes: dict[str, Node]) -> None:
+        """Start from a copy of every node read elsewhere, current at change sequence
+        ``seq`` (a parent reads them once for all the worker processes it forks); the
+        feed brings it up to date from there, as after a load of its own."""
+        self.seq, self.nodes = seq, dict(nodes)
+        self.membership += 1
+        self._dirty.clear()
+        self._nominated = {name for name, node in self.nodes.items() if node.nominations}
+
     def refresh(self, now_ms: int | None = None) -> dict[str, Node]:
         """Bring the copy up to date; returns the name -> Node mapping. With ``now_ms``,
         nominations that have expired by then are dropped from the copy (commit.lua

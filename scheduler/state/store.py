@@ -86,31 +86,51 @@ def node_from_hash(fields: dict[str, str]) -> Node:
     """Decode a node hash (see :func:`node_fields`) into a :class:`Node`."""
     capacity, allocated, ports, nominations = {}, {}, {}, {}
     for field, value in fields.items():
-        if field.startswith("cap:"):
+        kind = field[:4]
+        if kind == "cap:":
             capacity[field[4:]] = int(value)
-        elif field.startswith("alloc:"):
+        elif kind == "allo":
             allocated[field[6:]] = int(value)
-        elif field.startswith("port:"):
+        elif kind == "port":
             ports[int(field[5:])] = value
-        elif field.startswith("nom:"):
+        elif kind == "nom:":
             nominations[field[4:]] = parse_nomination(field[4:], value)
+    get = fields.get
     return Node(
         name=fields["name"],
         capacity=capacity,
         allocated=allocated,
-        labels=orjson.loads(fields.get("labels", "{}")),
-        engine_labels=orjson.loads(fields.get("engine_labels", "{}")),
-        hostname=fields.get("hostname", ""),
-        role=fields.get("role", "worker"),
-        os=fields.get("os", "linux"),
-        arch=fields.get("arch", "amd64"),
-        plugins=frozenset(orjson.loads(fields.get("plugins", "[]"))),
-        availability=fields.get("availability", ACTIVE),
-        status=fields.get("status", READY),
+        labels=_decoded(get("labels", "{}")),
+        engine_labels=_decoded(get("engine_labels", "{}")),
+        hostname=get("hostname", ""),
+        role=get("role", "worker"),
+        os=get("os", "linux"),
+        arch=get("arch", "amd64"),
+        plugins=_decoded(get("plugins", "[]"), frozenset),
+        availability=get("availability", ACTIVE),
+        status=get("status", READY),
         ports=ports,
-        tasks=int(fields.get("tasks", 0)),
+        tasks=int(get("tasks", 0)),
         nominations=nominations,
     )
+
+
+_DECODED: dict[tuple, object] = {}  # labels and plugins as stored -> decoded: nodes share a few texts
+
+
+def _decoded(text: str, kind=None):
+    """``text`` (JSON) decoded, made ``kind`` if given; the same object for the same text,
+    so it must not be changed (nothing changes a node's labels or plugins in place)."""
+    key = (text, kind)
+    value = _DECODED.get(key)
+    if value is None:
+        if len(_DECODED) >= 10_000:
+            _DECODED.clear()
+        value = orjson.loads(text)
+        if kind is not None:
+            value = kind(value)
+        _DECODED[key] = value
+    return value
 
 
 def node_fields(node: Node) -> list[str]:
