@@ -498,6 +498,36 @@ def test_task_of_a_crashed_agent_does_not_stay_running_after_a_quick_restart(clu
     cluster.wait(lambda: "completed" in states(job_tasks(app, job_id)), "the job to complete")
 
 
+def test_an_end_lost_in_a_failover_is_recorded_again_from_rq(cluster, app, tmp_path, namespace, redis_url):
+    """The state goes back to a moment when the task was running (as a replica promoted
+    before it received the task's end would have it): the agent sees the task running
+    while RQ says its run has finished, and records the end again; nothing runs twice."""
+    directory = tmp_path / "marks"
+    directory.mkdir()
+    cluster.agent("a")
+    cluster.worker()
+    job_id = submit(app, {"id": "once", "type": "batch", "max_retries": 0, "resources": SMALL,
+                          "run": {"func": "agent_tasks:record_and_sleep", "args": [str(directory), 1]}})
+    cluster.wait(lambda: states(job_tasks(app, job_id)) == ["running"] and marks(directory), "the task to run")
+    raw = rq_client(redis_url)
+    pattern = f"sched:{{{namespace}}}:*"
+    before = {key: raw.dump(key) for key in raw.scan_iter(match=pattern, count=1000)}
+    cluster.wait(lambda: states(job_tasks(app, job_id)) == ["completed"], "the task to complete")
+    with raw.pipeline(transaction=True) as pipe:  # back to the moment it ran, in one step
+        for key in raw.scan_iter(match=pattern, count=1000):
+            if key not in before:
+                pipe.delete(key)
+        for key, value in before.items():
+            pipe.restore(key, 0, value, replace=True)
+        pipe.execute()
+    assert states(job_tasks(app, job_id)) == ["running"]
+    cluster.wait(lambda: states(job_tasks(app, job_id)) == ["completed"], "the agent to record the end again")
+    assert node_is_empty(app, "a")
+    assert len(marks(directory)) == 1 and len(next(iter(marks(directory).values()))) == 1  # it ran once
+    report = audit(app.store)
+    assert report.ok, report.problems
+
+
 # ----------------------------------------------------------------------------- global jobs
 def test_global_job_follows_agents_joining_and_labels_changing(cluster, app):
     cluster.agent("g1", labels=["zone=eu"], slots=1)

@@ -30,7 +30,7 @@ from scheduler.control import reconcile
 from scheduler.state.app import App
 from scheduler.state.connection import wait_for_redis
 from scheduler.control.execution import rq_job_id, run_task
-from scheduler.model import ASSIGNED, FAILED, RUNNING, Node
+from scheduler.model import ASSIGNED, COMPLETED, FAILED, RUNNING, Node
 from workers import metrics
 
 log = logging.getLogger("sched.agent")
@@ -118,6 +118,9 @@ class NodeAgent:
         store, keys = self.app.store, self.app.keys
         ids = store.node_task_ids(self.node.name)
         for task in store.tasks(ids):
+            if task.state == RUNNING and task.node == self.node.name and task.id in self.started:
+                self._settle(task)
+                continue
             if task.state != ASSIGNED or task.node != self.node.name:
                 continue
             if not store.mark_enqueued(task.id):
@@ -140,6 +143,28 @@ class NodeAgent:
         for task_id in [t for t in self.started if t not in current]:
             self._stop_rq_job(self.started.pop(task_id))
         self._count_finished(current)
+
+    def _settle(self, task) -> None:
+        """A task the state still calls running whose RQ job has ended: the end its work
+        horse wrote was lost (acknowledged by a master that then failed over) or never
+        written (Redis was away). Write it again from RQ's own record of the run (the
+        execution Redis is not the one that failed); a task that ended meanwhile is left
+        as it is (finish.lua does not touch a terminal task)."""
+        try:
+            job = Job.fetch(self.started[task.id], connection=self.rq_connection)
+        except NoSuchJobError:
+            job = None
+        if job is not None and not (job.is_finished or job.is_failed):
+            return  # queued or still running
+        result = job.return_value() if job is not None and job.is_finished else None
+        if isinstance(result, dict) and result.get("ran"):
+            ended = reconcile.task_ended(self.app.store, task, bool(result.get("succeeded")), result.get("message", ""))
+        else:
+            ended = reconcile.task_ended(self.app.store, task, False, "its run ended, but how was not recorded")
+        if ended["state"] in (COMPLETED, FAILED):
+            log.warning("agent %s: task %s had ended (%s) without the end being recorded; recorded now",
+                        self.node.name, task.id, ended["state"], extra={"fields": {"node": self.node.name,
+                                                                                 "task": task.id}})
 
     def _count_finished(self, current: set[str]) -> None:
         """Count (and log, if failed) the tasks this agent started that left the node."""
