@@ -327,7 +327,7 @@ class Client:
         :meth:`submit_many`. Returns the result of each."""
         jobs = read_specs(text)  # before connecting: bad input is reported without a Redis
         if len(jobs) == 1:
-            return [reconcile.submit(self.store, reconcile.with_id(jobs[0][1], jobs[0][0]))]
+            return [reconcile.submit(self.store, jobs[0][1].with_id(jobs[0][0]))]
         return reconcile.submit_many(self.store, jobs)
 
     def plan(self, spec: dict | str | JobSpec) -> dict:

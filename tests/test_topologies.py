@@ -27,7 +27,7 @@ from scheduler.model import ASSIGNED, make_node, parse_job
 from scheduler.model.errors import RedisUnavailable, SpecError
 from scheduler.state.app import App
 from scheduler.state.connection import client_for, connect, mask_url
-from scheduler.state.subscribe import follow
+from scheduler.state.subscribe import Follower
 from workers.scheduler_worker import SchedulerWorker, WorkerConfig
 
 from redis_topologies import PASSWORD, cluster_nodes, plain_client, wait_until
@@ -182,7 +182,7 @@ def test_scripts_reload_on_a_cluster_node_that_lost_them(redis_cluster):
 def test_events_reach_subscribers_on_a_cluster(redis_cluster):
     """Scripts PUBLISH on the namespace's master; the cluster bus carries each message to
     every node, so a subscriber on another master hears it as well as one that
-    follow() put on the namespace's own node."""
+    a Follower put on the namespace's own node."""
     app = App(redis_url=redis_cluster.url, namespace="cl-events")
     home = app.client.get_node_from_key(app.keys.events).port
     elsewhere = next(port for port, node in cluster_nodes(plain_client(home)).items()
@@ -192,9 +192,14 @@ def test_events_reach_subscribers_on_a_cluster(redis_cluster):
     heard, subscribed, done = [], threading.Event(), threading.Event()
 
     def listen():
-        for data in follow(connect(redis_cluster.url), app.keys.events, stop=done.is_set, poll_s=0.1,
-                           on_subscribed=subscribed.set):
-            heard.append(orjson.loads(data))
+        follower = Follower(connect(redis_cluster.url), app.keys.events, on_subscribed=subscribed.set)
+        try:
+            while not done.is_set():
+                data = follower.next(0.1)
+                if data is not None:
+                    heard.append(orjson.loads(data))
+        finally:
+            follower.close()
 
     thread = threading.Thread(target=listen, daemon=True)
     thread.start()
@@ -203,7 +208,7 @@ def test_events_reach_subscribers_on_a_cluster(redis_cluster):
         register_nodes(app)
         schedule_and_check(app, replicas=2)
         placed = lambda events: {e["id"] for e in events if e.get("type") == "task" and e.get("state") == ASSIGNED}
-        wait_until(lambda: placed(heard) == {"web.0", "web.1"}, WAIT_S, "follow() to hear both placements")
+        wait_until(lambda: placed(heard) == {"web.0", "web.1"}, WAIT_S, "the follower to hear both placements")
         remote_heard = []
 
         def remote_has_both():

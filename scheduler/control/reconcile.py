@@ -8,8 +8,6 @@ tasks; scaling adds tasks or stops the newest; stopping ends every task.
 
 from __future__ import annotations
 
-import dataclasses
-
 import orjson
 
 from scheduler.model.errors import SpecError
@@ -97,7 +95,7 @@ def submit_many(store: Store, jobs: list[tuple[str, JobSpec]]) -> list[dict]:
                           "created": True}
     for i, (job_id, spec) in enumerate(jobs):
         if results[i] is None:
-            results[i] = submit(store, with_id(spec, job_id))
+            results[i] = submit(store, spec.with_id(job_id))
     return results
 
 
@@ -126,13 +124,6 @@ def complete_fills(store: Store, grace_ms: int = FILL_GRACE_MS) -> list[str]:
         if not marks:
             store.filled(job_id, None)
     return completed
-
-
-def with_id(spec: JobSpec, job_id: str) -> JobSpec:
-    """``spec`` as the spec of job ``job_id`` (the same but for its id)."""
-    if spec.id == job_id:
-        return spec
-    return dataclasses.replace(spec, id=job_id, raw={**spec.raw, "id": job_id})
 
 
 def open_tasks(store: Store, job_id: str) -> list[Task]:

@@ -6,7 +6,7 @@ A spec that parses is a spec the scheduler can place; every error is one sentenc
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from scheduler.model.constraints import Constraint, attribute_getter, parse_constraints
 from scheduler.model.errors import SpecError
@@ -52,6 +52,13 @@ class JobSpec:
     def gang(self) -> int:
         """How many tasks must be placed at once (all or none of them); 0 when not a gang."""
         return self.min_available
+
+    def with_id(self, job_id: str) -> JobSpec:
+        """This spec as the spec of job ``job_id`` (the same but for its id): jobs made
+        from one template are validated once and share the rest."""
+        if self.id == job_id:
+            return self
+        return replace(self, id=job_id, raw={**self.raw, "id": job_id})
 
 
 _JOB_FIELDS = {

@@ -973,7 +973,7 @@ def parse_stored(raw: str) -> JobSpec:
         except SpecError:
             pass  # parsed in full below, so the error names this job
         else:
-            return dataclasses.replace(template, id=job_id, raw={**template.raw, "id": job_id})
+            return template.with_id(job_id)
     return parse_job(orjson.loads(raw))
 
 

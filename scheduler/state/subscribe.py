@@ -13,7 +13,7 @@ not replayed: pub/sub is at-most-once, and events are notifications, not the sta
 from __future__ import annotations
 
 import time
-from typing import Callable, Iterator
+from typing import Callable
 
 from redis.exceptions import AuthenticationError, ClusterDownError, ConnectionError, RedisError, TimeoutError
 
@@ -75,28 +75,6 @@ class Follower:
             except RedisError:
                 pass
             self._pubsub = None
-
-
-def follow(client, channel: str, *, stop: Callable[[], bool] = lambda: False, poll_s: float = 0.5,
-           on_subscribed: Callable[[], None] | None = None) -> Iterator[str]:
-    """Yield the data of each message on ``channel`` until ``stop()`` returns True
-    (checked at least every ``poll_s`` seconds). ``on_subscribed`` is called each time
-    Redis confirms the subscription (again, after a reconnection)."""
-    follower = None
-    try:
-        while not stop():
-            if follower is None:
-                try:
-                    follower = Follower(client, channel, on_subscribed)
-                except AWAY:
-                    time.sleep(poll_s)
-                    continue
-            data = follower.next(poll_s)
-            if data is not None:
-                yield data
-    finally:
-        if follower is not None:
-            follower.close()
 
 
 def _find_channel_node(client, channel: str) -> None:
