@@ -113,3 +113,18 @@ def test_one_commit_call_writes_one_delta_member_for_all_its_nodes(app):
     assert sorted(line.split("|")[2] for line in members[0].split(" ")) == ["n0", "n1", "n2"]
     assert_current(app, b)
     assert (b.applied, b.reads - reads) == (3, 0)
+
+
+def test_an_adopted_copy_follows_the_feed_from_its_sequence(app):
+    """A forked worker starts from its parent's copy: what changed after that copy was
+    read (a node joining, a node's allocation) comes through the feed, nothing before it
+    is read again."""
+    app.store.put_node(make_node("n1", cpu=4, memory="8GiB"))
+    parent = NodeCache(app.store)
+    parent.refresh()
+    app.store.put_node(make_node("n2", cpu=2, memory="4GiB"))  # after the parent's read
+    child = NodeCache(app.store)
+    child.adopt(parent.seq, parent.nodes)
+    assert set(child.nodes) == {"n1"}
+    assert set(child.refresh()) == {"n1", "n2"}
+    assert child.reads == 1  # only the node that joined

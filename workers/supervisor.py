@@ -50,11 +50,15 @@ def _child(url: str, namespace: str, config: WorkerConfig, queue_config: QueueCo
     results.put({"started": os.getpid()})
     if gate is not None:
         gate.wait()
-    before = resource.getrusage(resource.RUSAGE_SELF)
+    before = _cpu_s()
     stats = run_one(url, namespace, config, queue_config, nodes)
-    after = resource.getrusage(resource.RUSAGE_SELF)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    results.put({"pid": os.getpid(), "stats": stats, "cpu_s": cpu})
+    results.put({"pid": os.getpid(), "stats": stats, "cpu_s": _cpu_s() - before})
+
+
+def _cpu_s() -> float:
+    """User and system CPU seconds of this process so far."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _context():
@@ -68,7 +72,7 @@ def _read_nodes(url: str, namespace: str) -> tuple[tuple[int, dict] | None, floa
     """Every node of the namespace with its change sequence, read once here for all the
     children to fork with (each would otherwise read them all itself), and the CPU it
     took; None when Redis does not answer yet (each child then waits and reads)."""
-    before = resource.getrusage(resource.RUSAGE_SELF)
+    before = _cpu_s()
     try:
         app = App(redis_url=url, namespace=namespace)
         try:
@@ -79,8 +83,7 @@ def _read_nodes(url: str, namespace: str) -> tuple[tuple[int, dict] | None, floa
             app.close()
     except (RedisError, RedisUnavailable):
         nodes = None
-    after = resource.getrusage(resource.RUSAGE_SELF)
-    return nodes, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return nodes, _cpu_s() - before
 
 
 class WorkerProcesses:
@@ -89,20 +92,26 @@ class WorkerProcesses:
 
     def __init__(self, url: str, namespace: str, configs: list[WorkerConfig],
                  queue_config: QueueConfig | None = None, gated: bool = False, name: str = "sched-worker"):
-        ctx = _context()
-        self.start_method = ctx.get_start_method()
-        nodes, self.read_cpu_s = None, 0.0
-        if self.start_method == "fork" and isinstance(namespace, str):  # one cell (see workers/cells.py)
-            nodes, self.read_cpu_s = _read_nodes(url, namespace)
-        self.results = ctx.Queue()
-        self.gate = ctx.Event() if gated else None
+        self._ctx = _context()
+        self.start_method = self._ctx.get_start_method()
+        self._launch = (url, namespace, configs, queue_config, name)
+        self.read_cpu_s = 0.0
+        self.results = self._ctx.Queue()
+        self.gate = self._ctx.Event() if gated else None
         self.reports: list[dict] = []
         self.started: set[int] = set()
-        self.processes = [ctx.Process(target=_child, args=(url, namespace, config, queue_config, self.results,
-                                                           self.gate, nodes), name=f"{name}-{i}", daemon=False)
-                          for i, config in enumerate(configs)]
+        self.processes: list = []
 
     def start(self) -> None:
+        """Start the processes (a forking parent reads the nodes for them first: part of
+        starting, timed with it)."""
+        url, namespace, configs, queue_config, name = self._launch
+        nodes = None
+        if self.start_method == "fork" and isinstance(namespace, str):  # one cell (see workers/cells.py)
+            nodes, self.read_cpu_s = _read_nodes(url, namespace)
+        self.processes = [self._ctx.Process(target=_child, args=(url, namespace, config, queue_config, self.results,
+                                                                 self.gate, nodes), name=f"{name}-{i}", daemon=False)
+                          for i, config in enumerate(configs)]
         for process in self.processes:
             process.start()
 
