@@ -6,7 +6,7 @@ from collections import Counter
 import pytest
 
 from scheduler.model import DRAIN, make_node, parse_job
-from scheduler.engine.placement import Placement, PlacementOptions, Placer, explain, nodes_to_find
+from scheduler.engine.placement import NOISE_ROUNDS, Placement, PlacementOptions, Placer, explain, nodes_to_find
 
 GIB = 2**30
 
@@ -320,6 +320,25 @@ def test_a_seed_replays_a_run():
 def test_ties_are_broken_at_random_among_the_best():
     chosen = Counter(place([node(n) for n in "abcd"], job(), 1, seed=seed).assignments[0][1] for seed in range(200))
     assert set(chosen) == set("abcd") and min(chosen.values()) >= 25
+
+
+def test_tie_breaks_last_for_a_number_of_rounds_then_are_drawn_anew():
+    # Equal nodes, and each round's placement undone: within NOISE_ROUNDS rounds the same
+    # tie-breaks pick the same node; across them, new ones pick others.
+    nodes = [node(f"n{i}") for i in range(50)]
+    by_name = {n.name: n for n in nodes}
+    placer, spec = Placer(PlacementOptions(seed=3, vector_min_nodes=1)), job()
+
+    def one_round():
+        result = placer.place(nodes, spec, ["t0"], job_counts={}, independent=True)
+        placer.undo(by_name, spec, result.assignments, None)
+        placer.replaced([])
+        return result.assignments[0][1]
+
+    chosen = [one_round() for _ in range(4 * NOISE_ROUNDS)]
+    spans = [set(chosen[k * NOISE_ROUNDS:(k + 1) * NOISE_ROUNDS]) for k in range(4)]
+    assert all(len(span) == 1 for span in spans)
+    assert len(set().union(*spans)) > 1
 
 
 @pytest.mark.parametrize("total, percentage, expected", [

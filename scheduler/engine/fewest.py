@@ -1,11 +1,12 @@
-"""The rows of a node table in order of task count, kept across the placements of a round,
-so that finding the few nodes with the fewest tasks that fit a task takes a few steps
-instead of a pass over every node.
+"""The rows of a node table in order of task count, kept across placements for as long as
+the random tie-breaks last (the placer draws them anew every few dozen rounds), so that
+finding the few nodes with the fewest tasks that fit a task takes a few steps instead of
+a pass over every node.
 
 It serves the placer's shortcut for rankings that come down to the task count
 (``Placer._fewest_tasks``), where one-task jobs of many shapes each need the best node or
-two: the order is sorted once per round (the random tie-break is drawn per round; only
-once the round has asked often enough for a sort to pay), and a
+two: the order is sorted once per set of tie-breaks (only once they have been asked for
+often enough for a sort to pay), and a
 row the table rewrites after that (a placement, an undo) leaves it and is kept apart, by
 its new key. The candidates are the first rows of the order that qualify and the rows
 kept apart whose key is lower than theirs: exact, since every row still in the order has
@@ -21,7 +22,7 @@ import numpy as np
 
 RESORT = 1024  # rows kept apart before the order is sorted again
 BUDGET = 48  # rows looked at, beyond the ones wanted, before giving up (the caller scans instead)
-PATIENCE = 16  # calls in a round before sorting (a sort costs about as much as 8-10 scans)
+PATIENCE = 16  # calls with the same tie-breaks before sorting (a sort costs about as much as 8-10 scans)
 
 
 class FewestTasks:
@@ -34,18 +35,18 @@ class FewestTasks:
         self._apart: dict[int, float] = {}  # row -> its key now, for rows rewritten since
         self._apart_sorted: list[tuple[float, int]] = []  # (key, row), some no longer current
         self._lo = 0  # the entries of _apart_sorted before this one are no longer current
-        self._calls = 0  # calls since the tie-breaks were last new (a new round)
-        self._round: np.ndarray | None = None  # the tie-breaks those calls were made with
+        self._calls = 0  # calls since the tie-breaks were last new
+        self._drawn: np.ndarray | None = None  # the tie-breaks those calls were made with
 
     def best(self, table, noise: np.ndarray, wanted: int, qualifies: Callable[[int], bool],
              codes: list[int] | None = None, groups: int = 1) -> dict[int, list[int]] | None:
         """Per group (``codes``: each row's group, of ``groups``; none: one group 0), the
         ``wanted`` rows that qualify with the lowest ``tasks + noise`` (fewer if fewer
         qualify), best first, ties by row; None if that takes too long to find, or if the
-        round is too young for sorting to pay (a round of a few small groups is scanned)."""
+        tie-breaks are too new for sorting to pay (their first few calls are scanned)."""
         if noise is not self._noise:
-            self._calls = self._calls + 1 if noise is self._round else 1
-            self._round = noise
+            self._calls = self._calls + 1 if noise is self._drawn else 1
+            self._drawn = noise
             if self._calls < PATIENCE:
                 return None
         self._sync(table, noise)

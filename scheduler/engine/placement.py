@@ -60,6 +60,10 @@ __all__ = ["Placement", "PlacementOptions", "Placer", "explain", "filter_pipelin
 MIN_FEASIBLE_NODES = 100  # kube-scheduler's minFeasibleNodesToFind
 MIN_FEASIBLE_PERCENTAGE = 5  # kube-scheduler's minFeasibleNodesPercentageToFind
 CACHED_SPECS = 64  # static verdicts kept for this many distinct (constraints, plugins, preferences)
+# Random tie-breaks are drawn anew every this many rounds, and whenever the nodes are laid
+# out anew: often enough that equal nodes take turns, rarely enough that the order
+# FewestTasks sorts by them lasts for many rounds (a trickle's rounds are a few tasks each).
+NOISE_ROUNDS = 64
 FEWEST_WALK_MAX = 8  # tasks in a group up to which candidates are walked to, not scanned for (FewestTasks)
 
 
@@ -115,6 +119,7 @@ class Placer:
         self._pipelines: dict[int, Pipeline] = {}
         self._noise_for = None
         self._noise_values = np.zeros(0)
+        self._rounds = 0  # calls of replaced(): a worker's rounds
         self._members: tuple = (None, [])  # (group codes, rows of each group) for _fewest_tasks
         self._fewest = FewestTasks()
         self._codes_list: tuple = (None, [])  # (group codes, the same as a list) for _first_fewest
@@ -130,7 +135,9 @@ class Placer:
         """The caller replaced these nodes' objects in the list it keeps passing: a list
         passed again is otherwise taken to hold the same objects as before."""
         self._table.replaced(names)
-        self._noise_for = None  # new tie-breaks for the new round
+        self._rounds += 1
+        if self._rounds % NOISE_ROUNDS == 0:
+            self._noise_for = None  # new tie-breaks from the next call
 
     def place(self, nodes: Sequence[Node], job: JobSpec, task_ids: Sequence[str], *,
               job_counts: dict[str, int], faults: Mapping[str, int] | None = None,
@@ -265,8 +272,8 @@ class Placer:
         return leaves, len(order)
 
     def _noise(self, size: int) -> np.ndarray:
-        """Random tie-breaks per node, drawn anew for each list of nodes and each round
-        (:meth:`replaced`)."""
+        """Random tie-breaks per node, drawn anew for each list of nodes and every
+        ``NOISE_ROUNDS`` rounds (:meth:`replaced`)."""
         if self._noise_for is not self._table._source or self._noise_values.size != size:
             self._noise_for = self._table._source
             self._noise_values = self._np_random.random(size)

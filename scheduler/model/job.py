@@ -6,7 +6,7 @@ A spec that parses is a spec the scheduler can place; every error is one sentenc
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 
 from scheduler.model.constraints import Constraint, attribute_getter, parse_constraints
 from scheduler.model.errors import SpecError
@@ -58,7 +58,17 @@ class JobSpec:
         from one template are validated once and share the rest."""
         if self.id == job_id:
             return self
-        return replace(self, id=job_id, raw={**self.raw, "id": job_id})
+        # A field-by-field copy: dataclasses.replace runs the frozen __init__, twice the
+        # cost, and this runs once per job of a bulk submission or a batch.
+        copy = object.__new__(JobSpec)
+        for name in _SPEC_FIELDS:
+            object.__setattr__(copy, name, getattr(self, name))
+        object.__setattr__(copy, "id", job_id)
+        object.__setattr__(copy, "raw", {**self.raw, "id": job_id})
+        return copy
+
+
+_SPEC_FIELDS = tuple(f.name for f in fields(JobSpec))
 
 
 _JOB_FIELDS = {

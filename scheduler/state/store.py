@@ -964,19 +964,20 @@ def parse_stored(raw: str) -> JobSpec:
     """A spec as stored (normalised JSON, ``id`` first). Jobs made from one template differ
     only in their id, so the rest of the text is parsed and validated once and shared."""
     head, comma, rest = raw.partition('",')
-    # The fast path only for an id whose JSON text is the id itself (a valid id has no
-    # escapes); anything else (say "web\\n" or an escaped quote) is decoded and checked in full.
-    if comma and head.startswith('{"id":"') and is_job_id(head[7:]):
-        job_id = head[7:]
-        try:
-            template = _parse_without_id(rest)
-        except SpecError:
-            pass  # parsed in full below, so the error names this job
-        else:
-            return template.with_id(job_id)
-    return parse_job(orjson.loads(raw))
+    # Shared only for an id whose JSON text is the id itself (a valid id has no escapes);
+    # anything else (say "web\\n" or an escaped quote) is decoded and checked in full.
+    shared = comma and head.startswith('{"id":"') and is_job_id(head[7:])
+    if shared:
+        template = _templates.get(rest)
+        if template is not None:
+            return template.with_id(head[7:])
+    spec = parse_job(orjson.loads(raw))  # an error names this job
+    if shared:
+        if len(_templates) >= _TEMPLATES_KEPT:
+            _templates.clear()
+        _templates[rest] = spec
+    return spec
 
 
-@lru_cache(maxsize=1024)
-def _parse_without_id(rest: str) -> JobSpec:
-    return parse_job(orjson.loads('{"id":"x",' + rest))
+_TEMPLATES_KEPT = 1024
+_templates: dict[str, JobSpec] = {}  # stored text after the id -> a spec parsed from it
