@@ -6,7 +6,7 @@ from collections import Counter
 import pytest
 
 from scheduler.model import DRAIN, make_node, parse_job
-from scheduler.engine.placement import NOISE_ROUNDS, Placement, PlacementOptions, Placer, explain, nodes_to_find
+from scheduler.engine.placement import NOISE_TASKS, Placement, PlacementOptions, Placer, explain, nodes_to_find
 
 GIB = 2**30
 
@@ -322,9 +322,9 @@ def test_ties_are_broken_at_random_among_the_best():
     assert set(chosen) == set("abcd") and min(chosen.values()) >= 25
 
 
-def test_tie_breaks_last_for_a_number_of_rounds_then_are_drawn_anew():
-    # Equal nodes, and each round's placement undone: within NOISE_ROUNDS rounds the same
-    # tie-breaks pick the same node; across them, new ones pick others.
+def test_tie_breaks_last_for_a_number_of_placements_then_are_drawn_anew():
+    # Equal nodes, one task a round, each round's placement undone: rounds within
+    # NOISE_TASKS placements share their tie-breaks and pick the same node; new ones pick others.
     nodes = [node(f"n{i}") for i in range(50)]
     by_name = {n.name: n for n in nodes}
     placer, spec = Placer(PlacementOptions(seed=3, vector_min_nodes=1)), job()
@@ -335,8 +335,8 @@ def test_tie_breaks_last_for_a_number_of_rounds_then_are_drawn_anew():
         placer.replaced([])
         return result.assignments[0][1]
 
-    chosen = [one_round() for _ in range(4 * NOISE_ROUNDS)]
-    spans = [set(chosen[k * NOISE_ROUNDS:(k + 1) * NOISE_ROUNDS]) for k in range(4)]
+    chosen = [one_round() for _ in range(4 * NOISE_TASKS)]
+    spans = [set(chosen[k * NOISE_TASKS:(k + 1) * NOISE_TASKS]) for k in range(4)]
     assert all(len(span) == 1 for span in spans)
     assert len(set().union(*spans)) > 1
 

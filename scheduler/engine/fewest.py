@@ -1,5 +1,5 @@
 """The rows of a node table in order of task count, kept across placements for as long as
-the random tie-breaks last (the placer draws them anew every few dozen rounds), so that
+the random tie-breaks last (the placer draws them anew after 512 placements), so that
 finding the few nodes with the fewest tasks that fit a task takes a few steps instead of
 a pass over every node.
 
@@ -86,7 +86,8 @@ class FewestTasks:
         return {g: [row for _, row in sorted(found[g])[:wanted]] for g in sorted(found)}
 
     def _sync(self, table, noise: np.ndarray) -> None:
-        if noise is not self._noise or table.builds != self._builds or len(self._apart) + len(table.touched) > RESORT:
+        if (noise is not self._noise or table.builds != self._builds
+                or len(self._apart_sorted) - self._lo + len(table.touched) > min(RESORT, len(self._order) // 8)):
             keys = table.tasks + noise
             self._order = np.argsort(keys, kind="stable").tolist()
             self._keys = keys

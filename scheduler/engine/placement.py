@@ -60,10 +60,11 @@ __all__ = ["Placement", "PlacementOptions", "Placer", "explain", "filter_pipelin
 MIN_FEASIBLE_NODES = 100  # kube-scheduler's minFeasibleNodesToFind
 MIN_FEASIBLE_PERCENTAGE = 5  # kube-scheduler's minFeasibleNodesPercentageToFind
 CACHED_SPECS = 64  # static verdicts kept for this many distinct (constraints, plugins, preferences)
-# Random tie-breaks are drawn anew every this many rounds, and whenever the nodes are laid
-# out anew: often enough that equal nodes take turns, rarely enough that the order
-# FewestTasks sorts by them lasts for many rounds (a trickle's rounds are a few tasks each).
-NOISE_ROUNDS = 64
+# Random tie-breaks are drawn anew for the first round after this many tasks were placed
+# with them, and whenever the nodes are laid out anew: each round of a full batch has new
+# ones, while a trickle's small rounds share them, so the order FewestTasks sorts by them
+# lasts across those rounds instead of being sorted again for each.
+NOISE_TASKS = 512
 FEWEST_WALK_MAX = 8  # tasks in a group up to which candidates are walked to, not scanned for (FewestTasks)
 
 
@@ -119,7 +120,7 @@ class Placer:
         self._pipelines: dict[int, Pipeline] = {}
         self._noise_for = None
         self._noise_values = np.zeros(0)
-        self._rounds = 0  # calls of replaced(): a worker's rounds
+        self._placed_with_noise = 0  # tasks placed since the tie-breaks were drawn
         self._members: tuple = (None, [])  # (group codes, rows of each group) for _fewest_tasks
         self._fewest = FewestTasks()
         self._codes_list: tuple = (None, [])  # (group codes, the same as a list) for _first_fewest
@@ -135,9 +136,9 @@ class Placer:
         """The caller replaced these nodes' objects in the list it keeps passing: a list
         passed again is otherwise taken to hold the same objects as before."""
         self._table.replaced(names)
-        self._rounds += 1
-        if self._rounds % NOISE_ROUNDS == 0:
+        if self._placed_with_noise >= NOISE_TASKS:
             self._noise_for = None  # new tie-breaks from the next call
+            self._placed_with_noise = 0
 
     def place(self, nodes: Sequence[Node], job: JobSpec, task_ids: Sequence[str], *,
               job_counts: dict[str, int], faults: Mapping[str, int] | None = None,
@@ -190,6 +191,7 @@ class Placer:
                 table.write(table.rows[name])
         elif len(facts) > total + CACHED_SPECS and scanned == total:
             self._forget_removed(facts)
+        self._placed_with_noise += len(assignments)
         unplaced = tasks[len(assignments):]
         explanation = None
         if unplaced:
@@ -272,8 +274,8 @@ class Placer:
         return leaves, len(order)
 
     def _noise(self, size: int) -> np.ndarray:
-        """Random tie-breaks per node, drawn anew for each list of nodes and every
-        ``NOISE_ROUNDS`` rounds (:meth:`replaced`)."""
+        """Random tie-breaks per node, drawn anew for each list of nodes and for the
+        first round after ``NOISE_TASKS`` placements with them (:meth:`replaced`)."""
         if self._noise_for is not self._table._source or self._noise_values.size != size:
             self._noise_for = self._table._source
             self._noise_values = self._np_random.random(size)
