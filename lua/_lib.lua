@@ -32,6 +32,13 @@ local function call_all(command, key, args)
   return out
 end
 
+-- Tasks were made claimable: wake a worker waiting for work (SchedulingQueue.wait_for_work
+-- blocks on this list). A few tokens at most wait in it, so a list nobody reads stays small.
+local function wake(key)
+  redis.call('LPUSH', key, '1')
+  redis.call('LTRIM', key, 0, 7)
+end
+
 -- One JSON event on the events channel (ids and names are validated: no quoting needed
 -- beyond cjson's).
 local function publish(channel, fields)

@@ -18,7 +18,8 @@
 -- KEYS[6] job:<id>:tasks   ZSET  task id -> index
 -- KEYS[7] q:seq            STRING
 -- KEYS[8] jobs:shares      HASH
--- KEYS[9 ..]               task HASH of each new task (<job>.<first index + i>)
+-- KEYS[9] q:wake           LIST  a token for a waiting worker when tasks go to q:active
+-- KEYS[10 ..]              task HASH of each new task (<job>.<first index + i>)
 -- ARGV[1] the job as read: "" = must not exist, "<version>|<next_index>|<status>", or
 --         "=<version>": a fill call (see above)
 -- ARGV[2] events channel
@@ -55,8 +56,8 @@ local delay, retries = tonumber(ARGV[7]), ARGV[8]
 local pairs_at = 12 + 2 * tonumber(ARGV[11])
 local now = now_ms()
 local new = {}  -- offsets of the tasks to create
-for i = 0, #KEYS - 9 do
-  if not fill or redis.call('EXISTS', KEYS[9 + i]) == 0 then new[#new + 1] = i end
+for i = 0, #KEYS - 10 do
+  if not fill or redis.call('EXISTS', KEYS[10 + i]) == 0 then new[#new + 1] = i end
 end
 local count = #new
 if fill and count == 0 then return {1, now, 0} end
@@ -98,9 +99,10 @@ for n = 1, count do
   queued[#queued + 1] = id
   indexes[#indexes + 1] = index
   indexes[#indexes + 1] = id
-  redis.call('HSET', KEYS[9 + i], unpack(task))
+  redis.call('HSET', KEYS[10 + i], unpack(task))
   publish(channel, {'type', 'task', 'id', id, 'job', job_id, 'state', 'pending', 'ts', now})
 end
 call_all('ZADD', queue, queued)
 call_all('ZADD', KEYS[6], indexes)
+if count > 0 and delay == 0 then wake(KEYS[9]) end
 return {1, now, count}

@@ -15,6 +15,7 @@
 -- KEYS[2] q:active         ZSET
 -- KEYS[3] q:seq            STRING
 -- KEYS[4] jobs:shares      HASH
+-- KEYS[5] q:wake           LIST  a token for a waiting worker
 -- then for each job, in order: job:<id> HASH, job:<id>:tasks ZSET, then its n task
 --   HASHes (<job>.<i>, i from 0)
 -- ARGV[1] events channel
@@ -32,7 +33,7 @@ local nowtxt = int(now)
 local seq = tonumber(redis.call('GET', KEYS[3]) or '0')
 local first_seq = seq
 local created, members, queued, shares = {}, {}, {}, {}
-local key, arg = 5, 3
+local key, arg = 6, 3
 for _ = 1, tonumber(ARGV[2]) do
   local priority, rest, share, ntxt = ARGV[arg], ARGV[arg + 1], ARGV[arg + 2], ARGV[arg + 3]
   local n, count = tonumber(ntxt), tonumber(ARGV[arg + 4])
@@ -80,5 +81,6 @@ if #members > 0 then
   call_all('SADD', KEYS[1], members)
   call_all('HSET', KEYS[4], shares)
   call_all('ZADD', KEYS[2], queued)
+  if #queued > 0 then wake(KEYS[5]) end
 end
 return {now, created}

@@ -7,7 +7,8 @@
 -- KEYS[1] source ZSET (q:backoff or q:unschedulable)
 -- KEYS[2] q:active   ZSET
 -- KEYS[3] q:backoff  ZSET
--- KEYS[4 ..]         task HASH of each task, in the order of the ids in ARGV
+-- KEYS[4] q:wake     LIST  a token for a waiting worker when tasks go to q:active
+-- KEYS[5 ..]         task HASH of each task, in the order of the ids in ARGV
 -- ARGV[1] now (ms), or "" for Redis TIME
 -- ARGV[2] "backoff" or "unschedulable" (what KEYS[1] is)
 -- ARGV[3] latest entry score to move (ms; for backoff, ignored: now is used)
@@ -20,7 +21,7 @@ local latest = from_backoff and now or tonumber(ARGV[3])
 local to_active, to_backoff = 0, 0
 for i = 4, #ARGV do
   local id = ARGV[i]
-  local task = KEYS[i]
+  local task = KEYS[i + 1]
   local score = redis.call('ZSCORE', KEYS[1], id)
   if score and tonumber(score) <= latest then
     redis.call('ZREM', KEYS[1], id)
@@ -37,4 +38,5 @@ for i = 4, #ARGV do
     end
   end
 end
+if to_active > 0 then wake(KEYS[4]) end
 return {to_active, to_backoff}

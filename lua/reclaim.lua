@@ -7,7 +7,8 @@
 -- KEYS[1] q:inflight  ZSET
 -- KEYS[2] q:leases    HASH
 -- KEYS[3] q:active    ZSET
--- KEYS[4 ..]          task HASH of each task, in the order of the ids in ARGV
+-- KEYS[4] q:wake      LIST  a token for a waiting worker
+-- KEYS[5 ..]          task HASH of each task, in the order of the ids in ARGV
 -- ARGV[1] fencing token, or "" for expired leases
 -- ARGV[2] events channel
 -- ARGV[3 ..] task ids
@@ -18,7 +19,7 @@ local token = ARGV[1]
 local returned = {}
 for i = 3, #ARGV do
   local id = ARGV[i]
-  local task = KEYS[i + 1]
+  local task = KEYS[i + 2]
   local deadline = redis.call('ZSCORE', KEYS[1], id)
   local held = redis.call('HGET', KEYS[2], id)
   local eligible
@@ -39,4 +40,5 @@ for i = 3, #ARGV do
     end
   end
 end
+if #returned > 0 then wake(KEYS[4]) end
 return returned

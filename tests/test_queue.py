@@ -13,7 +13,7 @@ import pytest
 
 from scheduler.control import reconcile
 from scheduler.model import make_node, parse_job
-from scheduler.state.queue import MAX_PRIORITY, QueueConfig, queue_score
+from scheduler.state.queue import MAX_PRIORITY, QueueConfig, SchedulingQueue, queue_score
 
 from commits import commit_one
 
@@ -162,6 +162,45 @@ def test_maintain_reclaims_expired_leases(app):
     done = app.queue.maintain()
     assert done["reclaimed"] == 1
     assert where(app, task) == ["active"]
+
+
+# ----------------------------------------------------------------------------- waking idle workers
+def wake_tokens(app) -> int:
+    return app.client.llen(app.keys.wake)
+
+
+def test_what_queues_tasks_wakes_a_waiting_worker_and_the_tokens_stay_few(app):
+    assert not app.queue.wait_for_work(0.01)  # nothing queued: the wait times out
+    submit(app, "web", replicas=3)
+    assert wake_tokens(app) == 1  # one per call that queued tasks, not one per task
+    assert app.queue.wait_for_work(5) and wake_tokens(app) == 0
+    for i in range(20):
+        submit(app, f"job{i}")
+    assert wake_tokens(app) == 8  # nobody waited: the list is kept short
+
+
+def test_leases_handed_back_and_moves_to_active_wake_a_waiting_worker(app):
+    tasks = submit(app, "web", replicas=2)
+    claim = app.queue.claim(2, lease_ms=50)
+    app.client.delete(app.keys.wake)
+    wait_for_lease_expiry(app, claim.now_ms + 50)
+    assert sorted(app.queue.reclaim_expired()) == sorted(tasks)
+    assert wake_tokens(app) == 1
+    app.client.delete(app.keys.wake)
+    queue = SchedulingQueue(app.client, app.keys, app.scripts, QueueConfig(initial_backoff_ms=1, max_backoff_ms=1))
+    claim = queue.claim(2)
+    queue.fail(claim.token, [(t, explanation()) for t in tasks])
+    assert wake_tokens(app) == 0  # waiting for a cluster event: nothing to claim yet
+    time.sleep(0.01)  # past the 1 ms backoff
+    assert queue.move_all_to_active()[0] == 2
+    assert wake_tokens(app) == 1
+
+
+def test_upkeep_is_taken_in_turns(app):
+    assert app.queue.upkeep_turn(60_000)
+    assert not app.queue.upkeep_turn(60_000)  # another worker's turn is running
+    app.client.delete(app.keys.upkeep)  # the period is over
+    assert app.queue.upkeep_turn(60_000)
 
 
 def test_release_hands_tasks_back_untouched(app):

@@ -199,6 +199,28 @@ def test_background_worker_places_unschedulable_tasks_when_a_node_is_added(app, 
     assert "workers stopped" in out
 
 
+# ----------------------------------------------------------------------------- idle
+def test_an_idle_worker_waits_in_redis_and_wakes_for_a_submitted_job(app, redis_url, namespace):
+    store = app.store
+    store.put_node(make_node("n1", cpu="4", memory="8GiB"))
+    worker = start(sched(redis_url, namespace, "worker"))
+    try:
+        def blocked_on_the_wake_list():
+            if worker.poll() is not None:
+                raise AssertionError(f"worker exited early with {worker.returncode}")
+            return any(c.get("cmd") == "blpop" for c in app.client.client_list())
+
+        # Idle, it waits on q:wake (BLPOP) between claims instead of polling the queue.
+        wait_until(blocked_on_the_wake_list, 20, "the idle worker to wait on the wake list")
+        task_ids = reconcile.submit(store, parse_job({"id": "web", "replicas": 2, "resources": {"cpu": "1"}}))["tasks"]
+        wait_until(lambda: all(t.state == "assigned" for t in store.tasks(task_ids)), 20, "the tasks to be placed")
+        assert app.client.llen(app.keys.wake) <= 8
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        out, err = worker.communicate(timeout=30)
+    assert worker.returncode == 0, err
+
+
 # ----------------------------------------------------------------------------- refused, then placed
 def test_task_refused_at_commit_then_placed_is_not_counted_unplaced(app, monkeypatch):
     """Two workers in one process, interleaved on purpose: between A's placement and its

@@ -160,30 +160,31 @@ class SchedulerWorker:
 
     def run(self) -> WorkerStats:
         self._load_nodes()
-        idle = 0.001
+        empty = 0  # claims in a row that found nothing
         away = 0.0  # while Redis does not answer: the wait before trying again (0.1 s doubling to 5 s)
         while not self._stopping:
             try:
                 self.maintain()
                 away = 0.0
                 if self.step():
-                    idle = 0.001
+                    empty = 0
                     continue
-                if idle > 0.001:  # idle (empty twice running, not just between two batches of a
+                empty += 1
+                if empty > 1:  # idle (empty twice running, not just between two batches of a
                     self.report()  # trickle): the shared counts are current while nothing happens
                     self._summary.flush()
                 if self.config.until_idle and self.idle():
                     break
+                # Nothing to claim: wait until a script queues tasks (or the next upkeep),
+                # blocked in Redis rather than polling it.
+                self.app.queue.wait_for_work(self._last_maintain + self.config.maintain_every_s - time.monotonic())
             except (redis.ConnectionError, redis.TimeoutError) as exc:  # Redis away: keep trying, one line each
                 away = min(away * 2, 5.0) if away else 0.1
                 log.warning("%s: Redis did not answer (%s); trying again in %.1f s", self.name, exc, away)
                 time.sleep(away)
-                continue
             except Exception:  # keep serving: anything claimed comes back when its lease expires
                 log.exception("%s: batch failed", self.name)
-                idle = self.config.idle_sleep_max_s
-            time.sleep(idle)
-            idle = min(idle * 2, self.config.idle_sleep_max_s)
+                time.sleep(self.config.idle_sleep_max_s)
         try:
             self._release_ahead()
             self.report()
@@ -203,11 +204,13 @@ class SchedulerWorker:
             log.exception("%s: could not read the nodes", self.name)
 
     def maintain(self, force: bool = False) -> None:
-        """Queue upkeep about every 100 ms; node health and global jobs about every second."""
+        """Queue upkeep about every 100 ms, by one of the workers each time; node health
+        and global jobs about every second."""
         now = time.monotonic()
         if force or now - self._last_maintain >= self.config.maintain_every_s:
             self._last_maintain = now
-            self.app.queue.maintain()
+            if force or self.app.queue.upkeep_turn(round(self.config.maintain_every_s * 1000)):
+                self.app.queue.maintain()
         if force or now - self._last_health >= self.config.health_every_s:
             self._last_health = now
             for name in heartbeat.check(self.app.store, self._watch):

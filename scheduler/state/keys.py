@@ -62,6 +62,17 @@ class Keys:
         """The move_cycle whose unschedulable tasks have been moved back (by any worker)."""
         return self._key("q", "moved_cycle")
 
+    @cached_property
+    def wake(self) -> str:
+        """LIST of tokens: a script that makes tasks claimable pushes one, and an idle
+        worker waits on it (``BLPOP``) instead of polling the queue."""
+        return self._key("q", "wake")
+
+    @cached_property
+    def upkeep(self) -> str:
+        """STRING held for one upkeep period by the worker doing the queue's upkeep then."""
+        return self._key("q", "upkeep")
+
     # Nodes.
     @cached_property
     def nodes(self) -> str:

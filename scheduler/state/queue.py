@@ -138,7 +138,7 @@ class SchedulingQueue:
         returned: list[str] = []
         for chunk in _chunks(task_ids):
             returned += self.scripts.reclaim(
-                keys=[k.inflight, k.leases, k.active, *(k.task(t) for t in chunk)],
+                keys=[k.inflight, k.leases, k.active, k.wake, *(k.task(t) for t in chunk)],
                 args=[token, k.events, *chunk])
         return returned
 
@@ -165,7 +165,7 @@ class SchedulingQueue:
         k = self.keys
         to_active = to_backoff = 0
         for chunk in _chunks(ids):
-            a, b = self.scripts.move(keys=[source, k.active, k.backoff, *(k.task(t) for t in chunk)],
+            a, b = self.scripts.move(keys=[source, k.active, k.backoff, k.wake, *(k.task(t) for t in chunk)],
                                      args=[self._now_arg(), kind, int(latest), *chunk])
             to_active, to_backoff = to_active + a, to_backoff + b
         return to_active, to_backoff
@@ -200,6 +200,18 @@ class SchedulingQueue:
             leftover = []  # every unschedulable task has just been moved
         done["leftover"] = sum(self._move(k.unschedulable, "unschedulable", leftover, latest)) if leftover else 0
         return done
+
+    def upkeep_turn(self, period_ms: int) -> bool:
+        """Whether this caller does the upkeep (:meth:`maintain`) of the next ``period_ms``:
+        the first of the workers to ask in that period. Upkeep is safe from many at once;
+        taking turns spares Redis the same reads from every idle worker."""
+        return bool(self.client.set(self.keys.upkeep, "1", nx=True, px=max(1, period_ms)))
+
+    def wait_for_work(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` for a script to make tasks claimable (a token on
+        ``q:wake``); True if one came. A token is a hint: a worker claims after the wait
+        either way, so a token lost or taken by another worker costs at most the wait."""
+        return self.client.blpop([self.keys.wake], timeout=max(timeout_s, 0.001)) is not None
 
     def claim_probe(self) -> tuple[int, int | None, int]:
         """(the scheduling-cycle counter, the earliest lease deadline in flight or None,

@@ -587,7 +587,7 @@ class Store:
     def _enqueue_many_calls(self, jobs: list[tuple[str, JobSpec]]):
         """(first job id, last job id, keys, args) of each ``enqueue_many.lua`` call."""
         k = self.keys
-        fixed = [k.jobs, k.active, k.enqueue_seq, k.job_shares]
+        fixed = [k.jobs, k.active, k.enqueue_seq, k.job_shares, k.wake]
         task_key = k.task
         rests: dict[int, str] = {}
         for chunk in _chunks(jobs, ENQUEUE_CHUNK):
@@ -611,7 +611,7 @@ class Store:
     def _enqueue_keys(self, job_id: str, first_index: int, count: int) -> list[str]:
         k = self.keys
         return [k.job(job_id), k.jobs, k.global_jobs, k.active, k.backoff, k.job_tasks(job_id), k.enqueue_seq,
-                k.job_shares, *(k.task(f"{job_id}.{first_index + i}") for i in range(count))]
+                k.job_shares, k.wake, *(k.task(f"{job_id}.{first_index + i}") for i in range(count))]
 
     # Gangs, tenants and quotas.
     def mark_job(self, spec: JobSpec) -> None:
