@@ -196,13 +196,6 @@ def test_leases_handed_back_and_moves_to_active_wake_a_waiting_worker(app):
     assert wake_tokens(app) == 1
 
 
-def test_upkeep_is_taken_in_turns(app):
-    assert app.queue.upkeep_turn(60_000)
-    assert not app.queue.upkeep_turn(60_000)  # another worker's turn is running
-    app.client.delete(app.keys.upkeep)  # the period is over
-    assert app.queue.upkeep_turn(60_000)
-
-
 def test_release_hands_tasks_back_untouched(app):
     tasks = submit(app, "web", replicas=2)
     score = app.client.zscore(app.keys.active, tasks[0])

@@ -204,13 +204,11 @@ class SchedulerWorker:
             log.exception("%s: could not read the nodes", self.name)
 
     def maintain(self, force: bool = False) -> None:
-        """Queue upkeep about every 100 ms, by one of the workers each time; node health
-        and global jobs about every second."""
+        """Queue upkeep about every 100 ms; node health and global jobs about every second."""
         now = time.monotonic()
         if force or now - self._last_maintain >= self.config.maintain_every_s:
             self._last_maintain = now
-            if force or self.app.queue.upkeep_turn(round(self.config.maintain_every_s * 1000)):
-                self.app.queue.maintain()
+            self.app.queue.maintain()
         if force or now - self._last_health >= self.config.health_every_s:
             self._last_health = now
             for name in heartbeat.check(self.app.store, self._watch):

@@ -68,11 +68,6 @@ class Keys:
         worker waits on it (``BLPOP``) instead of polling the queue."""
         return self._key("q", "wake")
 
-    @cached_property
-    def upkeep(self) -> str:
-        """STRING held for one upkeep period by the worker doing the queue's upkeep then."""
-        return self._key("q", "upkeep")
-
     # Nodes.
     @cached_property
     def nodes(self) -> str:

@@ -201,12 +201,6 @@ class SchedulingQueue:
         done["leftover"] = sum(self._move(k.unschedulable, "unschedulable", leftover, latest)) if leftover else 0
         return done
 
-    def upkeep_turn(self, period_ms: int) -> bool:
-        """Whether this caller does the upkeep (:meth:`maintain`) of the next ``period_ms``:
-        the first of the workers to ask in that period. Upkeep is safe from many at once;
-        taking turns spares Redis the same reads from every idle worker."""
-        return bool(self.client.set(self.keys.upkeep, "1", nx=True, px=max(1, period_ms)))
-
     def wait_for_work(self, timeout_s: float) -> bool:
         """Wait up to ``timeout_s`` for a script to make tasks claimable (a token on
         ``q:wake``); True if one came. A token is a hint: a worker claims after the wait
