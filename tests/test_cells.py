@@ -130,6 +130,23 @@ def test_all_namespaces_picks_up_a_cell_created_after_the_worker_started(redis_u
     assert audit(late.store).ok and audit(before.store).ok
 
 
+def test_a_worker_of_two_cells_on_one_server_waits_on_both_and_wakes_for_either(redis_url):
+    cells = [App(redis_url=redis_url, namespace=name) for name in ("quiet-a", "quiet-b")]
+    for cell in cells:
+        cell.store.clear_namespace()
+        cell.store.put_node(make_node("n0", cpu="4", memory="8GiB"))
+    worker = start(redis_url, "worker", "-n", "quiet-a", "-n", "quiet-b")
+    try:
+        # Idle, the process waits in one BLPOP on both cells' q:wake rather than polling.
+        wait_until(lambda: any(c.get("cmd") == "blpop" for c in cells[0].client.client_list()), WAIT_S,
+                   "the worker to wait on the cells' wake lists")
+        reconcile.submit(cells[1].store, parse_job(job("web", 2)))
+        wait_until(lambda: placed(cells[1], "web", 2), WAIT_S, "the second cell's job to be placed")
+    finally:
+        out, err = stop(worker)
+    assert worker.returncode == 0, err
+
+
 # ----------------------------------------------------------------------------- audit --repair
 def test_audit_repair_makes_the_bookkeeping_agree_with_the_tasks(redis_url):
     app = App(redis_url=redis_url, namespace="repair-cell")

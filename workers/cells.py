@@ -17,6 +17,7 @@ import signal
 import time
 
 import redis
+from redis.cluster import RedisCluster
 
 from scheduler.control.worker_config import WorkerConfig
 from scheduler.state.app import App
@@ -85,8 +86,9 @@ class CellWorkers:
                 continue
             if self.config.until_idle and self._all_idle():
                 break
-            time.sleep(idle)
-            idle = min(idle * 2, self.config.idle_sleep_max_s)
+            if not self._wait_for_work():
+                time.sleep(idle)
+                idle = min(idle * 2, self.config.idle_sleep_max_s)
         for worker in self.workers.values():
             try:
                 worker._release_ahead()
@@ -94,6 +96,20 @@ class CellWorkers:
             except Exception:
                 log.exception("%s: could not hand back its next batch or report its last counts", worker.name)
         return self.stats()
+
+    def _wait_for_work(self) -> bool:
+        """Nothing claimed in any cell: on one server, wait on every cell's ``q:wake`` at
+        once (one ``BLPOP``) until the next upkeep, and say so; False on a Redis Cluster,
+        where the cells' lists are in different slots (the caller polls instead)."""
+        workers = list(self.workers.values())
+        if not workers or isinstance(workers[0].app.client, RedisCluster):
+            return False
+        try:
+            workers[0].app.client.blpop([w.app.keys.wake for w in workers], timeout=self.config.maintain_every_s)
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            log.warning("waiting for work: Redis did not answer (%s)", exc)
+            return False
+        return True
 
     def _turn(self, worker: SchedulerWorker) -> int:
         try:
