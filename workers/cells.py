@@ -17,7 +17,6 @@ import signal
 import time
 
 import redis
-from redis.cluster import RedisCluster
 
 from scheduler.control.worker_config import WorkerConfig
 from scheduler.state.app import App
@@ -101,11 +100,11 @@ class CellWorkers:
         """Nothing claimed in any cell: on one server, wait on every cell's ``q:wake`` at
         once (one ``BLPOP``) until the next upkeep, and say so; False on a Redis Cluster,
         where the cells' lists are in different slots (the caller polls instead)."""
-        workers = list(self.workers.values())
-        if not workers or isinstance(workers[0].app.client, RedisCluster):
+        queues = [worker.app.queue for worker in self.workers.values()]
+        if not queues or not queues[0].on_one_server:
             return False
         try:
-            workers[0].app.client.blpop([w.app.keys.wake for w in workers], timeout=self.config.maintain_every_s)
+            queues[0].wait_for_work(self.config.maintain_every_s, others=queues[1:])
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             log.warning("waiting for work: Redis did not answer (%s)", exc)
             return False

@@ -22,10 +22,11 @@ for the next event. All moves are Lua scripts, so a task is never in two sets or
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Sequence
 
 import orjson
 import redis
+from redis.cluster import RedisCluster
 
 from scheduler.state.connection import time_ms
 from scheduler.state.keys import Keys
@@ -201,11 +202,20 @@ class SchedulingQueue:
         done["leftover"] = sum(self._move(k.unschedulable, "unschedulable", leftover, latest)) if leftover else 0
         return done
 
-    def wait_for_work(self, timeout_s: float) -> bool:
+    def wait_for_work(self, timeout_s: float, others: Sequence[SchedulingQueue] = ()) -> bool:
         """Wait up to ``timeout_s`` for a script to make tasks claimable (a token on
         ``q:wake``); True if one came. A token is a hint: a worker claims after the wait
-        either way, so a token lost or taken by another worker costs at most the wait."""
-        return self.client.blpop([self.keys.wake], timeout=max(timeout_s, 0.001)) is not None
+        either way, so a token lost or taken by another worker costs at most the wait.
+        ``others``: queues of other cells on the same server (:attr:`on_one_server`),
+        waited on in the same ``BLPOP``."""
+        keys = [self.keys.wake, *(queue.keys.wake for queue in others)]
+        return self.client.blpop(keys, timeout=max(timeout_s, 0.001)) is not None
+
+    @property
+    def on_one_server(self) -> bool:
+        """Whether the Redis is one server, where one ``BLPOP`` may wait on several cells'
+        lists (on a Redis Cluster they are in different slots)."""
+        return not isinstance(self.client, RedisCluster)
 
     def claim_probe(self) -> tuple[int, int | None, int]:
         """(the scheduling-cycle counter, the earliest lease deadline in flight or None,
