@@ -114,7 +114,8 @@ def complete_fills(store: Store, grace_ms: int = FILL_GRACE_MS) -> list[str]:
             _, version, first = mark.split(":")
             count, priority, delay_ms, retries = (int(part) for part in fields[mark].split("|"))
             if fields.get("status") == RUNNING_JOB and fields.get("version") == version:
-                completed.append(job_id)
+                if job_id not in completed:
+                    completed.append(job_id)
                 for offset in range(0, count, ENQUEUE_CHUNK):
                     if store.enqueue_fill(job_id, int(version), priority, int(first) + offset,
                                           min(ENQUEUE_CHUNK, count - offset), delay_ms=delay_ms,

@@ -22,7 +22,7 @@ class WorkerConfig:
     commit_chunk: int = 128  # placements sent to Redis while the rest of the batch is placed
     maintain_every_s: float = 0.1
     health_every_s: float = 1.0
-    idle_sleep_max_s: float = 0.02  # the longest pause between polls of a worker serving cells on a Redis Cluster
+    idle_sleep_max_s: float = 0.02  # the pause after a failed batch; the longest between polls of cells on a Redis Cluster
     until_idle: bool = False
     fault_window_ms: int = FAULT_WINDOW_MS
     preemption: bool = True

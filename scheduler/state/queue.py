@@ -34,6 +34,8 @@ from scheduler.model import MAX_PRIORITY
 from scheduler.state.scripts import Scripts
 
 CHUNK = 500  # tasks per Lua call when moving many: keeps each call short
+RECLAIM_LIMIT = 1000  # expired leases returned per look (the rest at the next)
+FLUSH_LIMIT = 10 * CHUNK  # due backoffs moved per look
 
 
 def queue_score(priority: int, sequence: int) -> int:
@@ -128,7 +130,7 @@ class SchedulingQueue:
         """Hand claimed tasks back to the active queue untouched (a worker stopping)."""
         return self._reclaim(token, task_ids)
 
-    def reclaim_expired(self, limit: int = 1000) -> list[str]:
+    def reclaim_expired(self, limit: int = RECLAIM_LIMIT) -> list[str]:
         """Return tasks whose lease has run out (their worker died or stalled) to active."""
         now = time_ms(self.client.time())
         expired = self.client.zrangebyscore(self.keys.inflight, "-inf", now, start=0, num=limit)
@@ -146,7 +148,7 @@ class SchedulingQueue:
     # Moving waiting tasks back.
     def flush_backoff(self) -> int:
         """Move tasks whose backoff has ended to the active queue."""
-        due = self.client.zrangebyscore(self.keys.backoff, "-inf", self.now_ms(), start=0, num=10 * CHUNK)
+        due = self.client.zrangebyscore(self.keys.backoff, "-inf", self.now_ms(), start=0, num=FLUSH_LIMIT)
         return self._move(self.keys.backoff, "backoff", due, 0)[0]
 
     def flush_unschedulable(self, older_than_ms: int | None = None) -> tuple[int, int]:
@@ -185,8 +187,8 @@ class SchedulingQueue:
         now = time_ms(self.client.time())  # apart: a cluster pipeline carries only commands with keys
         queue_now = int(self.clock()) if self.clock is not None else now
         with self.client.pipeline(transaction=False) as pipe:
-            pipe.zrangebyscore(k.inflight, "-inf", now, start=0, num=1000)
-            pipe.zrangebyscore(k.backoff, "-inf", queue_now, start=0, num=10 * CHUNK)
+            pipe.zrangebyscore(k.inflight, "-inf", now, start=0, num=RECLAIM_LIMIT)  # as reclaim_expired
+            pipe.zrangebyscore(k.backoff, "-inf", queue_now, start=0, num=FLUSH_LIMIT)  # as flush_backoff
             pipe.get(k.move_cycle)  # two GETs: a cluster pipeline refuses MGET
             pipe.get(k.moved_cycle)
             latest = queue_now - self.config.unschedulable_ms

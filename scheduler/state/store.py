@@ -115,22 +115,12 @@ def node_from_hash(fields: dict[str, str]) -> Node:
     )
 
 
-_DECODED: dict[tuple, object] = {}  # labels and plugins as stored -> decoded: nodes share a few texts
-
-
+@lru_cache(maxsize=10_000)  # nodes share a few label and plugin texts
 def _decoded(text: str, kind=None):
     """``text`` (JSON) decoded, made ``kind`` if given; the same object for the same text,
     so it must not be changed (nothing changes a node's labels or plugins in place)."""
-    key = (text, kind)
-    value = _DECODED.get(key)
-    if value is None:
-        if len(_DECODED) >= 10_000:
-            _DECODED.clear()
-        value = orjson.loads(text)
-        if kind is not None:
-            value = kind(value)
-        _DECODED[key] = value
-    return value
+    value = orjson.loads(text)
+    return value if kind is None else kind(value)
 
 
 def node_fields(node: Node) -> list[str]:
