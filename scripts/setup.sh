@@ -66,6 +66,7 @@ ensure_apt_package() {
 }
 
 ensure_apt_package redis-server redis-server "the tests and the embedded Redis run it"
+ensure_apt_package redis-sentinel redis-sentinel "the Sentinel failover tests run it"
 # Debian's chromium, driven by Playwright in tests/test_ui.py (Playwright's own browser
 # download is never used).
 ensure_apt_package chromium chromium "the dashboard's browser test runs it headless"
