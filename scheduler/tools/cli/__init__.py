@@ -5,7 +5,8 @@ made only when a command needs it. Every listing takes ``--json`` and then print
 JSON on stdout. Errors a user can cause print one sentence and exit 2.
 
 Each command, or group of subcommands, lives in the module of its name (``sched node``
-in ``node.py``); ``common.py`` holds what they share.
+in ``node.py``; ``sched ui`` in ``scheduler/tools/ui/command.py``); ``common.py`` holds
+what they share.
 """
 
 from __future__ import annotations

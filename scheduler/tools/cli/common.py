@@ -3,8 +3,9 @@
 formatting of quantities.
 
 The group ``main`` puts one ``Client`` in the click context; it connects to Redis (or
-starts the embedded server) only when a command first uses it, so ``--help`` and input
-errors never touch Redis. ``pass_app`` hands that client to a command.
+starts the embedded server) only when a command first uses it, so ``--help``, and a
+command that rejects its input first, never touch Redis. ``pass_app`` hands that client
+to a command.
 """
 
 from __future__ import annotations
