@@ -1,0 +1,78 @@
+"""``sched``: the command line.
+
+One click group; global options pick the Redis and the namespace, and the connection is
+made only when a command needs it. Every listing takes ``--json`` and then prints only
+JSON on stdout. Errors a user can cause print one sentence and exit 2.
+
+Each command, or group of subcommands, lives in the module of its name (``sched node``
+in ``node.py``; ``sched ui`` in ``scheduler/tools/ui/command.py``); ``common.py`` holds
+what they share.
+"""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from scheduler.client import Client
+from scheduler.model import SchedError
+from scheduler.state.app import App, default_namespace
+from scheduler.tools.cli import (agent, audit, bench, demo, events, job, node, queue, quota, server, task, tenant,
+                                 worker)
+from scheduler.tools.ui.command import ui
+
+
+class SchedGroup(click.Group):
+    """Turns the scheduler's own errors into one line on stderr and a non-zero exit."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except SchedError as exc:
+            click.echo(f"Error: {exc}", err=True)
+            ctx.exit(exc.exit_code)
+        except click.UsageError as exc:  # one sentence, like our own errors
+            message = exc.format_message().rstrip(".")
+            click.echo(f"Error: {message}.", err=True)
+            ctx.exit(2)
+
+
+@click.group(cls=SchedGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--redis-url", envvar="SCHED_REDIS_URL", default=None, metavar="URL",
+              help="Redis to use (also SCHED_REDIS_URL, then REDIS_URL). Default: a private embedded "
+                   "redis-server under ~/.local/state/sched (SCHED_HOME), started on first use.")
+@click.option("--namespace", "-n", default=None, metavar="NS",
+              help="Namespace: independent clusters in one Redis (also SCHED_NAMESPACE). Default: default.")
+@click.option("--wait-replicas", type=click.IntRange(0, 64), envvar="SCHED_WAIT_REPLICAS", default=None, metavar="N",
+              help="After each placement commit, submission and task end, WAIT until N replicas have it "
+                   "(also SCHED_WAIT_REPLICAS; default 0 = off). See docs/reliability.md, Failover.")
+@click.pass_context
+def main(ctx, redis_url, namespace, wait_replicas):
+    """A Redis-backed cluster scheduler.
+
+    Register nodes, submit jobs of identical tasks, and run workers that place the tasks
+    on nodes that fit, spread or pack them as asked, and explain what is still pending.
+
+    \b
+    Quick start (uses the embedded Redis):
+      sched node add n1 --cpu 4 --memory 8GiB --label zone=eu-1
+      sched job submit web.yaml
+      sched worker --until-idle
+      sched task ls
+      sched task explain web.0
+    """
+    if wait_replicas is not None:  # child processes (workers, RQ work horses) follow it too
+        os.environ["SCHED_WAIT_REPLICAS"] = str(wait_replicas)
+    ctx.obj = Client(app=App(redis_url=redis_url, namespace=default_namespace() if namespace is None else namespace,
+                             wait_replicas=wait_replicas))
+
+
+for command in (node.node, job.job, task.task, queue.queue, quota.quota, tenant.tenant, events.events,
+                worker.worker, audit.audit, agent.agent, server.server, demo.demo, bench.bench, ui):
+    main.add_command(command)
+
+
+def run():
+    main(prog_name="sched")
+

@@ -1,0 +1,5 @@
+"""``python -m scheduler.tools.cli``: the same as ``sched``."""
+
+from scheduler.tools.cli import run
+
+run()

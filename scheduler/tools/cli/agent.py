@@ -1,0 +1,40 @@
+"""``sched agent``: run a node agent, which registers its node, heartbeats and runs the
+tasks placed there through RQ."""
+
+from __future__ import annotations
+
+import click
+
+from scheduler.control.processes import process
+from scheduler.state.app import App
+from scheduler.tools import logs
+from scheduler.tools.cli.common import pass_app, run_options
+from scheduler.tools.cli.node import node_from_options, node_options
+
+
+@click.command()
+@click.argument("name")
+@node_options
+@click.option("--heartbeat", "interval", type=click.FloatRange(0.05, 60), default=1.0, show_default=True,
+              help="Seconds between heartbeats; 3 missed ones mark the node down.")
+@click.option("--slots", type=click.IntRange(1, 64), default=2, show_default=True,
+              help="Tasks this agent runs at the same time (RQ worker processes).")
+@click.option("--rq-url", envvar="SCHED_RQ_URL", default=None, metavar="URL",
+              help="The execution Redis RQ runs on (plain or Sentinel; also SCHED_RQ_URL). Default: the "
+                   "scheduler's Redis, which must then not be a cluster (RQ cannot run on one).")
+@run_options
+@pass_app
+def agent(app, name, interval, slots, rq_url, metrics_port, log_level, log_format, **options):
+    """Run a node agent: register NAME, heartbeat, and run the tasks placed on it (via RQ).
+
+    Tasks go assigned -> running -> completed or failed. If the agent stops
+    heartbeating for 3 intervals, the node goes down and its tasks are replaced
+    elsewhere; when it comes back, it stops any task that was replaced meanwhile.
+    """
+    node = node_from_options(name, **options)
+    logs.configure(log_level, log_format)
+    app.app.url  # start the embedded server if there is no URL; the agent waits for a real one
+    agent_app = App(redis_url=app.app.url, namespace=app.namespace, rq_url=rq_url,
+                    wait_replicas=app.app.wait_replicas)
+    agent_app.rq_client  # a cluster given as the RQ Redis is one sentence, before anything starts
+    process("node-agent")(agent_app, node, interval_s=interval, slots=slots, metrics_port=metrics_port)

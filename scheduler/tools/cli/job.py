@@ -1,0 +1,136 @@
+"""``sched job``: submit, list, show, scale, plan and stop jobs."""
+
+from __future__ import annotations
+
+import click
+import yaml
+
+from scheduler.client import load_specs
+from scheduler.model import SpecError
+from scheduler.tools.cli.common import json_option, pass_app
+from scheduler.tools.render import print_json, print_table
+
+
+@click.group()
+def job():
+    """Submit, list, scale and stop jobs."""
+
+
+def load_spec(file) -> dict:
+    """The one job spec in ``file`` (YAML or JSON)."""
+    documents = load_specs(file.read())
+    if len(documents) != 1:
+        raise SpecError(f"expected one job spec, found {len(documents)}.")
+    return documents[0]
+
+
+@job.command("submit")
+@click.argument("file", type=click.File("r"))
+@json_option
+@pass_app
+def job_submit(app, file, as_json):
+    """Submit job specs (YAML or JSON; - reads stdin) and print their ids.
+
+    FILE holds one spec, several YAML documents (separated by ---) or JSON lines
+    (one spec per line). All are checked first: if one is not valid, nothing is
+    submitted and the error names it. With --json: one spec prints its result,
+    several a list of results.
+
+    \b
+    id: web                  # optional
+    type: service            # service | batch | global
+    priority: 50             # 0..1000, higher goes first
+    replicas: 3
+    resources: {cpu: 0.5, memory: 256MiB}
+    constraints: ["node.labels.zone==eu-1"]
+    preferences: [{spread: node.labels.zone}]
+    ports: [8080]
+    strategy: spread         # spread | binpack
+    max_per_node: 2
+    run: {command: ["sleep", "1"]}
+    """
+    results = app.submit_text(file.read())
+    if len(results) == 1:
+        if as_json:
+            return print_json(results[0])
+        return click.echo(results[0]["id"])
+    if as_json:
+        return print_json(results)
+    click.echo("\n".join(result["id"] for result in results))
+
+
+@job.command("ls")
+@json_option
+@pass_app
+def job_ls(app, as_json):
+    """List jobs with their task counts by state."""
+    records = app.jobs()
+    if as_json:
+        return print_json(records)
+    rows = [[r["id"], r["type"], r["status"], r["priority"], "per node" if r["replicas"] is None else r["replicas"],
+             r["version"],
+             " ".join(f"{s}={n}" for s, n in sorted(r["tasks"].items()))] for r in records]
+    print_table(["ID", "TYPE", "STATUS", "PRIORITY", "REPLICAS", "VERSION", "TASKS"], rows)
+
+
+@job.command("show")
+@click.argument("job_id", metavar="ID")
+@json_option
+@pass_app
+def job_show(app, job_id, as_json):
+    """Show a job's spec and status."""
+    job = app.job(job_id)
+    if as_json:
+        return print_json(job)
+    click.echo(yaml.safe_dump({"status": job["status"], "version": job["version"], **job["spec"]},
+                              sort_keys=False).rstrip())
+
+
+@job.command("scale")
+@click.argument("job_id", metavar="ID")
+@click.argument("replicas", type=click.IntRange(0, 1_000_000))
+@json_option
+@pass_app
+def job_scale(app, job_id, replicas, as_json):
+    """Set a job's replicas: add tasks, or stop the newest."""
+    result = app.scale(job_id, replicas)
+    if as_json:
+        return print_json(result)
+    click.echo(f"job {job_id}: {len(result['added'])} added, {len(result['stopped'])} stopped")
+
+
+@job.command("plan")
+@click.argument("file", type=click.File("r"))
+@json_option
+@pass_app
+def job_plan(app, file, as_json):
+    """Dry run: where a job spec's tasks would go now, what they would preempt, and why
+    any would wait. Changes nothing."""
+    result = app.plan(load_spec(file))
+    if as_json:
+        return print_json(result)
+    if result.get("unchanged"):
+        return click.echo(f"job {result['job']}: the spec is the running job's; nothing changes")
+    if result.get("stopping"):
+        return click.echo(f"job {result['job']}: {result['stopping']} task(s) would stop; nothing to place")
+    rows = [[p["task"], p["node"], ""] for p in result["placements"]]
+    rows += [[p["task"], p["node"], "preempts " + ", ".join(f"{v['id']} (priority {v['priority']})"
+                                                            for v in p["victims"])] for p in result["preemptions"]]
+    gang = result.get("gang")
+    if gang is not None and not gang["fits"]:  # the gang waits whole: one explanation for all its members
+        rows += [[p["task"], "-", "waits with its gang"] for p in result["pending"]]
+    else:
+        rows += [[p["task"], "-", p["message"]] for p in result["pending"]]
+    print_table(["TASK", "NODE", "NOTE"], rows, title=f"plan for job {result['job']}")
+    if gang is not None:  # one line for the gang as a unit
+        whole = f"gang {result['job']} (gang of {gang['size']}): " + ("placed whole" if gang["fits"] else "waits whole")
+        click.echo(whole + (f": {gang['message']}" if gang["message"] else ""))
+
+
+@job.command("stop")
+@click.argument("job_id", metavar="ID")
+@pass_app
+def job_stop(app, job_id):
+    """Stop every task of a job and release what they hold."""
+    result = app.stop(job_id)
+    click.echo(f"job {job_id} stopped ({len(result['stopped'])} task(s))")

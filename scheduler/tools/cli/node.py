@@ -1,0 +1,124 @@
+"""``sched node``: register, list and change nodes; also the node options ``sched agent`` shares."""
+
+from __future__ import annotations
+
+import click
+
+from scheduler.model import SpecError, make_node
+from scheduler.tools.cli.common import all_namespaces_option, cells, json_option, pass_app
+from scheduler.tools.render import print_json, print_table, usage
+
+
+@click.group()
+def node():
+    """Register, list and change nodes."""
+
+
+def node_options(f):
+    """The options that describe a node, shared by `node add` and `agent`."""
+    options = [
+        click.option("--cpu", required=True, help="Cores, e.g. 4, 0.5 or 500m."),
+        click.option("--memory", required=True, help="Memory, e.g. 8GiB, 512Mi or 2G."),
+        click.option("--gpu", default=None, help="GPUs (a generic resource)."),
+        click.option("--resource", "resources", multiple=True, metavar="NAME=N", help="Another generic resource."),
+        click.option("--label", "labels", multiple=True, metavar="K=V", help="Node label (node.labels.K)."),
+        click.option("--engine-label", "engine_labels", multiple=True, metavar="K=V",
+                     help="Engine label (engine.labels.K)."),
+        click.option("--os", "os_", default="linux", show_default=True, help="node.platform.os"),
+        click.option("--arch", default="amd64", show_default=True, help="node.platform.arch"),
+        click.option("--role", default="worker", show_default=True, help="node.role"),
+        click.option("--plugin", "plugins", multiple=True, help="A plugin the node provides (jobs may require it)."),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def node_from_options(name, cpu, memory, gpu, resources, labels, engine_labels, os_, arch, role, plugins):
+    extra = {}
+    for item in resources:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SpecError(f"--resource {item!r} must look like NAME=N.")
+        extra[key.strip()] = value.strip()
+    if gpu is not None:
+        extra["gpu"] = gpu
+    return make_node(name, cpu=cpu, memory=memory, resources=extra, labels=list(labels),
+                     engine_labels=list(engine_labels), os=os_, arch=arch, role=role, plugins=list(plugins))
+
+
+@node.command("add")
+@click.argument("name")
+@node_options
+@pass_app
+def node_add(app, name, **options):
+    """Register a node, or update an existing one (what runs on it is kept).
+
+    A node added this way has no agent: it stays ready until changed, which is what
+    simulations and benchmarks want. `sched agent NAME` registers a node that runs work.
+    """
+    described = node_from_options(name, **options)  # validate before connecting to (or starting) Redis
+    created = app.put_node(described)
+    click.echo(f"node {name} {'added' if created else 'updated'}")
+
+
+def node_record(n, tasks: int) -> dict:
+    return {"name": n.name, "capacity": n.capacity, "allocated": {r: n.allocated.get(r, 0) for r in n.capacity},
+            "labels": n.labels, "availability": n.availability, "status": n.status, "tasks": tasks,
+            "platform": {"os": n.os, "arch": n.arch}, "role": n.role, "plugins": sorted(n.plugins)}
+
+
+@node.command("ls")
+@all_namespaces_option
+@json_option
+@pass_app
+def node_ls(app, every, as_json):
+    """List nodes with their capacity, allocation and task count.
+
+    In --json, cpu is in millicores, memory in bytes, other resources in units.
+    """
+    records = [{**node_record(n, n.tasks), **({"namespace": ns} if every else {})}
+               for ns, client in cells(app, every) for n in client.nodes()]
+    if as_json:
+        return print_json(records)
+    rows = [[*([r["namespace"]] if every else []), r["name"], r["status"], r["availability"], r["tasks"],
+             usage(r["capacity"], r["allocated"]),
+             ",".join(f"{k}={v}" for k, v in sorted(r["labels"].items()))] for r in records]
+    print_table([*(["NAMESPACE"] if every else []), "NAME", "STATUS", "AVAILABILITY", "TASKS", "ALLOCATED/CAPACITY",
+                 "LABELS"], rows)
+
+
+def _availability_command(name: str, value: str, doc: str):
+    @node.command(name, help=doc)
+    @click.argument("node_name", metavar="NAME")
+    @pass_app
+    def command(app, node_name):
+        if value == "drain":
+            report = app.drain_report(node_name)
+            stopped, queued = len(report["stopped"]), len(report["replacements"])
+            if report["before"] == "drain" and not stopped:
+                click.echo(f"node {node_name} is already drained")
+            else:
+                click.echo(f"node {node_name} drained: {stopped} task(s) stopped; "
+                           f"{queued} replacement(s) queued")
+        else:
+            before = app.pause(node_name) if value == "pause" else app.activate(node_name)
+            if before == value:
+                click.echo(f"node {node_name} is already {'paused' if value == 'pause' else value}")
+            else:
+                click.echo(f"node {node_name}: {before} -> {value}")
+    return command
+
+
+_availability_command("drain", "drain", "Stop placing tasks on a node and move its tasks elsewhere.")
+_availability_command("pause", "pause", "Stop placing new tasks on a node; what runs there stays.")
+_availability_command("activate", "active", "Let the scheduler place tasks on a node again.")
+
+
+@node.command("rm")
+@click.argument("name")
+@pass_app
+def node_rm(app, name):
+    """Remove a node that runs no tasks (drain it first)."""
+    app.remove_node(name)
+    click.echo(f"node {name} removed")
