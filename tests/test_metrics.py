@@ -115,6 +115,36 @@ def test_worker_concurrency_serves_one_port_per_process(app, redis_url, namespac
     assert f"metrics on :{port}/metrics" in text and f"metrics on :{port + 1}/metrics" in text
 
 
+def test_worker_start_line_says_each_thing_once_in_text_and_keeps_every_field_in_json(app, redis_url, namespace,
+                                                                                     processes):
+    """Text: the start line's message says the namespace, Redis and the metrics port, and
+    the fields after it are only what it does not say; a line whose message says none of
+    its fields (the scheduling summary) keeps them all. JSON: every field of the record."""
+    app.store.put_node(make_node("m1", cpu="8", memory="8GiB"))
+    submit(app, {"id": "web", "replicas": 2, "resources": {"cpu": 0.5, "memory": "64MiB"}})
+    text_worker, text_log = processes(redis_url, namespace, "worker", "--until-idle")
+    assert text_worker.wait(timeout=LIVENESS_S) == 0
+    json_worker, json_log = processes(redis_url, namespace, "worker", "--until-idle", "--log-format", "json")
+    assert json_worker.wait(timeout=LIVENESS_S) == 0
+
+    lines = text_log.read_text().splitlines()
+    start = next(line for line in lines if " started: " in line)
+    said = f"worker-{text_worker.pid} started: namespace {namespace}, Redis {redis_url}, no metrics port"
+    assert start.endswith(f"sched.worker: {said} batch_size=512 pid={text_worker.pid}"), start
+    for thing in (namespace, redis_url, "metrics", "batch_size", "pid="):
+        assert start.count(thing) == 1, (thing, start)
+    summaries = [line for line in lines if ": scheduling " in line]
+    assert sum(int(word.removeprefix("placed=")) for line in summaries for word in line.split()
+               if word.startswith("placed=")) == 2, summaries
+
+    entries = [json.loads(line) for line in json_log.read_text().splitlines()]
+    entry = next(entry for entry in entries if " started: " in entry["message"])
+    assert entry["message"] == f"worker-{json_worker.pid} started: namespace {namespace}, Redis {redis_url}, " \
+                               f"no metrics port"
+    assert {key: entry[key] for key in ("namespace", "redis", "metrics_port", "batch_size", "pid")} == {
+        "namespace": namespace, "redis": redis_url, "metrics_port": None, "batch_size": 512, "pid": json_worker.pid}
+
+
 def test_agent_serves_tasks_started_and_finished_and_logs_text(app, redis_url, namespace, processes):
     port = free_port()
     agent, log = processes(redis_url, namespace, "agent", "a1", "--cpu", "2", "--memory", "1GiB",
@@ -134,6 +164,8 @@ def test_agent_serves_tasks_started_and_finished_and_logs_text(app, redis_url, n
     first = log.read_text().splitlines()[0]
     assert " info " in first and "sched.agent: agent a1 started: namespace " + namespace in first
     assert f"metrics on :{port}/metrics" in first and redis_url in first
+    for thing in (namespace, redis_url, str(port), " a1 "):  # each said once, not again as a field
+        assert first.count(thing) == 1, (thing, first)
 
 
 def test_dashboard_metrics_show_the_cluster(app, namespace):

@@ -20,9 +20,10 @@ import redis
 
 from scheduler.control.worker_config import WorkerConfig
 from scheduler.state.app import App
-from scheduler.state.connection import wait_for_redis
 from scheduler.state.queue import QueueConfig
-from workers.scheduler_worker import SchedulerWorker, WorkerStats, repair_on_start
+from workers.scheduler_worker import SchedulerWorker
+from workers.startup import redis_answered, repair_on_start
+from workers.stats import WorkerStats
 
 log = logging.getLogger("sched.worker")
 
@@ -142,11 +143,7 @@ class CellWorkers:
 def run_cells(url: str, namespaces, config: WorkerConfig, queue_config: QueueConfig | None = None) -> dict:
     """Serve ``namespaces`` (every namespace when empty) in this process until SIGTERM or
     Ctrl-C (or idle, if configured); returns the summed stats."""
-    stopped: list[int] = []
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stopped.append(1))
-    wait_for_redis(url, stop=lambda: bool(stopped))
-    if stopped:
+    if not redis_answered(url):
         return WorkerStats().as_dict()
     cells = CellWorkers(url, list(namespaces), config, queue_config)
     signal.signal(signal.SIGTERM, cells.stop)

@@ -9,18 +9,19 @@ that dies holds nothing but leases, which expire and are reclaimed by the others
 ``sched worker --concurrency N`` runs N of these loops as N processes (see
 ``workers/supervisor.py``): placement is CPU-bound Python, so processes (not threads)
 are what use more than one core.
+
+The loop's parts live beside it: the groups of a batch and their order
+(``workers/groups.py``), quota admission (``workers/admission.py``), preemption for what
+fits nowhere (``workers/preempting.py``); ``workers/run.py`` starts it in a process.
 """
 
 from __future__ import annotations
 
-import gc
 import logging
 import os
-import signal
 import time
 from collections import defaultdict
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from functools import partial
 
 import redis
@@ -28,102 +29,22 @@ import redis
 from scheduler.control import heartbeat, reconcile
 from scheduler.control.preemptor import Preemptor
 from scheduler.control.worker_config import WorkerConfig
-from scheduler.engine.placement import Placement, Placer, gang_waits_message, placement_shape
-from scheduler.engine.fit import over_quota
+from scheduler.engine.placement import Placement, Placer, gang_waits_message
 from scheduler.model import READY, STOPPED, JobSpec, Node, reasons
-from scheduler.model.quantities import format_quantity
-from scheduler.model.constraints import pins_a_node
 from scheduler.model.errors import NotFound
 from scheduler.state.app import App
-from scheduler.state.connection import wait_for_redis
 from scheduler.state.commit import Planned, commit
 from scheduler.state.node_cache import NodeCache
-from scheduler.state.queue import QueueConfig
 from scheduler.state.store import parse_stored
 from scheduler.tools.logs import Summary
-from workers import metrics
+from workers import admission, metrics
+from workers.groups import Group, batches, regroup
+from workers.preempting import Preemption
+from workers.stats import WorkerStats
 
-__all__ = ["SchedulerWorker", "WorkerConfig", "run_one"]
+__all__ = ["SchedulerWorker", "WorkerConfig"]
 
 log = logging.getLogger("sched.worker")
-
-
-@dataclass
-class Group:
-    """Identical tasks: same job, same spec version, same pinned node (global jobs), same
-    nominated node (a preemptor's next attempt tries its nominated node first). A gang's
-    members are one group whatever their nominations (a gang preempts as a whole, each
-    member nominated to its own node): ``nominated_of`` gives each member's."""
-
-    spec: JobSpec
-    pin: str
-    nominated: str
-    task_ids: list[str]
-    nominated_of: dict[str, str] | None = None
-
-    def nomination(self, task_id: str) -> str:
-        return self.nominated or (self.nominated_of or {}).get(task_id, "")
-
-
-def _batches(groups: list[Group], counts: dict[str, dict[str, int]], faults: dict[str, dict[str, int]]):
-    if len({group.spec.tenant for group in groups}) > 1:
-        # Several tenants: claim.lua's order is theirs by dominant share (priority first
-        # within a tenant); placing in it keeps a contended batch fair.
-        yield from ((group, False) for group in groups)
-        return
-    yield from _one_tenant_batches(groups, counts, faults)
-
-
-def _one_tenant_batches(groups: list[Group], counts: dict[str, dict[str, int]], faults: dict[str, dict[str, int]]):
-    """The groups to place, in order (claim order: priority first), each with whether its
-    tasks are independent: groups of one task, of a job with nothing placed and no recent
-    failures, not pinned or nominated, are merged by :func:`placement_shape` into one
-    placement pass, at the place of the first of them.
-
-    Among groups of one priority, those pinned to a node (a global job's task, or a
-    ``node.hostname==``/``node.name==``/``node.id==`` constraint) come first, as SwarmKit
-    schedules tasks with node constraints first: the free tasks after them see their load
-    and go elsewhere, rather than take the one node the pinned ones can use."""
-    groups = sorted(groups, key=lambda group: (-group.spec.priority, not _pinned(group)))  # stable
-    classes: dict[tuple, list[Group]] = {}
-    for group in groups:
-        spec = group.spec
-        if (len(group.task_ids) == 1 and not group.pin and not group.nominated and not counts.get(spec.id)
-                and spec.id not in faults):
-            classes.setdefault(placement_shape(spec), []).append(group)
-    merged: dict[int, list[Group]] = {}  # id of a class's first group -> the class
-    for members in classes.values():
-        if len(members) > 1 and len({group.spec.id for group in members}) == len(members):  # one task per job
-            merged[id(members[0])] = members
-    within = {id(group) for members in merged.values() for group in members}
-    for group in groups:
-        members = merged.get(id(group))
-        if members is not None:
-            yield Group(group.spec, "", "", [member.task_ids[0] for member in members]), True
-        elif id(group) not in within:
-            yield group, False
-
-
-def _pinned(group: Group) -> bool:
-    return bool(group.pin) or pins_a_node(group.spec.constraints)
-
-
-def _regroup(groups: list[Group], keep: set[str]) -> list[Group]:
-    kept = [Group(g.spec, g.pin, g.nominated, [t for t in g.task_ids if t in keep], g.nominated_of) for g in groups]
-    return [g for g in kept if g.task_ids]
-
-
-@dataclass
-class WorkerStats:
-    batches: int = 0
-    claimed: int = 0
-    placed: int = 0
-    refused: int = 0
-    unplaced: int = 0
-    preempted: int = 0  # preemptors nominated (each evicted one or more victims)
-
-    def as_dict(self) -> dict[str, int]:
-        return dict(self.__dict__)
 
 
 class SchedulerWorker:
@@ -136,8 +57,9 @@ class SchedulerWorker:
         self.preemptor = Preemptor(app.store, self._spec, self.config.preemption_margin) \
             if self.config.preemption else None
         self.stats = WorkerStats()
+        self.preemption = Preemption(app, self.config, self.preemptor, self._refresh, self.stats) \
+            if self.preemptor is not None else None
         self._specs: dict[tuple[str, int], JobSpec] = {}
-        self._hopeless: dict[tuple, float] = {}  # (job, pin) -> until when preemption is not retried
         self._stopping = False
         self._last_maintain = self._last_health = 0.0
         # Node liveness as this worker has seen it; a gap of two health checks means a stall.
@@ -253,7 +175,7 @@ class SchedulerWorker:
             sent: list[Future] = []
             plans: list[Planned] = []
             everywhere = self._view(nodes)
-            for group, independent in _batches(groups, counts, faults):
+            for group, independent in batches(groups, counts, faults):
                 job_counts = {} if independent else counts[group.spec.id]
                 spec = group.spec
                 need = spec.gang - sum(job_counts.values()) if spec.gang and not independent else 0
@@ -264,7 +186,7 @@ class SchedulerWorker:
                                                         len(nodes))
                         conflicts.add(task_id)
                     continue
-                admitted, over = _admitted(self.app.keys.namespace, spec, len(group.task_ids), usage, quota)
+                admitted, over = admission.admit(self.app.keys.namespace, spec, len(group.task_ids), usage, quota)
                 if need > 0 and admitted < need:
                     for task_id in group.task_ids:
                         failures[task_id] = _gang_waits(spec, need, over, len(nodes), {over.split(":")[0]: len(nodes) or 1})
@@ -289,7 +211,7 @@ class SchedulerWorker:
                                                         dict(why.reasons) or None)
                         conflicts.discard(task_id)
                     continue
-                _use(usage, spec, len(result.assignments))
+                admission.use(usage, spec, len(result.assignments))
                 for task_id, node in result.assignments:  # as the commit will: its room is no longer held
                     nodes[node].nominations.pop(task_id, None)
                 plans += [Planned(task_id, node, group_of[task_id].spec, need > 0)
@@ -327,9 +249,9 @@ class SchedulerWorker:
                 failures[plan.task_id] = {"nodes_evaluated": 1, "reasons": {reason: 1},
                                           "message": f"placement on {plan.node} refused at commit: {reason}."}
             # A stale lease means the task is no longer ours (reclaimed or stopped): drop it.
-            groups = _regroup(groups, {plan.task_id for plan, _ in retry}) if retry else []
-        if failures and self.preemptor is not None:
-            self._preempt(claim, group_of, failures, conflicts)
+            groups = regroup(groups, {plan.task_id for plan, _ in retry}) if retry else []
+        if failures and self.preemption is not None:
+            self.preemption.preempt(claim, group_of, failures, conflicts)
         if failures:
             app.queue.fail(claim.token, list(failures.items()), conflicts)
         self._count(len(claim.task_ids), placed, refused_total, len(failures), self.stats.preempted - preempted_before)
@@ -427,106 +349,6 @@ class SchedulerWorker:
             return Placement(first.assignments + rest.assignments, rest.unplaced, rest.explanation)
         return place(everywhere, task_ids=group.task_ids)
 
-    def _preempt(self, claim, group_of: dict[str, Group], failures: dict[str, dict], conflicts: set[str]) -> None:
-        """For tasks that fit nowhere, try evicting lower-priority tasks; a preemptor that
-        gets a node leaves ``failures`` (it is back in the queue, nominated). A gang that
-        waits whole preempts whole (:meth:`_preempt_gang`): victims for all the members it
-        needs at once, or none."""
-        preemptor = self.preemptor
-        lowest = preemptor.lowest_live_priority()
-        now = time.monotonic()
-        for task_id, explanation in list(failures.items()):  # no live task is low enough: say so
-            spec = group_of[task_id].spec
-            if task_id not in conflicts and spec.preempt != "never" and not preemptor.worth_trying(spec, lowest):
-                failures[task_id] = _noted(explanation, f"preemption tried: no task runs at priority "
-                                                        f"{spec.priority - preemptor.margin} or lower.")
-        todo = [t for t in failures if t not in conflicts and preemptor.worth_trying(group_of[t].spec, lowest)
-                and self._hopeless.get(_hope_key(group_of[t]), 0) <= now]
-        gangs: dict[str, list[str]] = {}  # job -> its members that wait whole (in claim order)
-        for task_id in todo:
-            if failures[task_id].get("gang"):
-                gangs.setdefault(group_of[task_id].spec.id, []).append(task_id)
-        singles = [t for t in todo if not failures[t].get("gang")]
-        budget = self.config.max_preemptions
-        for members in gangs.values():
-            if budget <= 0:  # not searched in this batch: soon, not in 60 s
-                conflicts.update(members)
-                continue
-            budget -= 1
-            self._preempt_gang(claim, group_of[members[0]], members, failures, conflicts, now)
-        for task_id in singles[budget:]:  # not searched in this batch: soon, not in 60 s
-            conflicts.add(task_id)
-        for task_id in singles[:budget]:
-            group = group_of[task_id]
-            if self._hopeless.get(_hope_key(group), 0) > now:
-                continue
-            # Fresh nodes, with the room nominated for the preemptors before this one: the
-            # search counts the room held for the job's other tasks as taken (as plan does).
-            nodes, counts, _, _, _ = self._refresh({group.spec.id}, claim.now_ms)
-            if group.spec.gang and sum(counts[group.spec.id].values()) < group.spec.gang:
-                # A member of a gang whose minimum is not running: never preempt for part of it.
-                failures[task_id] = _noted(failures[task_id], "preemption not tried: its gang is not running "
-                                                              "yet, and a gang preempts only as a whole.")
-                continue
-            candidates = ([nodes[group.pin]] if group.pin in nodes else []) if group.pin else list(nodes.values())
-            search = preemptor.search(candidates, group.spec, counts[group.spec.id], task_id=task_id)
-            if search.choice is not None:
-                result = preemptor.apply(claim.token, task_id, group.spec, search)
-                if result == "ok":
-                    del failures[task_id]
-                    if search.choice.victims:
-                        self.stats.preempted += 1
-                    nominated = group.nomination(task_id)
-                    if nominated and nominated != search.choice.node:
-                        self.app.store.unnominate(task_id, nominated)  # nominated anew elsewhere
-                    continue
-                # Lost a race (victims or node changed since the search): like a refused
-                # commit, back off and search again soon rather than wait as unschedulable.
-                conflicts.add(task_id)
-                failures[task_id] = _noted(failures[task_id], f"preemption on {search.choice.node} refused: {result}.")
-                continue
-            # Searching reads what runs on every candidate node: don't repeat a fruitless
-            # search for this job within the next second.
-            self._hopeless[_hope_key(group)] = now + 1.0
-            failures[task_id] = _noted(failures[task_id], search.message(group.spec, preemptor.margin))
-
-    def _preempt_gang(self, claim, group: Group, members: list[str], failures: dict[str, dict], conflicts: set[str],
-                      now: float) -> None:
-        """A gang that waits whole: choose victims for as many members as it needs at once
-        (all of them for ``gang: true``, ``min_available`` less those live otherwise), each
-        member's choice applied to a copy of the nodes before the next is searched, and
-        evict and nominate them all in one script call, or nothing."""
-        preemptor, spec = self.preemptor, group.spec
-        nodes, counts, _, _, _ = self._refresh({spec.id}, claim.now_ms)
-        need = spec.gang - sum(counts[spec.id].values())
-        if need > len(members):  # cannot happen for a gang that waits whole; be safe
-            for task_id in members:
-                failures[task_id] = _noted(failures[task_id], "preemption not tried: not all of the gang's members "
-                                                              "were claimed together.")
-            return
-        chosen = members[:need]
-        candidates = ([nodes[group.pin]] if group.pin in nodes else []) if group.pin else list(nodes.values())
-        search = preemptor.search_gang(candidates, spec, counts[spec.id], chosen)
-        if search.choices is None:
-            self._hopeless[_hope_key(group)] = now + 1.0
-            note = search.message(spec, preemptor.margin)
-            for task_id in members:
-                failures[task_id] = _noted(failures[task_id], note)
-            return
-        result = preemptor.apply_gang(claim.token, spec, search)
-        if result != "ok":  # lost a race: nothing was changed; back off and search again soon
-            for task_id in members:
-                conflicts.add(task_id)
-                failures[task_id] = _noted(failures[task_id], f"gang preemption refused: {result}.")
-            return
-        if search.victims:
-            self.stats.preempted += len(chosen)
-        for task_id, choice in search.choices:
-            del failures[task_id]
-            nominated = group.nomination(task_id)
-            if nominated and nominated != choice.node:
-                self.app.store.unnominate(task_id, nominated)  # nominated anew elsewhere
-
     def _group(self, task_ids: list[str]) -> list[Group]:
         """Group claimed tasks by job, spec version and pinned node: each group is a set of
         identical tasks that the placement engine places from one node ordering."""
@@ -618,12 +440,6 @@ class SchedulerWorker:
         self._unreported.clear()
 
 
-def _hope_key(group: Group) -> tuple[str, str]:
-    """What a fruitless preemption search is remembered by: the job and pinned node (a
-    global job's task pinned elsewhere still gets its own search)."""
-    return (group.spec.id, group.pin)
-
-
 def _gang_waits(spec: JobSpec, need: int, why: str, nodes: int, found: dict[str, int] | None = None) -> dict:
     """The one explanation every task of a gang that waits carries."""
     message = gang_waits_message(spec, need, why)
@@ -631,91 +447,7 @@ def _gang_waits(spec: JobSpec, need: int, why: str, nodes: int, found: dict[str,
             "message": message}
 
 
-def _admitted(namespace: str, spec: JobSpec, count: int, usage: dict[str, int], quota: dict[str, int]):
-    """How many of ``count`` tasks of ``spec`` the namespace's quota admits (the rule of
-    ``fit.over_quota``, one task after another), and why the next one is refused."""
-    if not quota:
-        return count, ""
-    used = dict(usage)
-    for admitted in range(count):
-        reason = over_quota(namespace, spec.resources, used, quota)
-        if reason is not None:
-            resource = reason.rsplit(" ", 2)[-2]
-            have = used.get(resource, 0)
-            need = 1 if resource == "tasks" else spec.resources.get(resource, 0)
-            return admitted, (f"{reason}: {format_quantity(resource, have)}/{format_quantity(resource, quota[resource])} "
-                              f"used, task needs {format_quantity(resource, need)}.")
-        _use(used, spec, 1)
-    return count, ""
-
-
-def _use(usage: dict[str, int], spec: JobSpec, count: int) -> None:
-    if count:
-        for resource, amount in spec.resources.items():
-            usage[resource] = usage.get(resource, 0) + amount * count
-        usage["tasks"] = usage.get("tasks", 0) + count
-
-
-def _noted(explanation: dict, note: str) -> dict:
-    """An explanation with what preemption found added to it."""
-    return {**explanation, "preemption": note, "message": f"{explanation['message']} {note}"}
-
-
 def _explanation(explanation, nodes: int) -> dict:
     if explanation is None:
         return {"nodes_evaluated": nodes, "reasons": {}, "message": "no node had room in this batch."}
     return explanation.to_dict()
-
-
-# Running a worker.
-def repair_on_start(app: App, config: WorkerConfig) -> None:
-    """``--repair-on-start``: make the namespace's bookkeeping agree with its tasks
-    (``sched audit --repair``) before serving it. Off unless asked: the repair is not atomic
-    with the commits of other workers already running (see docs/reliability.md)."""
-    if not config.repair_on_start:
-        return
-    from scheduler.control.audit import repair
-
-    try:
-        done = repair(app.store)
-    except Exception:
-        log.exception("%s: the repair on start failed", app.keys.namespace)
-        return
-    if done["problems"]:
-        log.warning("%s: repaired %d problem(s) on start: %s", app.keys.namespace, len(done["problems"]),
-                    "; ".join(done["problems"][:5]))
-
-
-def run_one(url: str, namespace: str, config: WorkerConfig, queue_config: QueueConfig | None = None,
-            nodes: tuple[int, dict[str, Node]] | None = None) -> dict:
-    """One worker loop in this process until SIGTERM or Ctrl-C (or idle, if configured);
-    returns its stats. ``nodes``: every node as read by the parent, and the change
-    sequence that copy is current at (see :meth:`NodeCache.adopt`)."""
-    if not isinstance(namespace, str):  # several cells (a list; empty = every namespace): workers/cells.py
-        from workers.cells import run_cells
-
-        return run_cells(url, namespace, config, queue_config)
-    stopped: list[int] = []  # SIGTERM while still waiting for Redis
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stopped.append(1))
-    wait_for_redis(url, stop=lambda: bool(stopped))  # a Redis not up yet is waited for, not a crash
-    if stopped:
-        return WorkerStats().as_dict()
-    app = App(redis_url=url, namespace=namespace, queue_config=queue_config, wait_replicas=config.wait_replicas)
-    repair_on_start(app, config)
-    worker = SchedulerWorker(app, config)
-    if config.metrics_port:
-        metrics.serve(config.metrics_port)
-    log.info("%s started: namespace %s, Redis %s, %s", worker.name, namespace, app.display_url,
-             f"metrics on :{config.metrics_port}/metrics" if config.metrics_port else "no metrics port",
-             extra={"fields": {"namespace": namespace, "redis": app.display_url, "metrics_port": config.metrics_port,
-                               "batch_size": config.batch_size, "pid": os.getpid()}})
-    signal.signal(signal.SIGTERM, worker.stop)
-    signal.signal(signal.SIGINT, worker.stop)
-    if nodes is not None:
-        worker.cache.adopt(*nodes)
-    worker._load_nodes()
-    # The process is the worker's own: what exists now (modules, the copy of the nodes) lives
-    # as long as it does, and a full collection walking it stalls a batch for ~30 ms.
-    gc.freeze()
-    return worker.run().as_dict()

@@ -35,7 +35,7 @@ from scheduler.state.app import App
 from scheduler.state.node_cache import NodeCache
 from scheduler.tools import logs
 from scheduler.state.queue import QueueConfig
-from workers.scheduler_worker import run_one
+from workers.run import run_one
 
 
 def _child(url: str, namespace: str, config: WorkerConfig, queue_config: QueueConfig | None, results,

@@ -1,10 +1,10 @@
 """Logging for the long-running processes (``sched worker``, ``sched agent``): one setup,
 two formats.
 
-``text`` (the default) is one readable line per record with its fields as ``key=value``;
-``json`` is one JSON object per line (``time``, ``level``, ``logger``, ``message`` and the
-record's fields) for log shippers. A record's fields are passed as
-``log.info("...", extra={"fields": {...}})``.
+``text`` (the default) is one readable line per record: its message, then as ``key=value``
+the fields the message does not already say; ``json`` is one JSON object per line
+(``time``, ``level``, ``logger``, ``message`` and every field of the record) for log
+shippers. A record's fields are passed as ``log.info("...", extra={"fields": {...}})``.
 
 :func:`configure` also puts the choice in the environment (``SCHED_LOG_LEVEL``,
 ``SCHED_LOG_FORMAT``), so that worker processes spawned by ``--concurrency`` and agents
@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 import time
+from collections.abc import Mapping
 from datetime import datetime, timezone
 
 import orjson
@@ -39,6 +41,22 @@ def _fields(record: logging.LogRecord) -> dict:
     return fields
 
 
+def _unsaid(record: logging.LogRecord, fields: dict) -> dict:
+    """The fields a text line adds to its message: not those without a value, nor those the
+    message already says, i.e. whose value is one of the message's arguments or a whole
+    word inside one (the port of ``metrics on :9100/metrics``, not the 1 of ``web.10``)."""
+    args = record.args.values() if isinstance(record.args, Mapping) else record.args or ()
+    said = [str(arg) for arg in args]
+    return {key: value for key, value in fields.items()
+            if value is not None and not any(_says(arg, str(value)) for arg in said)}
+
+
+def _says(arg: str, value: str) -> bool:
+    if not value:
+        return False
+    return arg == value or re.search(rf"(?<![\w.-]){re.escape(value)}(?![\w.-])", arg) is not None
+
+
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         entry = {"time": _time(record), "level": record.levelname.lower(), "logger": record.name,
@@ -51,7 +69,7 @@ class JsonFormatter(logging.Formatter):
 class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         line = f"{_time(record)} {record.levelname.lower():7} {record.name}: {record.getMessage()}"
-        fields = _fields(record)
+        fields = _unsaid(record, _fields(record))
         if fields:
             line += " " + " ".join(f"{k}={v}" for k, v in fields.items())
         if record.exc_info:

@@ -1,0 +1,136 @@
+"""Preemption for the tasks of a batch that fit nowhere: a task may evict lower-priority
+tasks to get a node (``preempt.lua``, which nominates the node), a gang that waits whole
+evicts for all the members it needs at once or for none. The search is the one
+``sched job plan`` runs (``Preemptor.search`` and ``search_gang``); a job whose search
+found nothing is not searched again for a second."""
+
+from __future__ import annotations
+
+import time
+
+from scheduler.control.preemptor import Preemptor
+from scheduler.control.worker_config import WorkerConfig
+from scheduler.state.app import App
+from workers.groups import Group
+from workers.stats import WorkerStats
+
+
+class Preemption:
+    """A worker's preemption: ``refresh`` is the worker's ``_refresh`` (its nodes brought up
+    to date, with the tallies of the jobs asked for), ``stats`` its counts."""
+
+    def __init__(self, app: App, config: WorkerConfig, preemptor: Preemptor, refresh, stats: WorkerStats):
+        self.app, self.config, self.preemptor, self.stats = app, config, preemptor, stats
+        self._refresh = refresh
+        self._hopeless: dict[tuple, float] = {}  # (job, pin) -> until when preemption is not retried
+
+    def preempt(self, claim, group_of: dict[str, Group], failures: dict[str, dict], conflicts: set[str]) -> None:
+        """For tasks that fit nowhere, try evicting lower-priority tasks; a preemptor that
+        gets a node leaves ``failures`` (it is back in the queue, nominated). A gang that
+        waits whole preempts whole (:meth:`_preempt_gang`): victims for all the members it
+        needs at once, or none."""
+        preemptor = self.preemptor
+        lowest = preemptor.lowest_live_priority()
+        now = time.monotonic()
+        for task_id, explanation in list(failures.items()):  # no live task is low enough: say so
+            spec = group_of[task_id].spec
+            if task_id not in conflicts and spec.preempt != "never" and not preemptor.worth_trying(spec, lowest):
+                failures[task_id] = _noted(explanation, f"preemption tried: no task runs at priority "
+                                                        f"{spec.priority - preemptor.margin} or lower.")
+        todo = [t for t in failures if t not in conflicts and preemptor.worth_trying(group_of[t].spec, lowest)
+                and self._hopeless.get(_hope_key(group_of[t]), 0) <= now]
+        gangs: dict[str, list[str]] = {}  # job -> its members that wait whole (in claim order)
+        for task_id in todo:
+            if failures[task_id].get("gang"):
+                gangs.setdefault(group_of[task_id].spec.id, []).append(task_id)
+        singles = [t for t in todo if not failures[t].get("gang")]
+        budget = self.config.max_preemptions
+        for members in gangs.values():
+            if budget <= 0:  # not searched in this batch: soon, not in 60 s
+                conflicts.update(members)
+                continue
+            budget -= 1
+            self._preempt_gang(claim, group_of[members[0]], members, failures, conflicts, now)
+        for task_id in singles[budget:]:  # not searched in this batch: soon, not in 60 s
+            conflicts.add(task_id)
+        for task_id in singles[:budget]:
+            group = group_of[task_id]
+            if self._hopeless.get(_hope_key(group), 0) > now:
+                continue
+            # Fresh nodes, with the room nominated for the preemptors before this one: the
+            # search counts the room held for the job's other tasks as taken (as plan does).
+            nodes, counts, _, _, _ = self._refresh({group.spec.id}, claim.now_ms)
+            if group.spec.gang and sum(counts[group.spec.id].values()) < group.spec.gang:
+                # A member of a gang whose minimum is not running: never preempt for part of it.
+                failures[task_id] = _noted(failures[task_id], "preemption not tried: its gang is not running "
+                                                              "yet, and a gang preempts only as a whole.")
+                continue
+            candidates = ([nodes[group.pin]] if group.pin in nodes else []) if group.pin else list(nodes.values())
+            search = preemptor.search(candidates, group.spec, counts[group.spec.id], task_id=task_id)
+            if search.choice is not None:
+                result = preemptor.apply(claim.token, task_id, group.spec, search)
+                if result == "ok":
+                    del failures[task_id]
+                    if search.choice.victims:
+                        self.stats.preempted += 1
+                    nominated = group.nomination(task_id)
+                    if nominated and nominated != search.choice.node:
+                        self.app.store.unnominate(task_id, nominated)  # nominated anew elsewhere
+                    continue
+                # Lost a race (victims or node changed since the search): like a refused
+                # commit, back off and search again soon rather than wait as unschedulable.
+                conflicts.add(task_id)
+                failures[task_id] = _noted(failures[task_id], f"preemption on {search.choice.node} refused: {result}.")
+                continue
+            # Searching reads what runs on every candidate node: don't repeat a fruitless
+            # search for this job within the next second.
+            self._hopeless[_hope_key(group)] = now + 1.0
+            failures[task_id] = _noted(failures[task_id], search.message(group.spec, preemptor.margin))
+
+    def _preempt_gang(self, claim, group: Group, members: list[str], failures: dict[str, dict], conflicts: set[str],
+                      now: float) -> None:
+        """A gang that waits whole: choose victims for as many members as it needs at once
+        (all of them for ``gang: true``, ``min_available`` less those live otherwise), each
+        member's choice applied to a copy of the nodes before the next is searched, and
+        evict and nominate them all in one script call, or nothing."""
+        preemptor, spec = self.preemptor, group.spec
+        nodes, counts, _, _, _ = self._refresh({spec.id}, claim.now_ms)
+        need = spec.gang - sum(counts[spec.id].values())
+        if need > len(members):  # cannot happen for a gang that waits whole; be safe
+            for task_id in members:
+                failures[task_id] = _noted(failures[task_id], "preemption not tried: not all of the gang's members "
+                                                              "were claimed together.")
+            return
+        chosen = members[:need]
+        candidates = ([nodes[group.pin]] if group.pin in nodes else []) if group.pin else list(nodes.values())
+        search = preemptor.search_gang(candidates, spec, counts[spec.id], chosen)
+        if search.choices is None:
+            self._hopeless[_hope_key(group)] = now + 1.0
+            note = search.message(spec, preemptor.margin)
+            for task_id in members:
+                failures[task_id] = _noted(failures[task_id], note)
+            return
+        result = preemptor.apply_gang(claim.token, spec, search)
+        if result != "ok":  # lost a race: nothing was changed; back off and search again soon
+            for task_id in members:
+                conflicts.add(task_id)
+                failures[task_id] = _noted(failures[task_id], f"gang preemption refused: {result}.")
+            return
+        if search.victims:
+            self.stats.preempted += len(chosen)
+        for task_id, choice in search.choices:
+            del failures[task_id]
+            nominated = group.nomination(task_id)
+            if nominated and nominated != choice.node:
+                self.app.store.unnominate(task_id, nominated)  # nominated anew elsewhere
+
+
+def _hope_key(group: Group) -> tuple[str, str]:
+    """What a fruitless preemption search is remembered by: the job and pinned node (a
+    global job's task pinned elsewhere still gets its own search)."""
+    return (group.spec.id, group.pin)
+
+
+def _noted(explanation: dict, note: str) -> dict:
+    """An explanation with what preemption found added to it."""
+    return {**explanation, "preemption": note, "message": f"{explanation['message']} {note}"}
