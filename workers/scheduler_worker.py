@@ -39,7 +39,7 @@ from scheduler.state.connection import wait_for_redis
 from scheduler.state.commit import Planned, commit
 from scheduler.state.node_cache import NodeCache
 from scheduler.state.queue import QueueConfig
-from scheduler.state.store import parse_stored
+from scheduler.state.jobs import parse_stored
 from scheduler.tools.logs import Summary
 from workers import metrics
 

@@ -13,7 +13,8 @@ import orjson
 from scheduler.model.errors import SpecError
 from scheduler.model import (ACTIVE, BATCH, COMPLETED, FAILED, GLOBAL, LIVE_STATES, LOST, PENDING, READY, SERVICE,
                              STOPPED, JobSpec, Task, parse_job)
-from scheduler.state.store import ENQUEUE_CHUNK, Store, parse_stored, shares_value
+from scheduler.state.jobs import ENQUEUE_CHUNK, parse_stored, shares_value
+from scheduler.state.store import Store
 
 RUNNING_JOB, STOPPED_JOB = "running", "stopped"
 FAULT_WINDOW_MS = 300_000  # failures of a job on a node count towards "faulty" for 5 minutes
