@@ -33,6 +33,13 @@ def shares_value(spec: JobSpec) -> str:
     return f"{spec.tenant}|{spec.gang}|{needs}"
 
 
+def job_state(fields: dict) -> str:
+    """What ``enqueue.lua`` compares to see whether a job changed since it was read."""
+    if not fields:
+        return ""
+    return f"{fields.get('version', '')}|{fields.get('next_index', '')}|{fields.get('status', '')}"
+
+
 def _chunks(jobs: list[tuple[str, JobSpec]], limit: int):
     """(job id, spec) pairs in runs of at most ``limit`` tasks and ``limit`` jobs (a job of
     more than ``limit`` tasks alone)."""
@@ -134,7 +141,7 @@ class JobStore(NamespaceStore):
             summary.task_states = [state for _ in ids_of_job if (state := next(states)) is not None]
         return found
 
-    # Gangs, tenants and quotas.
+    # Writing jobs and creating their tasks.
     def mark_job(self, spec: JobSpec) -> None:
         """Record what claim.lua needs of a job: its tenant, gang size and one task's needs."""
         self.client.hset(self.keys.job_shares, spec.id, shares_value(spec))
@@ -162,29 +169,22 @@ class JobStore(NamespaceStore):
         mark = None
         if count > head and not pins:
             # The fill calls may never come (the submitter dies): the mark lets any worker
-            # create the rest (complete_fills). Global jobs' tasks are reconciled anyway.
+            # create the rest (:meth:`complete_fills`). Global jobs' tasks are reconciled anyway.
             mark = f"filling:{version}:{first_index}"
             job_fields = {**job_fields, mark: f"{count}|{priority}|{delay_ms}|{retries}"}
             self.client.zadd(k.filling, {job_id: self.now_ms()})
-        args = [read, k.events, job_id, version, priority, first_index, delay_ms, retries, int(is_global), shares,
-                len(job_fields)]
-        for field, value in job_fields.items():
-            args += [field, value]
-        args += (pins or [])[:head]
         try:
-            reply = self.scripts.enqueue(keys=self._enqueue_keys(job_id, first_index, head), args=args)
+            reply = self._enqueue_script(read, job_id, version, priority, first_index, head, (pins or [])[:head],
+                                         delay_ms=delay_ms, retries=retries, job_fields=job_fields,
+                                         is_global=is_global, shares=shares)
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             raise RedisUnavailable(
                 f"Redis did not answer while job {job_id!r} was being written ({str(exc).rstrip('.')}); it may or "
                 f"may not have been applied: look with `sched job show {job_id}`.") from None
         if not reply[0]:
             return None
-        for offset in range(head, count, ENQUEUE_CHUNK):
-            size = min(ENQUEUE_CHUNK, count - offset)
-            chunk_pins = pins[offset:offset + size] if pins else None
-            if self.enqueue_fill(job_id, version, priority, first_index + offset, size, pins=chunk_pins,
-                                 delay_ms=delay_ms, retries=retries) is None:
-                break  # stopped or replaced meanwhile: its newer state decides
+        self._fill(job_id, version, priority, first_index + head, count - head, pins=pins[head:] if pins else None,
+                   delay_ms=delay_ms, retries=retries)
         if mark is not None:
             self.filled(job_id, mark)
         return int(reply[1])
@@ -220,14 +220,46 @@ class JobStore(NamespaceStore):
         (``count`` <= a chunk) that do not exist yet, if the job is still running at
         ``version``. Idempotent, so resent (``attempts`` times) after a timeout or a lost
         connection. Returns how many tasks it created, or None if the job changed."""
-        k = self.keys
-        args = [f"={version}", k.events, job_id, version, priority, first_index, delay_ms, retries, 0, "", 0,
-                *(pins or [])]
-        keys = self._enqueue_keys(job_id, first_index, count)
-        reply = _resending(lambda: self.scripts.enqueue(keys=keys, args=args), attempts, lambda exc: RedisUnavailable(
+
+        def call() -> list:
+            return self._enqueue_script(f"={version}", job_id, version, priority, first_index, count, pins or [],
+                                        delay_ms=delay_ms, retries=retries)
+
+        reply = _resending(call, attempts, lambda exc: RedisUnavailable(
             f"Redis did not answer while the tasks of job {job_id!r} from index {first_index} were being "
             f"queued ({str(exc).rstrip('.')}); the job has fewer tasks than it asks for."))
         return int(reply[2]) if reply[0] else None
+
+    def _fill(self, job_id: str, version: int, priority: int, first_index: int, count: int, *,
+              pins: list[str] | None = None, delay_ms: int = 0, retries: int = 0) -> None:
+        """Create the tasks ``<job>.<first_index + i>`` (``i < count``) by fill calls of a
+        chunk each, until the job is stopped or replaced (its newer state decides)."""
+        for offset in range(0, count, ENQUEUE_CHUNK):
+            size = min(ENQUEUE_CHUNK, count - offset)
+            chunk_pins = pins[offset:offset + size] if pins else None
+            if self.enqueue_fill(job_id, version, priority, first_index + offset, size, pins=chunk_pins,
+                                 delay_ms=delay_ms, retries=retries) is None:
+                break
+
+    def complete_fills(self, before_ms: int) -> list[str]:
+        """Create the missing tasks of submits that began before ``before_ms`` and stopped
+        part way: a job of more tasks than one call takes is marked until its last fill call
+        (:meth:`enqueue`), so if its submitter died or lost Redis in between, this finishes
+        the job (only while it runs at that version). Returns the jobs it completed."""
+        completed = []
+        for job_id, fields in self.unfinished_fills(before_ms).items():
+            marks = [field for field in fields if field.startswith("filling:")]
+            for mark in marks:
+                _, version, first = mark.split(":")
+                count, priority, delay_ms, retries = (int(part) for part in fields[mark].split("|"))
+                if fields.get("status") == "running" and fields.get("version") == version:
+                    if job_id not in completed:
+                        completed.append(job_id)
+                    self._fill(job_id, int(version), priority, int(first), count, delay_ms=delay_ms, retries=retries)
+                self.filled(job_id, mark)
+            if not marks:
+                self.filled(job_id, None)
+        return completed
 
     def enqueue_many(self, jobs: list[tuple[str, JobSpec]], attempts: int = 5) -> list[bool]:
         """``enqueue_many.lua``: create new jobs (version 1) with their pending tasks, many
@@ -317,10 +349,22 @@ class JobStore(NamespaceStore):
                 keys += [task_key(f"{job_id}.{i}") for i in range(spec.replicas)]
             yield chunk[0][0], chunk[-1][0], keys, args
 
-    def _enqueue_keys(self, job_id: str, first_index: int, count: int) -> list[str]:
+    def _enqueue_script(self, read: str, job_id: str, version: int, priority: int, first_index: int, count: int,
+                        pins: list[str], *, delay_ms: int, retries: int, job_fields: dict | None = None,
+                        is_global: bool = False, shares: str = "") -> list:
+        """The one call of ``enqueue.lua`` (its header lays out KEYS and ARGV): a first call
+        (``read`` as :func:`job_state` says, with ``job_fields``) or a fill call (``read``
+        ``=<version>``, no fields), creating the tasks ``<job>.<first_index + i>``."""
         k = self.keys
-        return [k.job(job_id), k.jobs, k.global_jobs, k.active, k.backoff, k.job_tasks(job_id), k.enqueue_seq,
+        fields = job_fields or {}
+        args = [read, k.events, job_id, version, priority, first_index, delay_ms, retries, int(is_global), shares,
+                len(fields)]
+        for field, value in fields.items():
+            args += [field, value]
+        args += pins
+        keys = [k.job(job_id), k.jobs, k.global_jobs, k.active, k.backoff, k.job_tasks(job_id), k.enqueue_seq,
                 k.job_shares, k.wake, *(k.task(f"{job_id}.{first_index + i}") for i in range(count))]
+        return self.scripts.enqueue(keys=keys, args=args)
 
 
 def _resending(call, attempts: int, gave_up):

@@ -20,6 +20,9 @@ NAMESPACE_REGISTRY = "sched:namespaces"  # SET of namespace names, when kept
 
 
 class NamespaceStore:
+    """The client, keys and scripts of one namespace, which every noun's part of
+    :class:`Store` builds on."""
+
     def __init__(self, client: redis.Redis, keys: Keys, scripts: Scripts | None = None):
         self.client = client
         self.keys = keys
@@ -37,7 +40,6 @@ class NamespaceStore:
             self.client.sadd(NAMESPACE_REGISTRY, self.keys.namespace)
             self._registered = True
 
-    # The namespace as a whole.
     def ping(self) -> None:
         self.client.ping()
 

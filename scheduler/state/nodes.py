@@ -73,7 +73,6 @@ def node_fields(node: Node) -> list[str]:
 
 
 class NodeStore(NamespaceStore):
-    # Nodes.
     def resource_names(self) -> list[str]:
         return sorted(self.client.smembers(self.keys.resources))
 

@@ -5,8 +5,9 @@ Each noun's part lives in its own module, over the keys it owns: ``nodes.py`` (n
 their agents), ``jobs.py`` (jobs and the scripts that create tasks), ``tasks.py``,
 ``nominations.py`` (preemption), ``tallies.py``, ``quotas.py`` (quotas and tenants), all
 built on ``namespace.py`` (the client, keys and scripts, and what is namespace-wide).
-:class:`Store` brings them together, so callers hold one object; each Lua script has
-its one Python wrapper in the module of the noun it changes.
+:class:`Store` brings them together, so callers hold one object. Every change that must
+be atomic with the queue or the tallies goes through a Lua script, whose one Python
+wrapper is in the module of the noun it changes; simple writes are plain commands.
 """
 
 from __future__ import annotations
