@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from scheduler.client import Client, load_specs, read_specs
 from scheduler.model import SpecError, parse_job
-from scheduler.state.store import ENQUEUE_CHUNK
+from scheduler.state.jobs import ENQUEUE_CHUNK
 from scheduler.tools.cli import main
 
 from test_events import drain

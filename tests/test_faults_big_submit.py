@@ -21,7 +21,7 @@ import redis
 from scheduler.control import reconcile
 from scheduler.model import parse_job
 from scheduler.state.app import App
-from scheduler.state.store import ENQUEUE_CHUNK
+from scheduler.state.jobs import ENQUEUE_CHUNK
 
 from test_agents import SCHED
 

@@ -21,7 +21,7 @@ from scheduler import Client
 from scheduler.model import SpecError
 from scheduler.state.connection import mask_url
 from scheduler.state.keys import Keys
-from scheduler.state.store import parse_stored
+from scheduler.state.jobs import parse_stored
 from scheduler.tools.cli import main
 
 from commits import commit_one

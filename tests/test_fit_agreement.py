@@ -140,7 +140,7 @@ def roomy_nodes(draw):
 def test_lua_commit_agrees_with_misfit_under_nominations(app, node, request, held, priority, own):
     import dataclasses
 
-    from scheduler.state.store import nomination_value, parse_nomination, reservation
+    from scheduler.state.nominations import nomination_value, parse_nomination, reservation
 
     cap, alloc, used_ports, status, availability = node
     resources, ports, max_per_node, on_node = request

@@ -219,7 +219,7 @@ def test_gang_preemption_is_all_or_nothing_in_redis(app):
     store = app.store
     on = {t.id: t.node for t in assigned_of(app, "low")}
     store.finish([store.get_task("low.1")], "completed")  # one victim ends before the gang preempts
-    from scheduler.state.store import reservation
+    from scheduler.state.nominations import reservation
     members = [("hi.0", on["low.0"]), ("hi.1", on["low.1"])]
     victims = [("low.0", "low", on["low.0"], {"cpu": 1000}), ("low.1", "low", on["low.1"], {"cpu": 1000})]
     assert store.preempt_gang(claim.token, "hi", members, 30_000, reservation(spec), victims) == "victims changed"

@@ -38,3 +38,23 @@ def test_lua_scripts_ship_inside_the_scheduler_package():
     assert {"commit.lua", "claim.lua", "_lib.lua"} <= names
     top_level = subprocess.run([sys.executable, "-c", "import lua"], cwd="/", capture_output=True)
     assert top_level.returncode != 0  # no top-level module named lua is installed
+
+
+def test_each_lua_script_has_one_python_wrapper_in_the_state_layer():
+    """One place lays out each script's KEYS and ARGV: a direct call (``scripts.commit(``)
+    or a call queued on a pipeline (``scripts.queue(pipe, "tallies"``). scripts.py, which
+    loads them, is not a wrapper."""
+    from scheduler.state.scripts import SCRIPT_NAMES
+
+    calls = re.compile(r"scripts\.queue\([^,]+,\s*\"(\w+)\"|scripts\.(\w+)\(")
+    wrappers: dict[str, list[str]] = {name: [] for name in SCRIPT_NAMES}
+    for path in sorted([*ROOT.joinpath("scheduler").rglob("*.py"), *ROOT.joinpath("workers").glob("*.py")]):
+        if path.name == "scripts.py" and path.parent.name == "state":
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            for match in calls.finditer(line):
+                name = match.group(1) or match.group(2)
+                if name in wrappers:
+                    wrappers[name].append(f"{path.relative_to(ROOT)}:{number}")
+    assert {name: places for name, places in wrappers.items() if len(places) != 1} == {}
+    assert all(place.startswith("scheduler/state/") for places in wrappers.values() for place in places)

@@ -8,7 +8,7 @@ import pytest
 
 from scheduler.model.errors import SpecError
 from scheduler.model import make_node, parse_job, parse_labels
-from scheduler.state.store import parse_stored
+from scheduler.state.jobs import parse_stored
 from scheduler.model.quantities import (MAX_BYTES, format_quantity, parse_cpu, parse_memory, parse_resources,
                                   parse_units)
 

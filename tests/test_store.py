@@ -8,6 +8,7 @@ import pytest
 from scheduler.control import reconcile
 from scheduler.model.errors import NotFound, SpecError
 from scheduler.model import make_node, parse_job
+from scheduler.state.jobs import job_state
 from scheduler.state.queue import queue_score
 
 from commits import commit_one
@@ -79,7 +80,7 @@ def test_queue_scores_written_by_enqueue_lua_follow_queue_score(app):
 
 def test_enqueue_refuses_a_job_changed_since_it_was_read_and_writes_nothing(app):
     reconcile.submit(app.store, spec(replicas=1))
-    stale = reconcile.job_state(app.client.hgetall(app.keys.job("web")))
+    stale = job_state(app.client.hgetall(app.keys.job("web")))
     reconcile.scale(app.store, "web", 2)
     before = snapshot(app)
     assert app.store.enqueue("web", stale, {"next_index": 2}, 1, 0, 1, 1) is None

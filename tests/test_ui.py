@@ -360,7 +360,7 @@ def test_pages_update_live_in_a_browser(app, browser_page):
         open_live(page, f"{url}/tasks/web.0?ns={ns}")
         assert "assigned" in page.text_content("h1")
         node = app.store.get_task("web.0").node
-        app.scripts.start(keys=[app.keys.task("web.0")], args=[node, app.keys.events])
+        assert app.store.start_task("web.0", node)
         page.wait_for_selector('h1 .state:text("running")')
         page.wait_for_selector(".timeline :text('started')")
         assert still_same_document(page)

@@ -35,7 +35,7 @@ from scheduler.model.errors import NotFound
 from scheduler.state.app import App
 from scheduler.state.commit import Planned, commit
 from scheduler.state.node_cache import NodeCache
-from scheduler.state.store import parse_stored
+from scheduler.state.jobs import parse_stored
 from scheduler.tools.logs import Summary
 from workers import admission, metrics
 from workers.groups import Group, batches, regroup

@@ -14,7 +14,8 @@ from typing import Callable, Mapping, Sequence
 from scheduler.control import reconcile
 from scheduler.model import ACTIVE, READY, JobSpec, Node
 from scheduler.engine.preemption import DEFAULT_MARGIN, GangSearch, Search, Victim, find, find_gang
-from scheduler.state.store import Store, reservation
+from scheduler.state.nominations import reservation
+from scheduler.state.store import Store
 
 DEFAULT_NOMINATION_MS = 30_000
 

@@ -13,7 +13,8 @@ import orjson
 from scheduler.model.errors import SpecError
 from scheduler.model import (ACTIVE, BATCH, COMPLETED, FAILED, GLOBAL, LIVE_STATES, LOST, PENDING, READY, SERVICE,
                              STOPPED, JobSpec, Task, parse_job)
-from scheduler.state.store import ENQUEUE_CHUNK, Store, parse_stored, shares_value
+from scheduler.state.jobs import ENQUEUE_CHUNK, job_state, parse_stored, shares_value
+from scheduler.state.store import Store
 
 RUNNING_JOB, STOPPED_JOB = "running", "stopped"
 FAULT_WINDOW_MS = 300_000  # failures of a job on a node count towards "faulty" for 5 minutes
@@ -32,13 +33,6 @@ def same_but_replicas(stored: str | None, spec: JobSpec) -> bool:
         return False
     old = orjson.loads(stored)
     return {**old, "replicas": spec.replicas} == orjson.loads(orjson.dumps(spec.raw))
-
-
-def job_state(fields: dict) -> str:
-    """What ``enqueue.lua`` compares to see whether a job changed since it was read."""
-    if not fields:
-        return ""
-    return f"{fields.get('version', '')}|{fields.get('next_index', '')}|{fields.get('status', '')}"
 
 
 def submit(store: Store, spec: JobSpec) -> dict:
@@ -103,28 +97,9 @@ FILL_GRACE_MS = 30_000  # a submit still queueing its tasks after this long is h
 
 
 def complete_fills(store: Store, grace_ms: int = FILL_GRACE_MS) -> list[str]:
-    """Create the missing tasks of submits that stopped part way: a job of more tasks than
-    one call takes is marked until its last fill call, so if its submitter died or lost
-    Redis in between, a worker finishes the job (only while it runs at that version).
-    Returns the jobs it completed."""
-    completed = []
-    for job_id, fields in store.unfinished_fills(store.now_ms() - grace_ms).items():
-        marks = [field for field in fields if field.startswith("filling:")]
-        for mark in marks:
-            _, version, first = mark.split(":")
-            count, priority, delay_ms, retries = (int(part) for part in fields[mark].split("|"))
-            if fields.get("status") == RUNNING_JOB and fields.get("version") == version:
-                if job_id not in completed:
-                    completed.append(job_id)
-                for offset in range(0, count, ENQUEUE_CHUNK):
-                    if store.enqueue_fill(job_id, int(version), priority, int(first) + offset,
-                                          min(ENQUEUE_CHUNK, count - offset), delay_ms=delay_ms,
-                                          retries=retries) is None:
-                        break  # stopped or replaced meanwhile
-            store.filled(job_id, mark)
-        if not marks:
-            store.filled(job_id, None)
-    return completed
+    """Create the missing tasks of submits that stopped part way and began more than
+    ``grace_ms`` ago (:meth:`Store.complete_fills`). Returns the jobs it completed."""
+    return store.complete_fills(store.now_ms() - grace_ms)
 
 
 def open_tasks(store: Store, job_id: str) -> list[Task]:

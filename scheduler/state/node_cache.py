@@ -30,7 +30,8 @@ from redis.client import Pipeline
 from redis.exceptions import NoScriptError
 
 from scheduler.model import Node
-from scheduler.state.store import Store, node_from_hash
+from scheduler.state.nodes import node_from_hash
+from scheduler.state.store import Store
 
 
 class NodeCache:

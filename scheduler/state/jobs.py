@@ -1,0 +1,403 @@
+"""Jobs in Redis: their hashes and specs, the tasks they were given, and the scripts
+that create tasks (``enqueue.lua``, ``enqueue_many.lua``).
+
+A job's hash holds its current spec and the spec of every version (normalised JSON,
+``id`` first); :func:`parse_stored` parses one, sharing what jobs made from one template
+have in common.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import queue
+import threading
+import time
+from functools import lru_cache
+
+import orjson
+import redis
+from redis.exceptions import NoScriptError
+
+from scheduler.model import JobSpec, check_job_id, parse_job
+from scheduler.model.errors import NotFound, RedisUnavailable
+from scheduler.model.names import is_job_id
+from scheduler.state.namespace import NamespaceStore
+
+ENQUEUE_CHUNK = 500  # tasks per enqueue.lua call: each call takes a few ms (docs/reliability.md)
+_PIPELINED = 4  # enqueue_many.lua calls per round trip
+
+
+def shares_value(spec: JobSpec) -> str:
+    """A job's ``jobs:shares`` entry (what claim.lua needs): ``tenant|gang size|cpu=500,...``."""
+    needs = ",".join(f"{r}={a}" for r, a in spec.resources.items() if a > 0)
+    return f"{spec.tenant}|{spec.gang}|{needs}"
+
+
+def job_state(fields: dict) -> str:
+    """What ``enqueue.lua`` compares to see whether a job changed since it was read."""
+    if not fields:
+        return ""
+    return f"{fields.get('version', '')}|{fields.get('next_index', '')}|{fields.get('status', '')}"
+
+
+def _chunks(jobs: list[tuple[str, JobSpec]], limit: int):
+    """(job id, spec) pairs in runs of at most ``limit`` tasks and ``limit`` jobs (a job of
+    more than ``limit`` tasks alone)."""
+    chunk: list[tuple[str, JobSpec]] = []
+    tasks = 0
+    for job in jobs:
+        replicas = job[1].replicas
+        if chunk and (tasks + replicas > limit or len(chunk) >= limit):
+            yield chunk
+            chunk, tasks = [], 0
+        chunk.append(job)
+        tasks += replicas
+    if chunk:
+        yield chunk
+
+
+def _text_after_id(spec: JobSpec) -> str:
+    """The stored spec text (normalised JSON, ``id`` first) after ``{"id":"<id>``: what
+    jobs that differ only in their id share (enqueue_many.lua puts each id in front)."""
+    text = orjson.dumps(spec.raw).decode()
+    head = '{"id":"' + spec.id
+    if not text.startswith(head + '"'):
+        raise ValueError(f"job {spec.id}: its stored spec does not start with its id.")
+    return text[len(head):]
+
+
+@dataclasses.dataclass
+class JobSummary:
+    id: str
+    version: int
+    status: str
+    created_ms: int
+    spec: dict
+    task_states: list[str]
+
+
+class JobStore(NamespaceStore):
+    def get_job(self, job_id: str) -> dict:
+        check_job_id(job_id)
+        fields = self.client.hgetall(self.keys.job(job_id))
+        if not fields:
+            raise NotFound(f"job {job_id!r} does not exist.")
+        return {"id": job_id, "version": int(fields["version"]), "status": fields.get("status", "running"),
+                "created": int(fields.get("created", 0)), "spec": orjson.loads(fields["spec"])}
+
+    def job_fields(self, job_id: str) -> dict[str, str]:
+        """The job's hash as stored (empty when there is no such job)."""
+        return self.client.hgetall(self.keys.job(job_id))
+
+    def set_job_status(self, job_id: str, status: str) -> None:
+        self.client.hset(self.keys.job(job_id), "status", status)
+
+    def job_ids(self) -> list[str]:
+        return sorted(self.client.smembers(self.keys.jobs))
+
+    def global_job_ids(self) -> list[str]:
+        return sorted(self.client.smembers(self.keys.global_jobs))
+
+    def job_spec(self, job_id: str, version: int | None = None) -> JobSpec:
+        """The parsed spec of a job at a version (specs of old versions are kept per version)."""
+        key = self.keys.job(job_id)
+        field = "spec" if version is None else f"spec:{version}"
+        raw = self.client.hget(key, field)
+        if raw is None:
+            raise NotFound(f"job {job_id!r} (version {version}) does not exist.")
+        return parse_stored(raw)
+
+    def job_task_ids(self, job_id: str) -> list[str]:
+        return self.client.zrange(self.keys.job_tasks(job_id), 0, -1)
+
+    def all_task_ids(self) -> list[str]:
+        ids: list[str] = []
+        for job_id in self.job_ids():
+            ids += self.job_task_ids(job_id)
+        return ids
+
+    def job_summaries(self) -> list[JobSummary]:
+        """Every job with the state of each of its tasks, in two pipelined round trips."""
+        k = self.keys
+        ids = self.job_ids()
+        with self.client.pipeline(transaction=False) as pipe:
+            for job_id in ids:
+                pipe.hmget(k.job(job_id), "version", "status", "created", "spec")
+                pipe.zrange(k.job_tasks(job_id), 0, -1)
+            replies = pipe.execute()
+        found, task_ids = [], []
+        for job_id, (version, status, created, spec), ids_of_job in zip(ids, replies[::2], replies[1::2]):
+            if spec is None:
+                continue  # removed between the two reads
+            found.append(JobSummary(job_id, int(version or 0), status or "running", int(created or 0),
+                                    orjson.loads(spec), []))
+            task_ids.append(ids_of_job)
+        with self.client.pipeline(transaction=False) as pipe:
+            for ids_of_job in task_ids:
+                for task_id in ids_of_job:
+                    pipe.hget(k.task(task_id), "state")
+            states = iter(pipe.execute())
+        for summary, ids_of_job in zip(found, task_ids):
+            summary.task_states = [state for _ in ids_of_job if (state := next(states)) is not None]
+        return found
+
+    # Writing jobs and creating their tasks.
+    def mark_job(self, spec: JobSpec) -> None:
+        """Record what claim.lua needs of a job: its tenant, gang size and one task's needs."""
+        self.client.hset(self.keys.job_shares, spec.id, shares_value(spec))
+
+    def enqueue(self, job_id: str, read: str, job_fields: dict, version: int, priority: int, first_index: int,
+                count: int, *, pins: list[str] | None = None, delay_ms: int = 0, retries: int = 0,
+                is_global: bool = False, shares: str = "") -> int | None:
+        """``enqueue.lua``: write ``job_fields`` to the job's hash and queue ``count`` new
+        pending tasks (``<job>.<first_index + i>``), created now (Redis TIME), if the job is
+        still as ``read`` (:func:`job_state`; "" = it must not exist). ``pins`` fixes each
+        task to one node (global jobs); ``delay_ms`` starts them in backoff (restart delay);
+        ``retries`` counts how many tasks ran before them in the same slot; ``shares``, if
+        given, is written as the job's ``jobs:shares`` entry (:meth:`mark_job`) with its
+        hash. Returns the creation time (ms), or None when the job changed since it was read.
+
+        No call blocks Redis for long: the first call (job hash and the first
+        ``ENQUEUE_CHUNK`` tasks) is the compare-and-set; the other tasks follow in fill
+        calls of a chunk each (:meth:`enqueue_fill`), which stop early if the job is
+        stopped or replaced meanwhile. The first call is never resent after a timeout
+        or a lost connection (it may have been applied): that is one sentence,
+        :class:`RedisUnavailable`. Fill calls are idempotent, so they are resent."""
+        self.register_namespace()
+        k = self.keys
+        head = min(count, ENQUEUE_CHUNK)
+        mark = None
+        if count > head and not pins:
+            # The fill calls may never come (the submitter dies): the mark lets any worker
+            # create the rest (:meth:`complete_fills`). Global jobs' tasks are reconciled anyway.
+            mark = f"filling:{version}:{first_index}"
+            job_fields = {**job_fields, mark: f"{count}|{priority}|{delay_ms}|{retries}"}
+            self.client.zadd(k.filling, {job_id: self.now_ms()})
+        try:
+            reply = self._enqueue_script(read, job_id, version, priority, first_index, head, (pins or [])[:head],
+                                         delay_ms=delay_ms, retries=retries, job_fields=job_fields,
+                                         is_global=is_global, shares=shares)
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            raise RedisUnavailable(
+                f"Redis did not answer while job {job_id!r} was being written ({str(exc).rstrip('.')}); it may or "
+                f"may not have been applied: look with `sched job show {job_id}`.") from None
+        if not reply[0]:
+            return None
+        self._fill(job_id, version, priority, first_index + head, count - head, pins=pins[head:] if pins else None,
+                   delay_ms=delay_ms, retries=retries)
+        if mark is not None:
+            self.filled(job_id, mark)
+        return int(reply[1])
+
+    def filled(self, job_id: str, mark: str | None) -> None:
+        """The tasks that ``mark`` (a ``filling:<version>:<first index>`` field; None: the
+        submit's first call never landed) stood for exist, or no longer need to: drop it,
+        and the job from ``jobs:filling`` if it was its last."""
+        k = self.keys
+        if mark is not None:
+            self.client.hdel(k.job(job_id), mark)
+        if not any(field.startswith("filling:") for field in self.client.hkeys(k.job(job_id))):
+            self.client.zrem(k.filling, job_id)
+
+    def unfinished_fills(self, before_ms: int) -> dict[str, dict[str, str]]:
+        """Jobs whose submit began queueing before ``before_ms`` and has not finished:
+        job id -> its ``filling:*`` fields (none if the first call never landed)."""
+        k = self.keys
+        ids = self.client.zrangebyscore(k.filling, "-inf", before_ms)
+        if not ids:
+            return {}
+        with self.client.pipeline(transaction=False) as pipe:
+            for job_id in ids:
+                pipe.hgetall(k.job(job_id))
+            rows = pipe.execute()
+        return {job_id: {f: v for f, v in row.items() if f.startswith("filling:") or f in ("status", "version")}
+                for job_id, row in zip(ids, rows)}
+
+    def enqueue_fill(self, job_id: str, version: int, priority: int, first_index: int, count: int, *,
+                     pins: list[str] | None = None, delay_ms: int = 0, retries: int = 0,
+                     attempts: int = 5) -> int | None:
+        """One fill call of ``enqueue.lua``: create the tasks ``<job>.<first_index + i>``
+        (``count`` <= a chunk) that do not exist yet, if the job is still running at
+        ``version``. Idempotent, so resent (``attempts`` times) after a timeout or a lost
+        connection. Returns how many tasks it created, or None if the job changed."""
+
+        def call() -> list:
+            return self._enqueue_script(f"={version}", job_id, version, priority, first_index, count, pins or [],
+                                        delay_ms=delay_ms, retries=retries)
+
+        reply = _resending(call, attempts, lambda exc: RedisUnavailable(
+            f"Redis did not answer while the tasks of job {job_id!r} from index {first_index} were being "
+            f"queued ({str(exc).rstrip('.')}); the job has fewer tasks than it asks for."))
+        return int(reply[2]) if reply[0] else None
+
+    def _fill(self, job_id: str, version: int, priority: int, first_index: int, count: int, *,
+              pins: list[str] | None = None, delay_ms: int = 0, retries: int = 0) -> None:
+        """Create the tasks ``<job>.<first_index + i>`` (``i < count``) by fill calls of a
+        chunk each, until the job is stopped or replaced (its newer state decides)."""
+        for offset in range(0, count, ENQUEUE_CHUNK):
+            size = min(ENQUEUE_CHUNK, count - offset)
+            chunk_pins = pins[offset:offset + size] if pins else None
+            if self.enqueue_fill(job_id, version, priority, first_index + offset, size, pins=chunk_pins,
+                                 delay_ms=delay_ms, retries=retries) is None:
+                break
+
+    def complete_fills(self, before_ms: int) -> list[str]:
+        """Create the missing tasks of submits that began before ``before_ms`` and stopped
+        part way: a job of more tasks than one call takes is marked until its last fill call
+        (:meth:`enqueue`), so if its submitter died or lost Redis in between, this finishes
+        the job (only while it runs at that version). Returns the jobs it completed."""
+        completed = []
+        for job_id, fields in self.unfinished_fills(before_ms).items():
+            marks = [field for field in fields if field.startswith("filling:")]
+            for mark in marks:
+                _, version, first = mark.split(":")
+                count, priority, delay_ms, retries = (int(part) for part in fields[mark].split("|"))
+                if fields.get("status") == "running" and fields.get("version") == version:
+                    if job_id not in completed:
+                        completed.append(job_id)
+                    self._fill(job_id, int(version), priority, int(first), count, delay_ms=delay_ms, retries=retries)
+                self.filled(job_id, mark)
+            if not marks:
+                self.filled(job_id, None)
+        return completed
+
+    def enqueue_many(self, jobs: list[tuple[str, JobSpec]], attempts: int = 5) -> list[bool]:
+        """``enqueue_many.lua``: create new jobs (version 1) with their pending tasks, many
+        per call, up to ``ENQUEUE_CHUNK`` tasks (and at most that many jobs) per call; each
+        job only if it does not exist yet. ``jobs`` are (job id, spec) pairs: the spec may
+        be one shared by jobs that differ only in their id (its own id is then ignored), and
+        runs of jobs sharing a spec send its text once. Returns, per job in order, True when
+        this created it, False when it existed (nothing written: submit it the ordinary
+        way). Every job must have ``replicas`` <= ``ENQUEUE_CHUNK`` and not be global.
+
+        The calls go from a sender thread, ``_PIPELINED`` per round trip (so that Redis has
+        the next call at hand when one ends), while the next ones are laid out here. Each
+        call is idempotent, so a round trip is resent (``attempts`` times) after a timeout
+        or a lost connection (a resent call reports the jobs it had created as existing);
+        if one fails for good, none after it is sent."""
+        self.register_namespace()
+        replies: list = []
+        failure: list[BaseException] = []
+        work: queue.Queue = queue.Queue(maxsize=2)
+
+        def run(calls) -> list:
+            for reloaded in (False, True):
+                pipe = self.client.pipeline(transaction=False)
+                for _first, _last, keys, args in calls:
+                    self.scripts.queue(pipe, "enqueue_many", keys, args)
+                try:
+                    return pipe.execute()
+                except NoScriptError:  # Redis lost its scripts (a restart): load them, send again
+                    if reloaded:
+                        raise
+                    self.scripts.load_all()
+
+        def send() -> None:
+            while (calls := work.get()) is not None:
+                if failure:
+                    continue
+                first, last = calls[0][0], calls[-1][1]
+                try:
+                    replies.extend(_resending(lambda: run(calls), attempts, lambda exc: RedisUnavailable(
+                        f"Redis did not answer while jobs {first!r} to {last!r} were being written "
+                        f"({str(exc).rstrip('.')}); the jobs before them were written, these may or may "
+                        f"not have been, none after them was.")))
+                except BaseException as exc:  # noqa: BLE001 (handed to the caller below)
+                    failure.append(exc)
+
+        sender = threading.Thread(target=send, name="enqueue_many", daemon=True)
+        sender.start()
+        try:
+            calls = []
+            for call in self._enqueue_many_calls(jobs):
+                calls.append(call)
+                if len(calls) == _PIPELINED:
+                    if failure:
+                        break
+                    work.put(calls)
+                    calls = []
+            if calls and not failure:
+                work.put(calls)
+        finally:
+            work.put(None)
+            sender.join()
+        if failure:
+            raise failure[0]
+        return [flag == 1 for reply in replies for flag in reply[1]]
+
+    def _enqueue_many_calls(self, jobs: list[tuple[str, JobSpec]]):
+        """(first job id, last job id, keys, args) of each ``enqueue_many.lua`` call."""
+        k = self.keys
+        fixed = [k.jobs, k.active, k.enqueue_seq, k.job_shares, k.wake]
+        task_key = k.task
+        rests: dict[int, str] = {}
+        for chunk in _chunks(jobs, ENQUEUE_CHUNK):
+            keys, args = list(fixed), [k.events, 0]
+            shared, count_at = None, 0
+            for job_id, spec in chunk:
+                if spec is not shared:  # a new group: its spec text after the id, once
+                    shared = spec
+                    rest = rests.get(id(spec))
+                    if rest is None:
+                        rest = rests[id(spec)] = _text_after_id(spec)
+                    args += [spec.priority, rest, shares_value(spec), spec.replicas, 0]
+                    count_at = len(args) - 1
+                    args[1] += 1
+                args[count_at] += 1
+                args.append(job_id)
+                keys += [k.job(job_id), k.job_tasks(job_id)]
+                keys += [task_key(f"{job_id}.{i}") for i in range(spec.replicas)]
+            yield chunk[0][0], chunk[-1][0], keys, args
+
+    def _enqueue_script(self, read: str, job_id: str, version: int, priority: int, first_index: int, count: int,
+                        pins: list[str], *, delay_ms: int, retries: int, job_fields: dict | None = None,
+                        is_global: bool = False, shares: str = "") -> list:
+        """The one call of ``enqueue.lua`` (its header lays out KEYS and ARGV): a first call
+        (``read`` as :func:`job_state` says, with ``job_fields``) or a fill call (``read``
+        ``=<version>``, no fields), creating the tasks ``<job>.<first_index + i>``."""
+        k = self.keys
+        fields = job_fields or {}
+        args = [read, k.events, job_id, version, priority, first_index, delay_ms, retries, int(is_global), shares,
+                len(fields)]
+        for field, value in fields.items():
+            args += [field, value]
+        args += pins
+        keys = [k.job(job_id), k.jobs, k.global_jobs, k.active, k.backoff, k.job_tasks(job_id), k.enqueue_seq,
+                k.job_shares, k.wake, *(k.task(f"{job_id}.{first_index + i}") for i in range(count))]
+        return self.scripts.enqueue(keys=keys, args=args)
+
+
+def _resending(call, attempts: int, gave_up):
+    """``call()``, which must be idempotent, sent again after a timeout or a lost connection
+    with a growing pause, ``attempts`` times in all; then ``gave_up(error)`` is raised."""
+    for attempt in range(attempts):
+        try:
+            return call()
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            if attempt == attempts - 1:
+                raise gave_up(exc) from None
+            time.sleep(min(2.0, 0.1 * 2 ** attempt))
+
+
+@lru_cache(maxsize=4096)
+def parse_stored(raw: str) -> JobSpec:
+    """A spec as stored (normalised JSON, ``id`` first). Jobs made from one template differ
+    only in their id, so the rest of the text is parsed and validated once and shared."""
+    head, comma, rest = raw.partition('",')
+    # Shared only for an id whose JSON text is the id itself (a valid id has no escapes);
+    # anything else (say "web\\n" or an escaped quote) is decoded and checked in full.
+    shared = comma and head.startswith('{"id":"') and is_job_id(head[7:])
+    if shared:
+        template = _templates.get(rest)
+        if template is not None:
+            return template.with_id(head[7:])
+    spec = parse_job(orjson.loads(raw))  # an error names this job
+    if shared:
+        if len(_templates) >= _TEMPLATES_KEPT:
+            _templates.clear()
+        _templates[rest] = spec
+    return spec
+
+
+_TEMPLATES_KEPT = 1024
+_templates: dict[str, JobSpec] = {}  # stored text after the id -> a spec parsed from it

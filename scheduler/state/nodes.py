@@ -1,0 +1,212 @@
+"""Nodes and their agents in Redis: registration, listing, availability and status,
+removal, the live-task set of a node, and the agents' heartbeats.
+
+A node hash is kept flat and readable (``redis-cli HGETALL sched:{default}:node:n1``
+shows ``cap:cpu``, ``alloc:cpu``, ``port:8080``...); :func:`node_from_hash` decodes it.
+Every change of a node goes through a Lua script (``node_put``, ``node_set``,
+``node_rm``), which also feeds the workers' node caches (``nodes:changes``).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import orjson
+
+from scheduler.model import ACTIVE, AVAILABILITIES, DOWN, READY, Node, check_node_name
+from scheduler.model.errors import NotFound, SpecError
+from scheduler.state.namespace import NamespaceStore
+from scheduler.state.nominations import parse_nomination
+
+_DESCRIPTION = ("hostname", "role", "os", "arch")
+
+
+def node_from_hash(fields: dict[str, str]) -> Node:
+    """Decode a node hash (see :func:`node_fields`) into a :class:`Node`."""
+    capacity, allocated, ports, nominations = {}, {}, {}, {}
+    for field, value in fields.items():
+        kind = field[:4]
+        if kind == "cap:":
+            capacity[field[4:]] = int(value)
+        elif kind == "allo":
+            allocated[field[6:]] = int(value)
+        elif kind == "port":
+            ports[int(field[5:])] = value
+        elif kind == "nom:":
+            nominations[field[4:]] = parse_nomination(field[4:], value)
+    get = fields.get
+    return Node(
+        name=fields["name"],
+        capacity=capacity,
+        allocated=allocated,
+        labels=_decoded(get("labels", "{}")),
+        engine_labels=_decoded(get("engine_labels", "{}")),
+        hostname=get("hostname", ""),
+        role=get("role", "worker"),
+        os=get("os", "linux"),
+        arch=get("arch", "amd64"),
+        plugins=_decoded(get("plugins", "[]"), frozenset),
+        availability=get("availability", ACTIVE),
+        status=get("status", READY),
+        ports=ports,
+        tasks=int(get("tasks", 0)),
+        nominations=nominations,
+    )
+
+
+@lru_cache(maxsize=10_000)  # nodes share a few label and plugin texts
+def _decoded(text: str, kind=None):
+    """``text`` (JSON) decoded, made ``kind`` if given; the same object for the same text,
+    so it must not be changed (nothing changes a node's labels or plugins in place)."""
+    value = orjson.loads(text)
+    return value if kind is None else kind(value)
+
+
+def node_fields(node: Node) -> list[str]:
+    """The description part of a node hash, as field/value pairs (capacity goes separately)."""
+    out = []
+    for name in _DESCRIPTION:
+        out += [name, getattr(node, name)]
+    out += ["labels", orjson.dumps(node.labels).decode(), "engine_labels", orjson.dumps(node.engine_labels).decode(),
+            "plugins", orjson.dumps(sorted(node.plugins)).decode()]
+    return out
+
+
+class NodeStore(NamespaceStore):
+    def resource_names(self) -> list[str]:
+        return sorted(self.client.smembers(self.keys.resources))
+
+    def put_node(self, node: Node) -> bool:
+        """Register or update a node; returns True when it is new."""
+        current = self.client.hgetall(self.keys.node(node.name))
+        return bool(self.node_put(node, {f[4:] for f in current if f.startswith("cap:")}))
+
+    def node_put(self, node: Node, previous_resources=frozenset(), client=None):
+        """The ``node_put.lua`` call for ``node``; ``previous_resources`` are the ones the
+        node had before (they lose their capacity if it no longer has them). ``client``
+        may be a pipeline, to register many new nodes per round trip."""
+        self.register_namespace()
+        k = self.keys
+        names = sorted(set(previous_resources) | set(node.capacity))
+        args = [k.events, node.name, len(names)]
+        for name in names:
+            args += [name, node.capacity.get(name, "")]
+        args += node_fields(node)
+        return self.scripts.node_put(
+            keys=[k.node(node.name), k.nodes, k.node_changes, k.node_seq, k.cycle, k.move_cycle, k.resources,
+                  k.node_epoch],
+            args=args, client=client)
+
+    def put_new_nodes(self, nodes: list[Node], chunk: int = 1000, advance=None) -> None:
+        """Register nodes that do not exist yet, ``chunk`` per round trip: the same script
+        call as :meth:`put_node`, without first reading each node. ``advance(n)`` is called
+        after each chunk (a progress bar)."""
+        with self.client.pipeline(transaction=False) as pipe:
+            for i in range(0, len(nodes), chunk):
+                part = nodes[i:i + chunk]
+                for node in part:
+                    self.node_put(node, client=pipe)
+                pipe.execute()
+                if advance:
+                    advance(len(part))
+
+    def get_node(self, name: str) -> Node:
+        fields = self.client.hgetall(self.keys.node(name))
+        if not fields:
+            raise NotFound(f"node {name!r} does not exist.")
+        return node_from_hash(fields)
+
+    def node_names(self) -> list[str]:
+        return sorted(self.client.smembers(self.keys.nodes))
+
+    def nodes(self, names: list[str] | None = None) -> list[Node]:
+        names = self.node_names() if names is None else names
+        with self.client.pipeline(transaction=False) as pipe:
+            for name in names:
+                pipe.hgetall(self.keys.node(name))
+            replies = pipe.execute()
+        return [node_from_hash(fields) for fields in replies if fields]
+
+    def _set_node(self, name: str, field: str, value: str) -> str:
+        k = self.keys
+        check_node_name(name)
+        before = self.scripts.node_set(keys=[k.node(name), k.node_changes, k.node_seq, k.cycle, k.move_cycle, k.node_epoch],
+                                       args=[k.events, name, field, value])
+        if before is None:
+            raise NotFound(f"node {name!r} does not exist.")
+        return before
+
+    def set_availability(self, name: str, availability: str) -> str:
+        if availability not in AVAILABILITIES:
+            raise SpecError(f"availability {availability!r} is not one of {', '.join(AVAILABILITIES)}.")
+        return self._set_node(name, "availability", availability)
+
+    def set_status(self, name: str, status: str) -> str:
+        if status not in (READY, DOWN):
+            raise SpecError(f"status {status!r} is not one of ready, down.")
+        return self._set_node(name, "status", status)
+
+    def remove_node(self, name: str) -> None:
+        k = self.keys
+        check_node_name(name)
+        result = self.scripts.node_rm(
+            keys=[k.node(name), k.nodes, k.node_tasks(name), k.node_changes, k.node_seq,
+                  k.heartbeat(name), k.node_epoch],
+            args=[k.events, name])
+        if result == 0:
+            raise NotFound(f"node {name!r} does not exist.")
+        if result == -1:
+            raise SpecError(f"node {name!r} still runs tasks; drain it and wait for them to move first.")
+        self.forget_agent(name)
+
+    def node_task_ids(self, name: str) -> list[str]:
+        return sorted(self.client.smembers(self.keys.node_tasks(name)))
+
+    def node_task_sets(self, names: list[str]) -> list[set[str]]:
+        """The ids of the tasks live on each of ``names``, in that order."""
+        with self.client.pipeline(transaction=False) as pipe:
+            for name in names:
+                pipe.smembers(self.keys.node_tasks(name))
+            return pipe.execute()
+
+    def node_epoch(self) -> str | None:
+        return self.client.get(self.keys.node_epoch)
+
+    # Agents and their heartbeats.
+    def beat(self, name: str, ttl_ms: int) -> str | None:
+        """Write the agent's heartbeat (it lapses after ``ttl_ms``) and count the node as
+        agent-run; returns the node's status before."""
+        k = self.keys
+        with self.client.pipeline(transaction=False) as pipe:
+            pipe.set(k.heartbeat(name), self.now_ms(), px=ttl_ms)
+            pipe.sadd(k.agents, name)
+            pipe.hget(k.node(name), "status")
+            pipe.hset(k.agent_ttls, name, ttl_ms)
+            return pipe.execute()[2]
+
+    def agent_liveness(self) -> tuple[int, list[tuple[str, bool, str | None, int]]]:
+        """Redis TIME (ms), and (node, heartbeat still there, status, heartbeat TTL in ms)
+        for every agent-run node."""
+        k = self.keys
+        now = self.now_ms()  # apart: a cluster pipeline carries only commands with keys
+        with self.client.pipeline(transaction=False) as pipe:
+            pipe.smembers(k.agents)
+            pipe.hgetall(k.agent_ttls)
+            members, ttls = pipe.execute()
+        names = sorted(members)
+        if not names:
+            return now, []
+        with self.client.pipeline(transaction=False) as pipe:
+            for name in names:
+                pipe.exists(k.heartbeat(name))
+                pipe.hget(k.node(name), "status")
+            replies = pipe.execute()
+        return now, [(name, bool(replies[2 * i]), replies[2 * i + 1], int(ttls.get(name, 0)))
+                     for i, name in enumerate(names)]
+
+    def forget_agent(self, name: str) -> None:
+        """The node no longer has an agent: its heartbeat lapsing no longer takes it down."""
+        with self.client.pipeline(transaction=False) as pipe:
+            pipe.srem(self.keys.agents, name)
+            pipe.hdel(self.keys.agent_ttls, name)
+            pipe.execute()

@@ -1,0 +1,110 @@
+"""Tasks in Redis: reading them, starting and ending them (``start.lua``,
+``finish.lua``), the agent's enqueued mark, their output, and what a worker reads of the
+tasks it claimed (``claimed.lua``).
+"""
+
+from __future__ import annotations
+
+from scheduler.model import LIVE_STATES, STOPPED, Task
+from scheduler.model.errors import NotFound
+from scheduler.state.namespace import NamespaceStore
+
+
+class TaskStore(NamespaceStore):
+    def get_task(self, task_id: str) -> Task:
+        fields = self.client.hgetall(self.keys.task(task_id))
+        if not fields:
+            raise NotFound(f"task {task_id!r} does not exist.")
+        return Task.from_hash(fields)
+
+    def tasks(self, task_ids: list[str]) -> list[Task]:
+        """The tasks that exist among ``task_ids``, in that order."""
+        with self.client.pipeline(transaction=False) as pipe:
+            for task_id in task_ids:
+                pipe.hgetall(self.keys.task(task_id))
+            return [Task.from_hash(fields) for fields in pipe.execute() if fields]
+
+    def start_task(self, task_id: str, node: str) -> bool:
+        """``start.lua``: assigned -> running, if the task is still assigned to ``node``."""
+        k = self.keys
+        return bool(self.scripts.start(keys=[k.task(task_id)], args=[node, k.events]))
+
+    def mark_enqueued(self, task_id: str, enqueued: bool = True) -> bool:
+        """Record that the node's agent handed the task to RQ (or, with False, that it must
+        again). Marking is first-come: returns False if it was already marked."""
+        key = self.keys.task(task_id)
+        if enqueued:
+            return bool(self.client.hsetnx(key, "enqueued", 1))
+        self.client.hdel(key, "enqueued")
+        return True
+
+    def save_output(self, task_id: str, fields: dict) -> None:
+        self.client.hset(self.keys.task_output(task_id), mapping=fields)
+
+    def task_output(self, task_id: str) -> dict[str, str]:
+        """What the task printed (empty when nothing was captured)."""
+        return self.client.hgetall(self.keys.task_output(task_id))
+
+    def finish(self, tasks: list[Task], state: str, message: str = "") -> list[str]:
+        """End tasks (read with :meth:`tasks`) in ``state``: pending ones leave the queue, live
+        ones give their resources back. Returns, per task, what finish.lua reported."""
+        k = self.keys
+        keys = [k.active, k.backoff, k.unschedulable, k.inflight, k.leases, k.node_changes,
+                k.node_seq, k.cycle, k.move_cycle, k.tally_priority]
+        args = [k.events]
+        for task in tasks:
+            node = task.node if task.live else ""
+            keys += [k.task(task.id), k.node(node), k.node_tasks(node), k.tally_job(task.job)]
+            args += [task.id, state, message, node]
+        keys.append(k.usage)
+        return self.scripts.finish(keys=keys, args=args) if tasks else []
+
+    def finish_ids(self, task_ids: list[str], state: str = STOPPED, message: str = "", attempts: int = 3) -> dict:
+        """End tasks by id, re-reading any that were placed while we looked."""
+        outcome: dict[str, str] = {}
+        pending = list(task_ids)
+        for _ in range(attempts):
+            tasks = self.tasks(pending)
+            results = self.finish(tasks, state, message)
+            pending = []
+            for task, result in zip(tasks, results):
+                if result == "elsewhere":
+                    pending.append(task.id)
+                else:
+                    outcome[task.id] = result
+            if not pending:
+                break
+        return outcome
+
+    def live_tasks_on(self, nodes: list[str]) -> dict[str, list[Task]]:
+        """The live tasks on each of ``nodes``, by task id."""
+        k = self.keys
+        with self.client.pipeline(transaction=False) as pipe:
+            for name in nodes:
+                pipe.smembers(k.node_tasks(name))
+            members = pipe.execute()
+        ids = [(name, task_id) for name, names in zip(nodes, members) for task_id in sorted(names)]
+        with self.client.pipeline(transaction=False) as pipe:
+            for _, task_id in ids:
+                pipe.hgetall(k.task(task_id))
+            rows = pipe.execute()
+        out: dict[str, list[Task]] = {}
+        for (name, _), fields in zip(ids, rows):
+            if fields and fields.get("state") in LIVE_STATES:
+                out.setdefault(name, []).append(Task.from_hash(fields))
+        return out
+
+    # What a worker reads per batch.
+    def claimed(self, task_ids: list[str]) -> list[list]:
+        """``claimed.lua``: per claimed task, (job, version, pin, nominated node, the job's
+        current spec text)."""
+        k = self.keys
+        return self.scripts.claimed(keys=[*(k.task(t) for t in task_ids),
+                                          *(k.job(t.rpartition(".")[0]) for t in task_ids)])
+
+    def created_ms(self, task_ids: list[str]) -> list[int]:
+        """Each task's creation time (Redis ms; 0 if gone), in one pipelined round trip."""
+        with self.client.pipeline(transaction=False) as pipe:
+            for task_id in task_ids:
+                pipe.hget(self.keys.task(task_id), "created")
+            return [int(value or 0) for value in pipe.execute()]
