@@ -127,7 +127,10 @@ def test_job_submit_json_file_with_json_output(sched, tmp_path):
     path = tmp_path / "crunch.json"
     path.write_text(BATCH_JSON)
     result = as_json(sched("job", "submit", path, "--json"))
-    assert result == {"id": "crunch", "version": 1, "tasks": ["crunch.0", "crunch.1"], "created": True}
+    changes = result.pop("changes")
+    assert result == {"id": "crunch", "version": 1, "tasks": ["crunch.0", "crunch.1"], "created": True,
+                      "deployment": None}
+    assert changes["action"] == "create" and changes["start"] == 2
 
 
 @pytest.mark.parametrize("text, job_id, count", [(WEB_YAML, "web", 3), (BATCH_JSON, "crunch", 2)])
@@ -145,9 +148,14 @@ def test_job_submit_without_id_prints_the_new_one(sched, app):
 def test_job_resubmit_identical_then_changed(sched):
     sched("job", "submit", "-", input=WEB_YAML)
     again = as_json(sched("job", "submit", "-", "--json", input=WEB_YAML))
-    assert again == {"id": "web", "version": 1, "tasks": [], "created": False}
+    assert again["changes"]["action"] == "none"
+    assert {k: again[k] for k in ("id", "version", "tasks", "created")} == \
+        {"id": "web", "version": 1, "tasks": [], "created": False}
     changed = as_json(sched("job", "submit", "-", "--json", input=WEB_YAML.replace("priority: 70", "priority: 80")))
     assert changed["version"] == 2 and changed["tasks"] == ["web.3", "web.4", "web.5"]
+    assert changed["changes"]["action"] == "replace-all" and changed["deployment"] is None
+    assert changed["changes"]["fields"] == [{"field": "priority", "old": 70, "new": 80}]
+    assert changed["changes"]["stop"] == ["web.0", "web.1", "web.2"]
     states = {t["id"]: t["state"] for t in as_json(sched("task", "ls", "--json", "--job", "web"))}
     assert states == {"web.0": "stopped", "web.1": "stopped", "web.2": "stopped",
                       "web.3": "pending", "web.4": "pending", "web.5": "pending"}

@@ -57,7 +57,9 @@ def place(app, placements: dict[str, str], cpu=1000, memory=GiB, ports=()):
 # ----------------------------------------------------------------------------- submit
 def test_submit_creates_pending_tasks_in_the_active_queue(app):
     result = reconcile.submit(app.store, spec(replicas=3))
-    assert result == {"id": "web", "version": 1, "tasks": ["web.0", "web.1", "web.2"], "created": True}
+    assert result == {"id": "web", "version": 1, "tasks": ["web.0", "web.1", "web.2"], "created": True,
+                      "deployment": None, "changes": result["changes"]}
+    assert result["changes"]["action"] == "create"
     assert app.store.job_ids() == ["web"]
     assert app.store.job_task_ids("web") == ["web.0", "web.1", "web.2"]
     assert sorted(app.client.zrange(app.keys.active, 0, -1)) == ["web.0", "web.1", "web.2"]
@@ -117,7 +119,9 @@ def test_resubmitting_the_identical_spec_is_a_no_op(app):
     reconcile.submit(app.store, spec())
     before = snapshot(app)
     again = reconcile.submit(app.store, spec())
-    assert again == {"id": "web", "version": 1, "tasks": [], "created": False}
+    assert again == {"id": "web", "version": 1, "tasks": [], "created": False, "deployment": None,
+                     "changes": again["changes"]}
+    assert again["changes"]["action"] == "none"
     assert snapshot(app) == before
 
 
@@ -132,7 +136,9 @@ def test_identical_spec_written_differently_is_still_a_no_op(app):
 def test_changed_spec_makes_a_new_version_and_stops_the_old_tasks(app):
     reconcile.submit(app.store, spec(replicas=2))
     result = reconcile.submit(app.store, spec(replicas=2, cpu="2"))
-    assert result == {"id": "web", "version": 2, "tasks": ["web.2", "web.3"], "created": False}
+    assert result == {"id": "web", "version": 2, "tasks": ["web.2", "web.3"], "created": False, "deployment": None,
+                      "changes": result["changes"]}
+    assert result["changes"]["action"] == "replace-all"
     for old in ("web.0", "web.1"):
         assert state(app, old) == "stopped"
         assert app.client.hget(app.keys.task(old), "message") == "replaced by version 2"

@@ -32,6 +32,7 @@ from scheduler.state.connection import wait_for_redis
 from scheduler.control.execution import rq_job_id, run_task
 from scheduler.model import ASSIGNED, COMPLETED, FAILED, RUNNING, Node
 from workers import metrics
+from workers.health import HealthChecks
 
 log = logging.getLogger("sched.agent")
 
@@ -211,6 +212,7 @@ class NodeAgent:
         self.register()
         thread = threading.Thread(target=self.loop, name="agent-loop", daemon=True)
         thread.start()
+        HealthChecks(self.app, self.node.name, self._stop).start()
         pool = WorkerPool([self.rq_queue], connection=self.rq_connection, num_workers=self.slots)
         try:
             pool.start(burst=False, logging_level="WARNING")

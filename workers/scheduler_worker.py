@@ -26,7 +26,7 @@ from functools import partial
 
 import redis
 
-from scheduler.control import heartbeat, reconcile
+from scheduler.control import deployer, heartbeat, reconcile
 from scheduler.control.preemptor import Preemptor
 from scheduler.control.worker_config import WorkerConfig
 from scheduler.engine.placement import Placement, Placer, gang_waits_message
@@ -131,6 +131,7 @@ class SchedulerWorker:
         if force or now - self._last_maintain >= self.config.maintain_every_s:
             self._last_maintain = now
             self.app.queue.maintain()
+            deployer.advance_all(self.app.store)
         if force or now - self._last_health >= self.config.health_every_s:
             self._last_health = now
             for name in heartbeat.check(self.app.store, self._watch):

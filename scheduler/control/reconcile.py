@@ -3,7 +3,8 @@
 Desired state is the job (Nomad's evaluation, SwarmKit's orchestrator): ``replicas``
 live-or-pending tasks for a service or batch job, one task pinned to every eligible node
 for a global job. Submitting a changed spec gives the job a new version and replaces its
-tasks; scaling adds tasks or stops the newest; stopping ends every task.
+tasks (at once, or through a deployment); scaling adds tasks or stops the newest;
+stopping ends every task.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import orjson
 from scheduler.model.errors import SpecError
 from scheduler.model import (ACTIVE, BATCH, COMPLETED, FAILED, GLOBAL, LIVE_STATES, LOST, PENDING, READY, SERVICE,
                              STOPPED, JobSpec, Task, parse_job)
+from scheduler.control import changes
+from scheduler.state.deployments import deployment_id
 from scheduler.state.jobs import ENQUEUE_CHUNK, job_state, parse_stored, shares_value
 from scheduler.state.store import Store
 
@@ -36,9 +39,14 @@ def same_but_replicas(stored: str | None, spec: JobSpec) -> bool:
 
 
 def submit(store: Store, spec: JobSpec) -> dict:
-    """Create or update a job and queue its tasks. Returns {id, version, tasks, created}.
-    A running job whose spec changes only in ``replicas`` is scaled, keeping its tasks
-    (as a change of count is in Nomad and kube); any other change is a new version.
+    """Create or update a job and queue its tasks. Returns {id, version, tasks, created,
+    deployment, changes} (``changes``: :func:`changes.describe`, against the version that
+    was running). A running job whose spec changes only in ``replicas`` is scaled, keeping
+    its tasks (as a change of count is in Nomad and kube). Any other change is a new
+    version: with an ``update`` block it is rolled out by a deployment (the workers replace
+    the tasks group by group, ``scheduler/control/deployer.py``); without, every open task
+    stops at once and the new version's tasks are queued, except that a batch job keeps its
+    running tasks (and gets only the tasks that make up its replicas).
     A new job takes one round trip: ``enqueue.lua`` creates it unless it exists."""
     raw = orjson.dumps(spec.raw).decode()
     pins = None
@@ -47,28 +55,47 @@ def submit(store: Store, spec: JobSpec) -> dict:
     count = len(pins) if pins is not None else spec.replicas
     shares = shares_value(spec)  # tenant and gang size, for claim.lua: written with the job
     current: dict = {}
+    tasks: list[Task] = []
     while True:
-        if current.get("status") == RUNNING_JOB and current.get("spec") == raw:
+        change = changes.describe(current, spec, tasks, len(pins) if pins is not None else None)
+        if change["action"] == changes.NONE:
             store.mark_job(spec)
-            return {"id": spec.id, "version": int(current["version"]), "tasks": [], "created": False}
-        if (current.get("status") == RUNNING_JOB and spec.type != GLOBAL
-                and same_but_replicas(current.get("spec"), spec)):
+            return {"id": spec.id, "version": int(current["version"]), "tasks": [], "created": False,
+                    "deployment": None, "changes": change}
+        if change["action"] == changes.SCALE:
             store.mark_job(spec)  # the gang size may follow the replicas
             scaled = scale(store, spec.id, spec.replicas)
-            return {"id": spec.id, "version": int(current["version"]), "tasks": scaled["added"], "created": False}
+            return {"id": spec.id, "version": int(current["version"]), "tasks": scaled["added"], "created": False,
+                    "deployment": None, "changes": change}
         version = int(current.get("version", 0)) + 1
         first = int(current.get("next_index", 0))
-        fields = {"id": spec.id, "spec": raw, f"spec:{version}": raw, "version": version, "status": RUNNING_JOB,
-                  "next_index": first + count}
-        if store.enqueue(spec.id, job_state(current), fields, version, spec.priority, first, count, pins=pins,
-                         is_global=spec.type == GLOBAL, shares=shares) is not None:
-            break
+        fields = {"id": spec.id, "spec": raw, f"spec:{version}": raw, "version": version, "status": RUNNING_JOB}
+        if change["action"] == changes.DEPLOYMENT:
+            deployment = deployment_id(spec.id, version)
+            opened = {"id": deployment, "from": int(current["version"]), "to": version,
+                      "canary": spec.update.canary, "promoted": 0 if spec.update.canary else 1,
+                      "to_desired": count}
+            if store.open_deployment(spec.id, job_state(current), current.get("deployment", ""), fields, shares,
+                                     opened) is not None:
+                return {"id": spec.id, "version": version, "tasks": [], "created": False, "deployment": deployment,
+                        "changes": change}
+        else:
+            if current and pins is None:
+                count = change["start"]
+                fields["stable"] = ""  # not known healthy: a later deployment's revert goes back to this one
+            fields["next_index"] = first + count
+            if store.enqueue(spec.id, job_state(current), fields, version, spec.priority, first, count, pins=pins,
+                             is_global=spec.type == GLOBAL, shares=shares) is not None:
+                break
         current = store.job_fields(spec.id)  # it exists, or changed: read it, decide again
+        tasks = open_tasks(store, spec.id) if current else []
     new_ids = [f"{spec.id}.{first + i}" for i in range(count)]
-    if current:
-        old = [t.id for t in store.tasks(store.job_task_ids(spec.id)) if not t.terminal and t.version < version]
+    if current:  # read again: a replacement may have been queued at the old version meanwhile
+        old = [t.id for t in open_tasks(store, spec.id)
+               if t.version < version and not (spec.type == BATCH and t.live)]
         store.finish_ids(old, STOPPED, f"replaced by version {version}")
-    return {"id": spec.id, "version": version, "tasks": new_ids, "created": not current}
+    return {"id": spec.id, "version": version, "tasks": new_ids, "created": not current, "deployment": None,
+            "changes": change}
 
 
 def submit_many(store: Store, jobs: list[tuple[str, JobSpec]]) -> list[dict]:
@@ -86,7 +113,7 @@ def submit_many(store: Store, jobs: list[tuple[str, JobSpec]]) -> list[dict]:
         if made:
             job_id, spec = jobs[i]
             results[i] = {"id": job_id, "version": 1, "tasks": [f"{job_id}.{n}" for n in range(spec.replicas)],
-                          "created": True}
+                          "created": True, "deployment": None, "changes": changes.describe({}, spec, [])}
     for i, (job_id, spec) in enumerate(jobs):
         if results[i] is None:
             results[i] = submit(store, spec.with_id(job_id))

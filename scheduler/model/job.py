@@ -12,8 +12,9 @@ from scheduler.model.constraints import Constraint, attribute_getter, parse_cons
 from scheduler.model.errors import SpecError
 from scheduler.model.names import check_job_id, check_tenant, new_job_id, parse_plugins
 from scheduler.model.quantities import CPU, parse_resources
-from scheduler.model.states import (GLOBAL, JOB_TYPES, MAX_PRIORITY, MAX_REPLICAS, MIN_PRIORITY, SERVICE, SPREAD,
-                                    STRATEGIES)
+from scheduler.model.update import HealthCheck, UpdatePolicy, health_raw, parse_health, parse_update, update_raw
+from scheduler.model.states import (BATCH, GLOBAL, JOB_TYPES, MAX_PRIORITY, MAX_REPLICAS, MIN_PRIORITY, SERVICE,
+                                    SPREAD, STRATEGIES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +48,8 @@ class JobSpec:
     raw: dict = field(compare=False, repr=False)
     min_available: int = 0  # a gang: at least this many tasks start together (0: not a gang)
     tenant: str = "default"  # whose share of the cluster the job counts against (DRF)
+    update: UpdatePolicy | None = None  # how a new version rolls out (None: it replaces every task at once)
+    health: HealthCheck | None = None  # how the node's agent checks a running task
 
     @property
     def gang(self) -> int:
@@ -74,7 +77,7 @@ _SPEC_FIELDS = tuple(f.name for f in fields(JobSpec))
 _JOB_FIELDS = {
     "id", "type", "priority", "replicas", "resources", "constraints", "preferences", "ports",
     "plugins", "strategy", "max_per_node", "run", "preemptible", "preempt", "max_retries",
-    "restart_delay", "gang", "min_available", "tenant",
+    "restart_delay", "gang", "min_available", "tenant", "update", "health",
 }
 
 
@@ -182,6 +185,13 @@ def parse_job(raw) -> JobSpec:
             raise SpecError(f"job {job}: gang: true means all {replicas} replicas; leave out min_available.")
         min_available = replicas
     tenant = check_tenant(raw.get("tenant", "default"), f"job {job}: tenant")
+    update = parse_update(raw.get("update"), job)
+    if update is not None and job_type == BATCH:
+        raise SpecError(f"job {job}: update applies to service and global jobs; a batch job keeps its running "
+                        f"tasks when it changes.")
+    if update is not None and update.canary and job_type == GLOBAL:
+        raise SpecError(f"job {job}: a global job runs one task per node and cannot have canary tasks.")
+    health = parse_health(raw.get("health"), job)
     spec = JobSpec(
         id=job,
         type=job_type,
@@ -202,6 +212,8 @@ def parse_job(raw) -> JobSpec:
         raw={},
         min_available=min_available,
         tenant=tenant,
+        update=update,
+        health=health,
     )
     normalised = {
         "id": spec.id, "type": spec.type, "priority": spec.priority, "replicas": spec.replicas,
@@ -219,6 +231,10 @@ def parse_job(raw) -> JobSpec:
         normalised["min_available"] = min_available
     if tenant != "default":
         normalised["tenant"] = tenant
+    if update is not None:
+        normalised["update"] = update_raw(update)
+    if health is not None:
+        normalised["health"] = health_raw(health)
     spec.raw.update(normalised)
     return spec
 

@@ -49,6 +49,8 @@ class Task:
     started_ms: int = 0
     ended_ms: int = 0
     enqueued: bool = False  # its node's agent has handed it to RQ
+    health: str = ""  # starting, healthy or unhealthy while it runs ("" before its agent looked)
+    health_ms: int = 0  # when its health last changed (Redis ms)
 
     @property
     def live(self) -> bool:
@@ -72,5 +74,6 @@ class Task:
             ports=tuple(int(p) for p in filter(None, fields.get("ports", "").split(","))),
             created_ms=_int(fields.get("created")), assigned_ms=_int(fields.get("assigned_at")),
             started_ms=_int(fields.get("started_at")), ended_ms=_int(fields.get("ended_at")),
-            enqueued=bool(fields.get("enqueued")),
+            enqueued=bool(fields.get("enqueued")), health=fields.get("health", ""),
+            health_ms=_int(fields.get("health_at")),
         )

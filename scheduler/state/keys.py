@@ -150,6 +150,25 @@ class Keys:
         """HASH of what the task printed (see scheduler/control/output.py)."""
         return self._key("task", task_id, "output")
 
+    # Deployments (see deployments.py).
+    @cached_property
+    def deployments(self) -> str:
+        """ZSET deployment id -> when it was opened (ms): every deployment, for listing."""
+        return self._key("deployments")
+
+    @cached_property
+    def active_deployments(self) -> str:
+        """ZSET deployment id -> when it was opened (ms): the ones workers still advance."""
+        return self._key("deployments", "active")
+
+    def deployment(self, deployment_id: str) -> str:
+        """HASH of one deployment: ``<job>@<version>``, the version it rolls out."""
+        return self._key("deployment", deployment_id)
+
+    def job_deployments(self, job_id: str) -> str:
+        """ZSET deployment id -> the version it rolls out: a job's deployments."""
+        return self._key("job", job_id, "deployments")
+
     def faults(self, job_id: str) -> str:
         """ZSET "node|task" -> failure time (ms): faulty-node detection per job."""
         return self._key("faults", job_id)

@@ -28,7 +28,8 @@ from redis.exceptions import (AskError, ClusterDownError, NoScriptError, RedisCl
 log = logging.getLogger("sched.replication")
 
 SCRIPT_NAMES = ("enqueue", "enqueue_many", "claim", "reclaim", "fail", "move", "commit", "finish", "start", "preempt",
-                "preempt_gang", "unnominate", "claimed", "tallies", "node_put", "node_set", "node_rm")
+                "preempt_gang", "unnominate", "claimed", "tallies", "node_put", "node_set", "node_rm",
+                "deployment_open", "deployment_set", "task_health")
 
 
 @cache
@@ -42,7 +43,7 @@ def script_source(name: str) -> str:
 # Scripts whose calls must not be resent blindly after a timeout or a lost connection (the
 # first may have run): they are called on a client that never retries, and their wrappers
 # in Store decide (enqueue's fill calls are idempotent and resent; its first call is not).
-ONCE_SCRIPTS = ("enqueue",)
+ONCE_SCRIPTS = ("enqueue", "deployment_open")
 
 
 class ClusterSafeScript(Script):

@@ -3,7 +3,8 @@ of its nodes, jobs, tasks, nominations, tallies, quotas and tenants.
 
 Each noun's part lives in its own module, over the keys it owns: ``nodes.py`` (nodes and
 their agents), ``jobs.py`` (jobs and the scripts that create tasks), ``tasks.py``,
-``nominations.py`` (preemption), ``tallies.py``, ``quotas.py`` (quotas and tenants), all
+``nominations.py`` (preemption), ``tallies.py``, ``quotas.py`` (quotas and tenants),
+``deployments.py`` (rolling updates and task health), all
 built on ``namespace.py`` (the client, keys and scripts, and what is namespace-wide).
 :class:`Store` brings them together, so callers hold one object. Every change that must
 be atomic with the queue or the tallies goes through a Lua script, whose one Python
@@ -12,6 +13,7 @@ wrapper is in the module of the noun it changes; simple writes are plain command
 
 from __future__ import annotations
 
+from scheduler.state.deployments import DeploymentStore
 from scheduler.state.jobs import JobStore
 from scheduler.state.nodes import NodeStore
 from scheduler.state.nominations import NominationStore
@@ -20,5 +22,5 @@ from scheduler.state.tallies import TallyStore
 from scheduler.state.tasks import TaskStore
 
 
-class Store(NodeStore, JobStore, TaskStore, NominationStore, TallyStore, QuotaStore):
+class Store(NodeStore, JobStore, TaskStore, NominationStore, TallyStore, QuotaStore, DeploymentStore):
     """``Store(client, keys, scripts)``: every noun's reads and writes of one namespace."""
