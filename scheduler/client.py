@@ -26,14 +26,16 @@ from typing import Iterable, Iterator
 import orjson
 import yaml
 
-from scheduler.control import reconcile
+from scheduler.control import changes, deployer, reconcile
 from scheduler.control.plan import plan as plan_job
 from scheduler.control.processes import process
 from scheduler.control.worker_config import WorkerConfig
 from scheduler.model import (BATCH, LIVE_STATES, PENDING, TASK_STATES, TERMINAL_STATES, JobSpec, Node, SchedError, SpecError, Task,
                              make_node, parse_job)
 from scheduler.model.names import is_job_id
+from scheduler.model.errors import NotFound
 from scheduler.state.app import App, default_namespace
+from scheduler.state.jobs import parse_stored
 
 
 class WaitTimeout(SchedError, TimeoutError):
@@ -335,6 +337,48 @@ class Client:
         parsed = _spec(spec)
         return plan_job(self.app, parsed)
 
+    def history(self, job_id: str) -> list[dict]:
+        """The job's versions, oldest first: each with its spec, the fields changed from the
+        version before, whether it is current or the last healthy one, and its deployment."""
+        fields = self.store.job_fields(job_id)
+        if not fields:
+            raise NotFound(f"job {job_id!r} does not exist.")
+        return changes.history(fields, self.store.deployments(job_id, limit=10_000))
+
+    job_history = history
+
+    def revert(self, job_id: str, version: int) -> dict:
+        """Submit the spec of an earlier ``version`` again, as a new version (rolled out as
+        that spec's ``update`` block says). Returns :meth:`submit`'s result."""
+        fields = self.store.job_fields(job_id)
+        if not fields:
+            raise NotFound(f"job {job_id!r} does not exist.")
+        if f"spec:{version}" not in fields:
+            raise SpecError(f"job {job_id} has no version {version}; `sched job history {job_id}` lists them.")
+        return reconcile.submit(self.store, parse_stored(fields[f"spec:{version}"]))
+
+    def deployments(self, job: str | None = None, limit: int = 100) -> list[dict]:
+        """Deployments, newest first (the job's, or every job's), each with its ``state``."""
+        return self.store.deployments(job, limit)
+
+    def deployment(self, deployment_id: str) -> dict:
+        """One deployment: versions from and to, state, message, counts per version."""
+        return self.store.get_deployment(deployment_id)
+
+    def promote(self, deployment_id: str) -> dict:
+        """Let a deployment waiting with its canary tasks roll the rest."""
+        return deployer.promote(self.store, deployment_id)
+
+    def pause_deployment(self, deployment_id: str) -> dict:
+        return deployer.pause(self.store, deployment_id)
+
+    def resume_deployment(self, deployment_id: str) -> dict:
+        return deployer.resume(self.store, deployment_id)
+
+    def fail_deployment(self, deployment_id: str) -> dict:
+        """End a deployment as failed now (with ``auto_revert``, the job goes back)."""
+        return deployer.fail_now(self.store, deployment_id)
+
     def scale(self, job_id: str, replicas: int) -> dict:
         return reconcile.scale(self.store, job_id, replicas)
 
@@ -384,7 +428,8 @@ class Client:
         task = self.store.get_task(task_id)
         # The last attempt's explanation matters only while the task is still pending.
         explanation = orjson.loads(task.explanation) if task.explanation and task.state == PENDING else None
-        record = {"id": task.id, "state": task.state,
+        record = {"id": task.id, "state": task.state, "version": task.version, "health": task.health or None,
+                  "health_check": task.health_check or None,
                   "nodes_evaluated": explanation["nodes_evaluated"] if explanation else 0,
                   "reasons": explanation["reasons"] if explanation else {},
                   "message": explain_message(task, explanation)}

@@ -97,7 +97,7 @@ def lines(change: dict, job_id: str) -> list[str]:
             REPLACE_ALL: "new version replaces every task at once"}[action]
     out.append(f"job {job_id}: version {change['from_version']} -> {change['to_version']}: {head}")
     for item in change["fields"]:
-        out.append(f"  ~ {item['field']}: {_show(item['old'])} -> {_show(item['new'])}")
+        out.append(f"  ~ {item['field']}: {show(item['old'])} -> {show(item['new'])}")
     if change["stop"]:
         out.append(f"  stop {len(change['stop'])} task(s): {', '.join(change['stop'][:10])}"
                    + (" ..." if len(change["stop"]) > 10 else ""))
@@ -113,7 +113,7 @@ def lines(change: dict, job_id: str) -> list[str]:
     return out
 
 
-def _show(value) -> str:
+def show(value) -> str:
     return "-" if value is None else orjson.dumps(value).decode()
 
 

@@ -14,11 +14,23 @@ from scheduler.state.app import App
 from scheduler.model import GLOBAL, JobSpec
 from scheduler.engine.placement import PlacementOptions, Placer, gang_waits_message
 from scheduler.engine.preemption import Search
+from scheduler.control import changes
 from scheduler.control.preemptor import Preemptor
 from scheduler.control.reconcile import RUNNING_JOB, global_targets, open_tasks, same_but_replicas
 
 
 def plan(app: App, spec: JobSpec, margin: int | None = None) -> dict:
+    """:func:`placements`, with ``changes``: what submitting the spec would change against
+    the running version (:func:`changes.describe`: fields old -> new, tasks to stop and
+    start, a deployment or a replace-all)."""
+    store = app.store
+    stored = store.job_fields(spec.id)
+    tasks = open_tasks(store, spec.id) if stored else []
+    targets = len(global_targets(spec, store.nodes())) if spec.type == GLOBAL else None
+    return {**placements(app, spec, margin), "changes": changes.describe(stored, spec, tasks, targets)}
+
+
+def placements(app: App, spec: JobSpec, margin: int | None = None) -> dict:
     """``{job, placements, preemptions, pending, unchanged}``. Submitting a spec equal to
     the running job's changes nothing (``unchanged``: true, nothing to place); one that
     differs only in replicas scales the job, so only the tasks it would add are planned

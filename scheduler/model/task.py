@@ -51,6 +51,7 @@ class Task:
     enqueued: bool = False  # its node's agent has handed it to RQ
     health: str = ""  # starting, healthy or unhealthy while it runs ("" before its agent looked)
     health_ms: int = 0  # when its health last changed (Redis ms)
+    health_check: str = ""  # what its last health check that changed something said
 
     @property
     def live(self) -> bool:
@@ -75,5 +76,5 @@ class Task:
             created_ms=_int(fields.get("created")), assigned_ms=_int(fields.get("assigned_at")),
             started_ms=_int(fields.get("started_at")), ended_ms=_int(fields.get("ended_at")),
             enqueued=bool(fields.get("enqueued")), health=fields.get("health", ""),
-            health_ms=_int(fields.get("health_at")),
+            health_ms=_int(fields.get("health_at")), health_check=fields.get("health_check", ""),
         )

@@ -18,8 +18,8 @@ import click
 from scheduler.client import Client
 from scheduler.model import SchedError
 from scheduler.state.app import App, default_namespace
-from scheduler.tools.cli import (agent, audit, bench, demo, events, job, node, queue, quota, server, task, tenant,
-                                 worker)
+from scheduler.tools.cli import (agent, audit, bench, demo, deployment, events, job, node, queue, quota, server, task,
+                                 tenant, worker)
 from scheduler.tools.ui.command import ui
 
 
@@ -69,7 +69,8 @@ def main(ctx, redis_url, namespace, wait_replicas):
 
 
 for command in (node.node, job.job, task.task, queue.queue, quota.quota, tenant.tenant, events.events,
-                worker.worker, audit.audit, agent.agent, server.server, demo.demo, bench.bench, ui):
+                worker.worker, audit.audit, agent.agent, server.server, demo.demo, bench.bench,
+                deployment.deployment, ui):
     main.add_command(command)
 
 

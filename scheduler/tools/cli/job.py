@@ -6,6 +6,7 @@ import click
 import yaml
 
 from scheduler.client import load_specs
+from scheduler.control import changes
 from scheduler.model import SpecError
 from scheduler.tools.cli.common import json_option, pass_app
 from scheduler.tools.render import print_json, print_table
@@ -48,15 +49,29 @@ def job_submit(app, file, as_json):
     strategy: spread         # spread | binpack
     max_per_node: 2
     run: {command: ["sleep", "1"]}
+    health: {command: ["true"], interval: 1}
+    update: {max_parallel: 2, min_healthy_time: 5}   # roll a new version out
+
+    A changed job prints, after its id, what changed (see `sched job plan`).
     """
     results = app.submit_text(file.read())
     if len(results) == 1:
         if as_json:
             return print_json(results[0])
-        return click.echo(results[0]["id"])
+        click.echo(results[0]["id"])
+        return _echo_changes(results[0])
     if as_json:
         return print_json(results)
     click.echo("\n".join(result["id"] for result in results))
+
+
+def _echo_changes(result: dict) -> None:
+    """Below a changed job's id: what the submit changed (nothing for a new job)."""
+    change = result.get("changes")
+    if change and change["action"] not in (changes.CREATE, changes.NONE):
+        click.echo("\n".join(changes.lines(change, result["id"])))
+        if result.get("deployment"):
+            click.echo(f"  follow it: sched deployment status -f {result['deployment']}")
 
 
 @job.command("ls")
@@ -109,6 +124,8 @@ def job_plan(app, file, as_json):
     result = app.plan(load_spec(file))
     if as_json:
         return print_json(result)
+    if result["changes"]["action"] != changes.CREATE:
+        click.echo("\n".join(changes.lines(result["changes"], result["job"])))
     if result.get("unchanged"):
         return click.echo(f"job {result['job']}: the spec is the running job's; nothing changes")
     if result.get("stopping"):
@@ -125,6 +142,37 @@ def job_plan(app, file, as_json):
     if gang is not None:  # one line for the gang as a unit
         whole = f"gang {result['job']} (gang of {gang['size']}): " + ("placed whole" if gang["fits"] else "waits whole")
         click.echo(whole + (f": {gang['message']}" if gang["message"] else ""))
+
+
+@job.command("history")
+@click.argument("job_id", metavar="ID")
+@json_option
+@pass_app
+def job_history(app, job_id, as_json):
+    """A job's versions, with what each changed and how its deployment went."""
+    versions = app.history(job_id)
+    if as_json:
+        return print_json(versions)
+    for v in versions:
+        marks = [word for word, on in (("current", v["current"]), ("last healthy", v["stable"])) if on]
+        deployed = f"deployment {v['deployment']}: {v['deployment_state']}" if v["deployment"] else "no deployment"
+        click.echo(f"version {v['version']}" + (f" ({', '.join(marks)})" if marks else "") + f": {deployed}")
+        for item in v["changes"]:
+            click.echo(f"  ~ {item['field']}: {changes.show(item['old'])} -> {changes.show(item['new'])}")
+
+
+@job.command("revert")
+@click.argument("job_id", metavar="ID")
+@click.argument("version", type=click.IntRange(1, None))
+@json_option
+@pass_app
+def job_revert(app, job_id, version, as_json):
+    """Run an earlier version's spec again, as a new version (rolled out as that spec says)."""
+    result = app.revert(job_id, version)
+    if as_json:
+        return print_json(result)
+    click.echo(result["id"])
+    _echo_changes(result)
 
 
 @job.command("stop")

@@ -16,7 +16,7 @@ def task():
 
 def task_record(t: Task) -> dict:
     return {"id": t.id, "job": t.job, "state": t.state, "node": t.node or None, "priority": t.priority,
-            "attempts": t.attempts}
+            "attempts": t.attempts, "version": t.version, "health": t.health or None}
 
 
 @task.command("ls")
@@ -26,12 +26,13 @@ def task_record(t: Task) -> dict:
 @json_option
 @pass_app
 def task_ls(app, job_id, state, node_name, as_json):
-    """List tasks (id, job, state, node, priority)."""
+    """List tasks (id, job, version, state, health, node, priority)."""
     records = [task_record(t) for t in app.tasks(job=job_id, state=state, node=node_name)]
     if as_json:
         return print_json(records)
-    print_table(["ID", "JOB", "STATE", "NODE", "PRIORITY", "ATTEMPTS"],
-                [[r["id"], r["job"], r["state"], r["node"] or "", r["priority"], r["attempts"]] for r in records])
+    print_table(["ID", "JOB", "VERSION", "STATE", "HEALTH", "NODE", "PRIORITY", "ATTEMPTS"],
+                [[r["id"], r["job"], r["version"], r["state"], r["health"] or "-", r["node"] or "", r["priority"],
+                  r["attempts"]] for r in records])
 
 
 @task.command("explain")
@@ -43,7 +44,10 @@ def task_explain(app, task_id, as_json):
     record = app.explain(task_id)
     if as_json:
         return print_json(record)
-    click.echo(f"{record['id']}: {record['state']}")
+    click.echo(f"{record['id']}: {record['state']}, version {record['version']}"
+               + (f", {record['health']}" if record.get("health") else ""))
+    if record.get("health_check"):
+        click.echo(f"last health check: {record['health_check']}")
     gang = record.get("gang")
     if gang is not None:
         size = f"{gang['size']} tasks, all at once" if gang["size"] == gang["min_available"] else \
