@@ -428,13 +428,16 @@ class Client:
         task = self.store.get_task(task_id)
         # The last attempt's explanation matters only while the task is still pending.
         explanation = orjson.loads(task.explanation) if task.explanation and task.state == PENDING else None
-        record = {"id": task.id, "state": task.state, "version": task.version, "health": task.health or None,
-                  "health_check": task.health_check or None,
+        record = {"id": task.id, "state": task.state, "version": task.version,
                   "nodes_evaluated": explanation["nodes_evaluated"] if explanation else 0,
                   "reasons": explanation["reasons"] if explanation else {},
                   "message": explain_message(task, explanation)}
         if task.nominated_node:
             record["nominated_node"] = task.nominated_node
+        if task.health:  # a running task its agent has looked at
+            record["health"] = task.health
+            if task.health_check:
+                record["health_check"] = task.health_check
         spec = self._job_spec_or_none(task.job)
         if spec is not None and spec.gang:
             record["gang"] = {"job": spec.id, "size": spec.replicas, "min_available": spec.gang,

@@ -233,7 +233,7 @@ def test_task_ls_json_shape_and_filters(sched, app):
 def test_task_explain_json_shape(sched, app):
     sched("job", "submit", "-", input=WEB_YAML)
     never = as_json(sched("task", "explain", "web.0", "--json"))
-    assert never == {"id": "web.0", "state": "pending", "nodes_evaluated": 0, "reasons": {},
+    assert never == {"id": "web.0", "state": "pending", "version": 1, "nodes_evaluated": 0, "reasons": {},
                      "message": "waiting for a scheduler worker; no attempt has been made yet."}
 
     claim = app.queue.claim(1)

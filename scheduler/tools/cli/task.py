@@ -44,8 +44,7 @@ def task_explain(app, task_id, as_json):
     record = app.explain(task_id)
     if as_json:
         return print_json(record)
-    click.echo(f"{record['id']}: {record['state']}, version {record['version']}"
-               + (f", {record['health']}" if record.get("health") else ""))
+    click.echo(f"{record['id']}: {record['state']}" + (f", {record['health']}" if record.get("health") else ""))
     if record.get("health_check"):
         click.echo(f"last health check: {record['health_check']}")
     gang = record.get("gang")
