@@ -273,7 +273,9 @@ def test_plan_of_the_running_spec_changes_nothing(sched, app):
     for i in range(2):
         live(app, f"web.{i}", "n1")  # the node is now full
     plan = json.loads(sched("job", "plan", "-", "--json", input=WEB).stdout)
-    assert plan == {"job": "web", "placements": [], "preemptions": [], "pending": [], "unchanged": True}
+    assert plan == {"job": "web", "placements": [], "preemptions": [], "pending": [], "unchanged": True,
+                    "changes": plan["changes"]}
+    assert plan["changes"]["action"] == "none" and plan["changes"]["fields"] == []
     assert "nothing changes" in sched("job", "plan", "-", input=WEB).stdout
     # Only replicas differ: only the added task is planned (and it does not fit).
     plan = json.loads(sched("job", "plan", "-", "--json", input=WEB.replace("replicas: 2", "replicas: 3")).stdout)
@@ -283,6 +285,7 @@ def test_plan_of_the_running_spec_changes_nothing(sched, app):
     assert [p["node"] for p in plan["placements"]] == ["n2"] and plan["pending"] == []
     plan = json.loads(sched("job", "plan", "-", "--json", input=WEB.replace("replicas: 2", "replicas: 1")).stdout)
     assert plan["placements"] == [] and plan["stopping"] == 1
+    assert plan["changes"]["action"] == "scale" and plan["changes"]["stop"] == ["web.1"]
     # Another change is a new version: every task is planned.
     plan = json.loads(sched("job", "plan", "-", "--json", input=WEB.replace("cpu: 1", "cpu: 0.5")).stdout)
     assert len(plan["placements"]) + len(plan["pending"]) == 2 and plan["unchanged"] is False

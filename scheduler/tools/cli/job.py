@@ -124,7 +124,7 @@ def job_plan(app, file, as_json):
     result = app.plan(load_spec(file))
     if as_json:
         return print_json(result)
-    if result["changes"]["action"] != changes.CREATE:
+    if result["changes"]["action"] not in (changes.CREATE, changes.NONE):
         click.echo("\n".join(changes.lines(result["changes"], result["job"])))
     if result.get("unchanged"):
         return click.echo(f"job {result['job']}: the spec is the running job's; nothing changes")
