@@ -296,3 +296,49 @@ def test_cli_says_what_a_submit_changes_and_drives_the_deployment(sched, app):
     assert bad.exit_code == 2
     assert bad.stderr == "Error: job web: update.order must be stop-first or start-first, not 'sideways'.\n"
     assert app.store.job_fields("web")["version"] == "3"  # nothing half-written
+
+
+# ----------------------------------------------------------------------------- the spec, and jobs without update
+@pytest.mark.parametrize("fields, sentence", [
+    ({"update": {"order": "sideways"}}, "job w: update.order must be stop-first or start-first, not 'sideways'."),
+    ({"update": {"max_parallel": 0}}, "job w: update.max_parallel must be a whole number from 1 to 1000000, not 0."),
+    ({"update": {"auto_promote": True}}, "job w: update.auto_promote needs canary tasks to promote (canary: 1 or more)."),
+    ({"update": {"min_healthy_time": 30, "healthy_deadline": 20}},
+     "job w: update.min_healthy_time (30 s) must be shorter than healthy_deadline (20 s)."),
+    ({"update": {"surge": 1}}, "job w: update has unknown field 'surge'; known fields are auto_promote, auto_revert, "
+                               "canary, delay, healthy_deadline, max_parallel, min_healthy_time, order, "
+                               "progress_deadline."),
+    ({"type": "batch", "update": {}}, "job w: update applies to service and global jobs; a batch job keeps its "
+                                      "running tasks when it changes."),
+    ({"health": {"command": ["true"], "tcp": {"port": 80}}}, "job w: health needs exactly one of command, http or tcp."),
+    ({"health": {"http": {"path": "/"}}}, "job w: health.http must be {port: 8080, path: /healthz} (path defaults to /)."),
+    ({"health": {"tcp": {"port": 70000}}}, "job w: health.tcp.port must be a port number from 1 to 65535, not 70000."),
+    ({"health": {"command": ["true"], "interval": 0}},
+     "job w: health.interval must be a positive number of seconds up to 86400, not 0."),
+])
+def test_update_and_health_blocks_are_refused_in_one_sentence(fields, sentence):
+    from scheduler.model import SpecError
+
+    with pytest.raises(SpecError) as error:
+        parse_job({"id": "w", **fields})
+    assert str(error.value) == sentence
+
+
+def test_a_changed_batch_job_keeps_its_running_tasks(app):
+    from scheduler.model import make_node
+    from workers.scheduler_worker import SchedulerWorker, WorkerConfig
+
+    app.store.put_node(make_node("n1", cpu="2", memory="1GiB"))
+    batch = {"id": "crunch", "type": "batch", "replicas": 3, "resources": {"cpu": 0.5}}
+    submit(app, batch)
+    SchedulerWorker(app, WorkerConfig(until_idle=True)).run()
+    app.store.finish_ids(["crunch.2"], "stopped", "test")  # one task ended; two still live
+    result = submit(app, {**batch, "priority": 60})
+    assert result["changes"]["action"] == "replace-all" and result["changes"]["kept"] == ["crunch.0", "crunch.1"]
+    assert result["tasks"] == ["crunch.3"]  # replicas less the running ones
+    assert {t.id: (t.version, t.state) for t in tasks_of(app, "crunch")} == {
+        "crunch.0": (1, "assigned"), "crunch.1": (1, "assigned"), "crunch.3": (2, "pending")}
+
+
+def tasks_of(app, job_id):
+    return [t for t in app.store.tasks(app.store.job_task_ids(job_id)) if not t.terminal]
