@@ -1,10 +1,13 @@
 """Logging for the long-running processes (``sched worker``, ``sched agent``): one setup,
 two formats.
 
-``text`` (the default) is one readable line per record with its fields as ``key=value``;
-``json`` is one JSON object per line (``time``, ``level``, ``logger``, ``message`` and the
-record's fields) for log shippers. A record's fields are passed as
-``log.info("...", extra={"fields": {...}})``.
+``text`` (the default) is one readable line per record; ``json`` is one JSON object per
+line (``time``, ``level``, ``logger``, ``message`` and the record's fields) for log
+shippers. A record's fields are passed as ``log.info("...", extra={"fields": {...}})``.
+In text, a message that takes arguments already says what matters in words (``worker-0
+started: namespace default, Redis ...``), so its fields are left to the JSON format; a
+message without arguments (the periodic summaries) is followed by its fields as
+``key=value``.
 
 :func:`configure` also puts the choice in the environment (``SCHED_LOG_LEVEL``,
 ``SCHED_LOG_FORMAT``), so that worker processes spawned by ``--concurrency`` and agents
@@ -51,7 +54,7 @@ class JsonFormatter(logging.Formatter):
 class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         line = f"{_time(record)} {record.levelname.lower():7} {record.name}: {record.getMessage()}"
-        fields = _fields(record)
+        fields = _fields(record) if not record.args else None  # with arguments, the words say it
         if fields:
             line += " " + " ".join(f"{k}={v}" for k, v in fields.items())
         if record.exc_info:
