@@ -150,6 +150,10 @@ class Keys:
         """HASH of what the task printed (see scheduler/control/output.py)."""
         return self._key("task", task_id, "output")
 
+    def task_attempts(self, task_id: str) -> str:
+        """LIST of the outcomes of the task's failed placement attempts, oldest first (fail.lua)."""
+        return self._key("task", task_id, "attempts")
+
     def faults(self, job_id: str) -> str:
         """ZSET "node|task" -> failure time (ms): faulty-node detection per job."""
         return self._key("faults", job_id)
