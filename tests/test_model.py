@@ -317,3 +317,9 @@ def test_job_text_shows_memory_in_units_and_reads_back_as_the_same_spec():
     shown = yaml.safe_load(text)
     assert (shown.pop("status"), shown.pop("version")) == ("running", 2)
     assert parse_job(shown).raw == spec.raw  # the YAML is the same spec, submitted again
+    whole = parse_job({"id": "train", "resources": {"cpu": 4, "memory": "1G"}})
+    text = job_text({"status": "running", "version": 1, "spec": orjson.loads(orjson.dumps(whole.raw))})
+    assert "  cpu: 4\n  memory: 1G\n" in text, text
+    shown = yaml.safe_load(text)
+    del shown["status"], shown["version"]
+    assert parse_job(shown).raw == whole.raw

@@ -96,7 +96,7 @@ def test_every_page_and_api_route_answers(app, web):
     # A placed task with captured output, escaped.
     page = web.get(f"/tasks/web.1?ns={ns}").text
     assert "hello &lt;b&gt;world&lt;/b&gt;" in page and "<b>world" not in page
-    assert "placed on node" in page and "assigned to" in page
+    assert "placed on node" in page and '<span class="tl-what">placed on <a href="/nodes/' in page
 
     # Another namespace of the same Redis, empty: pages still answer.
     assert web.get("/?ns=elsewhere").status_code == 200

@@ -10,7 +10,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from scheduler.model.quantities import MEMORY, format_memory_exact, format_quantity
+from scheduler.model.quantities import CPU, MEMORY, format_memory_exact, format_quantity
 
 
 def print_json(value) -> None:
@@ -36,12 +36,19 @@ def usage(capacity: dict[str, int], allocated: dict[str, int]) -> str:
 
 
 def spec_for_people(spec: dict) -> dict:
-    """A stored spec (memory in bytes) with memory as people write it (``512Mi``); still the
-    same spec when submitted again. Everything else as stored."""
+    """A stored spec (memory in bytes, cpu in millicores) with memory as people write it
+    (``512Mi``) and whole cores as a number (``4``, not ``4000m``); still the same spec when
+    submitted again. Everything else as stored."""
     resources = spec.get("resources")
-    if not isinstance(resources, dict) or not isinstance(resources.get(MEMORY), int):
+    if not isinstance(resources, dict):
         return spec
-    return {**spec, "resources": {**resources, MEMORY: format_memory_exact(resources[MEMORY])}}
+    shown = dict(resources)
+    if isinstance(shown.get(MEMORY), int):
+        shown[MEMORY] = format_memory_exact(shown[MEMORY])
+    cpu = shown.get(CPU)
+    if isinstance(cpu, str) and cpu.endswith("m") and cpu[:-1].isdigit() and int(cpu[:-1]) % 1000 == 0:
+        shown[CPU] = int(cpu[:-1]) // 1000
+    return {**spec, "resources": shown}
 
 
 def job_text(job: dict) -> str:
