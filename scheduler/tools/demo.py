@@ -165,8 +165,8 @@ def run_demo(app: App, seconds: float = 12.0, console: Console | None = None, st
     summarised = False
     try:
         url = dashboard.__enter__()
-        page = f"{url}/?ns={app.keys.namespace}"
-        console.print(f"[bold]dashboard:[/bold] {page} (watch the tasks move while the demo runs)", soft_wrap=True)
+        console.print(f"[bold]dashboard:[/bold] {url}/?ns={app.keys.namespace} (watch the tasks move while the demo "
+                      f"runs)", soft_wrap=True)
         for name, cpu, memory, zone in AGENTS:
             # A process group of their own: Ctrl-C reaches the demo alone, which then stops
             # the jobs before the agents (an RQ worker's warm shutdown waits for its task).
@@ -195,7 +195,7 @@ def run_demo(app: App, seconds: float = 12.0, console: Console | None = None, st
         _summary(app, console)
         summarised = True
         if stay:
-            _stay(app, console, page)
+            _stay(app, console, url)
         return 0
     except (KeyboardInterrupt, _Interrupted):
         console.line()
@@ -210,11 +210,11 @@ def run_demo(app: App, seconds: float = 12.0, console: Console | None = None, st
                 signal.signal(sig, handler)
 
 
-def _stay(app: App, console: Console, page: str) -> None:
+def _stay(app: App, console: Console, url: str) -> None:
     ns = app.keys.namespace
     console.print(f"\n[bold]The demo cluster keeps running[/bold]: its 4 agents, 2 workers and the dashboard "
-                  f"({page}). In another shell, try:\n"
-                  f"  . .venv/bin/activate\n"
+                  f"({url}/?ns={ns}; why train waits, node by node: {url}/tasks/train.0?ns={ns}).\n"
+                  f"In another shell, with sched on the PATH (. .venv/bin/activate in this checkout), try:\n"
                   f"  sched -n {ns} task ls --state pending\n"
                   f"  sched -n {ns} task explain train.0\n"
                   f"  sched -n {ns} job show web\n"
