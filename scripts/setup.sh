@@ -127,14 +127,14 @@ else
     SATISFIED=$({ [ "$INSTALLED" = "$WANTED" ] || [ "$INSTALLED" = "$HASH tests" ]; } && echo 1 || echo 0)
 fi
 # --no-compile: Python compiles a module when it is first imported; compiling every
-# installed file up front made a first demo wait ~2 s longer.
+# installed file up front delayed a first demo's first line by ~2 s.
 if [ "$SATISFIED" -eq 0 ] || [ ! -x "$VENV/bin/sched" ]; then
     rm -f "$STAMP"
     if [ "$FOR_TESTS" -eq 1 ]; then
-        step "installing the project and its test tools into .venv (the first time takes ~30 s)"
+        step "installing the project and its test tools into .venv (the first time takes ~20 s)"
         quiet "$VENV/bin/python" -m pip install --disable-pip-version-check -q --no-compile -e "$ROOT[test]"
     else
-        step "installing the project into .venv (the first time takes ~20 s; later runs skip this)"
+        step "installing the project into .venv (the first time takes ~10 s; later runs skip this)"
         quiet "$VENV/bin/python" -m pip install --disable-pip-version-check -q --no-compile -e "$ROOT"
     fi
     echo "$WANTED" >"$STAMP"

@@ -140,6 +140,7 @@ def test_demo_runs_a_live_cluster_and_leaves_nothing_running(tmp_path_factory):
         assert (home / "redis.sock").exists(), "the demo did not use the embedded server under SCHED_HOME"
         assert f"unix://{home / 'redis.sock'}" in out
         assert "4 agents and 2 workers up" in out
+        assert out.startswith("starting a demo cluster in namespace demo: "), out  # before anything slow
         assert re.search(r"^dashboard: http://127\.0\.0\.1:\d+/\?ns=demo ", out, re.M), out
         assert out.index("dashboard: http://") < out.index("submitted web ")
         for job in DEMO_JOBS:
@@ -226,6 +227,30 @@ def test_demo_stays_up_until_ctrl_c_then_cleans_up(tmp_path_factory):
         lines.thread.join(timeout=10)
         _what_the_demo_left(home, scratch, lines.text)
         assert not _in_session(demo.pid), "processes the demo started are still running"
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+            demo.wait()
+        _clean_up(home)
+
+
+def test_a_demo_whose_output_goes_away_still_stops_what_it_started(tmp_path_factory):
+    """Its reader gone (``sched demo | head -1``): writing fails, and the cleanup still runs."""
+    home, scratch = tmp_path_factory.mktemp("demo"), tmp_path_factory.mktemp("scratch")
+    demo = subprocess.Popen([SCHED, "demo", "--seconds", "2"], env=_demo_env(home, scratch), cwd=home,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            start_new_session=True)
+    try:
+        assert demo.stdout.readline().startswith("starting a demo cluster")
+        while "agents and 2 workers up" not in (line := demo.stdout.readline()):  # the agents run: the reader goes
+            assert line, "the demo ended before its agents were up"
+        demo.stdout.close()
+        demo.wait(timeout=60)
+        assert not _in_session(demo.pid), "processes the demo started are still running"
+        assert not list(scratch.glob("sched-demo-*"))
+        app = App(redis_url=f"unix://{home / 'redis.sock'}", namespace="demo")
+        assert sorted((node.name, node.status) for node in app.store.nodes()) == [(n, DOWN) for n in DEMO_NODES]
+        app.client.close()
     finally:
         if demo.poll() is None:
             demo.kill()

@@ -155,6 +155,8 @@ def run_demo(app: App, seconds: float = 12.0, console: Console | None = None, st
     stay = wants_to_stay() if stay is None else stay
     previous = {sig: signal.signal(sig, _raise_interrupted) for sig in (signal.SIGTERM, signal.SIGHUP)}
     previous[signal.SIGINT] = signal.getsignal(signal.SIGINT)
+    console.print(f"starting a demo cluster in namespace {app.keys.namespace}: the dashboard, {len(AGENTS)} node "
+                  f"agents, 2 scheduler workers...", soft_wrap=True, highlight=False)
     store = app.store
     store.clear_namespace()
     children: list[subprocess.Popen] = []
@@ -198,12 +200,12 @@ def run_demo(app: App, seconds: float = 12.0, console: Console | None = None, st
             _stay(app, console, url)
         return 0
     except (KeyboardInterrupt, _Interrupted):
-        console.line()
+        _say(console, "")
         return 0 if summarised else 130
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the cleanup short
         try:
-            console.print("stopping the demo's jobs, agents and workers...")
+            _say(console, "stopping the demo's jobs, agents and workers...")
             _stop_everything(app, console, children, workers, dashboard, marker_dir)
         finally:
             for sig, handler in previous.items():
@@ -248,14 +250,22 @@ def _stop_everything(app: App, console: Console, children: list[subprocess.Popen
     else:
         dashboard.sock.close()
     shutil.rmtree(marker_dir, ignore_errors=True)
-    console.print("stopped every agent and worker the demo started, and the dashboard.")
+    _say(console, "stopped every agent and worker the demo started, and the dashboard.")
     if nodes_down:
-        console.print(f"The demo's {len(AGENTS)} nodes are marked down (their agents are gone); its jobs, tasks and "
+        _say(console, f"The demo's {len(AGENTS)} nodes are marked down (their agents are gone); its jobs, tasks and "
                       f"nodes stay in namespace {app.keys.namespace} to look at (sched -n {app.keys.namespace} "
-                      f"task ls) until the next demo clears it.", soft_wrap=True)
+                      f"task ls) until the next demo clears it.")
     if resolve_url(app.redis_url) is None:
-        console.print(f"the embedded Redis server keeps running ({app.display_url}) with the demo's state; "
-                      f"stop it with: sched server stop", soft_wrap=True)
+        _say(console, f"the embedded Redis server keeps running ({app.display_url}) with the demo's state; "
+                      f"stop it with: sched server stop")
+
+
+def _say(console: Console, text: str) -> None:
+    """A line of the way out: one whose output is gone (a closed pipe) must not stop the cleanup."""
+    try:
+        console.print(text, soft_wrap=True, highlight=False)
+    except OSError:
+        pass
 
 
 def _nodes_down(app: App) -> None:
@@ -270,5 +280,5 @@ def _attempt(console: Console, what: str, do) -> bool:
         do()
         return True
     except (SchedError, redis.RedisError) as error:
-        console.print(f"could not {what}: {error}", soft_wrap=True, highlight=False)
+        _say(console, f"could not {what}: {error}")
         return False
