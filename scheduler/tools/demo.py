@@ -153,8 +153,6 @@ def run_demo(app: App, seconds: float = 12.0, console: Console | None = None, st
     0, or 130 when it was interrupted before its summary."""
     console = console or Console()
     stay = wants_to_stay() if stay is None else stay
-    previous = {sig: signal.signal(sig, _raise_interrupted) for sig in (signal.SIGTERM, signal.SIGHUP)}
-    previous[signal.SIGINT] = signal.getsignal(signal.SIGINT)
     console.print(f"starting a demo cluster in namespace {app.keys.namespace}: the dashboard, {len(AGENTS)} node "
                   f"agents, 2 scheduler workers...", soft_wrap=True, highlight=False)
     store = app.store
@@ -165,6 +163,8 @@ def run_demo(app: App, seconds: float = 12.0, console: Console | None = None, st
     marker_dir = tempfile.mkdtemp(prefix="sched-demo-")
     dashboard = Background(app)
     summarised = False
+    previous = {sig: signal.signal(sig, _raise_interrupted) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    previous[signal.SIGINT] = signal.getsignal(signal.SIGINT)
     try:
         url = dashboard.__enter__()
         console.print(f"[bold]dashboard:[/bold] {url}/?ns={app.keys.namespace} (watch the tasks move while the demo "
