@@ -344,6 +344,21 @@ def test_a_pending_task_says_node_by_node_what_it_needs_and_each_node_has_free(a
     assert "attempt 3: placed on" in page and "attempts 1–2: not placed" in page and "Where it could go" not in page
 
 
+def test_a_global_jobs_pending_task_is_judged_against_its_own_node(app, web):
+    ns = app.keys.namespace
+    app.store.put_node(make_node("small", cpu=1, memory="8GiB"))
+    app.store.put_node(make_node("large", cpu=8, memory="8GiB"))
+    reconcile.submit(app.store, parse_job({"id": "agent", "type": "global", "resources": {"cpu": 2, "memory": "1GiB"}}))
+    place(app)
+    waiting = [t for t in app.store.tasks(app.store.job_task_ids("agent")) if t.state == "pending"]
+    assert [t.pin for t in waiting] == ["small"]
+    places = web.get(f"/api/tasks/{waiting[0].id}?ns={ns}").json()["places"]
+    assert places["pinned"] == "small" and [v["node"] for v in places["nodes"]] == ["small"]
+    assert places["nodes"][0]["reason"] == "insufficient cpu" and places["fits"] == 0
+    waits = web.get(f"/api/jobs/agent?ns={ns}").json()["pending"]
+    assert waits["now"]["nodes_evaluated"] == 1 and waits["now"]["available"] == 0 and waits["fits_on"] == []
+
+
 def test_times_are_relative_with_the_absolute_time_on_hover(app, web):
     cluster(app)
     page = web.get(f"/jobs/web?ns={app.keys.namespace}").text

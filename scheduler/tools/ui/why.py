@@ -61,7 +61,8 @@ def task_places(spec: JobSpec, task: Task, nodes: list[Node], job_counts: dict[s
 
 def job_waits(spec: JobSpec, tasks: list[Task], nodes: list[Node], job_counts: dict[str, int], namespace: str,
               quota: dict[str, int], used: dict[str, int]) -> JobWaits | None:
-    """None when no task of the job is pending."""
+    """None when no task of the job is pending. A global job's pending tasks are judged
+    against their own nodes only."""
     pending = [t for t in tasks if t.state == PENDING]
     if not pending:
         return None
@@ -75,6 +76,9 @@ def job_waits(spec: JobSpec, tasks: list[Task], nodes: list[Node], job_counts: d
             continue
         messages[message] += 1
         example.setdefault(message, task.id)
+    pins = {t.pin for t in pending if t.pin}
+    if pins:  # a global job's tasks each wait for their own node
+        nodes = [n for n in nodes if n.name in pins]
     now = filter_pipeline(spec).explain(nodes, job_counts)
     fits_on = [v.node for v in verdicts(spec, nodes, job_counts) if v.fits][:FITS_NAMED]
     shown = next((t.id for t in pending if _last_message(t) is not None), pending[0].id)
