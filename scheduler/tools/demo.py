@@ -153,10 +153,10 @@ def run_demo(app: App, seconds: float = 12.0, console: Console | None = None, st
     0, or 130 when it was interrupted before its summary."""
     console = console or Console()
     stay = wants_to_stay() if stay is None else stay
+    store = app.store
+    store.clear_namespace()  # first, so that a Redis it cannot reach is one sentence on stderr, alone
     console.print(f"starting a demo cluster in namespace {app.keys.namespace}: the dashboard, {len(AGENTS)} node "
                   f"agents, 2 scheduler workers...", soft_wrap=True, highlight=False)
-    store = app.store
-    store.clear_namespace()
     children: list[subprocess.Popen] = []
     workers = process("worker-processes")(app.url, app.keys.namespace, [WorkerConfig(batch_size=16)] * 2,
                                           name="demo-worker")
