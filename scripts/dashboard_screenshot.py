@@ -5,8 +5,10 @@ zones, serves the dashboard on a free loopback port and opens the overview in he
 Chromium (Debian's /usr/bin/chromium). Then, with the page open, a scheduler worker runs
 while a few jobs are submitted one after another and some placed tasks are started, so
 that the page shows them arriving live (and a placement rate), and takes the screenshot.
+Two of web's 8 tasks wait (6 nodes offer host port 8080) and train waits for 2 gpus that
+no node has, so the job and task pages have something to say about why.
 
-    .venv/bin/python scripts/dashboard_screenshot.py [--out docs/img/dashboard.png] [--page /jobs]
+    .venv/bin/python scripts/dashboard_screenshot.py [--out docs/img/dashboard.png] [--page /jobs/web]
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ NODES = [
     ("us-c2", "2", "4GiB", None, "us-c"),
 ]
 JOBS = [
-    {"id": "web", "type": "service", "replicas": 6, "priority": 60, "resources": {"cpu": 0.5, "memory": "512MiB"},
+    {"id": "web", "type": "service", "replicas": 8, "priority": 60, "resources": {"cpu": 0.5, "memory": "512MiB"},
      "ports": [8080], "preferences": [{"spread": "node.labels.zone"}]},
     {"id": "api", "type": "service", "replicas": 4, "priority": 70, "resources": {"cpu": 1, "memory": "1GiB"},
      "preferences": [{"spread": "node.labels.zone"}]},
@@ -51,7 +53,7 @@ JOBS = [
      "resources": {"cpu": 0.75, "memory": "768MiB"}},
     {"id": "log-agent", "type": "global", "resources": {"cpu": 0.1, "memory": "64MiB"},
      "constraints": ["node.labels.zone!=us-c"]},
-    {"id": "train", "type": "batch", "replicas": 2, "resources": {"cpu": 4, "memory": "8GiB", "gpu": 1}},
+    {"id": "train", "type": "batch", "replicas": 2, "resources": {"cpu": 4, "memory": "8GiB", "gpu": 2}},
 ]
 
 
@@ -70,10 +72,9 @@ def submit_jobs(app: App, pause_s: float) -> None:
 
 def start_some(app: App, share: float = 0.6) -> None:
     """Mark part of the placed tasks running, as their agents would."""
-    keys = app.keys
-    tasks = [t for t in app.store.tasks(app.store.all_task_ids()) if t["state"] == "assigned"]
+    tasks = [t for t in app.store.tasks(app.store.all_task_ids()) if t.state == "assigned"]
     for task in tasks[: int(len(tasks) * share)]:
-        app.scripts.start(keys=[keys.task(task["id"])], args=[task["node"], keys.events])
+        app.store.start_task(task.id, task.node)
 
 
 def main() -> int:

@@ -1,9 +1,20 @@
 #!/usr/bin/env bash
-# Idempotent developer/CI setup: ensures redis-server, chromium, a .venv with Python 3.11+,
-# and an editable install of the project with its test extras.
+# Idempotent developer/CI setup.
+#
+#   scripts/setup.sh           everything: what the demo needs, and what only the tests need
+#                              (redis-sentinel, chromium, the project's test extras)
+#   scripts/setup.sh --demo    only what the demo needs: redis-server, and a .venv (Python
+#                              3.11+) with an editable install of the project
+#
 # Quiet when nothing needs doing; otherwise one "setup: ..." line per step it takes, and
 # a step's captured output only when it fails.
 set -euo pipefail
+
+case "${1:-}" in
+    "") FOR_TESTS=1 ;;
+    --demo) FOR_TESTS=0 ;;
+    *) echo "setup.sh: unknown option '$1'; use no option (everything) or --demo (what the demo needs)." >&2; exit 2 ;;
+esac
 
 cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.."
 ROOT="$PWD"
@@ -26,7 +37,7 @@ step() {
     echo "setup: $*"
 }
 
-# --- system packages: redis-server, and chromium for the dashboard's browser test ---
+# --- system packages: redis-server; for the tests also redis-sentinel and chromium ---
 APT_UPDATED=0
 # apt_install PACKAGE WHY: install PACKAGE with apt-get (as root, or with passwordless sudo).
 apt_install() {
@@ -65,11 +76,13 @@ ensure_apt_package() {
     fi
 }
 
-ensure_apt_package redis-server redis-server "the tests and the embedded Redis run it"
-ensure_apt_package redis-sentinel redis-sentinel "the Sentinel failover tests run it"
-# Debian's chromium, driven by Playwright in tests/test_ui.py (Playwright's own browser
-# download is never used).
-ensure_apt_package chromium chromium "the dashboard's browser test runs it headless"
+ensure_apt_package redis-server redis-server "the embedded Redis and the tests run it"
+if [ "$FOR_TESTS" -eq 1 ]; then
+    ensure_apt_package redis-sentinel redis-sentinel "the Sentinel failover tests run it"
+    # Debian's chromium, driven by Playwright in tests/test_ui.py (Playwright's own browser
+    # download is never used).
+    ensure_apt_package chromium chromium "the dashboard's browser tests run it headless"
+fi
 
 # --- virtualenv -------------------------------------------------------------
 is_py311() {
@@ -102,10 +115,27 @@ if [ ! -x "$VENV/bin/python" ] || ! is_py311 "$VENV/bin/python"; then
 fi
 
 # --- project install (skipped when pyproject.toml is unchanged) ---------------
+# The stamp holds pyproject.toml's hash and what was installed: "demo" (the package) or
+# "tests" (the package and its test extras, which also serves the demo).
 HASH="$(sha256sum "$ROOT/pyproject.toml" | cut -d' ' -f1)"
-if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$HASH" ] || [ ! -x "$VENV/bin/pytest" ] || [ ! -x "$VENV/bin/sched" ]; then
+INSTALLED="$(cat "$STAMP" 2>/dev/null || true)"
+if [ "$FOR_TESTS" -eq 1 ]; then
+    WANTED="$HASH tests"
+    SATISFIED=$([ "$INSTALLED" = "$WANTED" ] && [ -x "$VENV/bin/pytest" ] && echo 1 || echo 0)
+else
+    WANTED="$HASH demo"
+    SATISFIED=$({ [ "$INSTALLED" = "$WANTED" ] || [ "$INSTALLED" = "$HASH tests" ]; } && echo 1 || echo 0)
+fi
+# --no-compile: Python compiles a module when it is first imported; compiling every
+# installed file up front delayed a first demo's first line by ~2 s.
+if [ "$SATISFIED" -eq 0 ] || [ ! -x "$VENV/bin/sched" ]; then
     rm -f "$STAMP"
-    step "installing the project and its test tools into .venv (the first run takes ~20 s)"
-    quiet "$VENV/bin/python" -m pip install --disable-pip-version-check -q -e "$ROOT[test]"
-    echo "$HASH" >"$STAMP"
+    if [ "$FOR_TESTS" -eq 1 ]; then
+        step "installing the project and its test tools into .venv (the first time takes ~20 s)"
+        quiet "$VENV/bin/python" -m pip install --disable-pip-version-check -q --no-compile -e "$ROOT[test]"
+    else
+        step "installing the project into .venv (the first time takes ~10 s; later runs skip this)"
+        quiet "$VENV/bin/python" -m pip install --disable-pip-version-check -q --no-compile -e "$ROOT"
+    fi
+    echo "$WANTED" >"$STAMP"
 fi

@@ -9,8 +9,8 @@ import pytest
 from scheduler.model.errors import SpecError
 from scheduler.model import make_node, parse_job, parse_labels
 from scheduler.state.jobs import parse_stored
-from scheduler.model.quantities import (MAX_BYTES, format_quantity, parse_cpu, parse_memory, parse_resources,
-                                  parse_units)
+from scheduler.model.quantities import (MAX_BYTES, format_memory_exact, format_quantity, parse_cpu, parse_memory,
+                                        parse_resources, parse_units)
 
 MiB, GiB = 2**20, 2**30
 
@@ -122,6 +122,20 @@ def test_parse_resources_rejects(raw):
 ])
 def test_format_quantity(name, amount, text):
     assert format_quantity(name, amount) == text
+
+
+@pytest.mark.parametrize("amount, shown", [
+    (512 * MiB, "512Mi"), (1536 * MiB, "1536Mi"), (8 * GiB, "8Gi"), (2**50, "1Pi"), (10**9, "1G"),
+    (1500 * 10**6, "1500M"), (64 * 1000, "64k"), (1024, "1Ki"), (1000 * MiB + 1, 1000 * MiB + 1), (0, 0), (7, 7),
+])
+def test_memory_is_shown_exactly_as_people_write_it(amount, shown):
+    assert format_memory_exact(amount) == shown
+    assert parse_memory(shown) == amount  # the text is the same amount when read back
+
+
+def test_memory_shown_exactly_reads_back_for_any_amount():
+    for amount in (1, 999, 4096, 3 * 10**6, 5 * 2**30 + 2**20, 123_456_789, MAX_BYTES):
+        assert parse_memory(format_memory_exact(amount)) == amount, amount
 
 
 # ----------------------------------------------------------------------------- nodes
@@ -288,3 +302,24 @@ def test_an_invalid_stored_spec_is_refused_naming_its_own_job():
     broken = text.replace('"fine"', '"broken"').replace('"priority":50', '"priority":5000')
     with pytest.raises(SpecError, match="job broken: priority"):
         parse_stored(broken)
+
+
+# ----------------------------------------------------------------------------- specs shown to people
+def test_job_text_shows_memory_in_units_and_reads_back_as_the_same_spec():
+    from scheduler.tools.render import job_text
+    import yaml
+
+    spec = parse_job({"id": "web", "replicas": 3, "resources": {"cpu": 0.5, "memory": "512MiB", "gpu": 1}})
+    stored = orjson.loads(orjson.dumps(spec.raw))
+    assert stored["resources"]["memory"] == 512 * MiB  # stored (and --json) in bytes
+    text = job_text({"status": "running", "version": 2, "spec": stored})
+    assert "  memory: 512Mi\n" in text and "536870912" not in text and "  cpu: 500m\n" in text
+    shown = yaml.safe_load(text)
+    assert (shown.pop("status"), shown.pop("version")) == ("running", 2)
+    assert parse_job(shown).raw == spec.raw  # the YAML is the same spec, submitted again
+    whole = parse_job({"id": "train", "resources": {"cpu": 4, "memory": "1G"}})
+    text = job_text({"status": "running", "version": 1, "spec": orjson.loads(orjson.dumps(whole.raw))})
+    assert "  cpu: 4\n  memory: 1G\n" in text, text
+    shown = yaml.safe_load(text)
+    del shown["status"], shown["version"]
+    assert parse_job(shown).raw == whole.raw

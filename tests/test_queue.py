@@ -573,3 +573,55 @@ def test_a_fair_claim_over_one_tenant_takes_the_queue_in_order(app):
     claim = app.queue.claim(5, share_from=None, job_tail=0, capacity={"cpu": 64000}, window=100)
     assert claim.task_ids == head
     assert head[:3] == ["high.0", "high.1", "high.2"]
+
+
+# ----------------------------------------------------------------------------- attempts history
+def test_each_failed_attempt_is_recorded_with_its_outcome_and_repeats_share_an_entry(clocked_app, clock):
+    app = clocked_app
+    task = submit(app, "web")[0]
+    start = clock.now
+
+    def attempt(reason: str, conflict: bool = False) -> str:
+        claim = app.queue.claim(1)
+        assert claim.task_ids == [task]
+        result = app.queue.fail(claim.token, [(task, explanation(reason))], conflicts={task} if conflict else set())
+        clock.advance(20_000)  # past any backoff
+        app.queue.move_all_to_active()
+        app.queue.flush_backoff()
+        return result[0]
+
+    assert app.queue.attempts(task) == []  # never attempted
+    assert attempt("insufficient cpu") == "unschedulable"
+    assert attempt("insufficient cpu") == "unschedulable"  # the same outcome again: one entry spans both
+    assert attempt("node paused") == "unschedulable"
+    assert attempt("node paused", conflict=True) == "backoff"
+    entries = app.queue.attempts(task)
+    assert entries == [
+        {"first": 1, "last": 2, "since": start, "at": start + 20_000, "queue": "unschedulable",
+         "message": "0/1 nodes available: 1 insufficient cpu."},
+        {"first": 3, "last": 3, "since": start + 40_000, "at": start + 40_000, "queue": "unschedulable",
+         "message": "0/1 nodes available: 1 node paused."},
+        {"first": 4, "last": 4, "since": start + 60_000, "at": start + 60_000, "queue": "backoff",
+         "message": "0/1 nodes available: 1 node paused.", "conflict": True},
+    ]
+    assert app.store.get_task(task).attempts == 4
+
+
+def test_the_attempts_list_is_bounded_and_a_stale_claim_writes_none(app):
+    from scheduler.state.queue import ATTEMPTS_KEPT
+
+    task = submit(app, "web")[0]
+    queue = SchedulingQueue(app.client, app.keys, app.scripts, QueueConfig(initial_backoff_ms=0, max_backoff_ms=0))
+    for n in range(ATTEMPTS_KEPT + 3):
+        claim = queue.claim(1)
+        assert claim.task_ids == [task]
+        queue.fail(claim.token, [(task, explanation(f"constraint node.labels.n=={n} not met"))])
+        queue.move_all_to_active()
+    entries = app.queue.attempts(task)
+    assert len(entries) == ATTEMPTS_KEPT
+    assert [e["first"] for e in entries] == list(range(4, ATTEMPTS_KEPT + 4))  # the newest kept
+    stale = app.queue.claim(1, lease_ms=20)
+    wait_for_lease_expiry(app, stale.now_ms + 20)
+    app.queue.reclaim_expired()
+    assert app.queue.fail(stale.token, [(task, explanation("other"))]) == ["lease expired"]
+    assert app.queue.attempts(task) == entries

@@ -18,6 +18,7 @@ from scheduler.model import make_node, parse_job
 from scheduler.state.app import App
 from scheduler.tools.ui.app import create_app
 from scheduler.tools.ui.server import Background
+from scheduler.tools.ui.templates import when
 from workers.scheduler_worker import SchedulerWorker, WorkerConfig
 
 ORIGIN = "http://testserver"  # what TestClient sends as Host
@@ -96,7 +97,7 @@ def test_every_page_and_api_route_answers(app, web):
     # A placed task with captured output, escaped.
     page = web.get(f"/tasks/web.1?ns={ns}").text
     assert "hello &lt;b&gt;world&lt;/b&gt;" in page and "<b>world" not in page
-    assert "placed on node" in page and "assigned to" in page
+    assert "placed on node" in page and '<span class="tl-what">placed on <a href="/nodes/' in page
 
     # Another namespace of the same Redis, empty: pages still answer.
     assert web.get("/?ns=elsewhere").status_code == 200
@@ -255,6 +256,125 @@ def test_actions_change_the_cluster(app, web):
     assert response.status_code == 409 and "stopped" in response.json()["error"]
 
 
+def test_lists_are_searched_filtered_and_sorted_in_the_query_string(app, web):
+    ns = app.keys.namespace
+    for name, cpu, zone in (("eu-1a", 4, "eu"), ("eu-1b", 8, "eu"), ("us-1a", 2, "us")):
+        app.store.put_node(make_node(name, cpu=cpu, memory="8GiB", labels=[f"zone={zone}"]))
+    app.store.set_availability("eu-1b", "pause")
+    reconcile.submit(app.store, parse_job({"id": "web", "replicas": 3, "priority": 60,
+                                           "resources": {"cpu": 1, "memory": "1GiB"}}))
+    reconcile.submit(app.store, parse_job({"id": "batch", "type": "batch", "replicas": 1, "priority": 20,
+                                           "resources": {"cpu": 3, "memory": "1GiB"}}))
+    place(app)
+
+    def names(path: str, key: str, field: str = "name") -> list[str]:
+        response = web.get(f"{path}&ns={ns}" if "?" in path else f"{path}?ns={ns}")
+        assert response.status_code == 200, response.text
+        return [row[field] for row in response.json()[key]]
+
+    assert names("/api/nodes?q=zone=eu", "nodes") == ["eu-1a", "eu-1b"]  # labels are searched
+    assert names("/api/nodes?availability=active", "nodes") == ["eu-1a", "us-1a"]
+    assert names("/api/nodes?sort=tasks&order=desc", "nodes")[0] in ("eu-1a", "us-1a")
+    assert names("/api/nodes?sort=name&order=desc", "nodes") == ["us-1a", "eu-1b", "eu-1a"]
+    assert web.get(f"/api/nodes?q=eu&ns={ns}").json()["total"] == 3
+    page = web.get(f"/nodes?q=US&ns={ns}").text  # case does not matter
+    assert 'data-node="us-1a"' in page and 'data-node="eu-1a"' not in page and "1 of 3 nodes match" in page
+
+    assert names("/api/jobs?sort=priority&order=desc", "jobs", "id") == ["web", "batch"]
+    assert names("/api/jobs?type=batch", "jobs", "id") == ["batch"]
+    pending = [t.id for t in app.store.tasks(app.store.all_task_ids()) if t.state == "pending"]
+    assert names("/api/jobs/web?state=pending", "tasks", "id") == [t for t in pending if t.startswith("web.")]
+    assert names("/api/jobs/web?sort=index&order=desc", "tasks", "id") == ["web.2", "web.1", "web.0"]
+    page = web.get(f"/jobs/web?state=assigned&ns={ns}").text
+    assigned = [t.id for t in app.store.tasks(app.store.job_task_ids("web")) if t.state == "assigned"]
+    assert all(f'data-task="{t}"' in page for t in assigned) and f"{len(assigned)} of 3 tasks match" in page
+    # The page follows the JSON route with the same choices (its live updates compare the two).
+    assert "/api/jobs/web?ns=" in page and "state=assigned" in page.split('data-live="')[1].split('"')[0]
+
+    for path, sentence in (("/api/nodes?sort=zone", "nodes can be sorted by name, status, tasks, cpu, memory"),
+                           ("/api/jobs?status=sleeping", "status must be one of running, complete, stopped"),
+                           ("/api/jobs/web?order=up", "order must be asc or desc"),
+                           ("/jobs?q=" + "x" * 101, "the search must be printable text of at most 100")):
+        response = web.get(f"{path}&ns={ns}")
+        assert response.status_code == 400 and sentence in response.text, (path, response.text[:200])
+
+
+def test_a_pending_task_says_node_by_node_what_it_needs_and_each_node_has_free(app, web):
+    cluster(app)
+    ns = app.keys.namespace
+    nodes = {n.name: n for n in app.store.nodes()}
+    record = web.get(f"/api/tasks/huge.0?ns={ns}").json()
+    places = record["places"]
+    assert places["needs"] == {"cpu": 64000, "memory": 2**30} and places["fits"] == 0
+    assert {v["node"]: v["free"] for v in places["nodes"]} == {
+        name: {r: node.capacity[r] - node.allocated.get(r, 0) for r in ("cpu", "memory")} for name, node in nodes.items()}
+    assert all(v["reason"] == "insufficient cpu" and v["short"] == ["cpu"] for v in places["nodes"])
+    page = web.get(f"/tasks/huge.0?ns={ns}").text
+    assert "Where it could go now" in page and "No node could take it now" in page and "needs 64" in page
+    assert page.count('class="num short" data-free="cpu"') == 2
+
+    # The job page sums up why its pending tasks wait.
+    waits = web.get(f"/api/jobs/huge?ns={ns}").json()["pending"]
+    assert waits["pending"] == 1 and waits["unattempted"] == 0 and waits["example"] == "huge.0"
+    message = app.queue.attempts("huge.0")[-1]["message"]
+    assert message.startswith("0/2 nodes available: 2 insufficient cpu.")
+    assert waits["last"] == [{"message": message, "tasks": 1, "example": "huge.0"}]
+    assert waits["now"]["available"] == 0 and waits["now"]["reasons"] == {"insufficient cpu": 2}
+    page = web.get(f"/jobs/huge?ns={ns}").text
+    assert "Why 1 task is pending" in page and message in page
+    assert web.get(f"/api/jobs/web?ns={ns}").json()["pending"] is None  # nothing of web waits
+
+    # Its history: each attempt, repeats in one entry.
+    app.queue.move_all_to_active()
+    place(app)
+    attempts = web.get(f"/api/tasks/huge.0?ns={ns}").json()["attempts"]
+    assert [(a["first"], a["last"], a["message"]) for a in attempts] == [(1, 2, message)]
+    assert "attempts 1–2: not placed" in web.get(f"/tasks/huge.0?ns={ns}").text
+
+    # A node with room: the pages say where it could go before a worker places it there.
+    app.store.put_node(make_node("n3", cpu=64, memory="8GiB"))
+    places = web.get(f"/api/tasks/huge.0?ns={ns}").json()["places"]
+    assert places["fits"] == 1 and places["nodes"][0] | {"free": None} == {
+        "node": "n3", "fits": True, "reason": None, "free": None, "short": [], "ports": {}}
+    waits = web.get(f"/api/jobs/huge?ns={ns}").json()["pending"]
+    assert waits["fits_on"] == ["n3"] and waits["now"]["available"] == 1
+    assert "one more task would fit on 1 of 3 nodes" in web.get(f"/jobs/huge?ns={ns}").text
+    place(app)
+    page = web.get(f"/tasks/huge.0?ns={ns}").text
+    assert "attempt 3: placed on" in page and "attempts 1–2: not placed" in page and "Where it could go" not in page
+
+
+def test_a_global_jobs_pending_task_is_judged_against_its_own_node(app, web):
+    ns = app.keys.namespace
+    app.store.put_node(make_node("small", cpu=1, memory="8GiB"))
+    app.store.put_node(make_node("large", cpu=8, memory="8GiB"))
+    reconcile.submit(app.store, parse_job({"id": "agent", "type": "global", "resources": {"cpu": 2, "memory": "1GiB"}}))
+    place(app)
+    waiting = [t for t in app.store.tasks(app.store.job_task_ids("agent")) if t.state == "pending"]
+    assert [t.pin for t in waiting] == ["small"]
+    places = web.get(f"/api/tasks/{waiting[0].id}?ns={ns}").json()["places"]
+    assert places["pinned"] == "small" and [v["node"] for v in places["nodes"]] == ["small"]
+    assert places["nodes"][0]["reason"] == "insufficient cpu" and places["fits"] == 0
+    waits = web.get(f"/api/jobs/agent?ns={ns}").json()["pending"]
+    assert waits["now"]["nodes_evaluated"] == 1 and waits["now"]["available"] == 0 and waits["fits_on"] == []
+
+
+def test_times_are_relative_with_the_absolute_time_on_hover(app, web):
+    cluster(app)
+    page = web.get(f"/jobs/web?ns={app.keys.namespace}").text
+    created = app.store.get_task("web.0").created_ms
+    element = page.split(f'data-ms="{created}"')[1].split("</time>")[0]
+    assert f'title="{when(created)}"' in element and element.endswith(("just now", "s ago"))
+
+
+def test_specs_show_memory_in_units_and_the_json_keeps_bytes(app, web):
+    cluster(app)
+    ns = app.keys.namespace
+    page = web.get(f"/jobs/web?ns={ns}").text
+    assert "memory: 1Gi" in page and "1073741824" not in page and "cpu 1, memory 1 GiB" in page
+    assert web.get(f"/api/jobs/web?ns={ns}").json()["job"]["spec"]["resources"]["memory"] == 2**30
+
+
 def test_event_stream_forwards_the_namespace_events(app):
     app.store.put_node(make_node("n1", cpu=1, memory="1GiB"))
     with Background(app) as url, httpx2.Client(timeout=10) as client:
@@ -385,4 +505,62 @@ def test_pages_update_live_in_a_browser(app, browser_page):
         page.click('tr[data-node="n2"] form:has(input[value="drain"]) button')
         page.wait_for_selector('tr[data-node="n2"] [data-field="availability"]:text("drain")')
         page.wait_for_selector('tr[data-node="n2"] [data-field="tasks"]:text("0")')
+        assert still_same_document(page)
+
+
+@pytest.mark.slow
+def test_lists_narrow_as_you_type_and_pending_tasks_say_why_in_a_browser(app, browser_page):
+    page = browser_page
+    ns = app.keys.namespace
+    app.store.put_node(make_node("n1", cpu=4, memory="8GiB", labels=["zone=eu"]))
+    app.store.put_node(make_node("n2", cpu=2, memory="4GiB", labels=["zone=us"]))
+    reconcile.submit(app.store, parse_job({"id": "web", "replicas": 3, "resources": {"cpu": 1, "memory": "1GiB"}}))
+    reconcile.submit(app.store, parse_job({"id": "huge", "replicas": 1, "resources": {"cpu": 64, "memory": "1GiB"}}))
+    place(app)
+    with Background(app) as url:
+        # Typing in the search narrows the list without a reload; the address keeps the search.
+        open_live(page, f"{url}/nodes?ns={ns}")
+        assert not page.is_visible("form[data-listing] button.apply")  # applied as typed
+        page.fill('form[data-listing] input[name="q"]', "zone=us")
+        page.wait_for_function("() => document.querySelectorAll('tr[data-node]').length === 1")
+        assert page.locator('tr[data-node="n2"]').count() == 1 and "q=zone%3Dus" in page.url
+        page.wait_for_selector(".matched:text('1 of 2 nodes match')")
+        assert still_same_document(page)
+
+        # A filter on a job's tasks, kept while the job changes: new pending tasks join the list live.
+        open_live(page, f"{url}/jobs/web?ns={ns}")
+        page.select_option('form[data-listing] select[name="state"]', "pending")
+        page.wait_for_selector("td:text('no task matches')")
+        reconcile.scale(app.store, "web", 8)
+        place(app)  # 6 cpu in all: 3 more fit, 2 wait
+        waiting = sorted(t.id for t in app.store.tasks(app.store.job_task_ids("web")) if t.state == "pending")
+        assert len(waiting) == 2
+        page.wait_for_function(f"""() => JSON.stringify([...document.querySelectorAll('tr[data-task]')]
+                                   .map(row => row.dataset.task).sort()) === '{orjson.dumps(waiting).decode()}'""")
+        assert "state=pending" in page.url and still_same_document(page)
+        # The job says why they wait.
+        page.wait_for_selector("[data-why=job] h2:text('Why 2 tasks are pending')")
+
+        # Sorting by a column header, the other way on a second click.
+        page.click('th a[data-sort="index"]')
+        page.wait_for_selector('th[aria-sort="descending"] a[data-sort="index"]')
+        assert [row.get_attribute("data-task") for row in page.query_selector_all("tr[data-task]")] == \
+            sorted(waiting, key=lambda t: -int(t.split(".")[1]))
+
+        # Times read relative, with the absolute time on hover.
+        stamp = page.query_selector("time[data-ms]")
+        assert stamp.text_content() in ("just now",) or stamp.text_content().endswith(" s ago")
+        assert stamp.get_attribute("title").endswith(" UTC")
+
+        # A pending task's page: each node's verdict with amounts, its attempts as they happen,
+        # and a node with room as soon as it is added.
+        open_live(page, f"{url}/tasks/huge.0?ns={ns}")
+        page.wait_for_selector('tr[data-verdict="n1"] td.short[data-free="cpu"]')
+        assert page.text_content('tr[data-verdict="n2"] td[data-free="memory"]').strip().endswith("GiB")
+        app.queue.move_all_to_active()
+        place(app)
+        page.wait_for_selector(".timeline :text('attempts 1–2: not placed')")
+        app.store.put_node(make_node("n3", cpu=64, memory="8GiB"))
+        page.wait_for_selector('tr[data-verdict="n3"].fits')
+        assert page.text_content("[data-why=nodes] strong").startswith("1 of 3 nodes could take it now")
         assert still_same_document(page)

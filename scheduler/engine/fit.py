@@ -32,6 +32,25 @@ def over_quota(namespace: str, resources: dict[str, int], used: dict[str, int], 
     return None
 
 
+_NONE_HELD: dict[str, int] = {}
+_NO_PORTS: frozenset[int] = frozenset()
+
+
+def held_room(node: Node, priority: int | None, job: str = "") -> tuple[dict[str, int], set[int]]:
+    """The room and host ports ``node`` holds for preemptors that a task of ``priority``
+    (of ``job``) must leave alone: nominations of the same or higher priority, of other
+    jobs. Nothing when ``priority`` is None."""
+    held: dict[str, int] = {}
+    ports: set[int] = set()
+    if priority is not None:
+        for nomination in node.nominations.values():
+            if nomination.priority >= priority and nomination.job != job:
+                for resource, amount in nomination.resources.items():
+                    held[resource] = held.get(resource, 0) + amount
+                ports.update(nomination.ports)
+    return held, ports
+
+
 def misfit(node: Node, resources: dict[str, int], ports, max_per_node: int, job_on_node: int,
            priority: int | None = None, job: str = "", *, namespace: str = "", used: dict[str, int] | None = None,
            quota: dict[str, int] | None = None) -> str | None:
@@ -45,14 +64,7 @@ def misfit(node: Node, resources: dict[str, int], ports, max_per_node: int, job_
     if node.availability != ACTIVE:
         return reasons.NODE_DRAINED if node.availability == DRAIN else reasons.NODE_PAUSED
     capacity, allocated = node.capacity, node.allocated
-    held: dict[str, int] = {}
-    held_ports: set[int] = set()
-    if node.nominations and priority is not None:
-        for nomination in node.nominations.values():
-            if nomination.priority >= priority and nomination.job != job:
-                for resource, amount in nomination.resources.items():
-                    held[resource] = held.get(resource, 0) + amount
-                held_ports.update(nomination.ports)
+    held, held_ports = held_room(node, priority, job) if node.nominations else (_NONE_HELD, _NO_PORTS)
     for resource, amount in resources.items():
         if amount > 0 and allocated.get(resource, 0) + held.get(resource, 0) + amount > capacity.get(resource, 0):
             return reasons.insufficient(resource)

@@ -116,3 +116,15 @@ def format_quantity(name: str, amount: int) -> str:
             return f"{amount / 2**20:.1f}Mi"
         return str(amount)
     return str(amount)
+
+
+def format_memory_exact(amount: int) -> str | int:
+    """Bytes as people write them, and exactly what :func:`parse_memory` reads back:
+    536870912 -> ``512Mi``, 10**9 -> ``1G``; bytes that no unit divides stay a number.
+    For specs shown to people, which must stay the same spec when submitted again."""
+    if amount > 0:
+        for unit, factor in (("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10),
+                             ("P", 10**15), ("T", 10**12), ("G", 10**9), ("M", 10**6), ("k", 10**3)):
+            if amount % factor == 0:
+                return f"{amount // factor}{unit}"
+    return amount

@@ -169,6 +169,10 @@ class Keys:
         """ZSET deployment id -> the version it rolls out: a job's deployments."""
         return self._key("job", job_id, "deployments")
 
+    def task_attempts(self, task_id: str) -> str:
+        """LIST of the outcomes of the task's failed placement attempts, oldest first (fail.lua)."""
+        return self._key("task", task_id, "attempts")
+
     def faults(self, job_id: str) -> str:
         """ZSET "node|task" -> failure time (ms): faulty-node detection per job."""
         return self._key("faults", job_id)

@@ -36,6 +36,7 @@ from scheduler.state.scripts import Scripts
 CHUNK = 500  # tasks per Lua call when moving many: keeps each call short
 RECLAIM_LIMIT = 1000  # expired leases returned per look (the rest at the next)
 FLUSH_LIMIT = 10 * CHUNK  # due backoffs moved per look
+ATTEMPTS_KEPT = 8  # entries of a task's attempts list: its last distinct placement outcomes
 
 
 def queue_score(priority: int, sequence: int) -> int:
@@ -116,15 +117,20 @@ class SchedulingQueue:
         k, c = self.keys, self.config
         results: list[str] = []
         for chunk in _chunks(failures):
-            args = [token, self._now_arg(), c.initial_backoff_ms, c.max_backoff_ms, k.events]
+            args = [token, self._now_arg(), c.initial_backoff_ms, c.max_backoff_ms, k.events, ATTEMPTS_KEPT]
+            keys = [k.inflight, k.leases, k.backoff, k.unschedulable, k.move_cycle]
             for task_id, explanation in chunk:
                 args += [task_id, orjson.dumps(explanation), "1" if task_id in conflicts else "0",
                          explanation.get("gang") or ""]
-            results += self.scripts.fail(
-                keys=[k.inflight, k.leases, k.backoff, k.unschedulable, k.move_cycle,
-                      *(k.task(task_id) for task_id, _ in chunk)],
-                args=args)
+                keys += [k.task(task_id), k.task_attempts(task_id)]
+            results += self.scripts.fail(keys=keys, args=args)
         return results
+
+    def attempts(self, task_id: str) -> list[dict]:
+        """The outcomes of the task's failed placement attempts, oldest first (at most
+        ``ATTEMPTS_KEPT`` entries; consecutive attempts with the same explanation share one):
+        ``{first, last, since, at, queue, message[, conflict]}`` (see ``lua/fail.lua``)."""
+        return [orjson.loads(entry) for entry in self.client.lrange(self.keys.task_attempts(task_id), 0, -1)]
 
     def release(self, token: str, task_ids: list[str]) -> list[str]:
         """Hand claimed tasks back to the active queue untouched (a worker stopping)."""

@@ -1,14 +1,16 @@
-"""Turning records into what people and scripts read: rich tables, or JSON on stdout."""
+"""Turning records into what people and scripts read: rich tables, job specs in YAML with
+memory in units people read, or JSON on stdout (which keeps the stored units)."""
 
 from __future__ import annotations
 
 import sys
 
 import orjson
+import yaml
 from rich.console import Console
 from rich.table import Table
 
-from scheduler.model.quantities import format_quantity
+from scheduler.model.quantities import CPU, MEMORY, format_memory_exact, format_quantity
 
 
 def print_json(value) -> None:
@@ -31,3 +33,25 @@ def usage(capacity: dict[str, int], allocated: dict[str, int]) -> str:
         used = format_quantity(name, allocated.get(name, 0))
         parts.append(f"{name} {used}/{format_quantity(name, capacity[name])}")
     return "  ".join(parts)
+
+
+def spec_for_people(spec: dict) -> dict:
+    """A stored spec (memory in bytes, cpu in millicores) with memory as people write it
+    (``512Mi``) and whole cores as a number (``4``, not ``4000m``); still the same spec when
+    submitted again. Everything else as stored."""
+    resources = spec.get("resources")
+    if not isinstance(resources, dict):
+        return spec
+    shown = dict(resources)
+    if isinstance(shown.get(MEMORY), int):
+        shown[MEMORY] = format_memory_exact(shown[MEMORY])
+    cpu = shown.get(CPU)
+    if isinstance(cpu, str) and cpu.endswith("m") and cpu[:-1].isdigit() and int(cpu[:-1]) % 1000 == 0:
+        shown[CPU] = int(cpu[:-1]) // 1000
+    return {**spec, "resources": shown}
+
+
+def job_text(job: dict) -> str:
+    """What ``sched job show`` prints: status and version, then the spec, in YAML."""
+    return yaml.safe_dump({"status": job["status"], "version": job["version"], **spec_for_people(job["spec"])},
+                          sort_keys=False).rstrip()

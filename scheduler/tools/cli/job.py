@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import click
-import yaml
 
 from scheduler.client import load_specs
 from scheduler.control import changes
 from scheduler.model import SpecError
 from scheduler.tools.cli.common import json_option, pass_app
-from scheduler.tools.render import print_json, print_table
+from scheduler.tools.render import job_text, print_json, print_table
 
 
 @click.group()
@@ -97,8 +96,7 @@ def job_show(app, job_id, as_json):
     job = app.job(job_id)
     if as_json:
         return print_json(job)
-    click.echo(yaml.safe_dump({"status": job["status"], "version": job["version"], **job["spec"]},
-                              sort_keys=False).rstrip())
+    click.echo(job_text(job))
 
 
 @job.command("scale")

@@ -16,7 +16,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, RedirectResponse
 
 from scheduler.model import Node, Task
-from scheduler.tools.ui import data, inputs
+from scheduler.tools.ui import data, inputs, listing, why
 from scheduler.tools.ui.templates import usage
 
 MAX_BODY = 16_384  # bytes of a POST body
@@ -58,6 +58,24 @@ def job_record(job: data.JobView, spec: bool = False) -> dict:
     return record
 
 
+def places_record(places: why.TaskPlaces | None) -> dict | None:
+    if places is None:
+        return None
+    return {"needs": places.needs, "ports": list(places.ports), "pinned": places.pinned or None,
+            "quota": places.quota, "fits": places.fits,
+            "nodes": [{"node": v.node, "fits": v.fits, "reason": v.reason, "free": v.free, "short": sorted(v.short),
+                       "ports": {str(port): holder for port, holder in v.ports.items()}} for v in places.verdicts]}
+
+
+def waits_record(waits: why.JobWaits | None) -> dict | None:
+    if waits is None:
+        return None
+    return {"pending": waits.pending, "unattempted": waits.unattempted,
+            "last": [{"message": message, "tasks": count, "example": example} for message, count, example in waits.last],
+            "now": waits.now.to_dict() | {"available": waits.now.available}, "fits_on": waits.fits_on,
+            "quota": waits.quota, "example": waits.example}
+
+
 # ----------------------------------------------------------------------------- reads
 def namespaces(request):
     base = request.app.state.sched
@@ -74,27 +92,37 @@ def overview(request):
 
 def nodes(request):
     app = inputs.scoped_app(request)
-    return JSON({"namespace": app.keys.namespace, "nodes": [node_record(n, ids) for n, ids in data.nodes(app)]})
+    choice = listing.choose(listing.NODES, request.query_params)
+    every = data.nodes(app)
+    rows = listing.apply(choice, every)
+    return JSON({"namespace": app.keys.namespace, "total": len(every),
+                 "nodes": [node_record(n, ids) for n, ids in rows]})
 
 
 def node(request):
     app = inputs.scoped_app(request)
+    choice = listing.choose(listing.TASKS, request.query_params)
     found, tasks = data.node(app, inputs.node_name(request.path_params["name"]))
     return JSON({"namespace": app.keys.namespace, "node": node_record(found, [t.id for t in tasks]),
-                 "tasks": [task_record(t) for t in tasks]})
+                 "tasks": [task_record(t) for t in listing.apply(choice, tasks)]})
 
 
 def jobs(request):
     app = inputs.scoped_app(request)
-    return JSON({"namespace": app.keys.namespace, "jobs": [job_record(j) for j in data.jobs(app)]})
+    choice = listing.choose(listing.JOBS, request.query_params)
+    every = data.jobs(app)
+    return JSON({"namespace": app.keys.namespace, "total": len(every),
+                 "jobs": [job_record(j) for j in listing.apply(choice, every)]})
 
 
 def job(request):
     app = inputs.scoped_app(request)
     limit = _limit(request.query_params.get("limit"))
+    choice = listing.choose(listing.TASKS, request.query_params)
     view, tasks = data.job(app, inputs.job_id(request.path_params["job_id"]))
+    shown = listing.window(choice, listing.apply(choice, tasks), limit)
     return JSON({"namespace": app.keys.namespace, "job": job_record(view, spec=True),
-                 "tasks": [task_record(t) for t in tasks[-limit:]] if limit else []})
+                 "tasks": [task_record(t) for t in shown], "pending": waits_record(data.job_waits(app, view, tasks))})
 
 
 def task(request):
@@ -103,6 +131,7 @@ def task(request):
     return JSON({"namespace": app.keys.namespace, "task": task_record(view.task),
                  "explanation": {"message": view.message, "nodes_evaluated": view.nodes_evaluated,
                                  "reasons": view.reasons, "preemption": view.preemption or None},
+                 "attempts": view.attempts, "places": places_record(view.places),
                  "output": view.output, "output_truncated": view.truncated})
 
 

@@ -19,10 +19,12 @@ import orjson
 
 from scheduler.client import explain_message, job_status
 from scheduler.control import reconcile
-from scheduler.model import DRAIN, PENDING, TASK_STATES, Node, SpecError, Task
+from scheduler.model import DRAIN, PENDING, TASK_STATES, Node, NotFound, SpecError, Task
+from scheduler.model.quantities import parse_resources
 from scheduler.state.app import App
 from scheduler.state.events import AsyncSubscription
 from scheduler.state.keys import Keys
+from scheduler.tools.ui import why
 
 NAMESPACES_TTL_S = 10.0  # the namespace list costs a SCAN of the whole keyspace: reuse it this long
 OUTPUT_LIMIT = 65_536  # characters of a task's stdout, stderr or result shown
@@ -44,6 +46,11 @@ class JobView:
     def total(self) -> int:
         return sum(self.counts.values())
 
+    @property
+    def needs(self) -> dict[str, int]:
+        """What one task asks for, in stored units (the spec keeps cpu as ``500m``)."""
+        return {name: amount for name, amount in parse_resources(self.spec.get("resources")).items() if amount > 0}
+
 
 @dataclass
 class Overview:
@@ -63,6 +70,8 @@ class TaskView:
     preemption: str = ""
     output: dict[str, str] | None = None  # stdout, stderr, result; None when nothing was captured
     truncated: bool = False
+    attempts: list[dict] = field(default_factory=list)  # its failed placement attempts (SchedulingQueue.attempts)
+    places: why.TaskPlaces | None = None  # for a pending task: each node's verdict now
 
 
 # ----------------------------------------------------------------------------- namespaces
@@ -168,7 +177,30 @@ def task(app: App, task_id: str) -> TaskView:
         view.nodes_evaluated = int(explanation.get("nodes_evaluated", 0))
         view.reasons = dict(sorted(explanation.get("reasons", {}).items(), key=lambda item: (-item[1], item[0])))
         view.preemption = explanation.get("preemption", "")
+    view.attempts = app.queue.attempts(task_id)
+    if found.state == PENDING:
+        try:
+            spec = app.store.job_spec(found.job, found.version)
+        except NotFound:  # the job is being replaced: nothing to say about this version's places
+            return view
+        quota, used = app.store.quota_and_usage()
+        view.places = why.task_places(spec, found, app.store.nodes(), app.store.job_tally(found.job),
+                                      app.keys.namespace, quota, used)
     return view
+
+
+def job_waits(app: App, view: JobView, tasks: list[Task]) -> why.JobWaits | None:
+    """Why the job's pending tasks wait (None when none is pending): their last attempts,
+    and one more task against the nodes now."""
+    if not view.counts.get(PENDING):
+        return None
+    try:
+        spec = app.store.job_spec(view.id)
+    except NotFound:
+        return None
+    quota, used = app.store.quota_and_usage()
+    return why.job_waits(spec, tasks, app.store.nodes(), app.store.job_tally(view.id), app.keys.namespace, quota,
+                         used)
 
 
 def _job_view(job_id: str, version, status, created, spec: dict) -> JobView:

@@ -1,12 +1,18 @@
 """The HTML side: Jinja templates shipped in ``templates/`` with every value escaped
-(autoescape is on for every template), and the filters they format numbers and times with."""
+(autoescape is on for every template), and the filters they format numbers and times with.
+
+Times are shown relative to now (``3 min ago``), with the absolute UTC time on hover: a
+``<time>`` element whose ``data-ms`` the page's script reads to keep the words current
+(the same wording as :func:`relative`)."""
 
 from __future__ import annotations
 
 import datetime
+import time
 from urllib.parse import quote, urlencode
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup
 from starlette.responses import HTMLResponse
 
 from scheduler.model import TASK_STATES
@@ -21,6 +27,29 @@ def when(ms: int) -> str:
         return ""
     moment = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
     return moment.strftime("%Y-%m-%d %H:%M:%S.") + f"{moment.microsecond // 1000:03d} UTC"
+
+
+def relative(ms: int, now_ms: int) -> str:
+    """How long ago a moment was, in words: ``just now``, ``42 s ago``, ``3 min ago``,
+    ``5 h ago``, ``2 d ago`` (``in 8 s`` for a moment ahead: clocks differ)."""
+    seconds = (now_ms - ms) / 1000
+    if abs(seconds) < 5:
+        return "just now"
+    size = abs(seconds)
+    for unit, length in (("d", 86400), ("h", 3600), ("min", 60), ("s", 1)):
+        if size >= length:
+            words = f"{int(size // length)} {unit}"
+            break
+    return f"{words} ago" if seconds > 0 else f"in {words}"
+
+
+def ago(ms: int) -> Markup:
+    """A ``<time>`` saying how long ago ``ms`` was, with the absolute time on hover; "" for 0."""
+    if not ms:
+        return Markup("")
+    iso = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc).isoformat(timespec="milliseconds")
+    return Markup('<time datetime="{}" data-ms="{}" title="{}">{}</time>').format(
+        iso, int(ms), when(ms), relative(ms, int(time.time() * 1000)))
 
 
 def after(ms: int, since: int) -> str:
@@ -87,8 +116,8 @@ class Pages:
     def __init__(self):
         self.env = Environment(loader=PackageLoader("scheduler.tools.ui", "templates"), autoescape=True,
                                undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-        self.env.filters.update(when=when, after=after, usage=usage, quantities=quantities)
-        self.env.globals.update(TASK_STATES=TASK_STATES)
+        self.env.filters.update(when=when, ago=ago, after=after, usage=usage, quantities=quantities)
+        self.env.globals.update(TASK_STATES=TASK_STATES, amount=amount, resources=resources)
 
     def render(self, name: str, *, namespace: str, namespaces: list[str], status: int = 200, **values) -> HTMLResponse:
         def url(path: str, *segments: str, **params) -> str:

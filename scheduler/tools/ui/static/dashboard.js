@@ -5,13 +5,18 @@
 // (body[data-live]) is fetched again, at most once a second, to set the exact counts; when
 // it lists something the page does not show yet (a new job, node or task), the page's
 // regions ([data-region]) are swapped for freshly rendered ones. Nothing is fetched while
-// nothing happens: no timer runs without an event behind it.
+// nothing happens: no timer runs without an event behind it (the one timer that does run
+// only rewrites relative times, "3 min ago", from the page's own clock).
+//
+// A list's search and filters (form[data-listing]) are applied as they are typed: the
+// query string is replaced and the regions swapped, and the JSON route followed from then
+// on (body[data-live], as rendered) carries the same choices, so both list the same rows.
 "use strict";
 
 (() => {
   const body = document.body;
   const ns = body.dataset.ns;
-  const liveUrl = body.dataset.live;
+  body.classList.add("js");
   const TERMINAL = new Set(["completed", "failed", "preempted", "lost", "stopped"]);
   const MIN_GAP_MS = 1000;
 
@@ -110,7 +115,11 @@
 
   function relevant(ev) {
     const page = body.dataset.page;
-    if (page === "task") return ev.type === "task" && ev.id === body.dataset.taskPage;
+    if (page === "task") {
+      // A pending task's page also shows every node's room for it: what moves on nodes matters.
+      const waiting = body.dataset.pending === "1" && (ev.type === "node" || (ev.type === "task" && ev.node));
+      return (ev.type === "task" && ev.id === body.dataset.taskPage) || waiting;
+    }
     if (page === "job") return ev.type === "task" && (ev.job || jobOf(ev.id)) === body.dataset.jobPage;
     if (page === "node") {
       return (ev.type === "node" && ev.name === body.dataset.nodePage)
@@ -145,7 +154,7 @@
         structureChanged = false;
         await swapRegions();
       }
-      const response = await fetch(liveUrl, { headers: { Accept: "application/json" } });
+      const response = await fetch(body.dataset.live, { headers: { Accept: "application/json" } });
       if (!response.ok) return;
       const d = await response.json();
       if (applyData(d)) await swapRegions();
@@ -164,16 +173,16 @@
     }
     if (d.placed !== undefined) applyRate(d.placed, d.now_ms);
     if (d.nodes) {
-      setStat("nodes", d.nodes.length);
+      setStat("nodes", d.total !== undefined ? d.total : d.nodes.length); // a list narrowed by a search says its total
       setStat("ready", d.nodes.filter((n) => n.status === "ready").length);
     }
-    if (d.jobs) setStat("jobs", d.jobs.length);
+    if (d.jobs) setStat("jobs", d.total !== undefined ? d.total : d.jobs.length);
     const nodes = d.nodes || (d.node ? [d.node] : null);
     if (nodes) differs = applyNodes(nodes) || differs;
     const jobs = d.jobs || (d.job ? [d.job] : null);
     if (jobs) differs = applyJobs(jobs) || differs;
     if (d.tasks) differs = applyTasks(d.tasks) || differs;
-    if (d.task) differs = stampOf(d.task) !== body.dataset.stamp || differs;
+    if (d.task) differs = stampOf(d.task, d.places) !== body.dataset.stamp || differs;
     return differs;
   }
 
@@ -238,15 +247,16 @@
         if (t.node) setNodeLink(row.querySelector('[data-field="node"]'), t.node);
       }
     }
-    const region = body.dataset.page === "job" ? "job" : body.dataset.page === "node" ? "node" : null;
-    const root = region ? document.querySelector(`[data-region="${region}"] table.tasks`) : null;
+    const listsTasks = body.dataset.page === "job" || body.dataset.page === "node";
+    const root = listsTasks ? document.querySelector('[data-region="tasks"] table.tasks') : null;
     if (!root) return false;
     const shown = new Set(all("[data-task]", root).map((el) => el.getAttribute("data-task")));
     return !sameSet(shown, tasks.map((t) => t.id));
   }
 
-  function stampOf(t) {
-    return [t.state, t.node || "", t.attempts, t.assigned_ms, t.started_ms, t.ended_ms].join("|");
+  function stampOf(t, places) {
+    return [t.state, t.node || "", t.attempts, t.assigned_ms, t.started_ms, t.ended_ms,
+      places ? places.fits : ""].join("|");
   }
 
   function applyRate(placed, now) {
@@ -277,12 +287,66 @@
       if (next) region.replaceWith(document.adoptNode(next));
     }
     if (fresh.body.dataset.stamp !== undefined) body.dataset.stamp = fresh.body.dataset.stamp;
+    if (fresh.body.dataset.live) body.dataset.live = fresh.body.dataset.live;
+    if (fresh.body.dataset.pending !== undefined) body.dataset.pending = fresh.body.dataset.pending;
     bindForms();
+    showTimes();
+  }
+
+  // ---------------------------------------------------------------- relative times
+  // The same words as templates.relative; the absolute time stays in the title (hover).
+  function relative(ms, now) {
+    const seconds = (now - ms) / 1000;
+    if (Math.abs(seconds) < 5) return "just now";
+    const size = Math.abs(seconds);
+    let words = "";
+    for (const [unit, length] of [["d", 86400], ["h", 3600], ["min", 60], ["s", 1]]) {
+      if (size >= length) {
+        words = Math.floor(size / length) + " " + unit;
+        break;
+      }
+    }
+    return seconds > 0 ? words + " ago" : "in " + words;
+  }
+
+  function showTimes() {
+    const now = Date.now();
+    for (const el of all("time[data-ms]")) el.textContent = relative(+el.dataset.ms, now);
+  }
+
+  // ---------------------------------------------------------------- search, filters, sorting
+  let typing = null;
+
+  function applyListing(form) {
+    const params = new URLSearchParams();
+    for (const [name, value] of new FormData(form)) if (value) params.set(name, value);
+    const next = location.pathname + "?" + params.toString();
+    if (next === location.pathname + location.search) return;
+    history.replaceState(null, "", next);
+    swapRegions();
+  }
+
+  function bindListings() {
+    for (const form of all("form[data-listing]")) {
+      form.addEventListener("input", (e) => {
+        if (e.target.type !== "search") return;
+        clearTimeout(typing);
+        typing = setTimeout(() => applyListing(form), 250);
+      });
+      form.addEventListener("change", (e) => {
+        if (e.target.tagName === "SELECT") applyListing(form);
+      });
+      form.addEventListener("submit", (e) => {
+        e.preventDefault();
+        clearTimeout(typing);
+        applyListing(form);
+      });
+    }
   }
 
   // ---------------------------------------------------------------- the event stream
   function connect() {
-    if (!liveUrl || !window.EventSource) return;
+    if (!body.dataset.live || !window.EventSource) return;
     const indicator = document.getElementById("live");
     const show = (state, text) => {
       body.dataset.liveState = state;
@@ -343,5 +407,8 @@
   const chooser = document.getElementById("ns-choice");
   if (chooser) chooser.addEventListener("change", () => chooser.form.submit());
   bindForms();
+  bindListings();
+  showTimes();
+  setInterval(showTimes, 15000);
   connect();
 })();
