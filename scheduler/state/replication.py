@@ -89,29 +89,30 @@ class ReplicaWatch:
         return self.clock() >= self._next_check
 
     def saw(self, connected: int) -> None:
-        """The master's count of connected replicas, just read."""
+        """The master's count of replicas in sync, just read."""
+        fields = {"namespace": self.label, "replicas": connected, "wait_replicas": self.wanted}
+        where = f"namespace {self.label}: its master" if self.label else "the master"
         with self._lock:
             now = self.clock()
-            self.connected, self._next_check = connected, now + self.recheck_s
-            where = f"namespace {self.label}: its master" if self.label else "the master"
+            first, self.connected, self._next_check = self.connected is None, connected, now + self.recheck_s
             if connected < self.wanted and self.missing_since is None:
                 self.missing_since = now
-                then = ("writes go on without waiting for replicas" if self.on_missing == "write"
-                        else "writes are refused")
-                log.warning("%s has %d connected replica(s), fewer than the %d that --wait-replicas asks for: "
-                            "%s (--on-missing-replicas %s) until they are back", where, connected, self.wanted, then,
-                            self.on_missing, extra={"fields": {"namespace": self.label, "replicas": connected,
-                                                               "wait_replicas": self.wanted}})
+                then = "writes go on without waiting for replicas" if self.on_missing == "write" else "writes are refused"
+                # News when it happens under this process's writes; otherwise only this
+                # process's first look (every RQ work horse takes one), said quietly.
+                log.log(logging.INFO if first else logging.WARNING,
+                        "%s has %d replica(s) in sync, fewer than the %d that --wait-replicas asks for: %s "
+                        "(--on-missing-replicas %s) until they are back", where, connected, self.wanted, then,
+                        self.on_missing, extra={"fields": fields})
             elif connected >= self.wanted and self.missing_since is not None:
                 lasted, self.missing_since = now - self.missing_since, None
-                log.warning("%s has %d connected replica(s) again (--wait-replicas %d): writes wait for them again, "
+                log.warning("%s has %d replica(s) in sync again (--wait-replicas %d): writes wait for them again, "
                             "after %.1f s without", where, connected, self.wanted, lasted,
-                            extra={"fields": {"namespace": self.label, "replicas": connected,
-                                              "wait_replicas": self.wanted, "lasted_s": round(lasted, 1)}})
+                            extra={"fields": {**fields, "lasted_s": round(lasted, 1)}})
 
     def refusal(self) -> ReplicasMissing:
         where = f"namespace {self.label}'s master" if self.label else "the master"
-        return ReplicasMissing(f"write refused: {where} has {self.connected} connected replica(s), fewer than the "
+        return ReplicasMissing(f"write refused: {where} has {self.connected} replica(s) in sync, fewer than the "
                                f"{self.wanted} that --wait-replicas asks for (--on-missing-replicas refuse); "
                                f"nothing was written.")
 

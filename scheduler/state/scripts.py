@@ -53,12 +53,23 @@ class ClusterSafeScript(Script):
     redis-py refuses ``evalsha`` on a cluster pipeline, and does not load a pipeline's
     scripts first on a cluster as it does on one server. There the script is sent whole
     (EVAL, which Redis caches by its SHA as well), so that the pipeline never meets a
-    node that lacks it, such as a replica promoted since the script was last loaded."""
+    node that lacks it, such as a replica promoted since the script was last loaded. A
+    direct call that meets NOSCRIPT loads the script on the node serving its keys."""
 
     def __call__(self, keys=None, args=None, client=None):
         if isinstance(client, ClusterPipeline):
             keys = list(keys or [])
             return client.execute_command("EVAL", self.script, len(keys), *keys, *(args or []))
+        target = client if client is not None else self.registered_client
+        if isinstance(target, RedisCluster) and keys:
+            # On NOSCRIPT, redis-py's SCRIPT LOAD goes to every master, and fails while any
+            # one is down: load the script only where the keys live.
+            keys = list(keys)
+            try:
+                return target.evalsha(self.sha, len(keys), *keys, *(args or []))
+            except NoScriptError:
+                target.get_redis_connection(target.get_node_from_key(keys[0])).script_load(self.script)
+                return target.evalsha(self.sha, len(keys), *keys, *(args or []))
         return super().__call__(keys, args, client)
 
 
@@ -96,11 +107,13 @@ class DurableScript(ClusterSafeScript):
             else:
                 connection = target
             try:
+                # A round trip before the process's first durable write (a work horse need
+                # not pay WAIT's timeout to learn what its agent's workers know), and, when
+                # refusing, at most once a second: none per write.
+                if watch.connected is None or (watch.missing and watch.on_missing == "refuse" and watch.check_due()):
+                    watch.saw(connected_replicas(connection.info("replication")))
                 if watch.missing and watch.on_missing == "refuse":
-                    if watch.check_due():  # a round trip at most once a second, and none per write
-                        watch.saw(connected_replicas(connection.info("replication")))
-                    if watch.missing:
-                        raise watch.refusal()
+                    raise watch.refusal()
                 waiting = not watch.missing
                 checking = not waiting and watch.check_due()
                 pipe = connection.pipeline(transaction=False)
