@@ -184,8 +184,9 @@ def test_a_work_horse_waits_out_a_cluster_failover(cluster_factory, tmp_path):
 
 @pytest.mark.slow
 def test_a_work_horse_waits_out_a_sentinel_failover(sentinel_factory, tmp_path):
-    setup = sentinel_factory()
-    assert failover_bound_s(setup.url) == 2 * 1.0 + 5  # learned from down-after-milliseconds (1000)
+    """A master declared down after 3 s: a failover longer than a few retries."""
+    setup = sentinel_factory(down_after_ms=3000)
+    assert failover_bound_s(setup.url) == 2 * 3.0 + 5  # learned from down-after-milliseconds
 
     def kill():
         master = setup.servers[setup.master_port()]
