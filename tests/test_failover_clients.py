@@ -10,6 +10,7 @@ real servers: one server whose socket is taken away, a Redis Cluster whose maste
 from __future__ import annotations
 
 import os
+import threading
 import time
 
 import pytest
@@ -88,6 +89,25 @@ def test_the_bound_is_configured_or_brief_on_one_server(monkeypatch):
     with pytest.raises(Exception) as bad:
         failover_bound_s("redis://localhost:1/0")
     assert str(bad.value) == "SCHED_FAILOVER_S is 'soon': give a number of seconds between 0 and 3600."
+
+
+def test_a_client_that_never_resends_still_waits_to_connect(own_redis):
+    """Connecting sends nothing, so even the client for calls that must not run twice
+    waits for a Redis that is briefly away; with no time to wait it fails at once."""
+    _, url = own_redis
+    socket = url.removeprefix("unix://")
+    os.rename(socket, socket + ".away")
+    back = threading.Timer(0.5, os.rename, (socket + ".away", socket))
+    try:
+        with pytest.raises(ConnectionError):
+            client_for(url, retrying=False, wait_s=0).ping()
+        patient = client_for(url, retrying=False, wait_s=WAIT_S)
+        back.start()
+        assert patient.ping()
+    finally:
+        back.cancel()  # nothing, once it has run
+        if not os.path.exists(socket):
+            os.rename(socket + ".away", socket)
 
 
 # ----------------------------------------------------------------------------- the start
