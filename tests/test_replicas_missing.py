@@ -187,3 +187,16 @@ def test_the_watch_says_each_change_once(caplog):
     with pytest.raises(Exception) as bad:
         ReplicaWatch(1, "maybe")
     assert str(bad.value) == "--on-missing-replicas (SCHED_ON_MISSING_REPLICAS) is 'maybe': use write or refuse."
+
+
+def test_a_user_that_may_not_read_info_still_writes_waiting_for_wait(pair, caplog):
+    caplog.set_level(logging.INFO, logger="sched.replication")
+    plain_client(pair.master_port).execute_command("ACL", "SETUSER", "limited", "on", ">limited-pw", "~*", "&*",
+                                                   "+@all", "-info")
+    app = App(redis_url=f"redis://limited:limited-pw@{HOST}:{pair.master_port}/0", namespace="b", wait_replicas=1)
+    write(app)
+    waits = pair.calls("wait")
+    write(app)
+    assert app.scripts.watch.blind and pair.calls("wait") == waits + 1  # as without a watch
+    said = messages(caplog)
+    assert len(said) == 1 and said[0].startswith("the master's INFO replication cannot be read"), said

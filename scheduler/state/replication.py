@@ -77,6 +77,7 @@ class ReplicaWatch:
         self.recheck_s, self.clock = recheck_s, clock
         self.connected: int | None = None
         self.missing_since: float | None = None
+        self.blind = False  # the master's INFO may not be read
         self._next_check = 0.0
         self._lock = threading.Lock()  # a worker writes from two threads: each change is said once
         ReplicaWatch.watching.add(self)
@@ -86,7 +87,27 @@ class ReplicaWatch:
         return self.missing_since is not None
 
     def check_due(self) -> bool:
-        return self.clock() >= self._next_check
+        return not self.blind and self.clock() >= self._next_check
+
+    def look(self, connection) -> None:
+        """Read the master's count now (a round trip): ``connection`` is the master's."""
+        try:
+            info = connection.info("replication")
+        except redis.ResponseError as exc:
+            info = exc
+        self.read(info)
+
+    def read(self, info) -> None:
+        """A master's ``INFO replication`` reply, or the error it gave instead: one that
+        does not let this user read it (``-info`` in its ACL) leaves the watch blind, said
+        once, and every write then waits for WAIT as it would without a watch."""
+        if not isinstance(info, Exception):
+            return self.saw(connected_replicas(info))
+        with self._lock:
+            if not self.blind:
+                self.blind, self.connected = True, self.wanted
+                log.warning("the master's INFO replication cannot be read (%s): a master short of replicas is not "
+                            "noticed, and each write waits for WAIT's timeout then", info)
 
     def saw(self, connected: int) -> None:
         """The master's count of replicas in sync, just read."""

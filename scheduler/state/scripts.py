@@ -25,7 +25,7 @@ from redis.cluster import ClusterPipeline, RedisCluster
 from redis.commands.core import Script
 from redis.exceptions import (AskError, ClusterDownError, NoScriptError, RedisClusterException, TryAgainError)
 
-from scheduler.state.replication import ReplicaWatch, ReplicasMissing, Unreplicated, connected_replicas
+from scheduler.state.replication import ReplicaWatch, ReplicasMissing, Unreplicated
 
 log = logging.getLogger("sched.replication")
 
@@ -111,7 +111,7 @@ class DurableScript(ClusterSafeScript):
                 # not pay WAIT's timeout to learn what its agent's workers know), and, when
                 # refusing, at most once a second: none per write.
                 if watch.connected is None or (watch.missing and watch.on_missing == "refuse" and watch.check_due()):
-                    watch.saw(connected_replicas(connection.info("replication")))
+                    watch.look(connection)
                 if watch.missing and watch.on_missing == "refuse":
                     raise watch.refusal()
                 waiting = not watch.missing
@@ -122,7 +122,9 @@ class DurableScript(ClusterSafeScript):
                     pipe.execute_command("WAIT", self.replicas, self.timeout_ms)
                 elif checking:
                     pipe.info("replication")
-                reply, *after = pipe.execute()
+                reply, *after = pipe.execute(raise_on_error=False)  # the script's error is raised below
+                if isinstance(reply, Exception):
+                    raise reply
             except ReplicasMissing:
                 raise
             except NoScriptError:
@@ -145,7 +147,7 @@ class DurableScript(ClusterSafeScript):
                 # master's count says (a round trip only after a WAIT that timed out).
                 Unreplicated.count += 1
                 try:
-                    watch.saw(connected_replicas(connection.info("replication")))
+                    watch.look(connection)
                 except (redis.RedisError, RedisClusterException):
                     pass  # the write is done; the next shortfall asks again
                 if not watch.missing:
@@ -154,7 +156,7 @@ class DurableScript(ClusterSafeScript):
             elif not waiting:
                 Unreplicated.count += 1
                 if checking:
-                    watch.saw(connected_replicas(after[0]))
+                    watch.read(after[0])
             return reply
         raise RedisClusterException("the cluster did not settle")
 
