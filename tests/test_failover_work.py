@@ -121,7 +121,8 @@ def work_started_during_failover(url: str, namespace: str, kill, rq_url: str, tm
                 "after_submitted_to_placed_s": round(placed_at - submitted_at, 1)}
     print(f"\nwait_replicas={wait_replicas}: {measured}")
     found = states(fresh, "cmds")
-    assert found == {f"cmds.{i}": COMPLETED for i in range(COMMANDS)}, found
+    assert found == {f"cmds.{i}": COMPLETED for i in range(COMMANDS)}, {
+        task.id: (task.state, task.message) for task in fresh.store.tasks(list(found)) if task.state != COMPLETED}
     lines = ledger.read_text().split()
     assert sorted(lines) == sorted(found), f"commands that did not run exactly once: {lines}"
     assert assigned(fresh, "before") == BEFORE and assigned(fresh, "after") == AFTER

@@ -102,7 +102,7 @@ def run_task(url: str, namespace: str, node: str, task_id: str, rq_url: str | No
     answer (a failover) is waited for, each call within the failover bound
     (``scheduler/state/failover.py``); if it stays away the job ends without having
     started the task, returning ``{"ran": False, "started": False, "reason": ...}``: the
-    task is still assigned to this node, for its agent to start again."""
+    task is still assigned to this node, and a later run may start it."""
     app = App(redis_url=url, namespace=namespace, rq_url=rq_url)
     try:
         begun = _begin(app, node, task_id)

@@ -33,7 +33,7 @@ from redis.cluster import PRIMARY, ClusterNode, RedisCluster
 from redis.connection import parse_url
 from redis.exceptions import AuthenticationError, AuthorizationError, RedisClusterException
 from redis.retry import Retry
-from redis.sentinel import Sentinel
+from redis.sentinel import Sentinel, SentinelManagedConnection
 
 from scheduler.model.errors import RedisUnavailable, SpecError
 from scheduler.state.failover import (BRIEF_S, CLUSTER_NODE_TIMEOUT_MS, SENTINEL_DOWN_AFTER_MS, BoundedRetry,
@@ -195,8 +195,8 @@ class BackoffCluster(RedisCluster):
 
     def command(self, **kwargs):
         """``COMMAND`` from the first node that answers, masters first. redis-py's
-        constructor asks its default node, the master of slot 0, which is the one master
-        that may be down; a master that answers becomes the default node instead."""
+        constructor asks its default node, the master of slot 0, which may be the master
+        that is down; a master that answers becomes the default node instead."""
         nodes = sorted(self.get_nodes(), key=lambda node: node.server_type != PRIMARY)
         error: Exception = RedisClusterException("the cluster has no node")
         for node in nodes:
@@ -284,13 +284,25 @@ def _cluster_client(url: str, decode_responses: bool, retrying: bool, bound) -> 
     return retry_within(bound, build)
 
 
+class SentinelConnection(SentinelManagedConnection):
+    """redis-py's connection to the master Sentinel names, asking the sentinels again
+    whenever it reconnects. redis-py asks only when a connection is taken from the pool,
+    so a call retried on its connection after a failover went back to the dead master
+    for as long as the retries lasted."""
+
+    def connect_check_health(self, *args, **kwargs):
+        if self._sock is None and self.connection_pool.is_master:
+            self.host, self.port = self.connection_pool.get_master_address()
+        return super().connect_check_health(*args, **kwargs)
+
+
 def _sentinel_client(url: str, decode_responses: bool, retrying: bool, bound) -> redis.Redis:
     _, username, password, hosts, master, options, sentinel_kwargs = _sentinel_parts(url)
     db = options.pop("db")
     sentinel = Sentinel(hosts, sentinel_kwargs=sentinel_kwargs)
     return sentinel.master_for(master, redis_class=redis.Redis, db=db, decode_responses=decode_responses,
                                retry=_retry(retrying, bound), health_check_interval=30,
-                               **_credentials(username, password), **options)
+                               connection_class=SentinelConnection, **_credentials(username, password), **options)
 
 
 def _sentinel_parts(url: str):
