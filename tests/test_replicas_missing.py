@@ -141,9 +141,9 @@ def test_a_new_process_learns_of_missing_replicas_before_its_first_write(pair):
 
 
 def test_audit_says_the_master_is_short_of_replicas(pair, monkeypatch):
-    def unset():  # the CLI hands its options to child processes through the environment
-        for name in ("SCHED_WAIT_REPLICAS", "SCHED_ON_MISSING_REPLICAS"):
-            monkeypatch.delenv(name, raising=False)
+    def unset():  # the CLI hands its options to child processes through the environment:
+        for name in ("SCHED_WAIT_REPLICAS", "SCHED_ON_MISSING_REPLICAS"):  # empty is unset,
+            monkeypatch.setenv(name, "")  # and the first call has the environment restored after
 
     unset()
     runner = CliRunner()
