@@ -16,6 +16,7 @@ from redis.cluster import RedisCluster
 
 from scheduler.model.errors import RedisUnavailable
 from scheduler.state.connection import CLUSTER_SCHEMES, SENTINEL_SCHEMES, client_for, connect, mask_url, resolve_url
+from scheduler.state.failover import configured_bound_s
 from scheduler.state.keys import Keys
 from scheduler.state.queue import QueueConfig, SchedulingQueue
 from scheduler.state.replication import on_missing_mode
@@ -37,6 +38,7 @@ class App:
             wait_replicas = int(os.environ.get("SCHED_WAIT_REPLICAS") or 0)
         self.wait_replicas = wait_replicas
         self.on_missing_replicas = on_missing_mode(on_missing_replicas)  # with fewer replicas than that: write|refuse
+        configured_bound_s()  # a bad SCHED_FAILOVER_S is one sentence now, not at the first failover
         self.keys = Keys(default_namespace() if namespace is None else namespace)
         self._client = client
         self._given_client = client is not None
