@@ -43,6 +43,12 @@ class MasterAndReplica:
         self.replica.wait_ping()
         wait_until(lambda: self.in_sync() == 1, WAIT_S, "the replica to be in sync")
 
+    def kill_replica(self) -> None:
+        """SIGKILL the replica, and wait until the master has seen it go (until then the
+        master still counts it, and WAIT with it)."""
+        self.replica.kill()
+        wait_until(lambda: self.in_sync() == 0, WAIT_S, "the master to see its replica gone")
+
     def in_sync(self) -> int:
         return connected_replicas(plain_client(self.master_port).info("replication"))
 
@@ -81,7 +87,7 @@ def test_a_master_without_its_replica_is_said_once_and_written_to_without_waitin
     assert pair.calls("wait") == waits + 3  # replica in sync: every write waits for it
     assert not app.scripts.watch.missing and messages(caplog) == []
 
-    pair.replica.kill()
+    pair.kill_replica()
     write(app)  # WAIT gives up after its timeout, and the master's count says why
     assert app.scripts.watch.missing and missing_count() >= 1
     waits, evals = pair.calls("wait"), pair.calls("evalsha")
@@ -106,7 +112,7 @@ def test_a_master_without_its_replica_is_said_once_and_written_to_without_waitin
 def test_refuse_mode_refuses_writes_unsent_until_the_replica_is_back(pair):
     app = App(redis_url=pair.url, namespace="r", wait_replicas=1, on_missing_replicas="refuse")
     write(app)
-    pair.replica.kill()
+    pair.kill_replica()
     write(app)  # this one was sent (WAIT cannot undo it): it is what shows the replica gone
     evals = pair.calls("evalsha")
     with pytest.raises(ReplicasMissing) as refused:
@@ -132,8 +138,7 @@ def _written(app: App) -> bool:
 def test_a_new_process_learns_of_missing_replicas_before_its_first_write(pair):
     """An RQ work horse is a new process for every task: it reads the master's count once
     rather than paying WAIT's timeout to learn it."""
-    pair.replica.kill()
-    wait_until(lambda: pair.in_sync() == 0, WAIT_S, "the master to see its replica gone")
+    pair.kill_replica()
     waits = pair.calls("wait")
     app = App(redis_url=pair.url, namespace="n", wait_replicas=1)
     write(app)
@@ -150,8 +155,7 @@ def test_audit_says_the_master_is_short_of_replicas(pair, monkeypatch):
     audit = ["--redis-url", pair.url, "--namespace", "a", "--wait-replicas", "1", "audit"]
     done = runner.invoke(main, audit)
     assert done.exit_code == 0 and "note:" not in done.output, done.output
-    pair.replica.kill()
-    wait_until(lambda: pair.in_sync() == 0, WAIT_S, "the master to see its replica gone")
+    pair.kill_replica()
     done = runner.invoke(main, audit)
     assert done.exit_code == 0, done.output  # a note, not a broken invariant
     assert ("note: the namespace's master has 0 replica(s) in sync, fewer than the 1 that --wait-replicas asks "
