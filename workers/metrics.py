@@ -14,6 +14,8 @@ from contextlib import contextmanager
 
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
+from scheduler.state import replication
+
 # Sub-millisecond to seconds: a claim or commit is ~0.2-20 ms; submit-to-assigned can be minutes.
 FAST = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 SLOW = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0)
@@ -40,6 +42,12 @@ AGENT_FINISHED = Counter("sched_agent_tasks_finished_total",
                          "Tasks that left this agent's node, by how they ended.", ["outcome"])
 AGENT_HEARTBEAT_AGE = Gauge("sched_agent_heartbeat_age_seconds", "Seconds since this agent's last heartbeat.")
 AGENT_RUNNING = Gauge("sched_agent_tasks", "Tasks this agent holds now (assigned or running).")
+
+# Both.
+REPLICAS_MISSING = Gauge("sched_replicas_missing",
+                         "Namespaces served by this process whose Redis master has fewer replicas in sync than "
+                         "--wait-replicas asks for (their writes go on without waiting, or are refused).")
+REPLICAS_MISSING.set_function(replication.missing_count)
 
 enabled = False  # whether /metrics is served: the one extra read (tasks' created times) is skipped otherwise
 

@@ -13,6 +13,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from scheduler.model import LIVE_STATES, PENDING
+from scheduler.state.replication import namespace_replicas
 from scheduler.state.store import Store
 
 
@@ -21,6 +22,7 @@ class AuditReport:
     tasks: int = 0
     overcommits: int = 0
     problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # said, but not a broken invariant
     states: Counter = field(default_factory=Counter)
 
     @property
@@ -89,7 +91,22 @@ def audit(store: Store) -> AuditReport:
         recorded = {n: c for n, c in tally.items() if c != 0}
         if recorded != dict(per_job[job_id]):
             report.problem(f"job {job_id} tally {recorded} differs from its live tasks {dict(per_job[job_id])}")
+    replicas_note(store, report)
     return report
+
+
+def replicas_note(store: Store, report: AuditReport) -> None:
+    """With ``--wait-replicas N``, a note when the namespace's master has fewer than N
+    replicas in sync: acknowledged writes may then be lost with it, or are refused."""
+    wanted = store.scripts.wait_replicas
+    if wanted <= 0:
+        return
+    replicas = namespace_replicas(store)
+    if replicas < wanted:
+        mode = store.scripts.watch.on_missing
+        then = "writes go on without waiting for replicas" if mode == "write" else "writes are refused"
+        report.notes.append(f"the namespace's master has {replicas} replica(s) in sync, fewer than the {wanted} that "
+                            f"--wait-replicas asks for: {then} (--on-missing-replicas {mode})")
 
 
 def repair(store: Store) -> dict:

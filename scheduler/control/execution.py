@@ -11,8 +11,10 @@ which releases the task's resources and lets the job's type decide what comes ne
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import re
+import secrets
 import subprocess
 import threading
 import traceback
@@ -20,7 +22,11 @@ from contextlib import redirect_stderr, redirect_stdout
 
 from scheduler.control import reconcile
 from scheduler.control.output import Output, StreamWriter
+from scheduler.model.errors import NotFound
 from scheduler.state.app import App
+from scheduler.state.connection import REDIS_ERRORS, scrub
+
+log = logging.getLogger("sched.execution")
 
 
 def rq_job_id(namespace: str, task_id: str) -> str:
@@ -90,12 +96,39 @@ def run_task(url: str, namespace: str, node: str, task_id: str, rq_url: str | No
 
     ``url`` is the scheduling state's Redis (any topology, a cluster included), which RQ's
     own connection (``rq_url``, the execution Redis this job came from) is not: on a
-    cluster the two always differ (RQ cannot run on a cluster)."""
+    cluster the two always differ (RQ cannot run on a cluster).
+
+    Until the task has started nothing is recorded against it. A Redis that does not
+    answer (a failover) is waited for, each call within the failover bound
+    (``scheduler/state/failover.py``); if it stays away the job ends without having
+    started the task, returning ``{"ran": False, "started": False, "reason": ...}``: the
+    task is still assigned to this node, and a later run may start it."""
     app = App(redis_url=url, namespace=namespace, rq_url=rq_url)
-    if not app.store.start_task(task_id, node):
+    try:
+        begun = _begin(app, node, task_id)
+    except REDIS_ERRORS as exc:
+        reason = f"Redis did not answer before the task started: {scrub(str(exc), url)}"
+        log.warning("task %s not started: %s", task_id, reason, extra={"fields": {"task": task_id, "node": node}})
+        return {"task": task_id, "ran": False, "started": False, "reason": reason}
+    if begun is None:
         return {"task": task_id, "ran": False}
-    task = app.store.get_task(task_id)
-    spec = app.store.job_spec(task.job, task.version)
+    task, spec = begun
     succeeded, message = execute(spec.run, Output(lambda fields: app.store.save_output(task_id, fields)), task_id)
     ended = reconcile.task_ended(app.store, app.store.get_task(task_id), succeeded, message)
     return {"task": task_id, "ran": True, "succeeded": succeeded, "message": message, **ended}
+
+
+def _begin(app: App, node: str, task_id: str):
+    """Connect, read what to run, then start the task (``start.lua``): (task, its job's
+    spec), or None if it is no longer this node's to run. Everything before the start
+    only reads, and the start carries a token of this run, so a start resent after a
+    lost reply is recognised as this run's own (see ``Store.start_task``)."""
+    store = app.store
+    try:
+        task = store.get_task(task_id)
+        spec = store.job_spec(task.job, task.version)
+    except NotFound:  # removed meanwhile: nothing to run
+        return None
+    if not store.start_task(task_id, node, token=secrets.token_hex(8)):
+        return None
+    return task, spec

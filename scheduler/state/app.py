@@ -16,8 +16,10 @@ from redis.cluster import RedisCluster
 
 from scheduler.model.errors import RedisUnavailable
 from scheduler.state.connection import CLUSTER_SCHEMES, SENTINEL_SCHEMES, client_for, connect, mask_url, resolve_url
+from scheduler.state.failover import configured_bound_s
 from scheduler.state.keys import Keys
 from scheduler.state.queue import QueueConfig, SchedulingQueue
+from scheduler.state.replication import on_missing_mode
 from scheduler.state.scripts import Scripts
 from scheduler.state.store import Store
 
@@ -29,12 +31,14 @@ def default_namespace() -> str:
 class App:
     def __init__(self, redis_url: str | None = None, namespace: str | None = None,
                  client: redis.Redis | None = None, queue_config: QueueConfig | None = None, clock=None,
-                 rq_url: str | None = None, wait_replicas: int | None = None):
+                 rq_url: str | None = None, wait_replicas: int | None = None, on_missing_replicas: str | None = None):
         self.redis_url = redis_url
         self._rq_url = rq_url
         if wait_replicas is None:
             wait_replicas = int(os.environ.get("SCHED_WAIT_REPLICAS") or 0)
         self.wait_replicas = wait_replicas
+        self.on_missing_replicas = on_missing_mode(on_missing_replicas)  # with fewer replicas than that: write|refuse
+        configured_bound_s()  # a bad SCHED_FAILOVER_S is one sentence now, not at the first failover
         self.keys = Keys(default_namespace() if namespace is None else namespace)
         self._client = client
         self._given_client = client is not None
@@ -90,14 +94,16 @@ class App:
     @cached_property
     def once_client(self) -> redis.Redis | None:
         """A client that never resends a command, for script calls that must not run twice
-        (``scripts.ONCE_SCRIPTS``); None when the App was given its client."""
+        (``scripts.ONCE_SCRIPTS``); None when the App was given its client. It still waits
+        out a failover to connect (connection.client_for)."""
         if self._given_client:
             return None
         return client_for(self.url, retrying=False)
 
     @cached_property
     def scripts(self) -> Scripts:
-        return Scripts(self.client, self.once_client, wait_replicas=self.wait_replicas)
+        return Scripts(self.client, self.once_client, wait_replicas=self.wait_replicas,
+                       on_missing=self.on_missing_replicas, label=self.keys.namespace)
 
     @cached_property
     def store(self) -> Store:

@@ -28,14 +28,16 @@ import time
 from urllib.parse import parse_qsl, unquote, urlencode
 
 import redis
-from redis.backoff import ExponentialBackoff, NoBackoff
-from redis.cluster import ClusterNode, RedisCluster
+from redis.backoff import NoBackoff
+from redis.cluster import PRIMARY, ClusterNode, RedisCluster
 from redis.connection import parse_url
 from redis.exceptions import AuthenticationError, AuthorizationError, RedisClusterException
 from redis.retry import Retry
-from redis.sentinel import Sentinel
+from redis.sentinel import Sentinel, SentinelManagedConnection
 
 from scheduler.model.errors import RedisUnavailable, SpecError
+from scheduler.state.failover import (BRIEF_S, CLUSTER_NODE_TIMEOUT_MS, SENTINEL_DOWN_AFTER_MS, BoundedRetry,
+                                      bound_from_detection, configured_bound_s, patient_connections, retry_within)
 
 CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
 SENTINEL_SCHEMES = ("redis+sentinel",)
@@ -43,6 +45,8 @@ PLAIN_SCHEMES = ("redis", "rediss", "unix")
 PASSWORD_ENV = "SCHED_REDIS_PASSWORD"
 _QUERY_PASSWORD_RE = re.compile(r"(?i)([?&][^=&#]*password=)[^&#]*")
 CONNECT_TIMEOUT_S = 5  # a machine that is gone must not hang a connect for the OS's minutes
+# What a call may raise when Redis is away or failing over, on any topology.
+REDIS_ERRORS = (redis.RedisError, RedisClusterException, RedisUnavailable)
 
 
 def resolve_url(explicit: str | None = None) -> str | None:
@@ -74,32 +78,44 @@ def time_ms(reply) -> int:
     return int(seconds) * 1000 + int(micros) // 1000
 
 
-def client_for(url: str, *, decode_responses: bool = True, retrying: bool = True):
+def client_for(url: str, *, decode_responses: bool = True, retrying: bool = True, wait_s: float | None = None):
     """A client for ``url`` (any of the forms above), with replies decoded to ``str``
-    unless ``decode_responses`` is False (RQ wants bytes). With ``retrying`` (the
-    default), connection errors and timeouts are retried with exponential backoff: a
-    server restarting or failing over is waited for, briefly; right for reads and
-    idempotent writes. Without it nothing is resent: for script calls that must not run
-    twice (see ``Scripts``), whose callers decide what a failure means.
+    unless ``decode_responses`` is False (RQ wants bytes).
+
+    Every client waits out a failover (see failover.py): for ``wait_s`` seconds, by default
+    the topology's failover bound (:func:`failover_bound_s`); 0 waits for nothing. With
+    ``retrying`` (the default) any call that meets a connection error or a timeout is
+    resent with backoff within that time: right for reads and idempotent writes. Without
+    it nothing is resent, for script calls that must not run twice (see ``Scripts``),
+    whose callers decide what a failure means; such a client still waits to *connect*
+    (nothing has been sent then).
 
     A plain or Sentinel client connects on first use; a cluster client reads the
-    cluster's layout here, so it may raise for an unreachable cluster."""
+    cluster's layout and command table here (from whichever node answers, waiting within
+    the same time), so it may raise for an unreachable cluster."""
     scheme = url.partition("://")[0].lower() if "://" in url else ""
+    bound = (lambda: wait_s) if wait_s is not None else (lambda: failover_bound_s(url))
     try:
         if scheme in CLUSTER_SCHEMES:
-            return _cluster_client(url, decode_responses, retrying)
+            return _cluster_client(url, decode_responses, retrying, bound)
         if scheme in SENTINEL_SCHEMES:
-            return _sentinel_client(url, decode_responses, retrying)
-        if scheme in PLAIN_SCHEMES:
+            client = _sentinel_client(url, decode_responses, retrying, bound)
+        elif scheme in PLAIN_SCHEMES:
             extra = {} if scheme == "unix" else {"socket_connect_timeout": CONNECT_TIMEOUT_S, "socket_keepalive": True}
             if _split(url)[2] is None and os.environ.get(PASSWORD_ENV):
                 extra["password"] = os.environ[PASSWORD_ENV]
-            return redis.Redis.from_url(url, decode_responses=decode_responses, retry=_retry(retrying),
-                                        health_check_interval=30, **extra)
+            client = redis.Redis.from_url(url, decode_responses=decode_responses, retry=_retry(retrying, bound),
+                                          health_check_interval=30, **extra)
+        else:
+            client = None
     except (ValueError, TypeError) as exc:  # a malformed URL: parse_url's words, without the URL
         raise SpecError(f"the Redis URL {mask_url(url)} is not valid: {_reason(exc, url)}.") from None
-    raise SpecError(f"the Redis URL {mask_url(url)} is not valid: use redis://, rediss://, unix://, "
-                    f"redis+cluster://, rediss+cluster:// or redis+sentinel://.")
+    if client is None:
+        raise SpecError(f"the Redis URL {mask_url(url)} is not valid: use redis://, rediss://, unix://, "
+                        f"redis+cluster://, rediss+cluster:// or redis+sentinel://.")
+    if not retrying:
+        patient_connections(client, bound)
+    return client
 
 
 def mask_url(url: str) -> str:
@@ -154,33 +170,20 @@ def _passwords(url: str) -> list[str]:
 
 
 # ----------------------------------------------------------------------------- the clients
-class _Retry(Retry):
-    """redis-py's Retry, except that a refused password is not retried: it will not
-    become right, and the caller should hear so at once."""
-
-    def call_with_retry(self, do, fail, is_retryable=None, with_failure_count=False):
-        def retryable(error: Exception) -> bool:
-            return (not isinstance(error, (AuthenticationError, AuthorizationError))
-                    and (is_retryable is None or is_retryable(error)))
-
-        return super().call_with_retry(do, fail, retryable, with_failure_count)
-
-
-def _retry(retrying: bool = True, retries: int = 5) -> Retry:
-    if not retrying:
-        return Retry(NoBackoff(), retries=0)
-    return _Retry(ExponentialBackoff(cap=1.0, base=0.05), retries=retries)
+def _retry(retrying: bool, bound) -> Retry:
+    return BoundedRetry(bound) if retrying else Retry(NoBackoff(), retries=0)
 
 
 class BackoffCluster(RedisCluster):
-    """redis-py's RedisCluster, waiting between attempts at a command.
+    """redis-py's RedisCluster, waiting between attempts at a command, and reading the
+    command table from whichever node answers.
 
     After a connection error or a cluster that is down, redis-py re-reads the cluster's
     layout and tries again at once, as often as its retry object says (it takes only the
     count from it): a failover takes seconds (the node timeout, then an election), so
     every attempt would be spent within milliseconds. Here a command that still fails
-    is tried again after an exponential backoff, as on the other topologies. (Pipelines
-    keep redis-py's immediate retries: their queue is emptied when they fail.)"""
+    is tried again with backoff within the failover bound, as on the other topologies.
+    (Pipelines keep redis-py's immediate retries: their queue is emptied when they fail.)"""
 
     def __init__(self, *args, backoff: Retry, **kwargs):
         self.backoff = backoff  # first: the constructor already sends commands
@@ -189,6 +192,23 @@ class BackoffCluster(RedisCluster):
     def execute_command(self, *args, **kwargs):
         return self.backoff.call_with_retry(lambda: super(BackoffCluster, self).execute_command(*args, **kwargs),
                                             lambda _error: None)
+
+    def command(self, **kwargs):
+        """``COMMAND`` from the first node that answers, masters first. redis-py's
+        constructor asks its default node, the master of slot 0, which may be the master
+        that is down; a master that answers becomes the default node instead."""
+        nodes = sorted(self.get_nodes(), key=lambda node: node.server_type != PRIMARY)
+        error: Exception = RedisClusterException("the cluster has no node")
+        for node in nodes:
+            try:
+                table = self.get_redis_connection(node).command()
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                error = exc
+                continue
+            if node.server_type == PRIMARY:
+                self.nodes_manager.default_node = node
+            return table
+        raise error
 
 
 def _split(url: str) -> tuple[str, str | None, str | None, list[tuple[str, int]], str, str]:
@@ -239,7 +259,7 @@ def _credentials(username: str | None, password: str | None) -> dict:
     return {name: value for name, value in (("username", username), ("password", password)) if value is not None}
 
 
-def _cluster_client(url: str, decode_responses: bool, retrying: bool = True) -> RedisCluster:
+def _cluster_client(url: str, decode_responses: bool, retrying: bool, bound) -> RedisCluster:
     scheme, username, password, hosts, path, query = _split(url)
     if not hosts:
         raise ValueError("a cluster URL names at least one host:port")
@@ -248,17 +268,47 @@ def _cluster_client(url: str, decode_responses: bool, retrying: bool = True) -> 
     options = {"socket_connect_timeout": CONNECT_TIMEOUT_S, "socket_keepalive": True,
                **_options(query, scheme.startswith("rediss"))}
     # redis-py re-reads the layout and tries again at once up to 3 times; BackoffCluster
-    # waits and tries all that again up to 10 times (about 6 s in all, enough for a
-    # failover with a short node timeout; a worker's loop waits longer on its own).
-    backoff = _Retry(ExponentialBackoff(cap=1.0, base=0.05), retries=10 if retrying else 0,
-                     supported_errors=RedisCluster.ERRORS_ALLOW_RETRY)
-    return BackoffCluster(startup_nodes=[ClusterNode(host, port) for host, port in hosts],
-                          retry=Retry(NoBackoff(), 3 if retrying else 0), backoff=backoff, decode_responses=decode_responses,
-                          **_credentials(username, password), **options)
+    # waits and tries all that again within the failover bound (a worker's loop waits
+    # longer on its own). Without retrying, nothing is resent.
+    backoff = (BoundedRetry(bound, RedisCluster.ERRORS_ALLOW_RETRY) if retrying
+               else Retry(NoBackoff(), retries=0, supported_errors=RedisCluster.ERRORS_ALLOW_RETRY))
+
+    def build() -> BackoffCluster:
+        # The constructor reads the layout from the first seed that answers and the
+        # command table from the first node that answers: nothing that could run twice,
+        # so a cluster in the middle of a failover is waited for, whether or not retrying.
+        return BackoffCluster(startup_nodes=[ClusterNode(host, port) for host, port in hosts],
+                              retry=Retry(NoBackoff(), 3 if retrying else 0), backoff=backoff,
+                              decode_responses=decode_responses, **_credentials(username, password), **options)
+
+    return retry_within(bound, build)
 
 
-def _sentinel_client(url: str, decode_responses: bool, retrying: bool = True) -> redis.Redis:
-    _, username, password, hosts, path, query = _split(url)
+class SentinelConnection(SentinelManagedConnection):
+    """redis-py's connection to the master Sentinel names, asking the sentinels again
+    whenever it reconnects. redis-py asks only when a connection is taken from the pool,
+    so a call retried on its connection after a failover went back to the dead master
+    for as long as the retries lasted."""
+
+    def connect_check_health(self, *args, **kwargs):
+        if self._sock is None and self.connection_pool.is_master:
+            self.host, self.port = self.connection_pool.get_master_address()
+        return super().connect_check_health(*args, **kwargs)
+
+
+def _sentinel_client(url: str, decode_responses: bool, retrying: bool, bound) -> redis.Redis:
+    _, username, password, hosts, master, options, sentinel_kwargs = _sentinel_parts(url)
+    db = options.pop("db")
+    sentinel = Sentinel(hosts, sentinel_kwargs=sentinel_kwargs)
+    return sentinel.master_for(master, redis_class=redis.Redis, db=db, decode_responses=decode_responses,
+                               retry=_retry(retrying, bound), health_check_interval=30,
+                               connection_class=SentinelConnection, **_credentials(username, password), **options)
+
+
+def _sentinel_parts(url: str):
+    """(scheme, username, password, hosts, master name, the master's connection options
+    with its ``db``, the sentinels' own connection options) of a Sentinel URL."""
+    scheme, username, password, hosts, path, query = _split(url)
     master = path.strip("/")
     if not hosts or not master or "/" in master:
         raise ValueError("a Sentinel URL is redis+sentinel://host:port[,host:port...]/master-name")
@@ -274,10 +324,79 @@ def _sentinel_client(url: str, decode_responses: bool, retrying: bool = True) ->
     # rather than retried (the master's connections retry; each retry asks again).
     sentinel_kwargs = {**{k: v for k, v in options.items() if k.startswith("socket_")}, **sentinel_auth,
                        "retry": Retry(NoBackoff(), 0), "decode_responses": True}
-    sentinel = Sentinel(hosts, sentinel_kwargs=sentinel_kwargs)
-    return sentinel.master_for(master, redis_class=redis.Redis, db=int(db), decode_responses=decode_responses,
-                               retry=_retry(retrying), health_check_interval=30, **_credentials(username, password),
-                               **options)
+    return scheme, username, password, hosts, master, {**options, "db": int(db)}, sentinel_kwargs
+
+
+# ----------------------------------------------------------------------------- the failover bound
+PROBE_TIMEOUT_S = 1.0
+_learned: dict[str, float] = {}  # URL -> bound, once its topology has said
+
+
+def failover_bound_s(url: str) -> float:
+    """How long a client of ``url`` waits out a failover (failover.py): ``SCHED_FAILOVER_S``,
+    else learned from the topology the first time it is asked (a call has just failed),
+    and remembered once the topology has answered."""
+    configured = configured_bound_s()
+    if configured is not None:
+        return configured
+    if url in _learned:
+        return _learned[url]
+    scheme = url.partition("://")[0].lower()
+    try:
+        if scheme in CLUSTER_SCHEMES:
+            detection = _cluster_node_timeout_ms(url)
+        elif scheme in SENTINEL_SCHEMES:
+            detection = _sentinel_down_after_ms(url)
+        else:
+            return BRIEF_S
+    except (ValueError, TypeError):
+        return BRIEF_S
+    if detection is not None:
+        _learned[url] = bound_from_detection(detection)
+    return bound_from_detection(detection)
+
+
+def _probe(host: str, port: int, **options) -> redis.Redis:
+    options.update(socket_timeout=PROBE_TIMEOUT_S, socket_connect_timeout=PROBE_TIMEOUT_S,
+                   retry=Retry(NoBackoff(), 0), decode_responses=True)
+    return redis.Redis(host=host, port=port, **options)
+
+
+def _cluster_node_timeout_ms(url: str) -> int | None:
+    """``cluster-node-timeout`` from the first seed that answers as a cluster node (Redis's
+    default if it will not say); None if none does."""
+    scheme, username, password, hosts, _, query = _split(url)
+    for host, port in hosts:
+        with _probe(host, port, **_credentials(username, password), **_options(query, scheme.startswith("rediss"))) as probe:
+            try:
+                with probe.pipeline(transaction=False) as pipe:
+                    pipe.execute_command("CLUSTER", "INFO")
+                    pipe.config_get("cluster-node-timeout")
+                    info, config = pipe.execute(raise_on_error=False)
+            except redis.RedisError:
+                continue
+        if isinstance(info, Exception):
+            continue  # not a cluster node: no failover to wait for
+        if isinstance(config, dict) and str(config.get("cluster-node-timeout", "")).isdigit():
+            return int(config["cluster-node-timeout"])
+        return CLUSTER_NODE_TIMEOUT_MS
+    return None
+
+
+def _sentinel_down_after_ms(url: str) -> int | None:
+    """``down-after-milliseconds`` of the master from the first sentinel that knows it
+    (Redis's default if it does not say); None if none does."""
+    _, _, _, hosts, master, _, sentinel_kwargs = _sentinel_parts(url)
+    options = {k: v for k, v in sentinel_kwargs.items() if k in ("username", "password")}
+    for host, port in hosts:
+        with _probe(host, port, **options) as probe:
+            try:
+                state = probe.sentinel_master(master)
+            except redis.RedisError:
+                continue
+        value = state.get("down-after-milliseconds")
+        return int(value) if isinstance(value, int) or str(value).isdigit() else SENTINEL_DOWN_AFTER_MS
+    return None
 
 
 def _reason(exc: BaseException, url: str) -> str:
@@ -310,7 +429,7 @@ def wait_for_redis(url: str, log=_stderr, *, first_s: float = 0.1, cap_s: float 
     while True:
         client = None
         try:
-            client = client_for(url, retrying=False)  # a cluster client reads the layout here
+            client = client_for(url, retrying=False, wait_s=0)  # a cluster client reads the layout here
             client.ping()
             return
         except (AuthenticationError, AuthorizationError) as exc:

@@ -25,6 +25,8 @@ from redis.cluster import ClusterPipeline, RedisCluster
 from redis.commands.core import Script
 from redis.exceptions import (AskError, ClusterDownError, NoScriptError, RedisClusterException, TryAgainError)
 
+from scheduler.state.replication import ReplicaWatch, ReplicasMissing, Unreplicated
+
 log = logging.getLogger("sched.replication")
 
 SCRIPT_NAMES = ("enqueue", "enqueue_many", "claim", "reclaim", "fail", "move", "commit", "finish", "start", "preempt",
@@ -52,12 +54,23 @@ class ClusterSafeScript(Script):
     redis-py refuses ``evalsha`` on a cluster pipeline, and does not load a pipeline's
     scripts first on a cluster as it does on one server. There the script is sent whole
     (EVAL, which Redis caches by its SHA as well), so that the pipeline never meets a
-    node that lacks it, such as a replica promoted since the script was last loaded."""
+    node that lacks it, such as a replica promoted since the script was last loaded. A
+    direct call that meets NOSCRIPT loads the script on the node serving its keys."""
 
     def __call__(self, keys=None, args=None, client=None):
         if isinstance(client, ClusterPipeline):
             keys = list(keys or [])
             return client.execute_command("EVAL", self.script, len(keys), *keys, *(args or []))
+        target = client if client is not None else self.registered_client
+        if isinstance(target, RedisCluster) and keys:
+            # On NOSCRIPT, redis-py's SCRIPT LOAD goes to every master, and fails while any
+            # one is down: load the script only where the keys live.
+            keys = list(keys)
+            try:
+                return target.evalsha(self.sha, len(keys), *keys, *(args or []))
+            except NoScriptError:
+                target.get_redis_connection(target.get_node_from_key(keys[0])).script_load(self.script)
+                return target.evalsha(self.sha, len(keys), *keys, *(args or []))
         return super().__call__(keys, args, client)
 
 
@@ -67,39 +80,54 @@ class ClusterSafeScript(Script):
 DURABLE_SCRIPTS = ("commit", "enqueue", "finish", "start", "preempt", "fail")
 
 
-class Unreplicated:
-    """Calls whose write did not reach ``wait_replicas`` replicas in time (see DurableScript)."""
-
-    count = 0
-
-
 class DurableScript(ClusterSafeScript):
     """A script call followed by ``WAIT replicas timeout`` on the same connection (WAIT
     counts the replicas that have this connection's writes), so the call returns once
     ``replicas`` replicas have its write, or after ``timeout_ms`` with a warning (the write
-    is applied on the master either way: WAIT cannot undo it). On a cluster the pair goes
-    to the master serving the keys' slot. Pipelined calls are not waited for."""
+    is applied on the master either way: WAIT cannot undo it). While ``watch`` says the
+    master has fewer replicas, the WAIT is left out, or the call refused (replication.py). On a
+    cluster the calls go to the master serving the keys' slot. Pipelined calls are not
+    waited for."""
 
-    def __init__(self, registered_client, script, replicas: int, timeout_ms: int, resend: bool = True):
+    def __init__(self, registered_client, script, replicas: int, timeout_ms: int, resend: bool = True,
+                 watch: ReplicaWatch | None = None):
         super().__init__(registered_client, script)
         self.replicas, self.timeout_ms, self.resend = replicas, timeout_ms, resend
+        self.watch = watch or ReplicaWatch(replicas)
 
     def __call__(self, keys=None, args=None, client=None):
         if client is not None and isinstance(client, (Pipeline, ClusterPipeline)):
             return super().__call__(keys, args, client)
         target = client if client is not None else self.registered_client
         keys = list(keys or [])
+        watch = self.watch
         for attempt in range(12):
             if isinstance(target, RedisCluster):
                 node = target.get_node_from_key(keys[0]) if keys else target.get_default_node()
                 connection = target.get_redis_connection(node)
             else:
                 connection = target
-            pipe = connection.pipeline(transaction=False)
-            pipe.evalsha(self.sha, len(keys), *keys, *(args or []))
-            pipe.execute_command("WAIT", self.replicas, self.timeout_ms)
             try:
-                reply, acked = pipe.execute()
+                # A round trip before the process's first durable write (a work horse need
+                # not pay WAIT's timeout to learn what its agent's workers know), and, when
+                # refusing, at most once a second: none per write.
+                if watch.connected is None or (watch.missing and watch.on_missing == "refuse" and watch.check_due()):
+                    watch.look(connection)
+                if watch.missing and watch.on_missing == "refuse":
+                    raise watch.refusal()
+                waiting = not watch.missing
+                checking = not waiting and watch.check_due()
+                pipe = connection.pipeline(transaction=False)
+                pipe.evalsha(self.sha, len(keys), *keys, *(args or []))
+                if waiting:
+                    pipe.execute_command("WAIT", self.replicas, self.timeout_ms)
+                elif checking:
+                    pipe.info("replication")
+                reply, *after = pipe.execute(raise_on_error=False)  # the script's error is raised below
+                if isinstance(reply, Exception):
+                    raise reply
+            except ReplicasMissing:
+                raise
             except NoScriptError:
                 connection.script_load(self.script)
                 continue
@@ -115,28 +143,43 @@ class DurableScript(ClusterSafeScript):
                 time.sleep(min(1.0, 0.05 * 2 ** attempt))
                 target.nodes_manager.initialize()
                 continue
-            if int(acked) < self.replicas:
+            if waiting and int(after[0]) < self.replicas:
+                # Short of replicas after the whole timeout: missing, or only slow? The
+                # master's count says (a round trip only after a WAIT that timed out).
                 Unreplicated.count += 1
-                log.warning("a write reached %s of %s replicas within %s ms", acked, self.replicas, self.timeout_ms)
+                try:
+                    watch.look(connection)
+                except (redis.RedisError, RedisClusterException):
+                    pass  # the write is done; the next shortfall asks again
+                if not watch.missing:
+                    log.warning("a write reached %s of %s replicas within %s ms", after[0], self.replicas,
+                                self.timeout_ms)
+            elif not waiting:
+                Unreplicated.count += 1
+                if checking:
+                    watch.read(after[0])
             return reply
         raise RedisClusterException("the cluster did not settle")
 
 
 class Scripts:
     """The project's scripts registered on one client; ``scripts.commit(keys, args)``.
-    ``once_client`` (a client without retries) runs :data:`ONCE_SCRIPTS`. With
+    ``once_client`` (a client that never resends) runs :data:`ONCE_SCRIPTS`. With
     ``wait_replicas`` > 0, :data:`DURABLE_SCRIPTS` wait for that many replicas
-    (:class:`DurableScript`)."""
+    (:class:`DurableScript`), all watching one master through one :class:`ReplicaWatch`
+    (``on_missing`` says what to do when it has fewer; ``label`` names the namespace in
+    what it says)."""
 
     def __init__(self, client: redis.Redis, once_client: redis.Redis | None = None, wait_replicas: int = 0,
-                 wait_timeout_ms: int = 1000):
+                 wait_timeout_ms: int = 1000, on_missing: str | None = None, label: str = ""):
         self.client = client
         self.wait_replicas = wait_replicas
+        self.watch = ReplicaWatch(wait_replicas, on_missing, label) if wait_replicas > 0 else None
         for name in SCRIPT_NAMES:
             target = once_client if once_client is not None and name in ONCE_SCRIPTS else client
-            if wait_replicas > 0 and name in DURABLE_SCRIPTS:
+            if self.watch is not None and name in DURABLE_SCRIPTS:
                 setattr(self, name, DurableScript(target, script_source(name), wait_replicas, wait_timeout_ms,
-                                                    resend=name not in ONCE_SCRIPTS))
+                                                  resend=name not in ONCE_SCRIPTS, watch=self.watch))
             else:
                 setattr(self, name, ClusterSafeScript(target, script_source(name)))
 

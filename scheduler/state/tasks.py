@@ -24,10 +24,12 @@ class TaskStore(NamespaceStore):
                 pipe.hgetall(self.keys.task(task_id))
             return [Task.from_hash(fields) for fields in pipe.execute() if fields]
 
-    def start_task(self, task_id: str, node: str) -> bool:
-        """``start.lua``: assigned -> running, if the task is still assigned to ``node``."""
+    def start_task(self, task_id: str, node: str, token: str = "") -> bool:
+        """``start.lua``: assigned -> running, if the task is still assigned to ``node``.
+        With a ``token`` (one per run), a start resent after its reply was lost is
+        recognised as the same run's and answers True again."""
         k = self.keys
-        return bool(self.scripts.start(keys=[k.task(task_id)], args=[node, k.events]))
+        return bool(self.scripts.start(keys=[k.task(task_id)], args=[node, k.events, token]))
 
     def mark_enqueued(self, task_id: str, enqueued: bool = True) -> bool:
         """Record that the node's agent handed the task to RQ (or, with False, that it must

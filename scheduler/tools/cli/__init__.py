@@ -47,8 +47,11 @@ class SchedGroup(click.Group):
 @click.option("--wait-replicas", type=click.IntRange(0, 64), envvar="SCHED_WAIT_REPLICAS", default=None, metavar="N",
               help="After each placement commit, submission and task end, WAIT until N replicas have it "
                    "(also SCHED_WAIT_REPLICAS; default 0 = off). See docs/reliability.md, Failover.")
+@click.option("--on-missing-replicas", type=click.Choice(["write", "refuse"]), envvar="SCHED_ON_MISSING_REPLICAS",
+              default=None, help="When the master has fewer replicas than --wait-replicas: write on without waiting "
+                                 "(default) or refuse writes (also SCHED_ON_MISSING_REPLICAS).")
 @click.pass_context
-def main(ctx, redis_url, namespace, wait_replicas):
+def main(ctx, redis_url, namespace, wait_replicas, on_missing_replicas):
     """A Redis-backed cluster scheduler.
 
     Register nodes, submit jobs of identical tasks, and run workers that place the tasks
@@ -64,8 +67,10 @@ def main(ctx, redis_url, namespace, wait_replicas):
     """
     if wait_replicas is not None:  # child processes (workers, RQ work horses) follow it too
         os.environ["SCHED_WAIT_REPLICAS"] = str(wait_replicas)
+    if on_missing_replicas is not None:
+        os.environ["SCHED_ON_MISSING_REPLICAS"] = on_missing_replicas
     ctx.obj = Client(app=App(redis_url=redis_url, namespace=default_namespace() if namespace is None else namespace,
-                             wait_replicas=wait_replicas))
+                             wait_replicas=wait_replicas, on_missing_replicas=on_missing_replicas))
 
 
 for command in (node.node, job.job, task.task, queue.queue, quota.quota, tenant.tenant, events.events,

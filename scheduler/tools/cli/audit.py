@@ -33,7 +33,8 @@ def audit(app, repair, every, as_json):
             record.update(repaired=done["problems"], requeued=done["requeued"], lost=done["lost"],
                           replacements=done["replacements"])
         report = checks.audit(client.store)
-        record.update(ok=report.ok, tasks=report.tasks, overcommits=report.overcommits, problems=report.problems)
+        record.update(ok=report.ok, tasks=report.tasks, overcommits=report.overcommits, problems=report.problems,
+                      notes=report.notes)
         records.append(record)
     if as_json:
         print_json(records if every else records[0])
@@ -45,5 +46,7 @@ def audit(app, repair, every, as_json):
             click.echo(f"{r['namespace']}: {'ok' if r['ok'] else 'PROBLEMS'} ({r['tasks']} tasks)")
             for problem in r["problems"]:
                 click.echo(f"  {problem}")
+            for note in r["notes"]:
+                click.echo(f"  note: {note}")
     if not all(r["ok"] for r in records):
         sys.exit(1)
