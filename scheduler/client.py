@@ -33,6 +33,7 @@ from scheduler.control.worker_config import WorkerConfig
 from scheduler.model import (BATCH, LIVE_STATES, PENDING, TASK_STATES, TERMINAL_STATES, JobSpec, Node, SchedError, SpecError, Task,
                              make_node, parse_job)
 from scheduler.model.names import is_job_id
+from scheduler.model.quantities import CPU, MEMORY
 from scheduler.state.app import App, default_namespace
 
 
@@ -297,9 +298,10 @@ class Client:
     # Jobs.
     def submit(self, spec: dict | str | JobSpec) -> dict:
         """Create or update a job from a mapping, YAML/JSON text or a parsed spec. Returns
-        ``{id, version, tasks, created}`` (the ``sched job submit --json`` shape)."""
+        ``{id, version, tasks, created}`` (the ``sched job submit --json`` shape), with
+        ``unoffered`` when the job asks for resources no node of the namespace has offered."""
         parsed = _spec(spec)  # before connecting: bad input is reported without a Redis
-        return reconcile.submit(self.store, parsed)
+        return self._note_unoffered([reconcile.submit(self.store, parsed)], [parsed])[0]
 
     def submit_many(self, specs: Iterable[dict | str | JobSpec]) -> list[dict]:
         """Submit several jobs; returns :meth:`submit`'s result for each, in order. Every
@@ -319,7 +321,7 @@ class Client:
             except SpecError as exc:
                 raise SpecError(f"document {i}: {exc}") from None
             jobs.append((parsed.id, parsed))
-        return reconcile.submit_many(self.store, jobs)
+        return self._note_unoffered(reconcile.submit_many(self.store, jobs), [spec for _, spec in jobs])
 
     def submit_text(self, text: str) -> list[dict]:
         """Submit every job spec in a YAML or JSON text (one, several YAML documents or JSON
@@ -327,8 +329,24 @@ class Client:
         :meth:`submit_many`. Returns the result of each."""
         jobs = read_specs(text)  # before connecting: bad input is reported without a Redis
         if len(jobs) == 1:
-            return [reconcile.submit(self.store, jobs[0][1].with_id(jobs[0][0]))]
-        return reconcile.submit_many(self.store, jobs)
+            results = [reconcile.submit(self.store, jobs[0][1].with_id(jobs[0][0]))]
+        else:
+            results = reconcile.submit_many(self.store, jobs)
+        return self._note_unoffered(results, [spec for _, spec in jobs])
+
+    def _note_unoffered(self, results: list[dict], specs: list[JobSpec]) -> list[dict]:
+        """Give each result whose job asks for a resource that no node of the namespace
+        has offered an ``unoffered`` list naming those (a job may rightly wait for nodes
+        yet to come, so this is said, not refused). Every node has a cpu and a memory, so
+        only other resources are looked up: one read of the namespace's resource names."""
+        wanted = [{name for name, amount in spec.resources.items() if amount > 0 and name not in (CPU, MEMORY)}
+                  for spec in specs]
+        if any(wanted):
+            offered = set(self.store.resource_names())
+            for result, names in zip(results, wanted):
+                if names - offered:
+                    result["unoffered"] = sorted(names - offered)
+        return results
 
     def plan(self, spec: dict | str | JobSpec) -> dict:
         """Dry run: where the tasks would go now, what they would preempt, why any would wait."""
