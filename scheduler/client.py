@@ -24,6 +24,7 @@ from functools import lru_cache
 from typing import Iterable, Iterator
 
 import orjson
+import redis
 import yaml
 
 from scheduler.control import reconcile
@@ -34,7 +35,10 @@ from scheduler.model import (BATCH, LIVE_STATES, PENDING, TASK_STATES, TERMINAL_
                              make_node, parse_job)
 from scheduler.model.names import is_job_id
 from scheduler.model.quantities import CPU, MEMORY
+from scheduler.model.errors import PermissionDenied, RedisUnavailable
+from scheduler.state import acl
 from scheduler.state.app import App, default_namespace
+from scheduler.state.keys import Keys
 
 
 class WaitTimeout(SchedError, TimeoutError):
@@ -491,6 +495,33 @@ class Client:
             out.append({"name": name, "weight": weight, "used": used, "dominant_share": round(top / weight, 4)})
         return out
 
+    # Redis ACL users (the admin's: see docs/security.md).
+    def create_user(self, name: str, namespace: str, role: str) -> dict:
+        """A Redis user confined to ``namespace`` with ``role``'s commands, on every server:
+        ``{name, namespace, role, url, servers, missed, persisted}``; ``url`` (this
+        client's URL with the user's credentials) holds the password, which is kept
+        nowhere else."""
+        record = acl.AclUsers(self.app.client).create(name, namespace, role)
+        record["url"] = acl.user_url(self.app.url, name, record.pop("password"))
+        return record
+
+    def users(self) -> list[dict]:
+        """The Redis users ``create_user`` made: ``{name, namespace, role, created, active}``."""
+        return acl.AclUsers(self.app.client).records()
+
+    def remove_user(self, name: str) -> dict:
+        return acl.AclUsers(self.app.client).remove(name)
+
+    def sync_users(self) -> list[dict]:
+        """Set every user ``create_user`` made again on every server (after a restart of a
+        server that keeps no ACL file, or a new replica)."""
+        return acl.AclUsers(self.app.client).sync()
+
+    def refusal(self, exc: BaseException, doing: str) -> PermissionDenied:
+        """The one sentence for Redis refusing this client's user something (``NOPERM``)
+        while ``doing`` (``sched job submit``...)."""
+        return PermissionDenied(acl.refusal_sentence(self.app.client, exc, self.namespace, doing))
+
     def logs(self, task_id: str) -> dict:
         """What the task printed: ``{id, state, stdout, stderr, stdout_bytes, stderr_bytes}``
         plus ``result``/``traceback`` (a function) or ``exit_code`` (a command) once known.
@@ -572,7 +603,21 @@ class Client:
         config = config or WorkerConfig(until_idle=until_idle)
         self.app.url  # start the embedded server if there is no URL; a real one is waited for by each worker
         target = self.namespace if namespaces is None else list(namespaces)
+        for namespace in [target] if isinstance(target, str) else target:
+            self._check_access(namespace)
         return process("run-workers")(self.app.url, target, concurrency, config)
+
+    def _check_access(self, namespace: str) -> None:
+        """A user whose role does not allow a worker in ``namespace`` hears so before the
+        workers start (a NOPERM is not waited out like a Redis that is away)."""
+        try:
+            client = self.app.client
+        except RedisUnavailable:
+            return  # not up yet: each worker waits for it (or says why it cannot connect)
+        try:
+            acl.check_access(client, Keys(namespace).active)
+        except (redis.ConnectionError, redis.TimeoutError):
+            return
 
 
 def job_status(job: dict, states: Counter) -> str:

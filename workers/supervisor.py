@@ -28,10 +28,11 @@ import time
 from collections import defaultdict
 from dataclasses import replace
 
-from redis.exceptions import NoPermissionError, RedisError
+from redis.exceptions import RedisError
 
 from scheduler.control.worker_config import WorkerConfig
 from scheduler.model.errors import RedisUnavailable, SchedError
+from scheduler.state.acl import is_refusal
 from scheduler.state.app import App
 from scheduler.state.node_cache import NodeCache
 from scheduler.tools import logs
@@ -54,8 +55,10 @@ def _child(url: str, namespace: str, config: WorkerConfig, queue_config: QueueCo
     before = _cpu_s()
     try:
         stats = run_one(url, namespace, config, queue_config, nodes)
-    except (SchedError, NoPermissionError) as exc:  # the user's to fix (a refused password): the parent says it once
-        results.put({"pid": os.getpid(), "error": exc})
+    except Exception as exc:
+        if not isinstance(exc, SchedError) and not is_refusal(exc):
+            raise
+        results.put({"pid": os.getpid(), "error": exc})  # the user's to fix (a password, a role): said once
         sys.exit(1)
     results.put({"pid": os.getpid(), "stats": stats, "cpu_s": _cpu_s() - before})
 
