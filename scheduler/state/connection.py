@@ -36,6 +36,7 @@ from redis.retry import Retry
 from redis.sentinel import Sentinel
 
 from scheduler.model.errors import RedisUnavailable, SpecError
+from scheduler.state.tls import with_tls_env
 
 CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
 SENTINEL_SCHEMES = ("redis+sentinel",)
@@ -84,6 +85,7 @@ def client_for(url: str, *, decode_responses: bool = True, retrying: bool = True
 
     A plain or Sentinel client connects on first use; a cluster client reads the
     cluster's layout here, so it may raise for an unreachable cluster."""
+    url = with_tls_env(url)  # TLS files from SCHED_REDIS_CA, _CERT, _KEY (tls.py)
     scheme = url.partition("://")[0].lower() if "://" in url else ""
     try:
         if scheme in CLUSTER_SCHEMES:
