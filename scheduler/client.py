@@ -38,6 +38,7 @@ from scheduler.model.quantities import CPU, MEMORY
 from scheduler.model.errors import PermissionDenied, RedisUnavailable
 from scheduler.state import acl
 from scheduler.state.app import App, default_namespace
+from scheduler.state.dashboard_users import DashboardUsers
 from scheduler.state.keys import Keys
 
 
@@ -516,6 +517,10 @@ class Client:
         """Set every user ``create_user`` made again on every server (after a restart of a
         server that keeps no ACL file, or a new replica)."""
         return acl.AclUsers(self.app.client).sync()
+
+    def dashboard_users(self) -> DashboardUsers:
+        """Who may sign in to ``sched ui`` (``sched:ui:users``, shared by every namespace)."""
+        return DashboardUsers(self.app.client)
 
     def refusal(self, exc: BaseException, doing: str) -> PermissionDenied:
         """The one sentence for Redis refusing this client's user something (``NOPERM``)
