@@ -170,9 +170,9 @@ def test_a_viewer_reads_and_writes_nothing(server, names, users):
 
 def test_only_the_admin_sets_quotas_and_tenant_weights(server, names, users):
     a = names[0]
-    for role in ("submitter", "agent"):
+    for role in ("submitter", "worker", "agent"):
         for args in (["quota", "set", a, "--cpu", "100"], ["tenant", "set", "team", "--weight", "5"]):
-            refused(sched(users[role], "-n", a, *args), f"{role} of namespace {a}", "quota or tenant weights")
+            refused(sched(users[role], "-n", a, *args), f"{role} of namespace {a}", "quotas or tenant weights")
     ok(sched(server[0], "quota", "set", a, "--cpu", "100"))
 
 

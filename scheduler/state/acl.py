@@ -7,6 +7,9 @@ confined to NS by Redis itself. Each role adds the commands its processes really
 (found by running them under the role; the lists below are the result), never
 ``FLUSHALL``, ``CONFIG``, ``SCRIPT FLUSH``, ``KEYS``, ``SCAN`` or ``ACL`` beyond
 ``WHOAMI``: those stay the admin's (the URL without a user, or any user with ``+@all``).
+Inside its namespace a role is least privilege rather than a wall: a worker or an agent
+requeues tasks with the very script a submit uses, so Redis cannot keep it from
+creating tasks there (docs/security.md says what each role can and cannot do).
 
 ACL users live in each server, not in the data: on a Redis Cluster a user is set on
 every master and replica, and on one server also on the replicas it lists (so that a
@@ -45,13 +48,14 @@ _CONNECTION = ("ping", "hello", "auth", "time", "client|setname", "client|setinf
 # Reads of the namespace: listings, show, explain, logs, audit, the dashboard, events.
 _READS = ("get", "exists", "hget", "hgetall", "hmget", "hkeys", "smembers", "zrange", "zrangebyscore", "zcard",
           "zscore", "subscribe", "unsubscribe")
-# The Lua scripts (lua/*.lua) and what they run: Redis checks every command a script
-# runs against the user, so a role that calls scripts needs their commands too. WAIT
-# follows durable script calls with --wait-replicas.
-_SCRIPTS = ("evalsha", "eval", "script|load", "wait", "exists", "get", "set", "hdel", "hexists", "hget", "hgetall",
+# What the Lua scripts (lua/*.lua) run: Redis checks every command a script runs against
+# the user, so a role that calls scripts needs their commands too. WAIT follows durable
+# script calls with --wait-replicas.
+_SCRIPTS = ("wait", "exists", "get", "set", "hdel", "hexists", "hget", "hgetall",
             "hincrby", "hmget", "hset", "hsetnx", "incr", "incrby", "lpush", "ltrim", "publish", "sadd", "scard",
             "srem", "zadd", "zcard", "zincrby", "zmscore", "zpopmin", "zrange", "zrangebyscore", "zrem",
             "zremrangebyscore", "zscore")
+_SCRIPT_CALLS = ("evalsha", "eval", "script|load")  # calling them (redis-py loads a script Redis lost)
 # Per role, beyond the reads (and, but for viewers, the scripts).
 _ROLE_COMMANDS = {
     "viewer": (),
@@ -98,18 +102,19 @@ def rules(name: str, namespace: str, role: str, password_sha256: str) -> list[st
     commands = set(_CONNECTION) | set(_READS) | set(_ROLE_COMMANDS[role])
     if role != "viewer":
         commands |= set(_SCRIPTS)
-    out = ["reset", "on", f"#{password_sha256}", "resetchannels", f"&{prefix}*",
-           f"%R~{record_key(name)}"]
-    if role == "viewer":
-        out.append(f"%R~{prefix}*")
-    elif role == "worker":  # claim.lua and commit.lua are given the quota and the tenants' weights
-        out += [f"~{prefix}*"]
-    else:  # every key but quota and tenants (the admin's limits), which they only read
-        out += [f"%R~{prefix}*", f"~{prefix}q:*", f"~{prefix}[^qt]*", f"~{prefix}ta*"]
-    if role != "viewer":
+    out = ["reset", "on", f"#{password_sha256}", "resetchannels", f"&{prefix}*", f"%R~{record_key(name)}",
+           f"%R~{prefix}*"]
+    if role != "viewer":  # every key but quota and tenants (the admin's limits), which they only read
+        out += [f"~{prefix}{pattern}" for pattern in ("q:*", "ta*", "[^qt]*")]
         # Write only: a process registers its namespace (SADD) without learning the others'.
         out.append(f"%W~{NAMESPACE_REGISTRY}")
     out += [f"+{command}" for command in sorted(commands)]
+    if role != "viewer":
+        # A script call names its keys (KEYS), which Redis checks for reading and writing:
+        # these commands may name any key of the namespace (commit.lua is given the quota,
+        # claim.lua the tenants' weights), while each command a script then runs is
+        # checked against the rules above.
+        out.append("(" + " ".join([f"~{prefix}*", *(f"+{c}" for c in _SCRIPT_CALLS)]) + ")")
     if role == "agent":
         out += [f"+{command}" for command in _RQ_CONNECTION]
         out.append("(" + " ".join(["~rq:*", "&rq:*", *(f"+{c}" for c in _RQ_COMMANDS)]) + ")")
@@ -306,8 +311,10 @@ def whoami(client) -> dict:
     return {"user": user, "namespace": fields.get("namespace", ""), "role": fields.get("role", "")}
 
 
-_ROLE_DOES = {"viewer": "a viewer only reads", "submitter": "a submitter submits, scales and stops jobs",
-              "worker": "a worker runs sched worker", "agent": "an agent runs sched agent"}
+_ROLE_DOES = {"viewer": "a viewer only reads",
+              "submitter": "a submitter submits, scales and stops jobs, and may not change quotas or tenant weights",
+              "worker": "a worker runs sched worker, and may not change quotas or tenant weights",
+              "agent": "an agent runs sched agent, and may not change quotas or tenant weights"}
 
 
 def refusal_sentence(client, exc: BaseException, namespace: str, doing: str) -> str:
@@ -329,8 +336,8 @@ def refusal_sentence(client, exc: BaseException, namespace: str, doing: str) -> 
             what = "run a command that a scheduler script runs"
         elif _CHANNEL_RE.search(text):
             what = f"follow a channel outside namespace {me['namespace'] or namespace}"
-        elif me["role"] in ("submitter", "agent"):
-            what = f"change namespace {namespace}'s quota or tenant weights, or use a key outside it"
+        elif me["role"] in ("submitter", "worker", "agent"):
+            what = f"make that change in namespace {namespace}"
         else:
             what = f"use a key outside namespace {me['namespace'] or namespace}"
         hint = _ROLE_DOES.get(me["role"], "the admin's URL may")
