@@ -24,7 +24,6 @@ from functools import lru_cache
 from typing import Iterable, Iterator
 
 import orjson
-import redis
 import yaml
 
 from scheduler.control import reconcile
@@ -35,7 +34,7 @@ from scheduler.model import (BATCH, LIVE_STATES, PENDING, TASK_STATES, TERMINAL_
                              make_node, parse_job)
 from scheduler.model.names import is_job_id
 from scheduler.model.quantities import CPU, MEMORY
-from scheduler.model.errors import PermissionDenied, RedisUnavailable
+from scheduler.model.errors import PermissionDenied
 from scheduler.state import acl
 from scheduler.state.app import App, default_namespace
 from scheduler.state.dashboard_users import DashboardUsers
@@ -615,14 +614,7 @@ class Client:
     def _check_access(self, namespace: str) -> None:
         """A user whose role does not allow a worker in ``namespace`` hears so before the
         workers start (a NOPERM is not waited out like a Redis that is away)."""
-        try:
-            client = self.app.client
-        except RedisUnavailable:
-            return  # not up yet: each worker waits for it (or says why it cannot connect)
-        try:
-            acl.check_access(client, Keys(namespace).active)
-        except (redis.ConnectionError, redis.TimeoutError):
-            return
+        acl.check_access(self.app.url, Keys(namespace).active)
 
 
 def job_status(job: dict, states: Counter) -> str:

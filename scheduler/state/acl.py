@@ -29,10 +29,11 @@ from urllib.parse import quote
 
 import redis
 from redis.cluster import RedisCluster
-from redis.exceptions import NoPermissionError, ResponseError
+from redis.exceptions import NoPermissionError, RedisClusterException, ResponseError
 
 from scheduler.model.errors import NotFound, SpecError
 from scheduler.model.names import check_namespace
+from scheduler.state.connection import client_for
 
 ROLES = ("viewer", "submitter", "worker", "agent")
 NAMESPACE_REGISTRY = "sched:namespaces"
@@ -275,11 +276,23 @@ class AclUsers:
         return out
 
 
-def check_access(client, key: str) -> None:
-    """Raise Redis's refusal now if this client's user may not read and write ``key``'s
-    namespace through a script (as a scheduler worker does), rather than in every turn of
-    a long-running loop. Writes nothing."""
-    client.eval("return 0", 1, key)
+def check_access(url: str, key: str) -> None:
+    """Raise Redis's refusal now if the user of ``url`` may not read and write ``key``'s
+    namespace through a script, as a scheduler worker does, rather than in every turn of
+    a long-running loop. Writes nothing, on a connection of its own. Anything else (a
+    Redis not up yet, a refused password) is left to the workers, which wait for Redis
+    or say why they cannot reach it."""
+    try:
+        client = client_for(url, retrying=False)
+    except (redis.RedisError, RedisClusterException):
+        return
+    try:
+        client.eval("return 0", 1, key)
+    except (redis.RedisError, RedisClusterException) as exc:
+        if is_refusal(exc):
+            raise
+    finally:
+        client.close()
 
 
 # ----------------------------------------------------------------------------- refusals
