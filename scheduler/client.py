@@ -33,9 +33,13 @@ from scheduler.control.worker_config import WorkerConfig
 from scheduler.model import (BATCH, LIVE_STATES, PENDING, TASK_STATES, TERMINAL_STATES, JobSpec, Node, SchedError, SpecError, Task,
                              make_node, parse_job)
 from scheduler.model.names import is_job_id
-from scheduler.model.errors import NotFound
+from scheduler.model.quantities import CPU, MEMORY
+from scheduler.model.errors import NotFound, PermissionDenied
+from scheduler.state import acl
 from scheduler.state.app import App, default_namespace
+from scheduler.state.dashboard_users import DashboardUsers
 from scheduler.state.jobs import parse_stored
+from scheduler.state.keys import Keys
 
 
 class WaitTimeout(SchedError, TimeoutError):
@@ -299,9 +303,10 @@ class Client:
     # Jobs.
     def submit(self, spec: dict | str | JobSpec) -> dict:
         """Create or update a job from a mapping, YAML/JSON text or a parsed spec. Returns
-        ``{id, version, tasks, created}`` (the ``sched job submit --json`` shape)."""
+        ``{id, version, tasks, created}`` (the ``sched job submit --json`` shape), with
+        ``unoffered`` when the job asks for resources no node of the namespace has offered."""
         parsed = _spec(spec)  # before connecting: bad input is reported without a Redis
-        return reconcile.submit(self.store, parsed)
+        return self._note_unoffered([reconcile.submit(self.store, parsed)], [parsed])[0]
 
     def submit_many(self, specs: Iterable[dict | str | JobSpec]) -> list[dict]:
         """Submit several jobs; returns :meth:`submit`'s result for each, in order. Every
@@ -321,7 +326,7 @@ class Client:
             except SpecError as exc:
                 raise SpecError(f"document {i}: {exc}") from None
             jobs.append((parsed.id, parsed))
-        return reconcile.submit_many(self.store, jobs)
+        return self._note_unoffered(reconcile.submit_many(self.store, jobs), [spec for _, spec in jobs])
 
     def submit_text(self, text: str) -> list[dict]:
         """Submit every job spec in a YAML or JSON text (one, several YAML documents or JSON
@@ -329,8 +334,24 @@ class Client:
         :meth:`submit_many`. Returns the result of each."""
         jobs = read_specs(text)  # before connecting: bad input is reported without a Redis
         if len(jobs) == 1:
-            return [reconcile.submit(self.store, jobs[0][1].with_id(jobs[0][0]))]
-        return reconcile.submit_many(self.store, jobs)
+            results = [reconcile.submit(self.store, jobs[0][1].with_id(jobs[0][0]))]
+        else:
+            results = reconcile.submit_many(self.store, jobs)
+        return self._note_unoffered(results, [spec for _, spec in jobs])
+
+    def _note_unoffered(self, results: list[dict], specs: list[JobSpec]) -> list[dict]:
+        """Give each result whose job asks for a resource that no node of the namespace
+        has offered an ``unoffered`` list naming those (a job may rightly wait for nodes
+        yet to come, so this is said, not refused). Every node has a cpu and a memory, so
+        only other resources are looked up: one read of the namespace's resource names."""
+        wanted = [{name for name, amount in spec.resources.items() if amount > 0 and name not in (CPU, MEMORY)}
+                  for spec in specs]
+        if any(wanted):
+            offered = set(self.store.resource_names())
+            for result, names in zip(results, wanted):
+                if names - offered:
+                    result["unoffered"] = sorted(names - offered)
+        return results
 
     def plan(self, spec: dict | str | JobSpec) -> dict:
         """Dry run: where the tasks would go now, what they would preempt, why any would wait."""
@@ -521,6 +542,37 @@ class Client:
             out.append({"name": name, "weight": weight, "used": used, "dominant_share": round(top / weight, 4)})
         return out
 
+    # Redis ACL users (the admin's: see docs/security.md).
+    def create_user(self, name: str, namespace: str, role: str) -> dict:
+        """A Redis user confined to ``namespace`` with ``role``'s commands, on every server:
+        ``{name, namespace, role, url, servers, missed, persisted}``; ``url`` (this
+        client's URL with the user's credentials) holds the password, which is kept
+        nowhere else."""
+        record = acl.AclUsers(self.app.client).create(name, namespace, role)
+        record["url"] = acl.user_url(self.app.url, name, record.pop("password"))
+        return record
+
+    def users(self) -> list[dict]:
+        """The Redis users ``create_user`` made: ``{name, namespace, role, created, active}``."""
+        return acl.AclUsers(self.app.client).records()
+
+    def remove_user(self, name: str) -> dict:
+        return acl.AclUsers(self.app.client).remove(name)
+
+    def sync_users(self) -> list[dict]:
+        """Set every user ``create_user`` made again on every server (after a restart of a
+        server that keeps no ACL file, or a new replica)."""
+        return acl.AclUsers(self.app.client).sync()
+
+    def dashboard_users(self) -> DashboardUsers:
+        """Who may sign in to ``sched ui`` (``sched:ui:users``, shared by every namespace)."""
+        return DashboardUsers(self.app.client)
+
+    def refusal(self, exc: BaseException, doing: str) -> PermissionDenied:
+        """The one sentence for Redis refusing this client's user something (``NOPERM``)
+        while ``doing`` (``sched job submit``...)."""
+        return PermissionDenied(acl.refusal_sentence(self.app.client, exc, self.namespace, doing))
+
     def logs(self, task_id: str) -> dict:
         """What the task printed: ``{id, state, stdout, stderr, stdout_bytes, stderr_bytes}``
         plus ``result``/``traceback`` (a function) or ``exit_code`` (a command) once known.
@@ -602,7 +654,14 @@ class Client:
         config = config or WorkerConfig(until_idle=until_idle)
         self.app.url  # start the embedded server if there is no URL; a real one is waited for by each worker
         target = self.namespace if namespaces is None else list(namespaces)
+        for namespace in [target] if isinstance(target, str) else target:
+            self._check_access(namespace)
         return process("run-workers")(self.app.url, target, concurrency, config)
+
+    def _check_access(self, namespace: str) -> None:
+        """A user whose role does not allow a worker in ``namespace`` hears so before the
+        workers start (a NOPERM is not waited out like a Redis that is away)."""
+        acl.check_access(self.app.url, Keys(namespace).active)
 
 
 def job_status(job: dict, states: Counter) -> str:

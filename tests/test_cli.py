@@ -296,6 +296,8 @@ BAD_INPUT = {
     "empty spec": spec_case(""),
     "unknown field": spec_case("id: web2\nreplica: 3\n"),
     "unknown field in json": spec_case('{"id": "web2", "cpus": 1}'),
+    "cpu written as cpus": spec_case("id: web2\nresources: {cpus: 1, memory: 1GiB}\n"),
+    "memory written as ram": spec_case("id: web2\nresources: {cpu: 1, ram: 1GiB}\n"),
     "negative cpu": spec_case("id: web2\nresources: {cpu: -1}\n"),
     "negative memory": spec_case("id: web2\nresources: {memory: -256MiB}\n"),
     "non-numeric cpu": spec_case("id: web2\nresources: {cpu: lots}\n"),
@@ -346,6 +348,23 @@ def test_bad_input_exits_2_and_leaves_redis_untouched(sched, app, args, stdin):
     assert result.stderr.endswith(".\n") and result.stderr.count("\n") == 1   # one sentence, one line
     assert result.stdout == ""
     assert snapshot_all(app.client) == before
+
+
+def test_a_resource_no_node_offers_is_submitted_with_a_warning(sched, app):
+    sched("node", "add", "n1", "--cpu", "4", "--memory", "8GiB")
+    result = sched("job", "submit", "-", input="id: train\nresources: {cpu: 1, gpu: 1, tpu: 2}\n")
+    assert result.stdout == "train\n"
+    assert result.stderr == (f"Warning: job train asks for gpu and tpu, which no node of namespace {app.keys.namespace} "
+                             f"has offered; its tasks wait until a node does.\n")
+    assert app.store.get_job("train")["version"] == 1  # submitted all the same
+
+    bulk = sched("job", "submit", "--json", "-", input="id: a\nresources: {gpu: 1}\n---\nid: b\nresources: {gpu: 1}\n")
+    assert [r.get("unoffered") for r in as_json(bulk)] == [["gpu"], ["gpu"]]
+    assert bulk.stderr.count("\n") == 1 and "jobs a and b ask for gpu" in bulk.stderr
+
+    sched("node", "add", "n2", "--cpu", "4", "--memory", "8GiB", "--gpu", "1")
+    offered = sched("job", "submit", "--json", "-", input="id: train2\nresources: {cpu: 1, gpu: 1}\n")
+    assert offered.stderr == "" and "unoffered" not in as_json(offered)
 
 
 @pytest.mark.parametrize("args, stdin", [

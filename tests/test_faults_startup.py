@@ -159,3 +159,17 @@ def test_a_running_agent_and_worker_outlive_a_redis_restart(tmp_path):
         app.close()
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_worker_processes_refused_a_password_say_so_in_one_sentence(own_redis, tmp_path):
+    """A refused password does not fix itself: ``sched worker --concurrency 2`` exits at
+    once with the one sentence other commands print, not a traceback per child process."""
+    server, url = own_redis
+    App(redis_url=url).client.config_set("requirepass", "right-one")
+    wrong = url.replace("unix://", "unix://:wrong-one@")
+    done = subprocess.run([SCHED, "--redis-url", wrong, "worker", "--concurrency", "2"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [f"Error: cannot reach Redis at {url.replace('unix://', 'unix://:***@')}: "
+                                        "invalid username-password pair or user is disabled."]
+    assert done.stdout == ""

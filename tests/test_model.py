@@ -272,10 +272,30 @@ def test_global_job_has_no_replicas():
     ({"id": "web", "preempt": "always"}, "preempt"),
     ({"id": "web", "restart_delay": -1}, "restart_delay"),
     ({"id": "g", "type": "global", "replicas": 2}, "takes no replicas"),
+    ({"id": "web", "resources": {"cpus": 1, "memory": "1GiB"}}, r"unknown resource 'cpus'; did you mean 'cpu'\?"),
+    ({"id": "web", "resources": {"CPU": 1}}, r"unknown resource 'CPU'; did you mean 'cpu'\?"),
+    ({"id": "web", "resources": {"cores": 2}}, "did you mean 'cpu'"),
+    ({"id": "web", "resources": {"mem": "1Gi"}}, r"unknown resource 'mem'; did you mean 'memory'\?"),
+    ({"id": "web", "resources": {"ram": "1Gi"}}, "did you mean 'memory'"),
+    ({"id": "web", "resources": {"memory_mb": 512}}, "did you mean 'memory'"),
+    ({"id": "web", "replica": 3}, r"\(did you mean 'replicas'\?\)"),
+    ({"id": "web", "cpus": 1}, r"\(did you mean resources: \{cpu: \.\.\.\}\?\)"),
 ])
 def test_bad_job_specs(raw, match):
     with pytest.raises(SpecError, match=match):
         parse_job(raw)
+
+
+def test_generic_resources_are_not_taken_for_cpu_or_memory():
+    spec = parse_job({"id": "web", "resources": {"cpu": 1, "memory": "1Gi", "gpu": 1, "gpus": 2, "fpga": 1,
+                                                  "memory-bandwidth": 3, "disk": 4}})
+    assert spec.resources == {"cpu": 1000, "memory": 2**30, "gpu": 1, "gpus": 2, "fpga": 1, "memory-bandwidth": 3,
+                              "disk": 4}
+
+
+def test_a_node_capacity_near_miss_is_refused_too():
+    with pytest.raises(SpecError, match="node n1 capacity has an unknown resource 'vcpus'; did you mean 'cpu'"):
+        make_node("n1", cpu=1, memory="1Gi", resources={"vcpus": 4})
 
 
 # ----------------------------------------------------------------------------- stored specs

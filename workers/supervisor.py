@@ -22,6 +22,7 @@ import os
 import queue
 import resource
 import signal
+import sys
 import threading
 import time
 from collections import defaultdict
@@ -30,7 +31,8 @@ from dataclasses import replace
 from redis.exceptions import RedisError
 
 from scheduler.control.worker_config import WorkerConfig
-from scheduler.model.errors import RedisUnavailable
+from scheduler.model.errors import RedisUnavailable, SchedError
+from scheduler.state.acl import is_refusal
 from scheduler.state.app import App
 from scheduler.state.node_cache import NodeCache
 from scheduler.tools import logs
@@ -51,7 +53,13 @@ def _child(url: str, namespace: str, config: WorkerConfig, queue_config: QueueCo
     if gate is not None:
         gate.wait()
     before = _cpu_s()
-    stats = run_one(url, namespace, config, queue_config, nodes)
+    try:
+        stats = run_one(url, namespace, config, queue_config, nodes)
+    except Exception as exc:
+        if not isinstance(exc, SchedError) and not is_refusal(exc):
+            raise
+        results.put({"pid": os.getpid(), "error": exc})  # the user's to fix (a password, a role): said once
+        sys.exit(1)
     results.put({"pid": os.getpid(), "stats": stats, "cpu_s": _cpu_s() - before})
 
 
@@ -99,6 +107,7 @@ class WorkerProcesses:
         self.results = self._ctx.Queue()
         self.gate = self._ctx.Event() if gated else None
         self.reports: list[dict] = []
+        self.errors: list[Exception] = []  # what children that could not run said (one sentence each)
         self.started: set[int] = set()
         self.processes: list = []
 
@@ -125,13 +134,15 @@ class WorkerProcesses:
         return any(p.is_alive() for p in self.processes)
 
     def _drain(self, timeout: float = 0.0) -> None:
-        while len(self.reports) < len(self.processes):
+        while len(self.reports) + len(self.errors) < len(self.processes):
             try:
                 message = self.results.get(timeout=timeout) if timeout else self.results.get_nowait()
             except queue.Empty:
                 return
             if "started" in message:
                 self.started.add(message["started"])
+            elif "error" in message:
+                self.errors.append(message["error"])
             else:
                 self.reports.append(message)
 
@@ -205,6 +216,8 @@ def run_workers(url: str, namespace: str, concurrency: int, config: WorkerConfig
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    if processes.errors:
+        raise processes.errors[0]
     totals, _cpu = processes.totals()
     totals["crashed"] = processes.crashed
     return totals

@@ -19,3 +19,7 @@ class RedisUnavailable(SchedError):
     """No Redis server could be reached or started."""
 
     exit_code = 1
+
+
+class PermissionDenied(SchedError):
+    """Redis refused the user a command, key or channel (its ACL user's role does not allow it)."""

@@ -5,13 +5,14 @@ A spec that parses is a spec the scheduler can place; every error is one sentenc
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass, field, fields
 
 from scheduler.model.constraints import Constraint, attribute_getter, parse_constraints
 from scheduler.model.errors import SpecError
 from scheduler.model.names import check_job_id, check_tenant, new_job_id, parse_plugins
-from scheduler.model.quantities import CPU, parse_resources
+from scheduler.model.quantities import CPU, MEMORY, lookalike, parse_resources
 from scheduler.model.update import HealthCheck, UpdatePolicy, health_raw, parse_health, parse_update, update_raw
 from scheduler.model.states import (BATCH, GLOBAL, JOB_TYPES, MAX_PRIORITY, MAX_REPLICAS, MIN_PRIORITY, SERVICE,
                                     SPREAD, STRATEGIES)
@@ -145,13 +146,27 @@ def _parse_ports(raw, job: str) -> tuple[int, ...]:
     return tuple(sorted(raw))
 
 
+def _did_you_mean(name) -> str:
+    """`` (did you mean 'replicas'?)`` for a near-miss of a field, or of a resource
+    written at the top level (``cpu: 1`` belongs in ``resources``); else nothing."""
+    if not isinstance(name, str):
+        return ""
+    resource = name if name in (CPU, MEMORY) else lookalike(name)
+    if resource is not None:
+        return f" (did you mean resources: {{{resource}: ...}}?)"
+    close = difflib.get_close_matches(name, sorted(_JOB_FIELDS), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def parse_job(raw) -> JobSpec:
     """Validate a job spec (a mapping loaded from YAML or JSON)."""
     if not isinstance(raw, dict):
         raise SpecError("a job spec must be a mapping with fields such as replicas, resources and run.")
     unknown = set(raw) - _JOB_FIELDS
     if unknown:
-        raise SpecError(f"job spec has unknown field {sorted(unknown)[0]!r}; known fields are {', '.join(sorted(_JOB_FIELDS))}.")
+        name = sorted(unknown, key=str)[0]
+        raise SpecError(f"job spec has unknown field {name!r}{_did_you_mean(name)}; "
+                        f"known fields are {', '.join(sorted(_JOB_FIELDS))}.")
     job = check_job_id(raw["id"]) if raw.get("id") is not None else new_job_id()
     job_type = raw.get("type", SERVICE)
     if job_type not in JOB_TYPES:

@@ -26,6 +26,16 @@ _MEMORY_RE = re.compile(r"\s*([0-9]*\.?[0-9]+)\s*([kKmMgGtTpP]i?)?[bB]?\s*")
 _CPU_RE = re.compile(r"\s*([0-9]*\.?[0-9]+)\s*(m?)\s*")
 _NAME_RE = re.compile(r"[a-z][a-z0-9_-]{0,31}")
 
+# Names that mean cpu or memory but would be taken as a generic resource no node has
+# (``cpus: 1`` would wait forever as "insufficient cpus"): a word for cores or memory,
+# alone or with a unit or count after it. ``gpu`` and the like are none of these.
+_LOOKALIKES = (
+    (CPU, re.compile(r"(?:v|n|num_?)?(?:cpus?|cores?|vcores?|processors?|millicores?)"
+                     r"(?:[_-]?(?:count|cores?|m|millis|millicores?))?")),
+    (MEMORY, re.compile(r"(?:mem|memory|memorys|memories|ram)(?:[_-]?(?:[kmgtp]i?b?|bytes?))?")),
+)
+_HOW = {CPU: "in cores (0.5) or millicores (500m)", MEMORY: "with a unit (256Mi, 1Gi)"}
+
 
 def _number(value, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -90,6 +100,10 @@ def parse_resources(raw, what: str = "resources") -> dict[str, int]:
         raise SpecError(f"{what} must be a mapping of resource names to amounts, like {{cpu: 0.5, memory: 256MiB}}.")
     parsed: dict[str, int] = {}
     for name, value in raw.items():
+        meant = lookalike(name)
+        if meant is not None:
+            raise SpecError(f"{what} has an unknown resource {name!r}; did you mean {meant!r}? "
+                            f"Write {meant} {_HOW[meant]}.")
         if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
             raise SpecError(f"{what} has an invalid resource name {name!r}; use lowercase letters, digits, - and _.")
         label = f"{what}.{name}"
@@ -100,6 +114,18 @@ def parse_resources(raw, what: str = "resources") -> dict[str, int]:
         else:
             parsed[name] = parse_units(value, label)
     return parsed
+
+
+def lookalike(name) -> str | None:
+    """``cpu`` or ``memory`` when ``name`` is another way of writing it (``cpus``, ``mem``,
+    ``ram``, ``memory_mb``, ``CPU``...), else None."""
+    if not isinstance(name, str) or name in (CPU, MEMORY):
+        return None
+    folded = name.strip().lower()
+    for meant, pattern in _LOOKALIKES:
+        if pattern.fullmatch(folded):
+            return meant
+    return None
 
 
 def format_quantity(name: str, amount: int) -> str:

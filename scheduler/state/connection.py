@@ -38,6 +38,7 @@ from redis.sentinel import Sentinel, SentinelManagedConnection
 from scheduler.model.errors import RedisUnavailable, SpecError
 from scheduler.state.failover import (BRIEF_S, CLUSTER_NODE_TIMEOUT_MS, SENTINEL_DOWN_AFTER_MS, BoundedRetry,
                                       bound_from_detection, configured_bound_s, patient_connections, retry_within)
+from scheduler.state.tls import with_tls_env
 
 CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
 SENTINEL_SCHEMES = ("redis+sentinel",)
@@ -93,6 +94,7 @@ def client_for(url: str, *, decode_responses: bool = True, retrying: bool = True
     A plain or Sentinel client connects on first use; a cluster client reads the
     cluster's layout and command table here (from whichever node answers, waiting within
     the same time), so it may raise for an unreachable cluster."""
+    url = with_tls_env(url)  # TLS files from SCHED_REDIS_CA, _CERT, _KEY (tls.py)
     scheme = url.partition("://")[0].lower() if "://" in url else ""
     bound = (lambda: wait_s) if wait_s is not None else (lambda: failover_bound_s(url))
     try:

@@ -14,13 +14,18 @@ from __future__ import annotations
 import os
 
 import click
+import redis
 
 from scheduler.client import Client
 from scheduler.model import SchedError
+from scheduler.state.acl import is_refusal
 from scheduler.state.app import App, default_namespace
-from scheduler.tools.cli import (agent, audit, bench, demo, deployment, events, job, node, queue, quota, server, task,
-                                 tenant, worker)
+from scheduler.tools.cli import (acl, agent, audit, bench, demo, deployment, events, job, node, queue, quota, server,
+                                 task, tenant, worker)
 from scheduler.tools.ui.command import ui
+
+
+_PATH = "sched.command_path"  # ctx.meta: the subcommands named, for a refusal's sentence
 
 
 class SchedGroup(click.Group):
@@ -36,6 +41,23 @@ class SchedGroup(click.Group):
             message = exc.format_message().rstrip(".")
             click.echo(f"Error: {message}.", err=True)
             ctx.exit(2)
+        except redis.ResponseError as exc:  # NOPERM: the Redis user's role does not allow it
+            if not is_refusal(exc) or not isinstance(ctx.obj, Client):
+                raise
+            error = ctx.obj.refusal(exc, ctx.meta.get(_PATH, "sched"))
+            click.echo(f"Error: {error}", err=True)
+            ctx.exit(error.exit_code)
+
+    def resolve_command(self, ctx, args):
+        """Note the subcommands named (``sched job submit``), for the sentence above."""
+        words, command = ["sched"], self
+        for arg in args:
+            if not isinstance(command, click.Group) or arg not in command.commands:
+                break
+            words.append(arg)
+            command = command.commands[arg]
+        ctx.meta[_PATH] = " ".join(words)
+        return super().resolve_command(ctx, args)
 
 
 @click.group(cls=SchedGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -73,9 +95,8 @@ def main(ctx, redis_url, namespace, wait_replicas, on_missing_replicas):
                              wait_replicas=wait_replicas, on_missing_replicas=on_missing_replicas))
 
 
-for command in (node.node, job.job, task.task, queue.queue, quota.quota, tenant.tenant, events.events,
-                worker.worker, audit.audit, agent.agent, server.server, demo.demo, bench.bench,
-                deployment.deployment, ui):
+for command in (acl.acl, node.node, job.job, task.task, queue.queue, quota.quota, tenant.tenant, events.events,
+                worker.worker, audit.audit, agent.agent, server.server, demo.demo, bench.bench, deployment.deployment, ui):
     main.add_command(command)
 
 

@@ -24,6 +24,28 @@ def load_spec(file) -> dict:
     return documents[0]
 
 
+def unoffered_warnings(results: list[dict], namespace: str) -> list[str]:
+    """One sentence per set of resources that submitted jobs ask for and no node of the
+    namespace has offered (a bulk submit of like jobs says it once)."""
+    jobs: dict[tuple, list[str]] = {}
+    for result in results:
+        if result.get("unoffered"):
+            jobs.setdefault(tuple(result["unoffered"]), []).append(result["id"])
+    lines = []
+    for names, ids in jobs.items():
+        if len(ids) == 1:
+            who = f"job {ids[0]} asks"
+        else:
+            who = f"jobs {_listed(ids)} ask" if len(ids) <= 3 else f"{len(ids)} jobs ({ids[0]}, {ids[1]}, ...) ask"
+        lines.append(f"{who} for {_listed(names)}, which no node of namespace {namespace} has offered; "
+                     f"{'its' if len(ids) == 1 else 'their'} tasks wait until a node does.")
+    return lines
+
+
+def _listed(names) -> str:
+    return " and ".join(", ".join(names).rsplit(", ", 1))
+
+
 @job.command("submit")
 @click.argument("file", type=click.File("r"))
 @json_option
@@ -54,6 +76,8 @@ def job_submit(app, file, as_json):
     A changed job prints, after its id, what changed (see `sched job plan`).
     """
     results = app.submit_text(file.read())
+    for line in unoffered_warnings(results, app.namespace):
+        click.echo(f"Warning: {line}", err=True)
     if len(results) == 1:
         if as_json:
             return print_json(results[0])

@@ -17,6 +17,7 @@ from starlette.staticfiles import StaticFiles
 from scheduler.model.errors import NotFound, RedisUnavailable, SpecError
 from scheduler.state.app import App
 from scheduler.tools.ui import api, data, events, metrics, pages
+from scheduler.tools.ui.auth import Auth, AuthSettings, Sessions, signed_in, signin, signout
 from scheduler.tools.ui.inputs import BadInput
 from scheduler.tools.ui.security import Security
 from scheduler.tools.ui.templates import Pages
@@ -44,17 +45,26 @@ ROUTES = [
 ]
 
 
-def create_app(app: App, allowed_hosts: list[str] | None = None) -> Starlette:
+def create_app(app: App, allowed_hosts: list[str] | None = None, auth: AuthSettings | None = None) -> Starlette:
     """The dashboard for ``app``'s Redis. ``allowed_hosts`` limits the Host header (give
-    the loopback names when serving on 127.0.0.1, against DNS rebinding)."""
+    the loopback names when serving on 127.0.0.1, against DNS rebinding). ``auth``:
+    sign-in and the metrics token (:mod:`auth`); None serves every route to anyone."""
     middleware = [Middleware(Security)]
     if allowed_hosts:
         middleware.insert(0, Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts))
+    routes, sessions = ROUTES, Sessions(app)
+    if auth is not None:
+        middleware.append(Middleware(Auth, settings=auth, sessions=sessions))
+        if auth.sign_in:
+            routes = [Route("/signin", signin, methods=["GET", "POST"]), Route("/signout", signout, methods=["POST"]),
+                      *ROUTES]
     handlers = {BadInput: _error, NotFound: _error, SpecError: _error, RedisUnavailable: _error,
                 redis.RedisError: _error, 404: _error, 405: _error}
-    web = Starlette(routes=ROUTES, middleware=middleware, exception_handlers=handlers)
+    web = Starlette(routes=routes, middleware=middleware, exception_handlers=handlers)
     web.state.sched = app
+    web.state.sessions = sessions
     web.state.pages = Pages()
+    web.state.pages.env.globals["signed_in"] = signed_in  # base.html: who is signed in, the sign-out form
     web.state.metrics = metrics.registry(app)  # the cluster, read from Redis on each scrape
     web.state.streams = set()  # the open event streams' cancel scopes (events.end_streams)
     return web

@@ -12,6 +12,7 @@ import uvicorn
 from scheduler.state.app import App
 from scheduler.tools.ui import events
 from scheduler.tools.ui.app import create_app
+from scheduler.tools.ui.auth import AuthSettings
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost")
 GRACE_S = 2.0  # how long stopping waits for requests in progress (event streams are ended at once)
@@ -30,26 +31,27 @@ class Server(uvicorn.Server):
         await super().shutdown(sockets)
 
 
-def build(app: App, host: str):
+def build(app: App, host: str, auth: AuthSettings | None = None):
     """The ASGI app for serving on ``host``: on loopback, the Host header must name
-    loopback too, so that a page of another site cannot reach it by DNS rebinding."""
-    return create_app(app, allowed_hosts=list(LOOPBACK_NAMES) if host in LOOPBACK_NAMES else None)
+    loopback too, so that a page of another site cannot reach it by DNS rebinding.
+    ``auth``: sign-in and the metrics token (see auth.py)."""
+    return create_app(app, allowed_hosts=list(LOOPBACK_NAMES) if host in LOOPBACK_NAMES else None, auth=auth)
 
 
-def serve(app: App, host: str, port: int) -> None:
+def serve(app: App, host: str, port: int, auth: AuthSettings | None = None) -> None:
     """Serve in the foreground until SIGINT or SIGTERM."""
-    Server(build(app, host), host=host, port=port).run()
+    Server(build(app, host, auth), host=host, port=port).run()
 
 
 class Background:
     """The dashboard on a free loopback port, on a thread: ``with Background(app) as url:``."""
 
-    def __init__(self, app: App, host: str = "127.0.0.1"):
+    def __init__(self, app: App, host: str = "127.0.0.1", auth: AuthSettings | None = None):
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind((host, 0))
         self.url = f"http://{host}:{self.sock.getsockname()[1]}"
-        self.server = Server(build(app, host), lifespan="off")
+        self.server = Server(build(app, host, auth), lifespan="off")
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True,
                                        name="sched-ui")
 
