@@ -10,12 +10,14 @@
 -- KEYS[3] q:backoff        ZSET  task id -> backoff expiry (ms)
 -- KEYS[4] q:unschedulable  ZSET  task id -> time it entered (ms)
 -- KEYS[5] q:move_cycle     STRING
--- KEYS[6 ..]               task HASH of each task, in the order of the ids in ARGV
+-- KEYS[6] stream           STREAM  the namespace's events
+-- KEYS[7] config           HASH  stream_maxlen
+-- KEYS[8 ..]               task HASH of each task, in the order of the ids in ARGV
 -- ARGV[1] fencing token of the claim
 -- ARGV[2] now (ms), or "" for Redis TIME
 -- ARGV[3] initial backoff (ms)
 -- ARGV[4] maximum backoff (ms)
--- ARGV[5] events channel
+-- ARGV[5] events: channel, and the members every event carries (see events_to in _lib.lua)
 -- ARGV[6 ..] quadruples: task id, explanation (JSON), "1" if refused at commit else "0",
 --            the gang (job id) the task waits with, or "" (then the event has no "gang")
 -- Returns one entry per task: "backoff", "unschedulable", or "lease expired" (not ours).
@@ -24,8 +26,9 @@ local now = clock_ms(ARGV[2])
 local token = ARGV[1]
 local initial, cap = tonumber(ARGV[3]), tonumber(ARGV[4])
 local moved = tonumber(redis.call('GET', KEYS[5]) or '0')
+local events = events_to(ARGV[5], KEYS[6], KEYS[7])
 local out = {}
-local k = 6
+local k = 8
 for i = 6, #ARGV, 4 do
   local id, explanation, conflict, gang = ARGV[i], ARGV[i + 1], ARGV[i + 2] == '1', ARGV[i + 3]
   local task = KEYS[k]
@@ -54,9 +57,9 @@ for i = 6, #ARGV, 4 do
     end
     out[#out + 1] = where
     if gang ~= '' then
-      publish(ARGV[5], {'type', 'task', 'id', id, 'state', 'pending', 'queue', where, 'gang', gang, 'ts', now})
+      emit(events, {'type', 'task', 'id', id, 'state', 'pending', 'queue', where, 'gang', gang}, now)
     else
-      publish(ARGV[5], {'type', 'task', 'id', id, 'state', 'pending', 'queue', where, 'ts', now})
+      emit(events, {'type', 'task', 'id', id, 'state', 'pending', 'queue', where}, now)
     end
   end
 end

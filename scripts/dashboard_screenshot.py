@@ -70,10 +70,9 @@ def submit_jobs(app: App, pause_s: float) -> None:
 
 def start_some(app: App, share: float = 0.6) -> None:
     """Mark part of the placed tasks running, as their agents would."""
-    keys = app.keys
     tasks = [t for t in app.store.tasks(app.store.all_task_ids()) if t["state"] == "assigned"]
     for task in tasks[: int(len(tasks) * share)]:
-        app.scripts.start(keys=[keys.task(task["id"])], args=[task["node"], keys.events])
+        app.store.start_task(task["id"], task["node"])
 
 
 def main() -> int:

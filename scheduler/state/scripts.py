@@ -8,7 +8,8 @@ On a Redis Cluster every key a script is given carries the namespace's hash tag
 ``SCRIPT LOAD`` goes to every master (redis-py's routing), so the NOSCRIPT reload also
 covers a replica promoted since the script was first loaded (a replica does not get the
 scripts its master loaded). Scripts publish with ``PUBLISH``, which a cluster passes to
-every node, so a subscriber on any node hears a namespace's events.
+every node, so a subscriber on any node hears a namespace's events; the same events go
+to the namespace's stream, a key of its slot (stream.py).
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from redis.exceptions import (AskError, ClusterDownError, NoScriptError, RedisCl
 log = logging.getLogger("sched.replication")
 
 SCRIPT_NAMES = ("enqueue", "enqueue_many", "claim", "reclaim", "fail", "move", "commit", "finish", "start", "preempt",
-                "preempt_gang", "unnominate", "claimed", "tallies", "node_put", "node_set", "node_rm")
+                "preempt_gang", "unnominate", "claimed", "tallies", "node_put", "node_set", "node_rm", "job_stop",
+                "snapshot")
 
 
 @cache
