@@ -125,7 +125,8 @@ class EventStream:
         return [(i, e) for i, e in parsed if e is not None], parsed[-1][0] if parsed else after
 
     def newest(self, count: int, before: str = "+") -> list[Entry]:
-        """Up to ``count`` entries up to ``before`` (inclusive; "+": the newest), newest first."""
+        """Up to ``count`` entries up to ``before`` ("+": the newest; "(<id>": those before
+        that id), newest first."""
         return _entries(self.client.xrevrange(self.keys.stream, max=before, count=count))
 
     # Consumer groups.

@@ -16,7 +16,7 @@ from starlette.staticfiles import StaticFiles
 
 from scheduler.model.errors import NotFound, RedisUnavailable, SpecError
 from scheduler.state.app import App
-from scheduler.tools.ui import api, data, events, metrics, pages
+from scheduler.tools.ui import activity, api, data, events, live, metrics, pages
 from scheduler.tools.ui.inputs import BadInput
 from scheduler.tools.ui.security import Security
 from scheduler.tools.ui.templates import Pages
@@ -28,6 +28,7 @@ ROUTES = [
     Route("/jobs", pages.jobs, name="jobs"),
     Route("/jobs/{job_id}", pages.job, name="job"),
     Route("/tasks/{task_id}", pages.task, name="task"),
+    Route("/activity", activity.page, name="activity"),
     Route("/api/namespaces", api.namespaces),
     Route("/api/overview", api.overview),
     Route("/api/nodes", api.nodes),
@@ -39,6 +40,7 @@ ROUTES = [
     Route("/api/jobs/{job_id}/stop", api.stop, methods=["POST"]),
     Route("/api/tasks/{task_id}", api.task),
     Route("/api/events", events.stream),
+    Route("/api/activity", activity.api_rows),
     Route("/metrics", metrics.endpoint),
     Mount("/static", StaticFiles(packages=[("scheduler.tools.ui", "static")]), name="static"),
 ]
@@ -57,6 +59,7 @@ def create_app(app: App, allowed_hosts: list[str] | None = None) -> Starlette:
     web.state.pages = Pages()
     web.state.metrics = metrics.registry(app)  # the cluster, read from Redis on each scrape
     web.state.streams = set()  # the open event streams' cancel scopes (events.end_streams)
+    web.state.live = live.Hub()  # one reader of each namespace's events for every open page
     return web
 
 

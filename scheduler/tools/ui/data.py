@@ -21,7 +21,6 @@ from scheduler.client import explain_message, job_status
 from scheduler.control import reconcile
 from scheduler.model import DRAIN, PENDING, TASK_STATES, Node, SpecError, Task
 from scheduler.state.app import App
-from scheduler.state.events import AsyncSubscription
 from scheduler.state.keys import Keys
 
 NAMESPACES_TTL_S = 10.0  # the namespace list costs a SCAN of the whole keyspace: reuse it this long
@@ -202,10 +201,3 @@ def scale(app: App, job_id: str, replicas: int) -> dict:
 
 def stop(app: App, job_id: str) -> dict:
     return reconcile.stop(app.store, job_id)
-
-
-# ----------------------------------------------------------------------------- events
-def subscribe(app: App):
-    """``async with subscribe(app) as events``: the namespace's events as they come (see
-    :class:`scheduler.state.events.AsyncSubscription`)."""
-    return AsyncSubscription.open(app.url, app.keys.events)
