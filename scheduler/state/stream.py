@@ -20,14 +20,16 @@ import time
 
 import orjson
 import redis
-from redis.exceptions import ClusterDownError, ConnectionError, ReadOnlyError, RedisError, ResponseError, TimeoutError
+from redis.exceptions import (ClusterDownError, ConnectionError, ReadOnlyError, RedisClusterException, RedisError,
+                              ResponseError, TimeoutError, TryAgainError)
 
 from scheduler.model.errors import SpecError
 from scheduler.state.keys import Keys
 
 STREAM_MAXLEN = 100_000  # entries kept when the namespace sets no bound (lua/_lib.lua says the same)
 BATCH = 500  # entries per read
-AWAY = (ConnectionError, TimeoutError, ClusterDownError, ReadOnlyError)
+# Redis is away, or a cluster is failing over (its layout cannot be read yet, a slot moves).
+AWAY = (ConnectionError, TimeoutError, ClusterDownError, ReadOnlyError, TryAgainError, RedisClusterException)
 FIRST_WAIT_S, LAST_WAIT_S = 0.05, 1.0  # the backoff between attempts to reach Redis again
 
 Entry = tuple[str, dict]  # (stream id, the event)
@@ -187,7 +189,7 @@ class _Reconnecting:
         self._wait = min(self._wait * 2, LAST_WAIT_S)
         try:
             self.stream.client.exists(self.stream.keys.stream)  # a keyed command re-reads a cluster's layout
-        except RedisError:
+        except (RedisError, RedisClusterException):
             pass
 
     def _back(self) -> None:

@@ -23,7 +23,7 @@ import threading
 import time
 
 import orjson
-from redis.exceptions import RedisError
+from redis.exceptions import RedisClusterException, RedisError
 
 from scheduler.state.app import App
 from scheduler.state.stream import Entry, Follower
@@ -112,7 +112,7 @@ class Feed(threading.Thread):
             while not self.stopping.is_set():
                 try:
                     entries = self._next()
-                except RedisError as exc:
+                except (RedisError, RedisClusterException) as exc:
                     log.warning("live updates of namespace %s: %s", self.app.keys.namespace, exc)
                     time.sleep(RETRY_S)
                     continue
