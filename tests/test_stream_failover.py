@@ -1,12 +1,13 @@
 """Readers of the event stream across a failover, with real servers (tests/redis_topologies.py).
 
-On a 3-master Redis Cluster and under Sentinel, ``sched events`` (a process), ``Client.events`` (a thread)
-and the dashboard's live stream (server-sent events) follow a namespace; the master (of
-its slot) is SIGKILLed and its replica promoted; events are made at once, while the
-readers are still finding the new master. Each reader ends with every event the new
-master's stream holds, once, in order: they resumed from the stream, where a channel
-subscriber would have lost what was published while it was away (``sched events`` is
-stopped, SIGSTOP, from before the kill until after the last event).
+On a 3-master Redis Cluster and under Sentinel, ``sched events`` (a process),
+``Client.events`` (a thread), a consumer of a consumer group (a thread) and the
+dashboard's live stream (server-sent events) follow a namespace; the master (of its
+slot) is SIGKILLed and its replica promoted; events are made at once, while the readers
+are still finding the new master. Each reader ends with every event the new master's
+stream holds, once, in order: they resumed from the stream, where a channel subscriber
+would have lost what was published while it was away (``sched events`` is stopped,
+SIGSTOP, from before the kill until after the last event).
 """
 
 from __future__ import annotations
@@ -99,9 +100,12 @@ def test_readers_of_the_stream_carry_on_across_a_failover(topology, request, tmp
                                 "--since", start], stdout=sink, stderr=subprocess.PIPE)
         client = Client(app=App(redis_url=url, namespace=namespace))
         api = Reader(lambda: client.events(since=start, timeout=WAIT_S))
+        group = Reader(lambda: Client(app=App(redis_url=url, namespace=namespace)).events(
+            since=start, group="g", consumer="c1", timeout=WAIT_S))
         dashboard = Reader(lambda: sse_entries(web, namespace))
         try:
             api.start()
+            group.start()
             dashboard.start()
 
             def page_is_live() -> bool:
@@ -124,16 +128,19 @@ def test_readers_of_the_stream_carry_on_across_a_failover(topology, request, tmp
             wait_until(lambda: kept[-1] in ids_of(out.read_text().splitlines()), WAIT_S,
                        "sched events to print the last event")
             api.join(WAIT_S)
+            group.join(WAIT_S)
             dashboard.join(WAIT_S)
         finally:
             cli.send_signal(signal.SIGCONT)
             cli.terminate()
             cli.wait(10)
-    assert api.error is None and dashboard.error is None, (api.error, dashboard.error)
+    assert api.error is None and group.error is None and dashboard.error is None, (api.error, group.error,
+                                                                                   dashboard.error)
     placed_after = [e for _, e in api.seen if e.get("state") == "assigned" and e.get("job") == "after"]
     assert len(placed_after) == 3
     assert ids_of(out.read_text().splitlines()) == kept  # every event the new master kept, once, in order
     assert [entry_id for entry_id, _ in api.seen] == kept
+    assert [entry_id for entry_id, _ in group.seen] == kept  # a consumer group's state fails over with the stream
     seen_by_page = [entry_id for entry_id, _ in dashboard.seen]
     assert seen_by_page == kept[kept.index(seen_by_page[0]):]  # from when the page connected: all, once
     assert kept.index(seen_by_page[0]) < kept.index(next(i for i, e in api.seen if e.get("job") == "before"))

@@ -224,7 +224,11 @@ class GroupFollower(_Reconnecting):
     consumers left pending for ``claim_idle_ms`` (XAUTOCLAIM). Each entry is one
     consumer's until acknowledged (:meth:`ack`), so the group shares the events; an entry
     is delivered again only if its consumer died before acknowledging it. A read takes up
-    to ``batch`` entries: they are this consumer's (pending) from then on."""
+    to ``batch`` entries: they are this consumer's (pending) from then on.
+
+    Entries it has returned and not yet had acknowledged are never returned again by
+    this follower (a read of its own pending entries after Redis was away skips them),
+    and an acknowledgement that did not reach Redis is sent again (XACK is idempotent)."""
 
     def __init__(self, stream: EventStream, group: str, consumer: str, start: str = "$",
                  claim_idle_ms: int = 60_000, claim_every_s: float | None = None, batch: int = BATCH):
@@ -234,41 +238,56 @@ class GroupFollower(_Reconnecting):
         self.claim_every_s = min(10.0, claim_idle_ms / 2000) if claim_every_s is None else claim_every_s
         self._pending_after: str | None = "0-0"  # reading our own pending entries, after this id
         self._claimed_at = float("-inf")
+        self._outstanding: set[str] = set()  # returned, not acknowledged yet
+        self._unsent: list[str] = []  # acknowledged by the caller, not yet by Redis
         stream.join_group(group, start)
 
     def next(self, timeout: float) -> list[Entry]:
         """The next entries for this consumer, or [] when none came within about
         ``timeout`` seconds (or Redis is away)."""
         try:
-            while self._pending_after is not None:
-                entries, self._pending_after = self.stream.read_pending(self.group, self.consumer,
-                                                                        self._pending_after, self.batch)
-                if entries:
-                    return entries
-            if time.monotonic() - self._claimed_at >= self.claim_every_s:
-                self._claimed_at = time.monotonic()
-                entries = self.stream.claim_idle(self.group, self.consumer, self.claim_idle_ms, self.batch)
-                if entries:
-                    return entries
-            entries = self.stream.read_group(self.group, self.consumer, self.batch,
-                                             block_ms=max(1, int(timeout * 1000)))
+            if self._unsent:
+                self._send_acks()
+            entries = self._read(timeout)
         except AWAY:
-            self._pending_after = "0-0"  # what was delivered and not acknowledged comes again
+            self._pending_after = "0-0"  # a reply lost on the way may have delivered entries to us
             self._away(timeout)
             return []
         except ResponseError as exc:
             if "NOGROUP" not in str(exc):
                 raise
-            self.stream.join_group(self.group, self.start)  # lost with a failover that the stream survived
+            try:
+                self.stream.join_group(self.group, self.start)  # lost with a failover the stream survived
+            except AWAY:
+                self._away(timeout)
             return []
         self._back()
+        entries = [entry for entry in entries if entry[0] not in self._outstanding]
+        self._outstanding.update(entry_id for entry_id, _ in entries)
         return entries
 
+    def _read(self, timeout: float) -> list[Entry]:
+        while self._pending_after is not None:
+            entries, self._pending_after = self.stream.read_pending(self.group, self.consumer, self._pending_after,
+                                                                    self.batch)
+            if entries:
+                return entries
+        if time.monotonic() - self._claimed_at >= self.claim_every_s:
+            self._claimed_at = time.monotonic()
+            entries = self.stream.claim_idle(self.group, self.consumer, self.claim_idle_ms, self.batch)
+            if entries:
+                return entries
+        return self.stream.read_group(self.group, self.consumer, self.batch, block_ms=max(1, int(timeout * 1000)))
+
     def ack(self, ids: list[str]) -> None:
-        """Acknowledge handled entries. Not resent after a failure: an entry left pending
-        is delivered again (to this consumer when it reads its pending entries, or to
-        another after ``claim_idle_ms``)."""
+        """Acknowledge handled entries (sent again with the next read if Redis is away)."""
+        self._unsent += ids
         try:
-            self.stream.ack(self.group, ids)
+            self._send_acks()
         except AWAY:
-            self._pending_after = "0-0"
+            pass
+
+    def _send_acks(self) -> None:
+        self.stream.ack(self.group, self._unsent)
+        self._outstanding.difference_update(self._unsent)
+        self._unsent = []
