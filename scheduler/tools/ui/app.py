@@ -2,7 +2,8 @@
 
 ``create_app(App)`` serves the namespace of the App by default and any other namespace
 of the same Redis with ``?ns=NAME``. Pages, JSON routes and the event stream are in
-:mod:`pages`, :mod:`api` and :mod:`events`; every read and write in :mod:`data`.
+:mod:`pages`, :mod:`api` and :mod:`events` (fed by :mod:`live`); every read and write in
+:mod:`data`, except the activity page's reads of the event stream (:mod:`activity`).
 """
 
 from __future__ import annotations
