@@ -39,16 +39,49 @@ local function wake(key)
   redis.call('LTRIM', key, 0, 7)
 end
 
--- One JSON event on the events channel (ids and names are validated: no quoting needed
--- beyond cjson's).
-local function publish(channel, fields)
+-- Events (docs/events.md). Each change is announced as one JSON object, published on the
+-- namespace's pub/sub channel and appended, with the same text, to its stream (XADD, one
+-- field "event"), in the call that makes the change. The bound is the config hash's
+-- stream_maxlen (STREAM_MAXLEN when unset, scheduler/state/stream.py says the same; 0: no
+-- stream), read once per call, when it first announces something; that first XADD trims
+-- (MAXLEN ~ bound) and the call's others do not (a trim check per entry costs 15% of an
+-- XADD), so the stream holds at most the bound, plus one call's events, plus the entries of
+-- a node of the stream that "~" keeps whole.
+local STREAM_MAXLEN = 100000
+
+-- A call's events: spec is its events argument, the channel, then optionally "|" and JSON
+-- members every event of the call carries (e.g. '"by":"ops"'), placed before "ts".
+local function events_to(spec, stream, config)
+  local bar = string.find(spec, '|', 1, true)
+  if not bar then return {channel = spec, stream = stream, config = config, common = ''} end
+  return {channel = string.sub(spec, 1, bar - 1), stream = stream, config = config,
+          common = ',' .. string.sub(spec, bar + 1)}
+end
+
+-- Announce one event: head is its JSON members before "ts" (no braces), ts its time as text.
+local function send(events, head, ts)
+  local text = '{' .. head .. events.common .. ',"ts":' .. ts .. '}'
+  redis.call('PUBLISH', events.channel, text)
+  local bound = events.bound
+  if not bound then
+    bound = tonumber(redis.call('HGET', events.config, 'stream_maxlen') or STREAM_MAXLEN)
+    events.bound = bound
+    if bound > 0 then redis.call('XADD', events.stream, 'MAXLEN', '~', bound, '*', 'event', text) end
+  elseif bound > 0 then
+    redis.call('XADD', events.stream, '*', 'event', text)
+  end
+end
+
+-- Announce one event given as name/value pairs in the order they appear (ids and names are
+-- validated: no quoting needed beyond cjson's), and its time (ms).
+local function emit(events, fields, ts)
   local parts = {}
   for i = 1, #fields, 2 do
     local value = fields[i + 1]
     if type(value) == 'number' then value = int(value) else value = cjson.encode(value) end
     parts[#parts + 1] = '"' .. fields[i] .. '":' .. value
   end
-  redis.call('PUBLISH', channel, '{' .. table.concat(parts, ',') .. '}')
+  send(events, table.concat(parts, ','), int(ts))
 end
 
 -- Give back exactly what commit.lua took for a live task: the allocation and host ports

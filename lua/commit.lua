@@ -26,13 +26,15 @@
 -- KEYS[4] nodes:seq       STRING
 -- KEYS[5] tally:priority  HASH  priority -> live tasks (preemption looks here first)
 -- KEYS[6] nodes:deltas    ZSET  one member per call -> its last change sequence
+-- KEYS[7] stream          STREAM  the namespace's events
+-- KEYS[8] config          HASH  stream_maxlen
 -- then for each node i of the N in ARGV: node HASH, node tasks SET
 -- then for each group g of the G: tally:job:<job> ZSET of its job
 -- then for each placement, in ARGV order: task HASH
 -- then usage HASH (resource or "tasks" -> namespace total; "tenant:<t>:<resource>")
 -- then quota HASH (resource or "tasks" -> the namespace's limit)
 -- ARGV[1] fencing token
--- ARGV[2] events channel
+-- ARGV[2] events: channel, and the members every event carries (see events_to in _lib.lua)
 -- ARGV[3] namespace name (for the quota reason)
 -- ARGV[4] R, then R resource names
 -- then N, then N node names
@@ -47,7 +49,8 @@ local DELTAS_KEPT = 50000  -- sequence numbers; a worker further behind re-reads
 
 local now = now_ms()
 local nowtxt = int(now)
-local token, channel, namespace = ARGV[1], ARGV[2], ARGV[3]
+local token, namespace = ARGV[1], ARGV[3]
+local events = events_to(ARGV[2], KEYS[7], KEYS[8])
 local R = tonumber(ARGV[4])
 local names = {}
 for r = 1, R do names[r] = ARGV[4 + r] end
@@ -55,12 +58,12 @@ local a = 5 + R
 local N = tonumber(ARGV[a])
 local nodes = {}
 for i = 1, N do
-  nodes[i] = {name = ARGV[a + i], key = KEYS[5 + 2 * i], tasks_key = KEYS[6 + 2 * i]}
+  nodes[i] = {name = ARGV[a + i], key = KEYS[7 + 2 * i], tasks_key = KEYS[8 + 2 * i]}
 end
 a = a + N + 1
 local G = tonumber(ARGV[a])
 a = a + 1
-local tally_base = 6 + 2 * N
+local tally_base = 8 + 2 * N
 local task_base = tally_base + G
 
 -- Decode the groups first, so the leases can be read in one call. Groups of one job
@@ -265,8 +268,8 @@ for _, group in ipairs(groups) do
     redis.call('HSET', KEYS[task_base + ti], 'state', 'assigned', 'node', node.name, 'assigned_at', nowtxt,
       'alloc', group.alloc, 'ports', group.port_list, 'explanation', '', 'tenant', group.tenant)
     -- Ids and names are validated to plain characters, so the event is built directly.
-    redis.call('PUBLISH', channel, '{"type":"task","id":"' .. id .. '","job":"' .. group.job ..
-      '","state":"assigned","node":"' .. node.name .. '","ts":' .. nowtxt .. '}')
+    send(events, '"type":"task","id":"' .. id .. '","job":"' .. group.job .. '","state":"assigned","node":"' ..
+      node.name .. '"', nowtxt)
     placed[#placed + 1] = id
     if not touched[node] then
       touched[node] = true

@@ -11,8 +11,10 @@
 -- KEYS[5] job:<id>:deployments   ZSET  id -> version it rolls out
 -- KEYS[6] deployment:<new id>    HASH
 -- KEYS[7] deployment:<previous>  HASH  the job's deployment as read (any key when none)
+-- KEYS[8] stream                 STREAM  the namespace's events
+-- KEYS[9] config                 HASH  stream_maxlen
 -- ARGV[1] the job as read: "<version>|<next_index>|<status>"
--- ARGV[2] events channel
+-- ARGV[2] events: channel, and the members every event carries (see events_to in _lib.lua)
 -- ARGV[3] job id
 -- ARGV[4] the job's deployment as read ("" when none)
 -- ARGV[5] the job's jobs:shares value
@@ -26,7 +28,7 @@ local cur = redis.call('HMGET', job, 'version', 'next_index', 'status', 'deploym
 if (cur[1] or '') .. '|' .. (cur[2] or '') .. '|' .. (cur[3] or '') ~= ARGV[1] then return {0} end
 if (cur[4] or '') ~= ARGV[4] then return {0} end
 
-local channel, job_id, id = ARGV[2], ARGV[3], ARGV[6]
+local events, job_id, id = events_to(ARGV[2], KEYS[8], KEYS[9]), ARGV[3], ARGV[6]
 local now = now_ms()
 local n = tonumber(ARGV[7])
 local fields = {}
@@ -46,7 +48,7 @@ if ARGV[4] ~= '' then
     redis.call('HSET', KEYS[7], 'state', 'cancelled', 'updated', int(now),
                'message', 'superseded by the deployment of a newer version (' .. id .. ')')
     redis.call('ZREM', KEYS[4], ARGV[4])
-    publish(channel, {'type', 'deployment', 'id', ARGV[4], 'job', job_id, 'state', 'cancelled', 'ts', now})
+    emit(events, {'type', 'deployment', 'id', ARGV[4], 'job', job_id, 'state', 'cancelled'}, now)
   end
 end
 
@@ -71,5 +73,5 @@ call_all('HSET', KEYS[6], dep)
 redis.call('ZADD', KEYS[3], now, id)
 redis.call('ZADD', KEYS[4], now, id)
 redis.call('ZADD', KEYS[5], redis.call('HGET', KEYS[6], 'to'), id)
-publish(channel, {'type', 'deployment', 'id', id, 'job', job_id, 'state', 'running', 'ts', now})
+emit(events, {'type', 'deployment', 'id', id, 'job', job_id, 'state', 'running'}, now)
 return {1, now}

@@ -7,7 +7,9 @@
 -- KEYS[1] deployment:<id>      HASH
 -- KEYS[2] deployments:active   ZSET
 -- KEYS[3] job:<id>             HASH
--- ARGV[1] events channel
+-- KEYS[4] stream               STREAM  the namespace's events
+-- KEYS[5] config               HASH  stream_maxlen
+-- ARGV[1] events: channel, and the members every event carries (see events_to in _lib.lua)
 -- ARGV[2] the states it may be in, comma-separated ("" for any)
 -- ARGV[3] its new state ("" to keep it)
 -- ARGV[4] "1" to record its version as the job's last healthy one (job field stable)
@@ -48,7 +50,5 @@ for _, name in ipairs({'to_desired', 'to_placed', 'to_healthy', 'to_unhealthy', 
   event[#event + 1] = name
   event[#event + 1] = tonumber(redis.call('HGET', key, name) or '0')
 end
-event[#event + 1] = 'ts'
-event[#event + 1] = now
-publish(ARGV[1], event)
+emit(events_to(ARGV[1], KEYS[4], KEYS[5]), event, now)
 return {1, state, 1}

@@ -19,10 +19,12 @@
 -- KEYS[7] q:seq            STRING
 -- KEYS[8] jobs:shares      HASH
 -- KEYS[9] q:wake           LIST  a token for a waiting worker when tasks go to q:active
--- KEYS[10 ..]              task HASH of each new task (<job>.<first index + i>)
+-- KEYS[10] stream          STREAM  the namespace's events
+-- KEYS[11] config          HASH  stream_maxlen
+-- KEYS[12 ..]              task HASH of each new task (<job>.<first index + i>)
 -- ARGV[1] the job as read: "" = must not exist, "<version>|<next_index>|<status>", or
 --         "=<version>": a fill call (see above)
--- ARGV[2] events channel
+-- ARGV[2] events: channel, and the members every event carries (see events_to in _lib.lua)
 -- ARGV[3] job id
 -- ARGV[4] spec version of the tasks
 -- ARGV[5] priority
@@ -31,7 +33,10 @@
 -- ARGV[8] retries (tasks that ran before these in the same slots)
 -- ARGV[9] "1" to add the job to jobs:global
 -- ARGV[10] the job's jobs:shares value (Store.mark_job), written with the job's hash; "" for none
--- ARGV[11] n, then n field/value pairs for the job hash ("updated" and, when the job is
+-- ARGV[11] the job event this call announces before its tasks' ("submitted", "updated": a
+--          new version, "scaled"), or "" (none: a fill call, a restart or a replacement)
+-- ARGV[12] the job's replicas, for its event ("" for a global job: none is sent)
+-- ARGV[13] n, then n field/value pairs for the job hash ("updated" and, when the job is
 --          new, "created" are set here to Redis TIME)
 -- then, optionally, one pinned node per task
 -- Returns {0} if the job changed since it was read (read it again), else {1, now, created}.
@@ -50,14 +55,15 @@ else
   if (cur[1] or '') .. '|' .. (cur[2] or '') .. '|' .. (cur[3] or '') ~= ARGV[1] then return {0} end
 end
 
-local channel, job_id, version = ARGV[2], ARGV[3], ARGV[4]
+local events = events_to(ARGV[2], KEYS[10], KEYS[11])
+local job_id, version = ARGV[3], ARGV[4]
 local priority, first = tonumber(ARGV[5]), tonumber(ARGV[6])
 local delay, retries = tonumber(ARGV[7]), ARGV[8]
-local pairs_at = 12 + 2 * tonumber(ARGV[11])
+local pairs_at = 14 + 2 * tonumber(ARGV[13])
 local now = now_ms()
 local new = {}  -- offsets of the tasks to create
-for i = 0, #KEYS - 10 do
-  if not fill or redis.call('EXISTS', KEYS[10 + i]) == 0 then new[#new + 1] = i end
+for i = 0, #KEYS - 12 do
+  if not fill or redis.call('EXISTS', KEYS[12 + i]) == 0 then new[#new + 1] = i end
 end
 local count = #new
 if fill and count == 0 then return {1, now, 0} end
@@ -65,7 +71,7 @@ local first_seq = redis.call('INCRBY', KEYS[7], count) - count + 1
 
 if not fill then
   local fields = {}
-  for i = 12, pairs_at - 1 do fields[#fields + 1] = ARGV[i] end
+  for i = 14, pairs_at - 1 do fields[#fields + 1] = ARGV[i] end
   fields[#fields + 1] = 'updated'
   fields[#fields + 1] = int(now)
   call_all('HSET', job, fields)
@@ -73,6 +79,14 @@ if not fill then
   redis.call('SADD', KEYS[2], job_id)
   if ARGV[9] == '1' then redis.call('SADD', KEYS[3], job_id) end
   if ARGV[10] ~= '' then redis.call('HSET', KEYS[8], job_id, ARGV[10]) end
+  if ARGV[11] ~= '' then
+    if ARGV[12] ~= '' then
+      emit(events, {'type', 'job', 'id', job_id, 'event', ARGV[11], 'version', tonumber(version),
+        'replicas', tonumber(ARGV[12])}, now)
+    else
+      emit(events, {'type', 'job', 'id', job_id, 'event', ARGV[11], 'version', tonumber(version)}, now)
+    end
+  end
 end
 
 local queued, indexes = {}, {}
@@ -99,8 +113,8 @@ for n = 1, count do
   queued[#queued + 1] = id
   indexes[#indexes + 1] = index
   indexes[#indexes + 1] = id
-  redis.call('HSET', KEYS[10 + i], unpack(task))
-  publish(channel, {'type', 'task', 'id', id, 'job', job_id, 'state', 'pending', 'ts', now})
+  redis.call('HSET', KEYS[12 + i], unpack(task))
+  emit(events, {'type', 'task', 'id', id, 'job', job_id, 'state', 'pending'}, now)
 end
 call_all('ZADD', queue, queued)
 call_all('ZADD', KEYS[6], indexes)

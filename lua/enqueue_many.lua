@@ -1,7 +1,7 @@
 -- enqueue_many.lua: create many new jobs and their pending tasks in one step (bulk
 -- submission: Store.enqueue_many, a chunk of up to ENQUEUE_CHUNK tasks per call). Each job
--- is created only if its hash does not exist yet; a job that exists is left alone and
--- reported (the caller submits it the ordinary way, which compares and updates). So a
+-- is created only if its hash does not exist yet (and announced: a "submitted" job
+-- event before its tasks'); a job that exists is left alone and reported (the caller submits it the ordinary way, which compares and updates). So a
 -- chunk sent twice creates nothing the second time. What a created job and its tasks look
 -- like is exactly what enqueue.lua's first call writes for a new job at version 1 (task
 -- hashes, queue scores from one enqueue sequence, one "pending" event per task), plus its
@@ -16,9 +16,11 @@
 -- KEYS[3] q:seq            STRING
 -- KEYS[4] jobs:shares      HASH
 -- KEYS[5] q:wake           LIST  a token for a waiting worker
+-- KEYS[6] stream           STREAM  the namespace's events
+-- KEYS[7] config           HASH  stream_maxlen
 -- then for each job, in order: job:<id> HASH, job:<id>:tasks ZSET, then its n task
 --   HASHes (<job>.<i>, i from 0)
--- ARGV[1] events channel
+-- ARGV[1] events: channel, and the members every event carries (see events_to in _lib.lua)
 -- ARGV[2] G, the number of groups
 -- then per group: priority, the spec text after the id ('",...}'), shares value
 --   ("tenant|gang|needs"), n (tasks per job), J (jobs), then the J job ids
@@ -27,13 +29,13 @@
 
 local MAX_PRIORITY = 1000
 
-local channel = ARGV[1]
+local events = events_to(ARGV[1], KEYS[6], KEYS[7])
 local now = now_ms()
 local nowtxt = int(now)
 local seq = tonumber(redis.call('GET', KEYS[3]) or '0')
 local first_seq = seq
 local created, members, queued, shares = {}, {}, {}, {}
-local key, arg = 6, 3
+local key, arg = 8, 3
 for _ = 1, tonumber(ARGV[2]) do
   local priority, rest, share, ntxt = ARGV[arg], ARGV[arg + 1], ARGV[arg + 2], ARGV[arg + 3]
   local n, count = tonumber(ntxt), tonumber(ARGV[arg + 4])
@@ -48,6 +50,7 @@ for _ = 1, tonumber(ARGV[2]) do
       local spec = '{"id":"' .. id .. rest
       redis.call('HSET', job, 'id', id, 'spec', spec, 'spec:1', spec, 'version', '1', 'status', 'running',
         'next_index', ntxt, 'updated', nowtxt, 'created', nowtxt)
+      send(events, '"type":"job","id":"' .. id .. '","event":"submitted","version":1,"replicas":' .. ntxt, nowtxt)
       created[#created + 1] = 1
       members[#members + 1] = id
       shares[#shares + 1] = id
@@ -61,8 +64,7 @@ for _ = 1, tonumber(ARGV[2]) do
         redis.call('HSET', KEYS[key + 2 + i], 'id', task, 'job', id, 'version', '1', 'state', 'pending',
           'priority', priority, 'qscore', score, 'created', nowtxt, 'attempts', '0', 'index', index,
           'retries', '0')
-        redis.call('PUBLISH', channel, '{"type":"task","id":"' .. task .. '","job":"' .. id ..
-          '","state":"pending","ts":' .. nowtxt .. '}')
+        send(events, '"type":"task","id":"' .. task .. '","job":"' .. id .. '","state":"pending"', nowtxt)
         queued[#queued + 1] = score
         queued[#queued + 1] = task
         indexes[#indexes + 1] = index

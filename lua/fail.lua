@@ -13,13 +13,15 @@
 -- KEYS[3] q:backoff        ZSET  task id -> backoff expiry (ms)
 -- KEYS[4] q:unschedulable  ZSET  task id -> time it entered (ms)
 -- KEYS[5] q:move_cycle     STRING
--- KEYS[6 ..]               pairs, in the order of the ids in ARGV: the task HASH, its
+-- KEYS[6] stream           STREAM  the namespace's events
+-- KEYS[7] config           HASH  stream_maxlen
+-- KEYS[8 ..]               pairs, in the order of the ids in ARGV: the task HASH, its
 --                          task:<id>:attempts LIST
 -- ARGV[1] fencing token of the claim
 -- ARGV[2] now (ms), or "" for Redis TIME
 -- ARGV[3] initial backoff (ms)
 -- ARGV[4] maximum backoff (ms)
--- ARGV[5] events channel
+-- ARGV[5] events: channel, and the members every event carries (see events_to in _lib.lua)
 -- ARGV[6] entries an attempts list keeps
 -- ARGV[7 ..] quadruples: task id, explanation (JSON), "1" if refused at commit else "0",
 --            the gang (job id) the task waits with, or "" (then the event has no "gang")
@@ -34,6 +36,7 @@ local token = ARGV[1]
 local initial, cap = tonumber(ARGV[3]), tonumber(ARGV[4])
 local moved = tonumber(redis.call('GET', KEYS[5]) or '0')
 local kept = tonumber(ARGV[6])
+local events = events_to(ARGV[5], KEYS[6], KEYS[7])
 local out = {}
 
 -- Add this attempt's outcome to the task's attempts list (see the header).
@@ -59,7 +62,7 @@ local function record(list, attempts, where, message, conflict)
   end
 end
 
-local k = 6
+local k = 8
 for i = 7, #ARGV, 4 do
   local id, explanation, conflict, gang = ARGV[i], ARGV[i + 1], ARGV[i + 2] == '1', ARGV[i + 3]
   local task, attempts_list = KEYS[k], KEYS[k + 1]
@@ -90,9 +93,9 @@ for i = 7, #ARGV, 4 do
     local message = cjson.decode(explanation).message
     record(attempts_list, attempts, where, type(message) == 'string' and message or '', conflict)
     if gang ~= '' then
-      publish(ARGV[5], {'type', 'task', 'id', id, 'state', 'pending', 'queue', where, 'gang', gang, 'ts', now})
+      emit(events, {'type', 'task', 'id', id, 'state', 'pending', 'queue', where, 'gang', gang}, now)
     else
-      publish(ARGV[5], {'type', 'task', 'id', id, 'state', 'pending', 'queue', where, 'ts', now})
+      emit(events, {'type', 'task', 'id', id, 'state', 'pending', 'queue', where}, now)
     end
   end
 end

@@ -10,15 +10,16 @@
 -- KEYS[8] q:cycle   KEYS[9] q:move_cycle  KEYS[10] tally:priority
 -- then 4 keys per task p (0-based), from b = 11:
 --   task HASH, node HASH, node tasks SET, tally:job:<job> ZSET, for the node named in ARGV
+-- KEYS[#KEYS - 2] stream STREAM (the namespace's events), KEYS[#KEYS - 1] config HASH (stream_maxlen)
 -- KEYS[#KEYS] usage HASH (namespace and tenant usage, see commit.lua)
--- ARGV[1] events channel
+-- ARGV[1] events: channel, and the members every event carries (see events_to in _lib.lua)
 -- then per task: id, new state, message, the node the task is on ("" while pending)
 -- Returns per task: the state it left, or "absent", "terminal:<state>", or "elsewhere"
 -- (it is not on the node given: it was placed or moved since the caller looked).
 
 local now = now_ms()
 local nowtxt = int(now)
-local channel = ARGV[1]
+local events = events_to(ARGV[1], KEYS[#KEYS - 2], KEYS[#KEYS - 1])
 local kb = 11
 local out = {}
 local freed = false
@@ -48,7 +49,7 @@ for a = 2, #ARGV, 4 do
     end
     redis.call('HSET', task, 'state', state, 'ended_at', nowtxt, 'message', message)
     out[#out + 1] = was
-    publish(channel, {'type', 'task', 'id', id, 'job', cur[5] or '', 'state', state, 'node', on, 'ts', now})
+    emit(events, {'type', 'task', 'id', id, 'job', cur[5] or '', 'state', state, 'node', on}, now)
   end
 end
 if freed then

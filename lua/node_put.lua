@@ -10,7 +10,9 @@
 -- KEYS[6] q:move_cycle STRING
 -- KEYS[7] resources SET
 -- KEYS[8] nodes:epoch STRING (bumped: global jobs may need reconciling)
--- ARGV[1] events channel
+-- KEYS[9] stream STREAM (the namespace's events)
+-- KEYS[10] config HASH (stream_maxlen)
+-- ARGV[1] events: channel, and the members every event carries (see events_to in _lib.lua)
 -- ARGV[2] node name
 -- ARGV[3] R, then R pairs (resource name, capacity; "" = the node no longer has it)
 -- then field/value pairs of the description (hostname, role, os, arch, labels, ...)
@@ -38,5 +40,6 @@ redis.call('SADD', KEYS[2], name)
 redis.call('ZADD', KEYS[3], redis.call('INCR', KEYS[4]), name)
 redis.call('INCR', KEYS[8])
 redis.call('SET', KEYS[6], redis.call('GET', KEYS[5]) or '0')
-publish(ARGV[1], {'type', 'node', 'name', name, 'event', is_new and 'added' or 'updated', 'ts', now_ms()})
+emit(events_to(ARGV[1], KEYS[9], KEYS[10]), {'type', 'node', 'name', name, 'event', is_new and 'added' or 'updated'},
+  now_ms())
 return is_new and 1 or 0

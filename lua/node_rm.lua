@@ -7,7 +7,9 @@
 -- KEYS[5] nodes:seq STRING
 -- KEYS[6] heartbeat key
 -- KEYS[7] nodes:epoch STRING
--- ARGV[1] events channel
+-- KEYS[8] stream STREAM (the namespace's events)
+-- KEYS[9] config HASH (stream_maxlen)
+-- ARGV[1] events: channel, and the members every event carries (see events_to in _lib.lua)
 -- ARGV[2] node name
 -- Returns 1 when removed, 0 when the node does not exist, -1 when it still has tasks.
 
@@ -18,5 +20,5 @@ redis.call('DEL', KEYS[1], KEYS[3], KEYS[6])
 redis.call('SREM', KEYS[2], name)
 redis.call('ZADD', KEYS[4], redis.call('INCR', KEYS[5]), name)
 redis.call('INCR', KEYS[7])
-publish(ARGV[1], {'type', 'node', 'name', name, 'event', 'removed', 'ts', now_ms()})
+emit(events_to(ARGV[1], KEYS[8], KEYS[9]), {'type', 'node', 'name', name, 'event', 'removed'}, now_ms())
 return 1

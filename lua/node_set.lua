@@ -7,7 +7,9 @@
 -- KEYS[4] q:cycle STRING
 -- KEYS[5] q:move_cycle STRING
 -- KEYS[6] nodes:epoch STRING
--- ARGV[1] events channel
+-- KEYS[7] stream STREAM (the namespace's events)
+-- KEYS[8] config HASH (stream_maxlen)
+-- ARGV[1] events: channel, and the members every event carries (see events_to in _lib.lua)
 -- ARGV[2] node name
 -- ARGV[3] field: "availability" or "status"
 -- ARGV[4] new value
@@ -22,6 +24,6 @@ if before ~= ARGV[4] then
   if ARGV[4] == 'active' or ARGV[4] == 'ready' then
     redis.call('SET', KEYS[5], redis.call('GET', KEYS[4]) or '0')
   end
-  publish(ARGV[1], {'type', 'node', 'name', ARGV[2], ARGV[3], ARGV[4], 'ts', now_ms()})
+  emit(events_to(ARGV[1], KEYS[7], KEYS[8]), {'type', 'node', 'name', ARGV[2], ARGV[3], ARGV[4]}, now_ms())
 end
 return before

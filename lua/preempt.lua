@@ -9,9 +9,10 @@
 -- KEYS[4] nodes:changes  KEYS[5] nodes:seq
 -- KEYS[6] preemptor task HASH  KEYS[7] node HASH  KEYS[8] node tasks SET
 -- KEYS[9] tally:priority HASH
+-- KEYS[10] stream STREAM (the namespace's events)  KEYS[11] config HASH (stream_maxlen)
 -- then 2 keys per victim: task HASH, tally:job:<its job> ZSET
 -- KEYS[#KEYS] usage HASH (namespace and tenant usage, see commit.lua)
--- ARGV[1] fencing token  ARGV[2] events channel  ARGV[3] preemptor task id
+-- ARGV[1] fencing token  ARGV[2] events (see events_to in _lib.lua)  ARGV[3] preemptor task id
 -- ARGV[4] node name  ARGV[5] nomination lifetime (ms)
 -- ARGV[6] nomination value without its expiry: priority, job, allocation, ports as
 --         "priority|job|cpu=500,memory=...|8080,..." (the expiry is inserted here)
@@ -19,7 +20,8 @@
 -- Returns "ok", or why nothing was done: "lease expired", "node removed", "node down",
 -- "node drained", "node paused", "victims changed".
 
-local token, channel, id, name = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local token, id, name = ARGV[1], ARGV[3], ARGV[4]
+local events = events_to(ARGV[2], KEYS[10], KEYS[11])
 local now = now_ms()
 local first_victim = 7
 
@@ -32,10 +34,10 @@ if st[2] ~= 'active' then return st[2] == 'drain' and 'node drained' or 'node pa
 local victims = {}
 for a = first_victim, #ARGV do
   local v = (a - first_victim) * 2
-  local task = KEYS[10 + v]
+  local task = KEYS[12 + v]
   local cur = redis.call('HMGET', task, 'state', 'node', 'alloc', 'ports', 'job', 'priority', 'tenant')
   if (cur[1] ~= 'assigned' and cur[1] ~= 'running') or cur[2] ~= name then return 'victims changed' end
-  victims[#victims + 1] = {id = ARGV[a], task = task, tally_job = KEYS[11 + v], cur = cur}
+  victims[#victims + 1] = {id = ARGV[a], task = task, tally_job = KEYS[13 + v], cur = cur}
 end
 
 local keys = {node = KEYS[7], node_tasks = KEYS[8], tally_priority = KEYS[9],
@@ -44,8 +46,8 @@ for _, victim in ipairs(victims) do
   keys.tally_job = victim.tally_job
   release(victim.id, name, victim.cur[3], victim.cur[4], victim.cur[6], keys, victim.cur[7] or nil)
   redis.call('HSET', victim.task, 'state', 'preempted', 'ended_at', int(now), 'message', 'preempted by ' .. id)
-  publish(channel, {'type', 'task', 'id', victim.id, 'job', victim.cur[5], 'state', 'preempted',
-    'node', name, 'by', id, 'ts', now})
+  emit(events, {'type', 'task', 'id', victim.id, 'job', victim.cur[5], 'state', 'preempted', 'node', name, 'by', id},
+    now)
 end
 
 local prio, job, rest = string.match(ARGV[6], '^(%d+)|([^|]*)|(.*)$')
@@ -57,5 +59,5 @@ redis.call('ZREM', KEYS[1], id)
 redis.call('HDEL', KEYS[2], id)
 redis.call('HSET', KEYS[6], 'nominated_node', name, 'state', 'pending')
 redis.call('ZADD', KEYS[3], redis.call('HGET', KEYS[6], 'qscore'), id)
-publish(channel, {'type', 'task', 'id', id, 'job', job, 'state', 'pending', 'nominated_node', name, 'ts', now})
+emit(events, {'type', 'task', 'id', id, 'job', job, 'state', 'pending', 'nominated_node', name}, now)
 return 'ok'

@@ -9,9 +9,10 @@
 --
 -- KEYS[1] q:inflight  KEYS[2] q:leases  KEYS[3] q:active
 -- KEYS[4] nodes:changes  KEYS[5] nodes:seq  KEYS[6] tally:priority HASH  KEYS[7] usage HASH
+-- KEYS[8] stream STREAM (the namespace's events)  KEYS[9] config HASH (stream_maxlen)
 -- then 3 keys per member: task HASH, its node's HASH, its node's tasks SET
 -- then 2 keys per victim: task HASH, tally:job:<its job> ZSET
--- ARGV[1] fencing token  ARGV[2] events channel  ARGV[3] nomination lifetime (ms)
+-- ARGV[1] fencing token  ARGV[2] events (see events_to in _lib.lua)  ARGV[3] nomination lifetime (ms)
 -- ARGV[4] nomination value without its expiry (as preempt.lua's ARGV[6])
 -- ARGV[5] the gang (job id)
 -- ARGV[6] M, then M pairs: member task id, node name;
@@ -19,11 +20,12 @@
 -- Returns "ok", or why nothing was done: "lease expired", "node removed", "node down",
 -- "node drained", "node paused", "victims changed".
 
-local token, channel, lifetime, held, gang = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
+local token, lifetime, held, gang = ARGV[1], tonumber(ARGV[3]), ARGV[4], ARGV[5]
+local events = events_to(ARGV[2], KEYS[8], KEYS[9])
 local now = now_ms()
 local M = tonumber(ARGV[6])
 local first_member_arg = 7
-local first_member_key = 8
+local first_member_key = 10
 local first_victim_arg = first_member_arg + 2 * M
 local first_victim_key = first_member_key + 3 * M
 
@@ -63,8 +65,8 @@ for _, victim in ipairs(victims) do
   release(victim.id, victim.name, victim.cur[3], victim.cur[4], victim.cur[6], keys, victim.cur[7] or nil)
   redis.call('HSET', victim.task, 'state', 'preempted', 'ended_at', int(now), 'message',
     'preempted by gang ' .. gang)
-  publish(channel, {'type', 'task', 'id', victim.id, 'job', victim.cur[5], 'state', 'preempted',
-    'node', victim.name, 'by', members[1].id, 'gang', gang, 'ts', now})
+  emit(events, {'type', 'task', 'id', victim.id, 'job', victim.cur[5], 'state', 'preempted',
+    'node', victim.name, 'by', members[1].id, 'gang', gang}, now)
 end
 
 local prio, job, rest = string.match(held, '^(%d+)|([^|]*)|(.*)$')
@@ -79,7 +81,7 @@ for _, member in ipairs(members) do
   redis.call('HDEL', KEYS[2], member.id)
   redis.call('HSET', member.task, 'nominated_node', member.name, 'state', 'pending')
   redis.call('ZADD', KEYS[3], redis.call('HGET', member.task, 'qscore'), member.id)
-  publish(channel, {'type', 'task', 'id', member.id, 'job', job, 'state', 'pending', 'nominated_node', member.name,
-    'gang', gang, 'ts', now})
+  emit(events, {'type', 'task', 'id', member.id, 'job', job, 'state', 'pending', 'nominated_node', member.name,
+    'gang', gang}, now)
 end
 return 'ok'

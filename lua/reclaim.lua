@@ -8,18 +8,21 @@
 -- KEYS[2] q:leases    HASH
 -- KEYS[3] q:active    ZSET
 -- KEYS[4] q:wake      LIST  a token for a waiting worker
--- KEYS[5 ..]          task HASH of each task, in the order of the ids in ARGV
+-- KEYS[5] stream      STREAM  the namespace's events
+-- KEYS[6] config      HASH  stream_maxlen
+-- KEYS[7 ..]          task HASH of each task, in the order of the ids in ARGV
 -- ARGV[1] fencing token, or "" for expired leases
--- ARGV[2] events channel
+-- ARGV[2] events: channel, and the members every event carries (see events_to in _lib.lua)
 -- ARGV[3 ..] task ids
 -- Returns the ids that were returned to the active queue.
 
 local now = now_ms()
 local token = ARGV[1]
+local events = events_to(ARGV[2], KEYS[5], KEYS[6])
 local returned = {}
 for i = 3, #ARGV do
   local id = ARGV[i]
-  local task = KEYS[i + 2]
+  local task = KEYS[i + 4]
   local deadline = redis.call('ZSCORE', KEYS[1], id)
   local held = redis.call('HGET', KEYS[2], id)
   local eligible
@@ -35,8 +38,8 @@ for i = 3, #ARGV do
     if score then
       redis.call('ZADD', KEYS[3], score, id)
       returned[#returned + 1] = id
-      publish(ARGV[2], {'type', 'task', 'id', id, 'state', 'pending',
-        'reason', token == '' and 'lease expired' or 'released', 'ts', now})
+      emit(events, {'type', 'task', 'id', id, 'state', 'pending', 'reason', token == '' and 'lease expired' or 'released'},
+        now)
     end
   end
 end

@@ -98,9 +98,13 @@ def test_each_task_has_its_pending_event(redis_url, namespace, app):
         events = [orjson.loads(m) for m in drain(pubsub)]
     finally:
         pubsub.close()
-    assert sorted(e["id"] for e in events) == sorted(f"e{i}.{n}" for i in range(300) for n in range(2))
-    assert all(e["type"] == "task" and e["state"] == "pending" and e["job"] == e["id"].split(".")[0]
-               for e in events)
+    tasks = [e for e in events if e["type"] == "task"]
+    assert sorted(e["id"] for e in tasks) == sorted(f"e{i}.{n}" for i in range(300) for n in range(2))
+    assert all(e["state"] == "pending" and e["job"] == e["id"].split(".")[0] for e in tasks)
+    jobs = [e for e in events if e["type"] != "task"]  # each job announced once, before its tasks
+    assert [(e["type"], e["id"], e["event"], e["replicas"]) for e in jobs] == [
+        ("job", f"e{i}", "submitted", 2) for i in range(300)]
+    assert events.index(jobs[0]) < events.index(next(e for e in tasks if e["id"] == "e0.0"))
 
 
 def test_load_specs_reads_json_lines_and_yaml_documents():

@@ -81,22 +81,23 @@ def test_events_follow_node_task_and_placement_changes(app):
 
 def test_sched_events_prints_json_lines(app, redis_url, namespace):
     runner = CliRunner()
-    count = 4  # node added, then three tasks pending
+    count = 5  # node added, job submitted, then three tasks pending
     result = {}
+    start = app.store.stream.last_id()
 
     def follow():
         result["r"] = runner.invoke(main, ["--redis-url", redis_url, "--namespace", namespace,
-                                           "events", "--count", str(count)])
+                                           "events", "--json", "--since", start, "--count", str(count)])
 
     thread = threading.Thread(target=follow, daemon=True)
     thread.start()
-    wait_until(lambda: app.client.pubsub_numsub(app.keys.events)[0][1] >= 1, 10, "sched events to subscribe")
     app.store.put_node(make_node("n1", cpu="2", memory="4GiB"))
     reconcile.submit(app.store, parse_job({"id": "batch1", "replicas": 3, "resources": {"cpu": "1", "memory": "1GiB"}}))
     thread.join(timeout=20)
-    if thread.is_alive():  # unblock it before failing, so no thread is left listening
+    if thread.is_alive():  # unblock it before failing, so no thread is left reading
         for _ in range(count):
-            app.client.publish(app.keys.events, b'{"type":"test"}')
+            app.store.set_availability("n1", "pause")
+            app.store.set_availability("n1", "active")
         thread.join(timeout=5)
         raise AssertionError("sched events --count did not stop after the expected events")
     outcome = result["r"]
@@ -104,6 +105,29 @@ def test_sched_events_prints_json_lines(app, redis_url, namespace):
     lines = outcome.stdout.splitlines()
     assert len(lines) == count, lines
     events = [orjson.loads(line) for line in lines]
+    ids = [e.pop("stream_id") for e in events]
+    assert ids == [entry_id for entry_id, _ in app.client.xrange(app.keys.stream)]
     assert events[0] == {"type": "node", "name": "n1", "event": "added", "ts": events[0]["ts"]}
-    assert [(e["type"], e["id"], e["state"]) for e in events[1:]] == [
+    assert events[1] == {"type": "job", "id": "batch1", "event": "submitted", "version": 1, "replicas": 3,
+                         "ts": events[1]["ts"]}
+    assert [(e["type"], e["id"], e["state"]) for e in events[2:]] == [
         ("task", f"batch1.{i}", "pending") for i in range(3)]
+
+
+def test_sched_events_reads_the_channel_when_no_stream_is_kept(app, redis_url, namespace, sched):
+    sched("events", "keep", "0")
+    runner = CliRunner()
+    result = {}
+
+    def follow():
+        result["r"] = runner.invoke(main, ["--redis-url", redis_url, "--namespace", namespace, "events", "--count", "1"])
+
+    thread = threading.Thread(target=follow, daemon=True)
+    thread.start()
+    wait_until(lambda: app.client.pubsub_numsub(app.keys.events)[0][1] >= 1, 10, "sched events to subscribe")
+    app.store.put_node(make_node("n1", cpu="2", memory="4GiB"))
+    thread.join(timeout=20)
+    assert not thread.is_alive()
+    outcome = result["r"]
+    assert outcome.exit_code == 0, (outcome.output, outcome.exception)
+    assert outcome.stdout.split("  ")[1].strip() == "node n1 added"  # the time, then the event in words

@@ -85,7 +85,8 @@ def submit(store: Store, spec: JobSpec) -> dict:
                 fields["stable"] = ""  # not known healthy: a later deployment's revert goes back to this one
             fields["next_index"] = first + count
             if store.enqueue(spec.id, job_state(current), fields, version, spec.priority, first, count, pins=pins,
-                             is_global=spec.type == GLOBAL, shares=shares) is not None:
+                             is_global=spec.type == GLOBAL, shares=shares, event="updated" if current else "submitted",
+                             replicas=None if spec.type == GLOBAL else spec.replicas) is not None:
                 break
         current = store.job_fields(spec.id)  # it exists, or changed: read it, decide again
         tasks = open_tasks(store, spec.id) if current else []
@@ -138,7 +139,8 @@ def open_tasks(store: Store, job_id: str) -> list[Task]:
 def add_tasks(store: Store, job_id: str, count: int, spec: JobSpec | None = None, *,
               pins: list[str] | None = None, delay_ms: int = 0, retries: int = 0) -> list[str]:
     """Queue ``count`` more tasks of the job's current version (optionally saving ``spec``
-    as that version's spec first, as scaling does). See :meth:`Store.enqueue`."""
+    as that version's spec first, as scaling does: then the job is announced as scaled to
+    its replicas). See :meth:`Store.enqueue`."""
     while True:
         fields = store.job_fields(job_id)
         if fields.get("status", RUNNING_JOB) != RUNNING_JOB:  # stopped since the caller looked
@@ -151,7 +153,8 @@ def add_tasks(store: Store, job_id: str, count: int, spec: JobSpec | None = None
             text = orjson.dumps(spec.raw).decode()
             mapping.update({"spec": text, f"spec:{version}": text})
         if store.enqueue(job_id, job_state(fields), mapping, version, current.priority, first, count, pins=pins,
-                         delay_ms=delay_ms, retries=retries) is not None:
+                         delay_ms=delay_ms, retries=retries, event="scaled" if spec is not None else "",
+                         replicas=spec.replicas if spec is not None else None) is not None:
             return [f"{job_id}.{first + i}" for i in range(count)]
 
 
@@ -212,8 +215,7 @@ def drain_tasks(store: Store, name: str) -> dict:
 
 def stop(store: Store, job_id: str) -> dict:
     """Stop every task of the job and release what they hold."""
-    store.get_job(job_id)
-    store.set_job_status(job_id, STOPPED_JOB)
+    store.stop_job(job_id)
     ids = [t.id for t in open_tasks(store, job_id)]
     store.finish_ids(ids, STOPPED, "job stopped")
     return {"id": job_id, "stopped": ids}

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from scheduler.state.keys import Keys
 from scheduler.model import JobSpec
 from scheduler.state.scripts import Scripts
+from scheduler.state.stream import events_argument
 
 
 @dataclass(frozen=True)
@@ -38,11 +39,12 @@ def by_spec(plans: list[Planned]) -> list[list[Planned]]:
     return list(groups.values())
 
 
-def commit(scripts: Scripts, keys: Keys, token: str, plans: list[Planned]) -> CommitResult:
+def commit(scripts: Scripts, keys: Keys, token: str, plans: list[Planned], events: str | None = None) -> CommitResult:
     """Commit ``plans`` in one script call. They are sent grouped by job spec (the spec's
     fields once per group, :func:`by_spec`) and nodes once each; the results come back in
     that order. A group of plans marked ``gang`` is committed whole or not at all, so a
-    gang's plans must all be in one call."""
+    gang's plans must all be in one call. ``events``: the events argument
+    (:func:`events_argument`; by default, the namespace's channel alone)."""
     groups = by_spec(plans)
     names: list[str] = []
     index: dict[str, int] = {}
@@ -55,7 +57,7 @@ def commit(scripts: Scripts, keys: Keys, token: str, plans: list[Planned]) -> Co
             if resource not in index:
                 names.append(resource)
                 index[resource] = len(names)
-    argv: list = [token, keys.events, keys.namespace, len(names), *names, len(nodes), *nodes, len(groups)]
+    argv: list = [token, events or events_argument(keys), keys.namespace, len(names), *names, len(nodes), *nodes, len(groups)]
     node_keys: list[str] = []
     for name in nodes:
         node_keys += [keys.node(name), keys.node_tasks(name)]
@@ -71,7 +73,7 @@ def commit(scripts: Scripts, keys: Keys, token: str, plans: list[Planned]) -> Co
         ordered += group
     reply = scripts.commit(
         keys=[keys.inflight, keys.leases, keys.node_changes, keys.node_seq, keys.tally_priority,
-              keys.node_deltas, *node_keys,
+              keys.node_deltas, keys.stream, keys.config, *node_keys,
               *(keys.tally_job(group[0].job.id) for group in groups),
               *(keys.task(plan.task_id) for plan in ordered), keys.usage, keys.quota],
         args=argv)

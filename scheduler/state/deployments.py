@@ -46,14 +46,14 @@ class DeploymentStore(NamespaceStore):
         time (ms) or None if the job changed. Never resent: a timeout is one sentence."""
         k = self.keys
         new_id = fields["id"]
-        args = [read, k.events, job_id, previous, shares, new_id, len(job_fields)]
+        args = [read, self.events_arg, job_id, previous, shares, new_id, len(job_fields)]
         for name, value in job_fields.items():
             args += [name, value]
         args.append(len(fields))
         for name, value in fields.items():
             args += [name, value]
         keys = [k.job(job_id), k.job_shares, k.deployments, k.active_deployments, k.job_deployments(job_id),
-                k.deployment(new_id), k.deployment(previous or new_id)]
+                k.deployment(new_id), k.deployment(previous or new_id), k.stream, k.config]
         try:
             reply = self.scripts.deployment_open(keys=keys, args=args)
         except (redis.ConnectionError, redis.TimeoutError) as exc:
@@ -68,10 +68,11 @@ class DeploymentStore(NamespaceStore):
         in one of ``expect`` (any when empty); ``stable`` records its version as the job's
         last healthy one. Returns (done, the state it is in now)."""
         k = self.keys
-        args = [k.events, ",".join(expect), state, int(stable), len(fields or {})]
+        args = [self.events_arg, ",".join(expect), state, int(stable), len(fields or {})]
         for name, value in (fields or {}).items():
             args += [name, value]
-        reply = self.scripts.deployment_set(keys=[k.deployment(deployment), k.active_deployments, k.job(job_id)],
+        reply = self.scripts.deployment_set(keys=[k.deployment(deployment), k.active_deployments, k.job(job_id), k.stream,
+                                                  k.config],
                                             args=args)
         return bool(reply[0]), reply[1]
 
@@ -100,4 +101,5 @@ class DeploymentStore(NamespaceStore):
         """``task_health.lua``: record the health of a task running on ``node``. Returns
         whether it changed."""
         k = self.keys
-        return bool(self.scripts.task_health(keys=[k.task(task_id)], args=[node, health, k.events, message]))
+        return bool(self.scripts.task_health(keys=[k.task(task_id), k.stream, k.config],
+                                              args=[node, health, self.events_arg, message]))

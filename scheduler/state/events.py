@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import time
-from contextlib import asynccontextmanager
-from typing import AsyncIterator, Iterator
+from typing import Iterator
 
-import anyio
 import orjson
 import redis
-import redis.asyncio
 
 from scheduler.state.subscribe import Follower
 
@@ -46,42 +43,3 @@ class Subscription:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-class AsyncSubscription:
-    """The same, for asyncio code (the dashboard's event stream), on a connection of its
-    own made on the loop that uses it."""
-
-    def __init__(self, pubsub):
-        self._pubsub = pubsub
-
-    async def next(self, timeout: float) -> dict | None:
-        """The next event, or None when none came within ``timeout`` seconds. The wait is
-        a blocking read on the subscribed connection: nothing is asked of Redis meanwhile."""
-        deadline = time.monotonic() + timeout
-        while (left := deadline - time.monotonic()) > 0:
-            message = await self._pubsub.get_message(ignore_subscribe_messages=True, timeout=left)
-            if message is None or message.get("type") != "message":
-                continue
-            try:
-                event = orjson.loads(message["data"])
-            except orjson.JSONDecodeError:
-                continue
-            if isinstance(event, dict):
-                return event
-        return None
-
-    @classmethod
-    @asynccontextmanager
-    async def open(cls, url: str, channel: str) -> AsyncIterator[AsyncSubscription]:
-        """Subscribed to ``channel`` for the duration of the ``async with``; the connection
-        is closed on the way out, even when cancelled."""
-        client = redis.asyncio.Redis.from_url(url, decode_responses=True)
-        pubsub = client.pubsub()
-        try:
-            await pubsub.subscribe(channel)
-            yield cls(pubsub)
-        finally:
-            with anyio.CancelScope(shield=True):
-                await pubsub.aclose()
-                await client.aclose()

@@ -89,8 +89,14 @@ class JobStore(NamespaceStore):
         """The job's hash as stored (empty when there is no such job)."""
         return self.client.hgetall(self.keys.job(job_id))
 
-    def set_job_status(self, job_id: str, status: str) -> None:
-        self.client.hset(self.keys.job(job_id), "status", status)
+    def stop_job(self, job_id: str) -> bool:
+        """``job_stop.lua``: mark the job stopped and announce it (a ``job`` event). Returns
+        False when it was stopped already."""
+        k = self.keys
+        result = self.scripts.job_stop(keys=[k.job(job_id), k.stream, k.config], args=[self.events_arg, job_id])
+        if result == -1:
+            raise NotFound(f"job {job_id!r} does not exist.")
+        return result == 1
 
     def job_ids(self) -> list[str]:
         return sorted(self.client.smembers(self.keys.jobs))
@@ -109,6 +115,17 @@ class JobStore(NamespaceStore):
 
     def job_task_ids(self, job_id: str) -> list[str]:
         return self.client.zrange(self.keys.job_tasks(job_id), 0, -1)
+
+    def job_snapshot(self, job_id: str) -> tuple[str, dict[str, tuple[str, str]]]:
+        """``snapshot.lua``: (the stream's last entry id, task id -> (state, node)) of the
+        job's tasks, read in one step: the events after that id are exactly the changes
+        since. (Tasks created between reading the ids and the call make it read again.)"""
+        k = self.keys
+        while True:
+            ids = self.job_task_ids(job_id)
+            reply = self.scripts.snapshot(keys=[k.job_tasks(job_id), k.stream, *(k.task(t) for t in ids)])
+            if reply[0]:
+                return reply[1], {task_id: (reply[2 + 2 * i], reply[3 + 2 * i]) for i, task_id in enumerate(ids)}
 
     def all_task_ids(self) -> list[str]:
         ids: list[str] = []
@@ -148,14 +165,16 @@ class JobStore(NamespaceStore):
 
     def enqueue(self, job_id: str, read: str, job_fields: dict, version: int, priority: int, first_index: int,
                 count: int, *, pins: list[str] | None = None, delay_ms: int = 0, retries: int = 0,
-                is_global: bool = False, shares: str = "") -> int | None:
+                is_global: bool = False, shares: str = "", event: str = "", replicas: int | None = None) -> int | None:
         """``enqueue.lua``: write ``job_fields`` to the job's hash and queue ``count`` new
         pending tasks (``<job>.<first_index + i>``), created now (Redis TIME), if the job is
         still as ``read`` (:func:`job_state`; "" = it must not exist). ``pins`` fixes each
         task to one node (global jobs); ``delay_ms`` starts them in backoff (restart delay);
         ``retries`` counts how many tasks ran before them in the same slot; ``shares``, if
         given, is written as the job's ``jobs:shares`` entry (:meth:`mark_job`) with its
-        hash. Returns the creation time (ms), or None when the job changed since it was read.
+        hash. ``event``, if given, is the job event the call announces before its tasks'
+        (``submitted``, ``updated``, ``scaled``; with ``replicas``, unless the job is global).
+        Returns the creation time (ms), or None when the job changed since it was read.
 
         No call blocks Redis for long: the first call (job hash and the first
         ``ENQUEUE_CHUNK`` tasks) is the compare-and-set; the other tasks follow in fill
@@ -176,7 +195,7 @@ class JobStore(NamespaceStore):
         try:
             reply = self._enqueue_script(read, job_id, version, priority, first_index, head, (pins or [])[:head],
                                          delay_ms=delay_ms, retries=retries, job_fields=job_fields,
-                                         is_global=is_global, shares=shares)
+                                         is_global=is_global, shares=shares, event=event, replicas=replicas)
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             raise RedisUnavailable(
                 f"Redis did not answer while job {job_id!r} was being written ({str(exc).rstrip('.')}); it may or "
@@ -328,11 +347,11 @@ class JobStore(NamespaceStore):
     def _enqueue_many_calls(self, jobs: list[tuple[str, JobSpec]]):
         """(first job id, last job id, keys, args) of each ``enqueue_many.lua`` call."""
         k = self.keys
-        fixed = [k.jobs, k.active, k.enqueue_seq, k.job_shares, k.wake]
+        fixed = [k.jobs, k.active, k.enqueue_seq, k.job_shares, k.wake, k.stream, k.config]
         task_key = k.task
         rests: dict[int, str] = {}
         for chunk in _chunks(jobs, ENQUEUE_CHUNK):
-            keys, args = list(fixed), [k.events, 0]
+            keys, args = list(fixed), [self.events_arg, 0]
             shared, count_at = None, 0
             for job_id, spec in chunk:
                 if spec is not shared:  # a new group: its spec text after the id, once
@@ -351,19 +370,21 @@ class JobStore(NamespaceStore):
 
     def _enqueue_script(self, read: str, job_id: str, version: int, priority: int, first_index: int, count: int,
                         pins: list[str], *, delay_ms: int, retries: int, job_fields: dict | None = None,
-                        is_global: bool = False, shares: str = "") -> list:
+                        is_global: bool = False, shares: str = "", event: str = "",
+                        replicas: int | None = None) -> list:
         """The one call of ``enqueue.lua`` (its header lays out KEYS and ARGV): a first call
         (``read`` as :func:`job_state` says, with ``job_fields``) or a fill call (``read``
         ``=<version>``, no fields), creating the tasks ``<job>.<first_index + i>``."""
         k = self.keys
         fields = job_fields or {}
-        args = [read, k.events, job_id, version, priority, first_index, delay_ms, retries, int(is_global), shares,
-                len(fields)]
+        args = [read, self.events_arg, job_id, version, priority, first_index, delay_ms, retries, int(is_global),
+                shares, event, "" if replicas is None else replicas, len(fields)]
         for field, value in fields.items():
             args += [field, value]
         args += pins
         keys = [k.job(job_id), k.jobs, k.global_jobs, k.active, k.backoff, k.job_tasks(job_id), k.enqueue_seq,
-                k.job_shares, k.wake, *(k.task(f"{job_id}.{first_index + i}") for i in range(count))]
+                k.job_shares, k.wake, k.stream, k.config,
+                *(k.task(f"{job_id}.{first_index + i}") for i in range(count))]
         return self.scripts.enqueue(keys=keys, args=args)
 
 

@@ -217,10 +217,21 @@ class Keys:
     def lock(self, name: str) -> str:
         return self._key("lock", name)
 
-    # Pub/sub and agents.
+    # Events and agents.
     @cached_property
     def events(self) -> str:
+        """The pub/sub channel every change is announced on."""
         return self._key("events")
+
+    @cached_property
+    def stream(self) -> str:
+        """STREAM of the same announcements, kept to a bound (see stream.py)."""
+        return self._key("stream")
+
+    @cached_property
+    def config(self) -> str:
+        """HASH of the namespace's settings kept in Redis: ``stream_maxlen``."""
+        return self._key("config")
 
     def rq_queue_name(self, node: str) -> str:
         """The RQ queue a node's agent works from (RQ adds its own ``rq:queue:`` prefix)."""

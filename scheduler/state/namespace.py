@@ -3,7 +3,7 @@
 :class:`NamespaceStore` holds the client, the key builder and the scripts of one
 namespace, with what belongs to no one noun: the registry of namespaces, Redis time, the
 event channel, emptying the namespace, the server's usage, short locks and the workers'
-shared counters. The nouns (nodes.py, jobs.py, tasks.py, nominations.py, tallies.py,
+shared counters, and its events (the channel, and the stream: stream.py). The nouns (nodes.py, jobs.py, tasks.py, nominations.py, tallies.py,
 quotas.py) build on it, each reading and writing its own keys.
 """
 
@@ -15,6 +15,7 @@ from scheduler.state.connection import time_ms
 from scheduler.state.events import Subscription
 from scheduler.state.keys import Keys
 from scheduler.state.scripts import Scripts
+from scheduler.state.stream import EventStream, events_argument
 
 NAMESPACE_REGISTRY = "sched:namespaces"  # SET of namespace names, when kept
 
@@ -27,7 +28,16 @@ class NamespaceStore:
         self.client = client
         self.keys = keys
         self.scripts = scripts or Scripts(client)
+        self.stream = EventStream(client, keys)
+        # Members every event announced through this Store carries (name -> value), after the
+        # event's own and before its "ts"; none by default.
+        self.event_fields: dict[str, str] = {}
         self._registered = False  # the namespace is in sched:namespaces (as far as this Store knows)
+
+    @property
+    def events_arg(self) -> str:
+        """The events argument of the scripts that announce changes (stream.events_argument)."""
+        return events_argument(self.keys, self.event_fields)
 
     def now_ms(self) -> int:
         return time_ms(self.client.time())
@@ -57,7 +67,7 @@ class NamespaceStore:
         return found
 
     def subscribe(self) -> Subscription:
-        """Follow the namespace's events."""
+        """Follow the namespace's event channel (pub/sub: only what is published from now)."""
         return Subscription(self.client, self.keys.events)
 
     def namespace_empty(self) -> bool:

@@ -88,13 +88,13 @@ class NodeStore(NamespaceStore):
         self.register_namespace()
         k = self.keys
         names = sorted(set(previous_resources) | set(node.capacity))
-        args = [k.events, node.name, len(names)]
+        args = [self.events_arg, node.name, len(names)]
         for name in names:
             args += [name, node.capacity.get(name, "")]
         args += node_fields(node)
         return self.scripts.node_put(
             keys=[k.node(node.name), k.nodes, k.node_changes, k.node_seq, k.cycle, k.move_cycle, k.resources,
-                  k.node_epoch],
+                  k.node_epoch, k.stream, k.config],
             args=args, client=client)
 
     def put_new_nodes(self, nodes: list[Node], chunk: int = 1000, advance=None) -> None:
@@ -130,8 +130,9 @@ class NodeStore(NamespaceStore):
     def _set_node(self, name: str, field: str, value: str) -> str:
         k = self.keys
         check_node_name(name)
-        before = self.scripts.node_set(keys=[k.node(name), k.node_changes, k.node_seq, k.cycle, k.move_cycle, k.node_epoch],
-                                       args=[k.events, name, field, value])
+        before = self.scripts.node_set(keys=[k.node(name), k.node_changes, k.node_seq, k.cycle, k.move_cycle,
+                                             k.node_epoch, k.stream, k.config],
+                                       args=[self.events_arg, name, field, value])
         if before is None:
             raise NotFound(f"node {name!r} does not exist.")
         return before
@@ -151,8 +152,8 @@ class NodeStore(NamespaceStore):
         check_node_name(name)
         result = self.scripts.node_rm(
             keys=[k.node(name), k.nodes, k.node_tasks(name), k.node_changes, k.node_seq,
-                  k.heartbeat(name), k.node_epoch],
-            args=[k.events, name])
+                  k.heartbeat(name), k.node_epoch, k.stream, k.config],
+            args=[self.events_arg, name])
         if result == 0:
             raise NotFound(f"node {name!r} does not exist.")
         if result == -1:

@@ -38,9 +38,9 @@ class NominationStore(NamespaceStore):
         k = self.keys
         return self.scripts.preempt(
             keys=[k.inflight, k.leases, k.active, k.node_changes, k.node_seq, k.task(task_id),
-                  k.node(node), k.node_tasks(node), k.tally_priority,
+                  k.node(node), k.node_tasks(node), k.tally_priority, k.stream, k.config,
                   *(key for victim, job, _ in victims for key in (k.task(victim), k.tally_job(job))), k.usage],
-            args=[token, k.events, task_id, node, nomination_ms, held, *(victim for victim, _, _ in victims)])
+            args=[token, self.events_arg, task_id, node, nomination_ms, held, *(victim for victim, _, _ in victims)])
 
     def preempt_gang(self, token: str, gang: str, members: list[tuple[str, str]], nomination_ms: int, held: str,
                      victims: list[tuple[str, str, str, dict[str, int]]]) -> str:
@@ -51,10 +51,10 @@ class NominationStore(NamespaceStore):
         (then nothing was changed)."""
         k = self.keys
         return self.scripts.preempt_gang(
-            keys=[k.inflight, k.leases, k.active, k.node_changes, k.node_seq, k.tally_priority, k.usage,
-                  *(key for task_id, node in members for key in (k.task(task_id), k.node(node), k.node_tasks(node))),
+            keys=[k.inflight, k.leases, k.active, k.node_changes, k.node_seq, k.tally_priority, k.usage, k.stream,
+                  k.config, *(key for task_id, node in members for key in (k.task(task_id), k.node(node), k.node_tasks(node))),
                   *(key for victim, job, _, _ in victims for key in (k.task(victim), k.tally_job(job)))],
-            args=[token, k.events, nomination_ms, held, gang, len(members),
+            args=[token, self.events_arg, nomination_ms, held, gang, len(members),
                   *(x for member in members for x in member), *(x for v, _, node, _ in victims for x in (v, node))])
 
     def unnominate(self, task_id: str, node: str) -> bool:

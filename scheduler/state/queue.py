@@ -32,6 +32,7 @@ from scheduler.state.connection import time_ms
 from scheduler.state.keys import Keys
 from scheduler.model import MAX_PRIORITY
 from scheduler.state.scripts import Scripts
+from scheduler.state.stream import events_argument
 
 CHUNK = 500  # tasks per Lua call when moving many: keeps each call short
 RECLAIM_LIMIT = 1000  # expired leases returned per look (the rest at the next)
@@ -117,8 +118,8 @@ class SchedulingQueue:
         k, c = self.keys, self.config
         results: list[str] = []
         for chunk in _chunks(failures):
-            args = [token, self._now_arg(), c.initial_backoff_ms, c.max_backoff_ms, k.events, ATTEMPTS_KEPT]
-            keys = [k.inflight, k.leases, k.backoff, k.unschedulable, k.move_cycle]
+            args = [token, self._now_arg(), c.initial_backoff_ms, c.max_backoff_ms, events_argument(k), ATTEMPTS_KEPT]
+            keys = [k.inflight, k.leases, k.backoff, k.unschedulable, k.move_cycle, k.stream, k.config]
             for task_id, explanation in chunk:
                 args += [task_id, orjson.dumps(explanation), "1" if task_id in conflicts else "0",
                          explanation.get("gang") or ""]
@@ -147,8 +148,8 @@ class SchedulingQueue:
         returned: list[str] = []
         for chunk in _chunks(task_ids):
             returned += self.scripts.reclaim(
-                keys=[k.inflight, k.leases, k.active, k.wake, *(k.task(t) for t in chunk)],
-                args=[token, k.events, *chunk])
+                keys=[k.inflight, k.leases, k.active, k.wake, k.stream, k.config, *(k.task(t) for t in chunk)],
+                args=[token, events_argument(k), *chunk])
         return returned
 
     # Moving waiting tasks back.
@@ -174,8 +175,9 @@ class SchedulingQueue:
         k = self.keys
         to_active = to_backoff = 0
         for chunk in _chunks(ids):
-            a, b = self.scripts.move(keys=[source, k.active, k.backoff, k.wake, *(k.task(t) for t in chunk)],
-                                     args=[self._now_arg(), kind, int(latest), *chunk])
+            a, b = self.scripts.move(keys=[source, k.active, k.backoff, k.wake, k.stream, k.config,
+                                           *(k.task(t) for t in chunk)],
+                                     args=[self._now_arg(), kind, int(latest), events_argument(k), *chunk])
             to_active, to_backoff = to_active + a, to_backoff + b
         return to_active, to_backoff
 

@@ -8,7 +8,8 @@ On a Redis Cluster every key a script is given carries the namespace's hash tag
 ``SCRIPT LOAD`` goes to every master (redis-py's routing), so the NOSCRIPT reload also
 covers a replica promoted since the script was first loaded (a replica does not get the
 scripts its master loaded). Scripts publish with ``PUBLISH``, which a cluster passes to
-every node, so a subscriber on any node hears a namespace's events.
+every node, so a subscriber on any node hears a namespace's events; the same events go
+to the namespace's stream, a key of its slot (stream.py).
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ from scheduler.state.replication import ReplicaWatch, ReplicasMissing, Unreplica
 log = logging.getLogger("sched.replication")
 
 SCRIPT_NAMES = ("enqueue", "enqueue_many", "claim", "reclaim", "fail", "move", "commit", "finish", "start", "preempt",
-                "preempt_gang", "unnominate", "claimed", "tallies", "node_put", "node_set", "node_rm",
-                "deployment_open", "deployment_set", "task_health")
+                "preempt_gang", "unnominate", "claimed", "tallies", "node_put", "node_set", "node_rm", "job_stop",
+                "snapshot", "deployment_open", "deployment_set", "task_health")
 
 
 @cache

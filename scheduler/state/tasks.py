@@ -29,7 +29,7 @@ class TaskStore(NamespaceStore):
         With a ``token`` (one per run), a start resent after its reply was lost is
         recognised as the same run's and answers True again."""
         k = self.keys
-        return bool(self.scripts.start(keys=[k.task(task_id)], args=[node, k.events, token]))
+        return bool(self.scripts.start(keys=[k.task(task_id), k.stream, k.config], args=[node, self.events_arg, token]))
 
     def mark_enqueued(self, task_id: str, enqueued: bool = True) -> bool:
         """Record that the node's agent handed the task to RQ (or, with False, that it must
@@ -53,12 +53,12 @@ class TaskStore(NamespaceStore):
         k = self.keys
         keys = [k.active, k.backoff, k.unschedulable, k.inflight, k.leases, k.node_changes,
                 k.node_seq, k.cycle, k.move_cycle, k.tally_priority]
-        args = [k.events]
+        args = [self.events_arg]
         for task in tasks:
             node = task.node if task.live else ""
             keys += [k.task(task.id), k.node(node), k.node_tasks(node), k.tally_job(task.job)]
             args += [task.id, state, message, node]
-        keys.append(k.usage)
+        keys += [k.stream, k.config, k.usage]
         return self.scripts.finish(keys=keys, args=args) if tasks else []
 
     def finish_ids(self, task_ids: list[str], state: str = STOPPED, message: str = "", attempts: int = 3) -> dict:

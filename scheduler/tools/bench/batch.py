@@ -32,6 +32,8 @@ def run_batch(scenario: Scenario, redis_url: str | None = None, namespace: str =
 
 def _run_batch(app: App, scenario: Scenario, bar: Progress, clear: bool, private: bool) -> dict:
     prepare_namespace(app, clear)
+    if scenario.stream_maxlen is not None:
+        app.store.stream.set_maxlen(scenario.stream_maxlen)
     nodes = make_nodes(scenario.nodes, scenario.seed)
     specs = [parse_job(raw) for raw in job_specs(scenario)]
 
@@ -122,6 +124,8 @@ def _run_batch(app: App, scenario: Scenario, bar: Progress, clear: bool, private
         "redis_cpu_s": round(info_end["cpu_s"] - info_submitted["cpu_s"], 3),
         "redis_cpu_us_per_placement": _round(1e6 * (info_end["cpu_s"] - info_submitted["cpu_s"]) / len(assigned)
                                              if assigned else None, 1),
+        "stream": {"maxlen": app.store.stream.maxlen(), "entries": app.store.stream.length(),
+                   "bytes": app.store.stream.memory()},
         "tenants": _tenant_summary(app, scenario, assigned, specs) if scenario.tenants else None,
         "startup_s": _round((first_claim - start_ms) / 1000 if first_claim else None, 3),
         "elapsed_s": round((end_ms - start_ms) / 1000, 3),

@@ -22,6 +22,7 @@ DEFINITIONS = {
     "redis_bytes_per_task": "(used_memory after the run - before submitting) / tasks",
     "worker_cpu_s": "user+system CPU of the worker processes",
     "redis_cpu_s": "user+system CPU of redis-server while the workers ran (INFO cpu)",
+    "stream": "the event stream at the end: its bound (0: none), entries kept, bytes (MEMORY USAGE)",
 }
 
 RATE_DEFINITIONS = {

@@ -48,6 +48,7 @@ class Scenario:
     tenants: int = 0  # --tenants N: jobs spread round-robin over tenants t1..tN, weights 1..N
     fair_window: int | None = None  # the workers' fair_window (None: their default)
     small: bool = False  # --small: tiny requests (SMALL_CPUS, SMALL_MEMORY_MIB), so every task fits
+    stream_maxlen: int | None = None  # --stream-maxlen N: the event stream's bound (0: none; None: the default)
 
     @property
     def tasks(self) -> int:

@@ -48,13 +48,16 @@ from scheduler.tools.render import print_json
               help="Jobs spread over N tenants t1..tN with weights 1..N (fair share between them).")
 @click.option("--fair-window", type=click.IntRange(0, 1_000_000), default=None, metavar="N",
               help="The workers' fair-share window (0 = off).  [default: the workers' 2048]")
+@click.option("--stream-maxlen", type=click.IntRange(min=0), default=None, metavar="N",
+              help="The event stream's bound for the run (0: no stream, events go only to the channel).  "
+                   "[default: the namespace's, 100000 unless set]")
 @click.option("--cells", type=click.IntRange(1, 64), default=None, metavar="N",
               help="Run N cells (namespaces, on different masters of a cluster) at once, each with the scenario "
                    "and its own --workers; report aggregate and per-cell placements/s.")
 @json_option
 @click.pass_context
 def bench(ctx, nodes, jobs, replicas, workers, batch_size, distinct, small, seed, percentage_of_nodes, bench_url, sweep,
-          sweep_nodes, rate, duration, warmup, gang, tenants, fair_window, cells, as_json):
+          sweep_nodes, rate, duration, warmup, gang, tenants, fair_window, stream_maxlen, cells, as_json):
     """Measure scheduling throughput and latency on a synthetic cluster.
 
     \b
@@ -90,6 +93,8 @@ def bench(ctx, nodes, jobs, replicas, workers, batch_size, distinct, small, seed
         report = b.run_cells(scenario, cells, redis_url=url, progress=progress)
         print_json(report)
         ctx.exit(0 if report["invariants_ok"] else 1)
+    if stream_maxlen is not None and (cells is not None or rate is not None):
+        raise SpecError("--stream-maxlen applies to the batch scenario and --sweep, not to --cells or --rate.")
     if rate is not None:
         if sweep or distinct or gang or tenants or small:
             raise SpecError("--rate cannot be combined with --sweep, --distinct, --gang, --tenants or --small "
@@ -101,7 +106,7 @@ def bench(ctx, nodes, jobs, replicas, workers, batch_size, distinct, small, seed
         scenario = b.Scenario(nodes=nodes, jobs=jobs, replicas=replicas or b.DEFAULT_REPLICAS, workers=workers,
                               batch_size=batch_size, distinct=distinct, seed=seed,
                               percentage_of_nodes=percentage_of_nodes, gang=gang, tenants=tenants,
-                              fair_window=fair_window, small=small)
+                              fair_window=fair_window, small=small, stream_maxlen=stream_maxlen)
         if sweep:
             try:
                 sizes = [int(part) for part in sweep_nodes.split(",") if part.strip()]

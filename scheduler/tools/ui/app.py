@@ -2,7 +2,8 @@
 
 ``create_app(App)`` serves the namespace of the App by default and any other namespace
 of the same Redis with ``?ns=NAME``. Pages, JSON routes and the event stream are in
-:mod:`pages`, :mod:`api` and :mod:`events`; every read and write in :mod:`data`.
+:mod:`pages`, :mod:`api` and :mod:`events` (fed by :mod:`live`); every read and write in
+:mod:`data`, except the activity page's reads of the event stream (:mod:`activity`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from starlette.staticfiles import StaticFiles
 
 from scheduler.model.errors import NotFound, RedisUnavailable, SpecError
 from scheduler.state.app import App
-from scheduler.tools.ui import api, data, events, metrics, pages
+from scheduler.tools.ui import activity, api, data, events, live, metrics, pages
 from scheduler.tools.ui.auth import Auth, AuthSettings, Sessions, signed_in, signin, signout
 from scheduler.tools.ui.inputs import BadInput
 from scheduler.tools.ui.security import Security
@@ -29,6 +30,7 @@ ROUTES = [
     Route("/jobs", pages.jobs, name="jobs"),
     Route("/jobs/{job_id}", pages.job, name="job"),
     Route("/tasks/{task_id}", pages.task, name="task"),
+    Route("/activity", activity.page, name="activity"),
     Route("/api/namespaces", api.namespaces),
     Route("/api/overview", api.overview),
     Route("/api/nodes", api.nodes),
@@ -40,6 +42,7 @@ ROUTES = [
     Route("/api/jobs/{job_id}/stop", api.stop, methods=["POST"]),
     Route("/api/tasks/{task_id}", api.task),
     Route("/api/events", events.stream),
+    Route("/api/activity", activity.api_rows),
     Route("/metrics", metrics.endpoint),
     Mount("/static", StaticFiles(packages=[("scheduler.tools.ui", "static")]), name="static"),
 ]
@@ -67,6 +70,7 @@ def create_app(app: App, allowed_hosts: list[str] | None = None, auth: AuthSetti
     web.state.pages.env.globals["signed_in"] = signed_in  # base.html: who is signed in, the sign-out form
     web.state.metrics = metrics.registry(app)  # the cluster, read from Redis on each scrape
     web.state.streams = set()  # the open event streams' cancel scopes (events.end_streams)
+    web.state.live = live.Hub()  # one reader of each namespace's events for every open page
     return web
 
 

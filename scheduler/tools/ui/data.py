@@ -22,7 +22,6 @@ from scheduler.control import reconcile
 from scheduler.model import DRAIN, PENDING, TASK_STATES, Node, NotFound, SpecError, Task
 from scheduler.model.quantities import parse_resources
 from scheduler.state.app import App
-from scheduler.state.events import AsyncSubscription
 from scheduler.state.keys import Keys
 from scheduler.tools.ui import why
 
@@ -234,10 +233,3 @@ def scale(app: App, job_id: str, replicas: int) -> dict:
 
 def stop(app: App, job_id: str) -> dict:
     return reconcile.stop(app.store, job_id)
-
-
-# ----------------------------------------------------------------------------- events
-def subscribe(app: App):
-    """``async with subscribe(app) as events``: the namespace's events as they come (see
-    :class:`scheduler.state.events.AsyncSubscription`)."""
-    return AsyncSubscription.open(app.url, app.keys.events)

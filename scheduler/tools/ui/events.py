@@ -1,11 +1,15 @@
-"""Live updates: one server-sent-events stream per namespace, ``GET /api/events?ns=NAME``.
+"""Live updates: one server-sent-events stream per page, ``GET /api/events?ns=NAME``.
 
-Each stream SUBSCRIBEs to the namespace's ``sched:{ns}:events`` channel on a connection
-of its own and forwards every message as one SSE ``data:`` line, as it arrives. Nothing
-polls Redis: the stream waits on the subscribed socket, and when nothing has come for
-``KEEPALIVE_S`` it sends an SSE comment so that proxies keep the connection open and a
-client that went away is noticed. The first message, ``event: ready``, says the
-subscription is in place (anything published after it will arrive).
+Each stream listens to its namespace's feed (:mod:`live`: one reader of the namespace's
+Redis stream for every open page) and forwards every event as one SSE ``data:`` line,
+with the event's stream id as its SSE ``id:``, so that a browser reconnecting (it sends
+``Last-Event-ID``) gets what it missed, once, from the stream. Nothing polls Redis, and
+when nothing has come for ``KEEPALIVE_S`` the stream sends an SSE comment so that proxies
+keep the connection open and a client that went away is noticed. A page may name the
+newest event it was rendered with (``?after=ID``): the stream goes on right after it.
+The first message,
+``event: ready`` (its ``id:`` the stream's position), says that everything announced
+after it will arrive.
 
 Streams never end by themselves, so a server that stops ends them first
 (:func:`end_streams`, called by :mod:`server`): each closes as a complete response.
@@ -13,11 +17,13 @@ Streams never end by themselves, so a server that stops ends them first
 
 from __future__ import annotations
 
+import asyncio
+
 import anyio
 import orjson
 from starlette.responses import StreamingResponse
 
-from scheduler.tools.ui import data, inputs
+from scheduler.tools.ui import inputs, live
 
 KEEPALIVE_S = 15.0
 RETRY_MS = 3000  # how long a browser waits before reconnecting a dropped stream
@@ -25,17 +31,39 @@ RETRY_MS = 3000  # how long a browser waits before reconnecting a dropped stream
 
 async def stream(request):
     app = inputs.scoped_app(request)  # a bad namespace is refused before the stream starts
+    hub = request.app.state.live
+    # Where the page's stream goes on from: what the browser saw last when it reconnects, or
+    # the newest event a page was rendered with (?after=, the activity page).
+    last_seen = live.valid_id(request.headers.get("last-event-id")) or live.valid_id(request.query_params.get("after"))
 
     async def messages():
-        async with data.subscribe(app) as events:
-            yield f"retry: {RETRY_MS}\nevent: ready\ndata: {orjson.dumps({'namespace': app.keys.namespace}).decode()}\n\n"
+        listener = await anyio.to_thread.run_sync(hub.join, app, asyncio.get_running_loop())
+        try:
+            backlog = await anyio.to_thread.run_sync(listener.catch_up, last_seen)
+            since = last_seen if backlog else listener.last  # where a reconnection would start
+            position = f"id: {since}\n" if since else ""
+            yield (f"retry: {RETRY_MS}\nevent: ready\n{position}"
+                   f"data: {orjson.dumps({'namespace': app.keys.namespace}).decode()}\n\n")
+            for entry in backlog:
+                yield _message(*entry)
             while True:
-                event = await events.next(KEEPALIVE_S)
-                # orjson escapes newlines, so one event is always one data line
-                yield ": keepalive\n\n" if event is None else f"data: {orjson.dumps(event).decode()}\n\n"
+                try:
+                    batch = await asyncio.wait_for(listener.queue.get(), KEEPALIVE_S)
+                except asyncio.TimeoutError:
+                    yield ": keepalive\n\n"
+                    continue
+                for entry in listener.fresh(batch):
+                    yield _message(*entry)
+        finally:
+            hub.leave(listener)
 
     return EventStreamResponse(request.app.state.streams, messages(), media_type="text/event-stream",
                                headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
+
+
+def _message(entry_id: str | None, event: dict) -> str:
+    head = "" if entry_id is None else f"id: {entry_id}\n"
+    return f"{head}data: {orjson.dumps(event).decode()}\n\n"  # orjson escapes newlines: one data line
 
 
 class EventStreamResponse(StreamingResponse):
