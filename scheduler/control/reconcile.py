@@ -19,7 +19,7 @@ from scheduler.state.deployments import deployment_id
 from scheduler.state.jobs import ENQUEUE_CHUNK, job_state, parse_stored, shares_value
 from scheduler.state.store import Store
 
-RUNNING_JOB, STOPPED_JOB = "running", "stopped"
+RUNNING_JOB = "running"
 FAULT_WINDOW_MS = 300_000  # failures of a job on a node count towards "faulty" for 5 minutes
 
 
