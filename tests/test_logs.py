@@ -1,6 +1,6 @@
-"""The two log formats of the long-running processes: a text line says a thing once (a
-message with arguments keeps its fields for the JSON format; one without them shows its
-fields as key=value), and a JSON line carries every field either way."""
+"""The two log formats of the long-running processes: a text line says a thing once (its
+fields follow as key=value only where the message does not already say them, and empty
+ones not at all), and a JSON line carries every field either way."""
 
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ def test_a_start_line_says_everything_once():
                                                                "no metrics port"), fields)
     text = TextFormatter().format(start)
     assert text.endswith(" info    sched.worker: worker-0 started: namespace default, Redis unix:///tmp/r.sock, "
-                         "no metrics port"), text
-    assert text.count("unix:///tmp/r.sock") == 1 and "=" not in text
+                         "no metrics port batch_size=512 pid=42"), text
+    assert text.count("unix:///tmp/r.sock") == 1 and text.count("default") == 1 and "metrics_port" not in text
     assert orjson.loads(JsonFormatter().format(start))["batch_size"] == 512
 
 
