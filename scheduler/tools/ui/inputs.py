@@ -89,8 +89,8 @@ def deployment_id(value: str) -> str:
 
 def deployment_action(value: str) -> str:
     if value not in data.DEPLOYMENT_ACTIONS:
-        raise BadInput(f"a deployment can be sent {', '.join(data.DEPLOYMENT_ACTIONS)}, not {value[:40]!r}.",
-                       status=404)
+        raise BadInput(f"there is no deployment action {value[:40]!r}; the actions are "
+                       f"{', '.join(data.DEPLOYMENT_ACTIONS)}.", status=404)
     return value
 
 
