@@ -8,7 +8,12 @@ that the page shows them arriving live (and a placement rate), and takes the scr
 Two of web's 8 tasks wait (6 nodes offer host port 8080) and train waits for 2 gpus that
 no node has, so the job and task pages have something to say about why.
 
+With ``--deployment``, api is then rolled forward twice, as its ``update`` block says:
+version 2 to the end, version 3 half way, with its placed tasks started and marked
+healthy as their agents would (there are none here); the screenshot is taken half way.
+
     .venv/bin/python scripts/dashboard_screenshot.py [--out docs/img/dashboard.png] [--page /jobs/web]
+    .venv/bin/python scripts/dashboard_screenshot.py --deployment --page /jobs/api --out docs/img/dashboard-deployment.png
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from playwright.sync_api import sync_playwright  # noqa: E402
 
-from scheduler.control import reconcile  # noqa: E402
+from scheduler.control import deployer, reconcile  # noqa: E402
 from scheduler.model import make_node, parse_job  # noqa: E402
 from scheduler.state.app import App  # noqa: E402
 from scheduler.state.embedded import start_server  # noqa: E402
@@ -48,7 +53,9 @@ JOBS = [
     {"id": "web", "type": "service", "replicas": 8, "priority": 60, "resources": {"cpu": 0.5, "memory": "512MiB"},
      "ports": [8080], "preferences": [{"spread": "node.labels.zone"}]},
     {"id": "api", "type": "service", "replicas": 4, "priority": 70, "resources": {"cpu": 1, "memory": "1GiB"},
-     "preferences": [{"spread": "node.labels.zone"}]},
+     "preferences": [{"spread": "node.labels.zone"}], "run": {"command": ["api-server", "--port", "9000"]},
+     "health": {"http": {"port": 9000, "path": "/healthz"}, "interval": 2},
+     "update": {"max_parallel": 1, "min_healthy_time": 0.5, "auto_revert": True}},
     {"id": "etl", "type": "batch", "replicas": 10, "strategy": "binpack",
      "resources": {"cpu": 0.75, "memory": "768MiB"}},
     {"id": "log-agent", "type": "global", "resources": {"cpu": 0.1, "memory": "64MiB"},
@@ -77,11 +84,36 @@ def start_some(app: App, share: float = 0.6) -> None:
         app.store.start_task(task.id, task.node)
 
 
+def agents_report(app: App) -> None:
+    """Start the placed tasks and mark the running ones healthy, as their agents would."""
+    for task in app.store.tasks(app.store.all_task_ids()):
+        if task.state == "assigned":
+            app.store.start_task(task.id, task.node)
+        if task.job == "api" and app.store.get_task(task.id).state == "running" and task.health != "healthy":
+            app.store.set_task_health(task.id, task.node, "healthy", "GET /healthz answered 200")
+
+
+def roll_api(app: App, changes: dict, healthy_new: int) -> None:
+    """Submit a new version of api and advance its deployment until ``healthy_new`` of its
+    tasks count as healthy (every one: to the end)."""
+    spec = {**next(j for j in JOBS if j["id"] == "api"), **changes}
+    deployment = reconcile.submit(app.store, parse_job(spec))["deployment"]
+    while True:
+        state = deployer.advance(app.store, deployment)
+        record = app.store.get_deployment(deployment)
+        if state != "running" or record["to_counts"]["healthy"] >= healthy_new:
+            return
+        SchedulerWorker(app, WorkerConfig(until_idle=True)).run()
+        agents_report(app)
+        time.sleep(0.3)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(ROOT / "docs" / "img" / "dashboard.png"))
     parser.add_argument("--page", default="/", help="the page to render (default: the overview)")
     parser.add_argument("--width", type=int, default=1360)
+    parser.add_argument("--deployment", action="store_true", help="roll api forward twice (see above)")
     args = parser.parse_args()
 
     folder = Path(tempfile.mkdtemp(prefix="sched-shot-"))
@@ -106,6 +138,11 @@ def main() -> int:
                 worker.stop()
                 placing.join()
             start_some(app)
+            if args.deployment:
+                agents_report(app)
+                roll_api(app, {"run": {"command": ["api-server", "--port", "9000", "--workers", "4"]}}, 4)
+                roll_api(app, {"run": {"command": ["api-server", "--port", "9000", "--workers", "8"]},
+                               "resources": {"cpu": 1, "memory": "1536MiB"}}, 2)
             if not early:
                 page.goto(f"{url}{args.page}?ns=demo")
                 page.wait_for_selector("body[data-live-state=connected]")

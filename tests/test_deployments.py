@@ -306,8 +306,8 @@ def test_cli_says_what_a_submit_changes_and_drives_the_deployment(sched, app):
     ({"update": {"min_healthy_time": 30, "healthy_deadline": 20}},
      "job w: update.min_healthy_time (30 s) must be shorter than healthy_deadline (20 s)."),
     ({"update": {"surge": 1}}, "job w: update has unknown field 'surge'; known fields are auto_promote, auto_revert, "
-                               "canary, delay, healthy_deadline, max_parallel, min_healthy_time, order, "
-                               "progress_deadline."),
+                               "canary, delay, healthy_deadline, max_failure_ratio, max_parallel, min_healthy_time, "
+                               "order, progress_deadline."),
     ({"type": "batch", "update": {}}, "job w: update applies to service and global jobs; a batch job keeps its "
                                       "running tasks when it changes."),
     ({"health": {"command": ["true"], "tcp": {"port": 80}}}, "job w: health needs exactly one of command, http or tcp."),
@@ -342,3 +342,59 @@ def test_a_changed_batch_job_keeps_its_running_tasks(app):
 
 def tasks_of(app, job_id):
     return [t for t in app.store.tasks(app.store.job_task_ids(job_id)) if not t.terminal]
+
+
+# ----------------------------------------------------------------------------- max_failure_ratio
+def _running_and_healthy(app, job_id: str = "web") -> None:
+    """Start every placed task and mark it healthy, as its node's agent would."""
+    for task in tasks_of(app, job_id):
+        if task.state == "assigned":
+            assert app.store.start_task(task.id, task.node)
+        if app.store.get_task(task.id).state == "running":
+            app.store.set_task_health(task.id, task.node, "healthy")
+
+
+@pytest.mark.parametrize("ratio, failures_tolerated", [(0, 0), (0.34, 2)])
+def test_max_failure_ratio_tolerates_that_share_of_failed_new_tasks(app, ratio, failures_tolerated):
+    """SwarmKit's rule: the deployment fails once failed new tasks / desired is above the
+    ratio; the tolerated failures are replaced as any failed task is."""
+    from scheduler.model import make_node
+    from workers.scheduler_worker import SchedulerWorker, WorkerConfig
+
+    app.store.put_node(make_node("n1", cpu="16", memory="4GiB"))
+    place = SchedulerWorker(app, WorkerConfig(until_idle=True)).run
+    submit(app, service("600", max_failure_ratio=ratio))
+    place()
+    _running_and_healthy(app)
+    submit(app, service("601", max_failure_ratio=ratio))
+    assert deployer.advance(app.store, "web@2") == "running"  # stops 2 old tasks, queues 2 new ones
+    failed = []
+    for attempt in range(failures_tolerated + 1):
+        app.queue.move_all_to_active()  # replacements wait out restart_delay in backoff
+        place()
+        _running_and_healthy(app)
+        victim = next(t for t in tasks_of(app, "web") if t.version == 2 and t.state == "running")
+        reconcile.task_ended(app.store, victim, False, "exited with code 1")
+        failed.append(victim.id)
+        state = deployer.advance(app.store, "web@2")
+        record = app.store.get_deployment("web@2")
+        assert record["to_counts"]["unhealthy"] == len(failed)
+        if attempt < failures_tolerated:
+            assert state == "running", record["message"]
+    assert state == "failed"
+    message = app.store.get_deployment("web@2")["message"]
+    if ratio:
+        assert message == (f"3 of 6 task(s) of version 2 failed, more than max_failure_ratio 0.34 allows; the last: "
+                           f"task {failed[-1]} of version 2 failed: exited with code 1")
+    else:
+        assert message == f"task {failed[0]} of version 2 failed: exited with code 1"
+
+
+def test_max_failure_ratio_is_a_share_from_0_to_1():
+    from scheduler.model import SpecError
+
+    assert parse_job({"id": "w", "update": {"max_failure_ratio": 0.25}}).update.max_failure_ratio == 0.25
+    for bad in (1.5, -0.1, "half", True):
+        with pytest.raises(SpecError) as error:
+            parse_job({"id": "w", "update": {"max_failure_ratio": bad}})
+        assert str(error.value) == f"job w: update.max_failure_ratio must be a number from 0 to 1, not {bad!r}."

@@ -90,10 +90,8 @@ def advance(store: Store, deployment: str) -> str:
     if d["state"] == PAUSED:
         store.set_deployment(deployment, job_id, (PAUSED,), fields=counts)
         return PAUSED
-    if broken:
-        task = broken[0]
-        why = task.message or task.health
-        return fail(store, deployment, f"task {task.id} of version {to} failed: {why}", counts)
+    if broken and (not desired or len(broken) / desired > policy.max_failure_ratio):  # SwarmKit's rule
+        return fail(store, deployment, _failures(broken, to, policy.max_failure_ratio, desired), counts)
     since = d["resumed_at"]
     if d["state"] == DEPLOYING:
         late = [t for t in new if not _counted_healthy(t, now, min_ms)
@@ -131,6 +129,15 @@ def advance(store: Store, deployment: str) -> str:
         _roll(store, job_id, to, policy, room, old, new, healthy, desired)
     store.set_deployment(deployment, job_id, (DEPLOYING,), fields=counts)
     return DEPLOYING
+
+
+def _failures(broken: list[Task], to: int, ratio: float, desired: int) -> str:
+    last = broken[-1]
+    said = f"task {last.id} of version {to} failed: {last.message or last.health}"
+    if not ratio:
+        return said
+    return (f"{len(broken)} of {desired} task(s) of version {to} failed, more than max_failure_ratio {ratio:g} "
+            f"allows; the last: {said}")
 
 
 def _roll(store: Store, job_id: str, to: int, policy, room: int, old: list[Task], new: list[Task],

@@ -32,6 +32,7 @@ class UpdatePolicy:
     auto_promote: bool = False  # promote once every canary is healthy
     auto_revert: bool = False  # on failure, deploy the last version that was healthy
     delay: float = 0.0  # seconds between a new task counting healthy and the next changes
+    max_failure_ratio: float = 0.0  # share of the new tasks that may fail before the deployment does
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +48,7 @@ class HealthCheck:
 
 
 _UPDATE_FIELDS = {"max_parallel", "min_healthy_time", "healthy_deadline", "progress_deadline", "order", "canary",
-                  "auto_promote", "auto_revert", "delay"}
+                  "auto_promote", "auto_revert", "delay", "max_failure_ratio"}
 _HEALTH_FIELDS = {"command", "http", "tcp", "interval", "timeout", "failures", "grace"}
 
 
@@ -65,6 +66,13 @@ def _count(raw: dict, name: str, default: int, low: int, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= 1_000_000:
         raise SpecError(f"{where}.{name} must be a whole number from {low} to 1000000, not {value!r}.")
     return value
+
+
+def _ratio(raw: dict, name: str, where: str) -> float:
+    value = raw.get(name, 0.0)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise SpecError(f"{where}.{name} must be a number from 0 to 1, not {value!r}.")
+    return float(value)
 
 
 def _flag(raw: dict, name: str, where: str) -> bool:
@@ -103,6 +111,7 @@ def parse_update(raw, job: str) -> UpdatePolicy | None:
         auto_promote=_flag(raw, "auto_promote", where),
         auto_revert=_flag(raw, "auto_revert", where),
         delay=_seconds(raw, "delay", 0.0, where),
+        max_failure_ratio=_ratio(raw, "max_failure_ratio", where),
     )
     if policy.min_healthy_time >= policy.healthy_deadline:
         raise SpecError(f"{where}.min_healthy_time ({policy.min_healthy_time:g} s) must be shorter than "
@@ -120,7 +129,7 @@ def update_raw(policy: UpdatePolicy) -> dict:
     return {"max_parallel": policy.max_parallel, "min_healthy_time": policy.min_healthy_time,
             "healthy_deadline": policy.healthy_deadline, "progress_deadline": policy.progress_deadline,
             "order": policy.order, "canary": policy.canary, "auto_promote": policy.auto_promote,
-            "auto_revert": policy.auto_revert, "delay": policy.delay}
+            "auto_revert": policy.auto_revert, "delay": policy.delay, "max_failure_ratio": policy.max_failure_ratio}
 
 
 def parse_health(raw, job: str) -> HealthCheck | None:

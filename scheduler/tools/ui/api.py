@@ -21,6 +21,7 @@ from scheduler.tools.ui.templates import usage
 
 MAX_BODY = 16_384  # bytes of a POST body
 MAX_TASKS = 100_000  # the most tasks `?limit=` may ask for
+DEPLOYMENTS_LISTED = 100  # the most deployments /api/deployments lists
 
 
 class JSON(JSONResponse):
@@ -46,7 +47,8 @@ def task_record(task: Task) -> dict:
             "retries": task.retries, "pin": task.pin or None, "nominated_node": task.nominated_node or None,
             "message": task.message, "allocated": task.allocated, "ports": list(task.ports),
             "created_ms": task.created_ms, "assigned_ms": task.assigned_ms, "started_ms": task.started_ms,
-            "ended_ms": task.ended_ms}
+            "ended_ms": task.ended_ms, "health": task.health or None, "health_ms": task.health_ms,
+            "health_check": task.health_check}
 
 
 def job_record(job: data.JobView, spec: bool = False) -> dict:
@@ -56,6 +58,11 @@ def job_record(job: data.JobView, spec: bool = False) -> dict:
     if spec:
         record["spec"] = job.spec
     return record
+
+
+def rollouts_record(rollouts: data.Rollouts) -> dict:
+    return {"deployment": rollouts.deployment, "versions": rollouts.versions, "older_versions": rollouts.older,
+            "diff": rollouts.diff}
 
 
 def places_record(places: why.TaskPlaces | None) -> dict | None:
@@ -87,7 +94,7 @@ def overview(request):
     view = data.overview(app)
     return JSON({"namespace": app.keys.namespace, "placed": view.placed, "now_ms": view.now_ms,
                  "queues": view.queues, "nodes": [node_record(n) for n in view.nodes],
-                 "jobs": [job_record(j) for j in view.jobs]})
+                 "jobs": [job_record(j) for j in view.jobs], "deployments": view.deployments})
 
 
 def nodes(request):
@@ -119,10 +126,20 @@ def job(request):
     app = inputs.scoped_app(request)
     limit = _limit(request.query_params.get("limit"))
     choice = listing.choose(listing.TASKS, request.query_params)
+    compare = inputs.compare(request.query_params)
     view, tasks = data.job(app, inputs.job_id(request.path_params["job_id"]))
     shown = listing.window(choice, listing.apply(choice, tasks), limit)
     return JSON({"namespace": app.keys.namespace, "job": job_record(view, spec=True),
-                 "tasks": [task_record(t) for t in shown], "pending": waits_record(data.job_waits(app, view, tasks))})
+                 "tasks": [task_record(t) for t in shown], "pending": waits_record(data.job_waits(app, view, tasks)),
+                 **rollouts_record(data.rollouts(app, view.id, compare))})
+
+
+def deployments(request):
+    app = inputs.scoped_app(request)
+    job_id = request.query_params.get("job")
+    limit = _limit(request.query_params.get("limit", str(DEPLOYMENTS_LISTED)), DEPLOYMENTS_LISTED)
+    return JSON({"namespace": app.keys.namespace,
+                 "deployments": data.deployments(app, limit, inputs.job_id(job_id) if job_id else None)})
 
 
 def task(request):
@@ -135,11 +152,11 @@ def task(request):
                  "output": view.output, "output_truncated": view.truncated})
 
 
-def _limit(value: str | None) -> int:
+def _limit(value: str | None, most: int = MAX_TASKS) -> int:
     if value is None:
-        return MAX_TASKS
-    if not value.isdigit() or int(value) > MAX_TASKS:
-        raise inputs.BadInput(f"limit must be a whole number from 0 to {MAX_TASKS}.")
+        return most
+    if not value.isdigit() or int(value) > most:
+        raise inputs.BadInput(f"limit must be a whole number from 0 to {most}.")
     return int(value)
 
 
@@ -170,6 +187,33 @@ async def stop(request):
     job_id = inputs.job_id(request.path_params["job_id"])
     result = await run_in_threadpool(data.stop, app, job_id)
     return _done(request, body, result, f"job {job_id} stopped ({len(result['stopped'])} task(s)).")
+
+
+async def deployment_action(request):
+    app = inputs.scoped_app(request)
+    body = await _body(request)
+    deployment = inputs.deployment_id(request.path_params["deployment_id"])
+    action = inputs.deployment_action(request.path_params["action"])
+    record = await run_in_threadpool(data.act_on_deployment, app, deployment, action)
+    said = {"promote": "promoted", "pause": "paused", "resume": "resumed", "fail": "failed"}[action]
+    if record["state"] == "reverted":
+        said += f"; version {record['revert_to']} comes back as version {record['reverted_as']}"
+    return _done(request, body, record, f"deployment {deployment} {said}.")
+
+
+async def revert(request):
+    app = inputs.scoped_app(request)
+    body = await _body(request)
+    job_id = inputs.job_id(request.path_params["job_id"])
+    version = inputs.version(body.get("version"))
+    result = await run_in_threadpool(data.revert, app, job_id, version)
+    if result["changes"]["action"] == "none":
+        message = f"job {job_id}: version {version} is the running spec; nothing changes."
+    else:
+        how = f"rolled out by deployment {result['deployment']}" if result["deployment"] else \
+            "replacing every task at once"
+        message = f"job {job_id}: version {version} submitted again as version {result['version']}, {how}."
+    return _done(request, body, result, message)
 
 
 async def _body(request) -> dict:

@@ -6,7 +6,8 @@ objects (:class:`Node`, :class:`Task`) or the small views below; task hashes bec
 Redis, keys or the store, so this module is the one to adapt when the store changes.
 
 Writes go through the same functions the CLI uses: ``Store.set_availability`` and
-``reconcile.drain_node``, ``reconcile.scale`` and ``reconcile.stop``.
+``reconcile.drain_node``, ``reconcile.scale`` and ``reconcile.stop``, and the
+:class:`Client`'s deployment methods and ``revert``.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from functools import lru_cache
 
 import orjson
 
-from scheduler.client import explain_message, job_status
-from scheduler.control import reconcile
+from scheduler.client import Client, explain_message, job_status
+from scheduler.control import changes, reconcile
 from scheduler.model import DRAIN, PENDING, TASK_STATES, Node, NotFound, SpecError, Task
 from scheduler.model.quantities import parse_resources
 from scheduler.state.app import App
@@ -27,6 +28,10 @@ from scheduler.tools.ui import why
 
 NAMESPACES_TTL_S = 10.0  # the namespace list costs a SCAN of the whole keyspace: reuse it this long
 OUTPUT_LIMIT = 65_536  # characters of a task's stdout, stderr or result shown
+VERSIONS_SHOWN = 20  # a job's newest versions in its history
+OVERVIEW_DEPLOYMENTS = 8  # the newest deployments on the overview
+DEPLOYMENT_ACTIONS = {"promote": "promote", "pause": "pause_deployment", "resume": "resume_deployment",
+                      "fail": "fail_deployment"}  # what a person may do to a deployment -> the Client method
 
 
 @dataclass
@@ -58,6 +63,7 @@ class Overview:
     placed: int  # the workers' `placed` counter (stats hash)
     now_ms: int  # Redis TIME when it was read, to turn two readings into a rate
     jobs: list[JobView]
+    deployments: list[dict] = field(default_factory=list)  # the newest, newest first
 
 
 @dataclass
@@ -71,6 +77,16 @@ class TaskView:
     truncated: bool = False
     attempts: list[dict] = field(default_factory=list)  # its failed placement attempts (SchedulingQueue.attempts)
     places: why.TaskPlaces | None = None  # for a pending task: each node's verdict now
+
+
+@dataclass
+class Rollouts:
+    """A job's deployments and versions, for its page."""
+
+    deployment: dict | None  # its latest deployment, in any state (Store.get_deployment's record)
+    versions: list[dict]  # its newest versions, newest first (changes.history's records, without the spec)
+    older: int  # versions older than those
+    diff: dict | None = None  # two versions compared: {"from", "to", "changes"}
 
 
 # ----------------------------------------------------------------------------- namespaces
@@ -115,7 +131,8 @@ def _valid_namespace(name: str) -> bool:
 def overview(app: App) -> Overview:
     store = app.store
     placed, now = store.stats().get("placed", 0), store.now_ms()
-    return Overview(nodes=store.nodes(), queues=app.queue.counts(), placed=placed, now_ms=now, jobs=jobs(app))
+    return Overview(nodes=store.nodes(), queues=app.queue.counts(), placed=placed, now_ms=now, jobs=jobs(app),
+                    deployments=store.deployments(None, OVERVIEW_DEPLOYMENTS))
 
 
 def nodes(app: App) -> list[tuple[Node, list[str]]]:
@@ -202,6 +219,36 @@ def job_waits(app: App, view: JobView, tasks: list[Task]) -> why.JobWaits | None
                          used)
 
 
+def rollouts(app: App, job_id: str, compare: tuple[int, int] | None = None) -> Rollouts:
+    """The job's latest deployment and its newest versions, each with the fields it changed
+    from the one before (``changes.history``), and, given ``compare``, the fields that
+    differ between two of its versions. NotFound if there is no such job or version."""
+    fields = app.store.job_fields(job_id)
+    if not fields:
+        raise NotFound(f"job {job_id!r} does not exist.")
+    numbers = sorted(int(name.split(":", 1)[1]) for name in fields if name.startswith("spec:"))
+    kept = numbers[-(VERSIONS_SHOWN + 1):]  # one more than shown: the oldest shown is diffed against it
+    recent = {name: value for name, value in fields.items()
+              if not name.startswith("spec:") or int(name.split(":", 1)[1]) in kept}
+    deployments = app.store.deployments(job_id, limit=VERSIONS_SHOWN + 1)
+    versions = changes.history(recent, deployments)
+    shown = [{name: value for name, value in v.items() if name != "spec"} for v in versions[-VERSIONS_SHOWN:]]
+    view = Rollouts(deployment=deployments[0] if deployments else None, versions=shown[::-1],
+                    older=len(numbers) - len(shown))
+    if compare is not None:
+        for version in compare:
+            if f"spec:{version}" not in fields:
+                raise NotFound(f"job {job_id} has no version {version}.")
+        old, new = (orjson.loads(fields[f"spec:{version}"]) for version in compare)
+        view.diff = {"from": compare[0], "to": compare[1], "changes": changes.field_changes(old, new)}
+    return view
+
+
+def deployments(app: App, limit: int, job_id: str | None = None) -> list[dict]:
+    """The newest deployments, newest first: the namespace's, or one job's."""
+    return app.store.deployments(job_id, limit)
+
+
 def _job_view(job_id: str, version, status, created, spec: dict) -> JobView:
     return JobView(id=job_id, type=spec.get("type", ""), status=status or reconcile.RUNNING_JOB,
                    priority=int(spec.get("priority", 0)), replicas=spec.get("replicas"), version=int(version or 0),
@@ -233,3 +280,19 @@ def scale(app: App, job_id: str, replicas: int) -> dict:
 
 def stop(app: App, job_id: str) -> dict:
     return reconcile.stop(app.store, job_id)
+
+
+def act_on_deployment(app: App, deployment_id: str, action: str) -> dict:
+    """Promote, pause, resume or fail a deployment (as `sched deployment ACTION`); returns
+    its record after. NotFound if there is none; SpecError if its state does not allow it."""
+    return getattr(Client(app=app), DEPLOYMENT_ACTIONS[action])(deployment_id)
+
+
+def revert(app: App, job_id: str, version: int) -> dict:
+    """Submit an earlier version's spec again, as a new version (`sched job revert`)."""
+    fields = app.store.job_fields(job_id)
+    if not fields:
+        raise NotFound(f"job {job_id!r} does not exist.")
+    if f"spec:{version}" not in fields:
+        raise NotFound(f"job {job_id} has no version {version}.")
+    return Client(app=app).revert(job_id, version)

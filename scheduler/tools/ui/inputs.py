@@ -18,6 +18,7 @@ from scheduler.tools.ui import data
 MAX_TEXT = 256  # longer values are refused before any check quotes them back
 _TASK_INDEX_RE = re.compile(r"^[0-9]{1,9}$")
 _REPLICAS_RE = re.compile(r"^[0-9]{1,7}$")
+_VERSION_RE = re.compile(r"^[1-9][0-9]{0,8}$")
 _LOCAL_PATH_RE = re.compile(r"^/(?![/\\])[A-Za-z0-9._~!$&'()*+,;=:@%/?-]*$")
 
 
@@ -74,6 +75,41 @@ def task_id(value: str) -> str:
         raise BadInput(f"task id {value!r} is not valid; a task id is <job id>.<index>, e.g. web.0.")
     job_id(job)
     return value
+
+
+def deployment_id(value: str) -> str:
+    """``<job id>@<version>``, as the scheduler names every deployment."""
+    value = _text(value, "the deployment id")
+    job, at, number = value.rpartition("@")
+    if not at or not _VERSION_RE.match(number):
+        raise BadInput(f"deployment id {value!r} is not valid; a deployment id is <job id>@<version>, e.g. web@2.")
+    job_id(job)
+    return value
+
+
+def deployment_action(value: str) -> str:
+    if value not in data.DEPLOYMENT_ACTIONS:
+        raise BadInput(f"there is no deployment action {value[:40]!r}; the actions are "
+                       f"{', '.join(data.DEPLOYMENT_ACTIONS)}.", status=404)
+    return value
+
+
+def version(value, what: str = "version") -> int:
+    """A job version: a whole number from 1, as form or query text or a JSON integer."""
+    text = str(value).strip() if isinstance(value, (str, int)) and not isinstance(value, bool) else ""
+    if not _VERSION_RE.match(text):
+        raise BadInput(f"{what} must be a job version, a whole number from 1.")
+    return int(text)
+
+
+def compare(params) -> tuple[int, int] | None:
+    """Two versions of a job to compare (``?from=1&to=3``), or None when neither is given."""
+    old, new = params.get("from"), params.get("to")
+    if not old and not new:
+        return None
+    if not old or not new:
+        raise BadInput("to compare two versions, give both from and to.")
+    return version(old, "from"), version(new, "to")
 
 
 def replicas(value) -> int:

@@ -14,6 +14,7 @@ from typing import Callable
 from urllib.parse import urlencode
 
 from scheduler.model import AVAILABILITIES, JOB_TYPES, TASK_STATES, Node, Task
+from scheduler.model.update import HEALTHY, STARTING, UNHEALTHY
 from scheduler.tools.ui.inputs import BadInput
 
 MAX_QUERY = 100  # characters of a search
@@ -138,6 +139,9 @@ JOBS = Kind(
 )
 
 
+HEALTHS = (STARTING, HEALTHY, UNHEALTHY)
+
+
 def _index(task: Task) -> tuple:
     return (task.job, task.index)
 
@@ -145,8 +149,10 @@ def _index(task: Task) -> tuple:
 TASKS = Kind(
     name="tasks",
     text=lambda task: f"{task.id} {task.node} {task.message}",
-    filters={"state": (lambda task: task.state, TASK_STATES)},
+    filters={"state": (lambda task: task.state, TASK_STATES),
+             "health": (lambda task: task.health, HEALTHS)},
     sorts={"index": _index,
+           "version": lambda task: (task.version, _index(task)),
            "state": lambda task: (TASK_STATES.index(task.state) if task.state in TASK_STATES else 99, _index(task)),
            "node": lambda task: (task.node, _index(task)),
            "attempts": lambda task: (task.attempts, _index(task)),

@@ -65,13 +65,15 @@ def job(request):
     app = inputs.scoped_app(request)
     job_id = inputs.job_id(request.path_params["job_id"])
     choice = listing.choose(listing.TASKS, request.query_params)
+    compare = inputs.compare(request.query_params)
     view, tasks = data.job(app, job_id)
     chosen = listing.apply(choice, tasks)
     spec_text = yaml.safe_dump(spec_for_people(view.spec), sort_keys=False, default_flow_style=None).rstrip()
     return _render(request, app, "job.html", "job", "/api/jobs/" + quote(job_id, safe=""),
                    live_params={"limit": TASKS_SHOWN, **choice.params()}, job=view, tasks=chosen,
                    shown=listing.window(choice, chosen, TASKS_SHOWN), total=len(tasks), choice=choice,
-                   waits=data.job_waits(app, view, tasks), spec_text=spec_text, limit=TASKS_SHOWN)
+                   waits=data.job_waits(app, view, tasks), spec_text=spec_text, limit=TASKS_SHOWN,
+                   rollouts=data.rollouts(app, job_id, compare))
 
 
 def task(request):

@@ -15,8 +15,10 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 from starlette.responses import HTMLResponse
 
+from scheduler.control.changes import show
 from scheduler.model import TASK_STATES
 from scheduler.model.quantities import CPU, MEMORY
+from scheduler.tools.render import spec_for_people
 
 RESOURCE_ORDER = ("cpu", "memory", "gpu")
 
@@ -105,6 +107,14 @@ def usage(capacity: dict[str, int], allocated: dict[str, int]) -> list[dict]:
     return out
 
 
+def changed_value(value, field: str) -> str:
+    """A value in a diff of two specs, as the spec is shown (memory in units: ``512Mi``)."""
+    section, _, name = field.partition(".")
+    if section == "resources" and name:
+        value = spec_for_people({"resources": {name: value}})["resources"][name]
+    return show(value)
+
+
 def quantities(amounts: dict[str, int]) -> str:
     return ", ".join(f"{name} {amount(name, amounts[name])}" for name in resources(amounts))
 
@@ -116,7 +126,8 @@ class Pages:
     def __init__(self):
         self.env = Environment(loader=PackageLoader("scheduler.tools.ui", "templates"), autoescape=True,
                                undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-        self.env.filters.update(when=when, ago=ago, after=after, usage=usage, quantities=quantities)
+        self.env.filters.update(when=when, ago=ago, after=after, usage=usage, quantities=quantities,
+                                changed=changed_value)
         self.env.globals.update(TASK_STATES=TASK_STATES, amount=amount, resources=resources)
 
     def render(self, name: str, *, namespace: str, namespaces: list[str], status: int = 200, **values) -> HTMLResponse:

@@ -1,7 +1,7 @@
 // sched dashboard: live updates from the namespace's event stream, and forms sent with fetch.
 //
-// Each event is applied to the page at once (a task row's state and node, a job's counts,
-// a node's task count and availability). When events have arrived, the page's JSON route
+// Each event is applied to the page at once (a task row's state, node and health, a job's
+// counts, a node's task count and availability, a deployment's state and counts). When events have arrived, the page's JSON route
 // (body[data-live]) is fetched again, at most once a second, to set the exact counts; when
 // it lists something the page does not show yet (a new job, node or task), the page's
 // regions ([data-region]) are swapped for freshly rendered ones. Nothing is fetched while
@@ -61,6 +61,18 @@
     el.classList.toggle("zero", n === 0);
   }
 
+  function setHealth(cell, health) {
+    if (!cell || !health) return;
+    let badge = cell.querySelector(".health");
+    if (!badge) {
+      badge = document.createElement("span");
+      cell.prepend(badge);
+      for (const dash of all(":scope > .muted", cell)) dash.remove(); // "–", or "not checked yet"
+    }
+    badge.className = "health health-" + health;
+    badge.textContent = health;
+  }
+
   function setAvailability(row, value) {
     setBadge(row.querySelector('[data-field="availability"]'), value);
     for (const input of all('input[name="availability"]', row)) {
@@ -104,6 +116,51 @@
     }
   }
 
+  function applyHealth(ev) {
+    for (const row of all(`[data-task="${esc(ev.id)}"]`)) setHealth(row.querySelector('[data-field="health"]'), ev.health);
+  }
+
+  // A deployment's counts, from an event (to_healthy...) or a record (to_counts.healthy...).
+  const COUNTS = ["desired", "placed", "healthy", "unhealthy"];
+
+  function flatCounts(d) {
+    if (!d.to_counts) return d;
+    const flat = { id: d.id, job: d.job, state: d.state };
+    for (const side of ["to", "from"]) for (const c of COUNTS) flat[side + "_" + c] = d[side + "_counts"][c];
+    return flat;
+  }
+
+  // Sets what the deployment's rows show; true when one shows another state (its buttons change).
+  function setDeployment(d) {
+    let differs = false;
+    for (const row of all(`[data-deployment="${esc(d.id)}"]`)) {
+      if (row.dataset.state !== d.state) differs = true;
+      for (const side of ["to", "from"]) {
+        for (const c of COUNTS) {
+          const value = d[side + "_" + c];
+          if (value === undefined) continue;
+          for (const el of all(`[data-dcount="${side}_${c}"]`, row)) el.textContent = String(value);
+        }
+      }
+      const bar = row.querySelector("[data-rollout-bar]");
+      if (bar && d.to_desired !== undefined) {
+        const want = Math.max(1, d.to_desired);
+        const healthy = Math.min(100, (100 * d.to_healthy) / want);
+        const placed = Math.max(0, Math.min(100, (100 * d.to_placed) / want) - healthy);
+        bar.querySelector('[data-seg="healthy"]').style.width = healthy.toFixed(1) + "%";
+        bar.querySelector('[data-seg="placed"]').style.width = placed.toFixed(1) + "%";
+        const text = row.querySelector('[data-field="dprogress"]');
+        if (text) text.textContent = d.to_healthy + "/" + d.to_desired;
+      }
+    }
+    return differs;
+  }
+
+  function applyDeployment(ev) {
+    const shown = all(`[data-deployment="${esc(ev.id)}"]`).length > 0;
+    if (!shown || setDeployment(ev)) structureChanged = true; // a new deployment, or a new state
+  }
+
   function applyNode(ev) {
     const rows = all(`[data-node="${esc(ev.name)}"]`);
     if (ev.event === "added" || ev.event === "removed") structureChanged = true;
@@ -115,23 +172,29 @@
 
   function relevant(ev) {
     const page = body.dataset.page;
+    const ofTask = ev.type === "task" || ev.type === "health";
     if (page === "task") {
       // A pending task's page also shows every node's room for it: what moves on nodes matters.
       const waiting = body.dataset.pending === "1" && (ev.type === "node" || (ev.type === "task" && ev.node));
-      return (ev.type === "task" && ev.id === body.dataset.taskPage) || waiting;
+      return (ofTask && ev.id === body.dataset.taskPage) || waiting;
     }
-    if (page === "job") return ev.type === "task" && (ev.job || jobOf(ev.id)) === body.dataset.jobPage;
+    if (page === "job") {
+      return (ofTask || ev.type === "deployment") && (ev.job || jobOf(ev.id)) === body.dataset.jobPage;
+    }
     if (page === "node") {
       return (ev.type === "node" && ev.name === body.dataset.nodePage)
-        || (ev.type === "task" && (ev.node === body.dataset.nodePage || all(`[data-task="${esc(ev.id)}"]`).length > 0));
+        || (ofTask && (ev.node === body.dataset.nodePage || all(`[data-task="${esc(ev.id)}"]`).length > 0));
     }
-    return true;
+    if (page === "overview") return ev.type !== "health";
+    return ev.type === "task" || ev.type === "node";
   }
 
   function onEvent(ev) {
     if (!ev || !relevant(ev)) return;
     if (ev.type === "task") applyTask(ev);
     else if (ev.type === "node") applyNode(ev);
+    else if (ev.type === "health") applyHealth(ev);
+    else if (ev.type === "deployment") applyDeployment(ev);
     schedule();
   }
 
@@ -182,6 +245,8 @@
     const jobs = d.jobs || (d.job ? [d.job] : null);
     if (jobs) differs = applyJobs(jobs) || differs;
     if (d.tasks) differs = applyTasks(d.tasks) || differs;
+    if (d.deployment !== undefined) differs = applyJobDeployment(d.deployment, d.versions) || differs;
+    if (d.deployments) differs = applyDeployments(d.deployments) || differs;
     if (d.task) differs = stampOf(d.task, d.places) !== body.dataset.stamp || differs;
     return differs;
   }
@@ -240,11 +305,29 @@
     return !sameSet(listed("data-job", "jobs"), jobs.map((j) => j.id)) || differs;
   }
 
+  // The job page: its latest deployment and its versions, as the page shows them?
+  function applyJobDeployment(deployment, versions) {
+    const card = document.querySelector("[data-deployment]");
+    let differs = deployment ? !card || card.dataset.deployment !== deployment.id : !!card;
+    if (deployment && setDeployment(flatCounts(deployment))) differs = true;
+    const history = document.querySelector("[data-versions]");
+    const ids = (versions || []).map((v) => v.version).join(",");
+    return differs || (history ? history.dataset.versions !== ids : (versions || []).length > 1);
+  }
+
+  function applyDeployments(deployments) {
+    let differs = false;
+    for (const d of deployments) differs = setDeployment(flatCounts(d)) || differs;
+    return !sameSet(listed("data-deployment", "deployments"), deployments.map((d) => d.id)) || differs;
+  }
+
   function applyTasks(tasks) {
     for (const t of tasks) {
       for (const row of all(`[data-task="${esc(t.id)}"]`)) {
         setState(row.querySelector('[data-field="state"]'), t.state);
         if (t.node) setNodeLink(row.querySelector('[data-field="node"]'), t.node);
+        // An ended task's health is history: the list shows only why it failed, if it did.
+        if (!TERMINAL.has(t.state) || t.health === "unhealthy") setHealth(row.querySelector('[data-field="health"]'), t.health);
       }
     }
     const listsTasks = body.dataset.page === "job" || body.dataset.page === "node";
@@ -256,7 +339,7 @@
 
   function stampOf(t, places) {
     return [t.state, t.node || "", t.attempts, t.assigned_ms, t.started_ms, t.ended_ms,
-      places ? places.fits : ""].join("|");
+      places ? places.fits : "", t.health || ""].join("|");
   }
 
   function applyRate(placed, now) {
@@ -279,7 +362,7 @@
     if (!response.ok) return;
     const fresh = new DOMParser().parseFromString(await response.text(), "text/html");
     for (const region of all("[data-region]")) {
-      if (region.contains(document.activeElement) && document.activeElement.tagName === "INPUT") {
+      if (region.contains(document.activeElement) && ["INPUT", "SELECT"].includes(document.activeElement.tagName)) {
         structureChanged = true; // someone is typing here: swap on a later event
         continue;
       }
