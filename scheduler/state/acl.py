@@ -34,6 +34,7 @@ from redis.exceptions import NoPermissionError, RedisClusterException, ResponseE
 from scheduler.model.errors import NotFound, SpecError
 from scheduler.model.names import check_namespace
 from scheduler.state.connection import client_for
+from scheduler.state.scripts import SCRIPT_NAMES, script_source
 
 ROLES = ("viewer", "submitter", "worker", "agent")
 NAMESPACE_REGISTRY = "sched:namespaces"
@@ -47,15 +48,18 @@ _CONNECTION = ("ping", "hello", "auth", "time", "client|setname", "client|setinf
                # A cluster client reads the layout and which arguments of a command are keys.
                "cluster|slots", "command")
 # Reads of the namespace: listings, show, explain, logs, audit, the dashboard, events.
-_READS = ("get", "exists", "hget", "hgetall", "hmget", "hkeys", "smembers", "zrange", "zrangebyscore", "zcard",
-          "zscore", "subscribe", "unsubscribe")
+_READS = ("get", "exists", "hget", "hgetall", "hmget", "hkeys", "hlen", "smembers", "zrange", "zrevrange",
+          "zrangebyscore", "zcard", "zscore", "lrange", "ttl", "subscribe", "unsubscribe",
+          # The event stream (sched events, Client.events and watch, the dashboard), a
+          # consumer group's own bookkeeping included.
+          "xrange", "xrevrange", "xread", "xlen", "xinfo|stream", "xinfo|groups", "xreadgroup", "xack",
+          "xautoclaim", "xgroup|create")
 # What the Lua scripts (lua/*.lua) run: Redis checks every command a script runs against
-# the user, so a role that calls scripts needs their commands too. WAIT follows durable
-# script calls with --wait-replicas.
-_SCRIPTS = ("wait", "exists", "get", "set", "hdel", "hexists", "hget", "hgetall",
-            "hincrby", "hmget", "hset", "hsetnx", "incr", "incrby", "lpush", "ltrim", "publish", "sadd", "scard",
-            "srem", "zadd", "zcard", "zincrby", "zmscore", "zpopmin", "zrange", "zrangebyscore", "zrem",
-            "zremrangebyscore", "zscore")
+# the user, so a role that calls scripts needs their commands too. Read off the scripts
+# themselves, so that a script that starts using a command cannot leave a role behind;
+# WAIT follows durable script calls with --wait-replicas.
+_SCRIPTS = ("wait", *sorted({command.lower() for name in SCRIPT_NAMES + ("_lib",)
+                             for command in re.findall(r"(?:redis\.call|call_all)\('([A-Z]+)'", script_source(name))}))
 _SCRIPT_CALLS = ("evalsha", "eval", "script|load")  # calling them (redis-py loads a script Redis lost)
 # Per role, beyond the reads (and, but for viewers, the scripts).
 _ROLE_COMMANDS = {
