@@ -48,12 +48,12 @@ _CONNECTION = ("ping", "hello", "auth", "time", "client|setname", "client|setinf
                "cluster|slots", "command")
 # Reads of the namespace: listings, show, explain, logs, audit, the dashboard, events.
 _READS = ("get", "exists", "hget", "hgetall", "hmget", "hkeys", "smembers", "zrange", "zrangebyscore", "zcard",
-          "zscore", "subscribe", "unsubscribe")
+          "zscore", "lrange", "subscribe", "unsubscribe")
 # What the Lua scripts (lua/*.lua) run: Redis checks every command a script runs against
 # the user, so a role that calls scripts needs their commands too. WAIT follows durable
 # script calls with --wait-replicas.
 _SCRIPTS = ("wait", "exists", "get", "set", "hdel", "hexists", "hget", "hgetall",
-            "hincrby", "hmget", "hset", "hsetnx", "incr", "incrby", "lpush", "ltrim", "publish", "sadd", "scard",
+            "hincrby", "hmget", "hset", "hsetnx", "incr", "incrby", "lpush", "rpush", "ltrim", "publish", "sadd", "scard",
             "srem", "zadd", "zcard", "zincrby", "zmscore", "zpopmin", "zrange", "zrangebyscore", "zrem",
             "zremrangebyscore", "zscore")
 _SCRIPT_CALLS = ("evalsha", "eval", "script|load")  # calling them (redis-py loads a script Redis lost)

@@ -5,8 +5,8 @@ objects (:class:`Node`, :class:`Task`) or the small views below; task hashes bec
 :class:`Task` values as soon as they are read. The rest of the dashboard never touches
 Redis, keys or the store, so this module is the one to adapt when the store changes.
 
-Writes go through the same functions the CLI uses: ``Store.set_availability`` and
-``reconcile.drain_node``, ``reconcile.scale`` and ``reconcile.stop``.
+Writes go through :class:`scheduler.client.Client`, as the CLI's do, acting for the
+signed-in user (``ui:<name>``), so that each is recorded with who did it.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from functools import lru_cache
 
 import orjson
 
-from scheduler.client import explain_message, job_status
+from scheduler.client import Client, explain_message, job_status
 from scheduler.control import reconcile
-from scheduler.model import DRAIN, PENDING, TASK_STATES, Node, NotFound, SpecError, Task
+from scheduler.model import DRAIN, PAUSE, PENDING, TASK_STATES, Node, NotFound, SpecError, Task
 from scheduler.model.quantities import parse_resources
 from scheduler.state.app import App
 from scheduler.state.events import AsyncSubscription
@@ -28,6 +28,7 @@ from scheduler.tools.ui import why
 
 NAMESPACES_TTL_S = 10.0  # the namespace list costs a SCAN of the whole keyspace: reuse it this long
 OUTPUT_LIMIT = 65_536  # characters of a task's stdout, stderr or result shown
+HISTORY_SHOWN = 20  # the newest entries of a job's or node's history on its page
 
 
 @dataclass
@@ -220,20 +221,29 @@ def _task_order(task_id: str):
 
 
 # ----------------------------------------------------------------------------- writes
-def set_availability(app: App, name: str, availability: str) -> dict:
+def set_availability(app: App, name: str, availability: str, actor: str | None = None) -> dict:
     """Pause, drain or activate a node (as `sched node pause/drain/activate`); a drain
     also moves its tasks elsewhere. NotFound if there is no such node."""
-    before = app.store.set_availability(name, availability)
-    moved = reconcile.drain_node(app.store, name) if availability == DRAIN else []
+    client = Client(app=app, actor=actor)
+    if availability == DRAIN:
+        report = client.drain_report(name)
+        before, moved = report["before"], report["replacements"]
+    else:
+        before, moved = (client.pause(name) if availability == PAUSE else client.activate(name)), []
     return {"node": name, "before": before, "availability": availability, "moved": moved}
 
 
-def scale(app: App, job_id: str, replicas: int) -> dict:
-    return reconcile.scale(app.store, job_id, replicas)
+def scale(app: App, job_id: str, replicas: int, actor: str | None = None) -> dict:
+    return Client(app=app, actor=actor).scale(job_id, replicas)
 
 
-def stop(app: App, job_id: str) -> dict:
-    return reconcile.stop(app.store, job_id)
+def stop(app: App, job_id: str, actor: str | None = None) -> dict:
+    return Client(app=app, actor=actor).stop(job_id)
+
+
+def history(app: App, *, job: str | None = None, node: str | None = None) -> list[dict]:
+    """The newest entries of the job's or node's history (who did what), newest first."""
+    return Client(app=app).audit_trail(job=job, node=node)[-HISTORY_SHOWN:][::-1]
 
 
 # ----------------------------------------------------------------------------- events

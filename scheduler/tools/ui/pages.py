@@ -50,7 +50,7 @@ def node(request):
     found, tasks = data.node(app, name)
     return _render(request, app, "node.html", "node", "/api/nodes/" + quote(name, safe=""),
                    live_params=choice.params(), node=found, tasks=listing.apply(choice, tasks), total=len(tasks),
-                   choice=choice)
+                   choice=choice, history=data.history(app, node=name))
 
 
 def jobs(request):
@@ -71,7 +71,8 @@ def job(request):
     return _render(request, app, "job.html", "job", "/api/jobs/" + quote(job_id, safe=""),
                    live_params={"limit": TASKS_SHOWN, **choice.params()}, job=view, tasks=chosen,
                    shown=listing.window(choice, chosen, TASKS_SHOWN), total=len(tasks), choice=choice,
-                   waits=data.job_waits(app, view, tasks), spec_text=spec_text, limit=TASKS_SHOWN)
+                   waits=data.job_waits(app, view, tasks), spec_text=spec_text, limit=TASKS_SHOWN,
+                   history=data.history(app, job=job_id))
 
 
 def task(request):
