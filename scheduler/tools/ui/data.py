@@ -5,7 +5,7 @@ objects (:class:`Node`, :class:`Task`) or the small views below; task hashes bec
 :class:`Task` values as soon as they are read. The rest of the dashboard never touches
 Redis, keys or the store, so this module is the one to adapt when the store changes.
 
-Writes go through :class:`scheduler.client.Client`, as the CLI's do, acting for the
+Writes go through the Python API (``Client``), as the CLI's do, acting for the
 signed-in user (``ui:<name>``), so that each is recorded with who did it.
 """
 
