@@ -254,12 +254,11 @@ class Client:
         return self.actor or self.store.redis_user()
 
     def _record(self, action: str, *, job: str = "", node: str = "", **details) -> None:
-        self.store.record_history([Record(action, self.by, job=job, node=node, details=details)])
+        self.store.record_history([Record(action, self.actor, job=job, node=node, details=details)])
 
     def _record_submits(self, results: list[dict], action: str = "submit", **details) -> list[dict]:
-        by = self.by
         self.store.record_history([
-            Record(action, by, job=r["id"], details={
+            Record(action, self.actor, job=r["id"], details={
                 "version": r["version"], "change": r["changes"]["action"], "tasks": len(r["tasks"]),
                 **({"deployment": r["deployment"]} if r.get("deployment") else {}), **details})
             for r in results])

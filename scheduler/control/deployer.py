@@ -205,7 +205,7 @@ def _revert(store: Store, d: dict, fields: dict) -> str:
         return DEPLOYMENT_FAILED
     result = reconcile.submit(store, parse_stored(spec_text))
     if result["changes"]["action"] != changes.NONE:  # not a repeat after a crash: record it once
-        store.record_history([Record("revert", store.redis_user(), job=d["job"], details={
+        store.record_history([Record("revert", None, job=d["job"], details={
             "version": result["version"], "change": result["changes"]["action"], "tasks": len(result["tasks"]),
             "to": target, "deployment": d["id"], "auto": True})])
     note = f"; reverted to version {target}, as version {result['version']}"

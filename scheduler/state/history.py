@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import orjson
 import redis
-from redis.exceptions import NoScriptError, RedisClusterException
+from redis.exceptions import NoPermissionError, NoScriptError, RedisClusterException
 
 from scheduler.state.namespace import NamespaceStore
 
@@ -34,10 +34,11 @@ _EVENT_FIELDS = frozenset({"type", "action", "job", "node", "by", "ts"})  # the 
 @dataclass(frozen=True)
 class Record:
     """One action to record: on a job (``job``), a node (``node``), or the namespace
-    (neither). ``details`` hold strings, whole numbers and booleans."""
+    (neither), done ``by`` someone (None: the connection's Redis user). ``details`` hold
+    strings, whole numbers and booleans."""
 
     action: str
-    by: str
+    by: str | None
     job: str = ""
     node: str = ""
     details: dict = field(default_factory=dict)
@@ -46,11 +47,14 @@ class Record:
 class HistoryStore(NamespaceStore):
     def redis_user(self) -> str:
         """The Redis user of this Store's connection (``ACL WHOAMI``, asked once):
-        ``default`` for a server without ACL users, or one too old to say."""
+        ``default`` for a server without ACL users, or one too old to say; ``unknown`` for
+        a user that may not ask (one not made by ``sched acl create``)."""
         user = getattr(self, "_redis_user", None)
         if user is None:
             try:
                 user = self.client.execute_command("ACL", "WHOAMI")
+            except NoPermissionError:
+                user = "unknown"
             except redis.ResponseError:  # a Redis before 6 has no ACL: everyone is its default user
                 user = "default"
             self._redis_user = user
@@ -62,9 +66,10 @@ class HistoryStore(NamespaceStore):
         raised: the actions were done, and saying otherwise would mislead."""
         written = 0
         try:
+            user = self.redis_user() if any(record.by is None for record in records) else ""
             for start in range(0, len(records), _RECORDS_PER_ROUND_TRIP):
                 chunk = records[start:start + _RECORDS_PER_ROUND_TRIP]
-                calls = [self._history_call(record) for record in chunk]
+                calls = [self._history_call(record, record.by or user) for record in chunk]
                 for reloaded in (False, True):
                     pipe = self.scripts.once_client.pipeline(transaction=False)
                     for keys, args in calls:
@@ -81,7 +86,7 @@ class HistoryStore(NamespaceStore):
             log.warning("%d action(s) done but not recorded in their history (%s)", len(records) - written, exc)
         return written
 
-    def _history_call(self, record: Record) -> tuple[list[str], list]:
+    def _history_call(self, record: Record, by: str) -> tuple[list[str], list]:
         clash = _EVENT_FIELDS & record.details.keys()
         if clash:
             raise ValueError(f"history details may not be named {', '.join(sorted(clash))}")
@@ -93,7 +98,7 @@ class HistoryStore(NamespaceStore):
         else:
             key, scope, name = k.history, "", ""
         details = orjson.dumps(record.details).decode()
-        return [key], [k.events, HISTORY_KEEP, record.action, record.by, scope, name, details, *record.details]
+        return [key], [k.events, HISTORY_KEEP, record.action, by, scope, name, details, *record.details]
 
     def read_history(self, *, job: str | None = None, node: str | None = None) -> list[dict]:
         """The history of a job, a node, or (neither given) the namespace: entries
