@@ -34,11 +34,12 @@ from scheduler.control.worker_config import WorkerConfig
 from scheduler.model import (BATCH, LIVE_STATES, PENDING, TASK_STATES, TERMINAL_STATES, JobSpec, Node, SchedError, SpecError, Task,
                              make_node, parse_job)
 from scheduler.model.names import is_job_id
-from scheduler.model.quantities import CPU, MEMORY
+from scheduler.model.quantities import CPU, MEMORY, format_quantity
 from scheduler.model.errors import NotFound, PermissionDenied
 from scheduler.state import acl
 from scheduler.state.app import App, default_namespace
 from scheduler.state.dashboard_users import DashboardUsers
+from scheduler.state.history import Record
 from scheduler.state.jobs import parse_stored
 from scheduler.state.keys import Keys
 
@@ -237,10 +238,37 @@ def _json_lines(lines: list[str]) -> list[tuple[str, JobSpec]]:
 
 class Client:
     """One namespace of a scheduler. Methods raise :class:`scheduler.SchedError`
-    subclasses (``SpecError``, ``NotFound``, ``RedisUnavailable``) with one sentence."""
+    subclasses (``SpecError``, ``NotFound``, ``RedisUnavailable``) with one sentence.
 
-    def __init__(self, url: str | None = None, namespace: str | None = None, *, app: App | None = None):
+    What it changes is recorded in the history of the job, node or namespace with who did
+    it (:attr:`by`): ``actor`` when given (the dashboard gives ``ui:<user>``), else the
+    Redis user of the connection."""
+
+    def __init__(self, url: str | None = None, namespace: str | None = None, *, app: App | None = None,
+                 actor: str | None = None):
         self.app = app or App(redis_url=url, namespace=default_namespace() if namespace is None else namespace)
+        self.actor = actor
+
+    @property
+    def by(self) -> str:
+        """Who this client's actions are recorded as done by."""
+        return self.actor or self.store.redis_user()
+
+    def _record(self, action: str, *, job: str = "", node: str = "", **details) -> None:
+        self.store.record_history([Record(action, self.actor, job=job, node=node, details=details)])
+
+    def _record_submits(self, results: list[dict], action: str = "submit", **details) -> list[dict]:
+        self.store.record_history([
+            Record(action, self.actor, job=r["id"], details={
+                "version": r["version"], "change": r["changes"]["action"], "tasks": len(r["tasks"]),
+                **({"deployment": r["deployment"]} if r.get("deployment") else {}), **details})
+            for r in results])
+        return results
+
+    def audit_trail(self, job: str | None = None, node: str | None = None) -> list[dict]:
+        """Who did what, oldest first: to the job, to the node, or (neither given) to the
+        namespace's quota and tenants. Each entry is ``{ts, action, by, details}``."""
+        return self.store.read_history(job=job, node=node)
 
     @property
     def namespace(self) -> str:
@@ -282,10 +310,14 @@ class Client:
 
     def pause(self, name: str) -> str:
         """No new tasks on the node; what runs there stays. Returns the availability before."""
-        return self.store.set_availability(name, "pause")
+        before = self.store.set_availability(name, "pause")
+        self._record("pause", node=name, before=before)
+        return before
 
     def activate(self, name: str) -> str:
-        return self.store.set_availability(name, "active")
+        before = self.store.set_availability(name, "active")
+        self._record("activate", node=name, before=before)
+        return before
 
     def drain(self, name: str) -> list[str]:
         """Move every task off the node; returns the ids of their replacements."""
@@ -296,7 +328,10 @@ class Client:
         (``before``: its availability before; ``stopped``: the ids of the tasks that were
         stopped there; ``replacements``: the ids of their replacements, queued as pending)."""
         before = self.store.set_availability(name, "drain")
-        return {"node": name, "before": before, **reconcile.drain_tasks(self.store, name)}
+        report = {"node": name, "before": before, **reconcile.drain_tasks(self.store, name)}
+        self._record("drain", node=name, before=before, stopped=len(report["stopped"]),
+                     replacements=len(report["replacements"]))
+        return report
 
     def remove_node(self, name: str) -> None:
         self.store.remove_node(name)
@@ -307,7 +342,8 @@ class Client:
         ``{id, version, tasks, created}`` (the ``sched job submit --json`` shape), with
         ``unoffered`` when the job asks for resources no node of the namespace has offered."""
         parsed = _spec(spec)  # before connecting: bad input is reported without a Redis
-        return self._note_unoffered([reconcile.submit(self.store, parsed)], [parsed])[0]
+        results = self._record_submits([reconcile.submit(self.store, parsed)])
+        return self._note_unoffered(results, [parsed])[0]
 
     def submit_many(self, specs: Iterable[dict | str | JobSpec]) -> list[dict]:
         """Submit several jobs; returns :meth:`submit`'s result for each, in order. Every
@@ -327,7 +363,8 @@ class Client:
             except SpecError as exc:
                 raise SpecError(f"document {i}: {exc}") from None
             jobs.append((parsed.id, parsed))
-        return self._note_unoffered(reconcile.submit_many(self.store, jobs), [spec for _, spec in jobs])
+        results = self._record_submits(reconcile.submit_many(self.store, jobs))
+        return self._note_unoffered(results, [spec for _, spec in jobs])
 
     def submit_text(self, text: str) -> list[dict]:
         """Submit every job spec in a YAML or JSON text (one, several YAML documents or JSON
@@ -338,7 +375,7 @@ class Client:
             results = [reconcile.submit(self.store, jobs[0][1].with_id(jobs[0][0]))]
         else:
             results = reconcile.submit_many(self.store, jobs)
-        return self._note_unoffered(results, [spec for _, spec in jobs])
+        return self._note_unoffered(self._record_submits(results), [spec for _, spec in jobs])
 
     def _note_unoffered(self, results: list[dict], specs: list[JobSpec]) -> list[dict]:
         """Give each result whose job asks for a resource that no node of the namespace
@@ -377,7 +414,8 @@ class Client:
             raise NotFound(f"job {job_id!r} does not exist.")
         if f"spec:{version}" not in fields:
             raise SpecError(f"job {job_id} has no version {version}; `sched job history {job_id}` lists them.")
-        return reconcile.submit(self.store, parse_stored(fields[f"spec:{version}"]))
+        result = reconcile.submit(self.store, parse_stored(fields[f"spec:{version}"]))
+        return self._record_submits([result], "revert", to=version)[0]
 
     def deployments(self, job: str | None = None, limit: int = 100) -> list[dict]:
         """Deployments, newest first (the job's, or every job's), each with its ``state``."""
@@ -389,23 +427,32 @@ class Client:
 
     def promote(self, deployment_id: str) -> dict:
         """Let a deployment waiting with its canary tasks roll the rest."""
-        return deployer.promote(self.store, deployment_id)
+        return self._record_deployment("promote", deployer.promote(self.store, deployment_id))
 
     def pause_deployment(self, deployment_id: str) -> dict:
-        return deployer.pause(self.store, deployment_id)
+        return self._record_deployment("deployment-pause", deployer.pause(self.store, deployment_id))
 
     def resume_deployment(self, deployment_id: str) -> dict:
-        return deployer.resume(self.store, deployment_id)
+        return self._record_deployment("deployment-resume", deployer.resume(self.store, deployment_id))
 
     def fail_deployment(self, deployment_id: str) -> dict:
         """End a deployment as failed now (with ``auto_revert``, the job goes back)."""
-        return deployer.fail_now(self.store, deployment_id)
+        return self._record_deployment("deployment-fail", deployer.fail_now(self.store, deployment_id))
+
+    def _record_deployment(self, action: str, deployment: dict) -> dict:
+        self._record(action, job=deployment["job"], deployment=deployment["id"], state=deployment["state"])
+        return deployment
 
     def scale(self, job_id: str, replicas: int) -> dict:
-        return reconcile.scale(self.store, job_id, replicas)
+        result = reconcile.scale(self.store, job_id, replicas)
+        self._record("scale", job=job_id, replicas=replicas, added=len(result["added"]),
+                     stopped=len(result["stopped"]))
+        return result
 
     def stop(self, job_id: str) -> dict:
-        return reconcile.stop(self.store, job_id)
+        result = reconcile.stop(self.store, job_id)
+        self._record("stop", job=job_id, stopped=len(result["stopped"]))
+        return result
 
     def job(self, job_id: str) -> dict:
         """``{id, version, status, created, spec}``. ``status`` is ``running``, ``stopped``,
@@ -489,10 +536,14 @@ class Client:
                 raise SpecError("quota tasks must be a whole number of 0 or more.")
             limits["tasks"] = tasks
         self.store.set_quota(limits)
-        return self.quota()
+        record = self.quota()
+        self._record("quota-set", quota=_quantities(record["quota"]))
+        return record
 
     def remove_quota(self) -> bool:
-        return self.store.remove_quota()
+        removed = self.store.remove_quota()
+        self._record("quota-rm", removed=removed)
+        return removed
 
     def quota(self) -> dict:
         """This namespace's quota and usage: {namespace, quota: {resource: limit}, used: {...}}."""
@@ -514,10 +565,13 @@ class Client:
         if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not weight > 0:
             raise SpecError(f"tenant {name}: weight must be a number above 0.")
         self.store.set_tenant_weight(name, weight)
+        self._record("tenant-set", tenant=name, weight=f"{weight:g}")
         return next(t for t in self.tenants() if t["name"] == name)
 
     def remove_tenant(self, name: str) -> bool:
-        return self.store.remove_tenant(name)
+        removed = self.store.remove_tenant(name)
+        self._record("tenant-rm", tenant=name, removed=removed)
+        return removed
 
     def tenants(self) -> list[dict]:
         """Each tenant (with a weight, or holding resources): weight, usage, and dominant
@@ -707,6 +761,11 @@ class Client:
         """A user whose role does not allow a worker in ``namespace`` hears so before the
         workers start (a NOPERM is not waited out like a Redis that is away)."""
         acl.check_access(self.app.url, Keys(namespace).active)
+
+
+def _quantities(values: dict) -> str:
+    """Limits in words, as history details: ``cpu=4,memory=8Gi,tasks=10``."""
+    return ",".join(f"{k}={v if k == 'tasks' else format_quantity(k, v)}" for k, v in sorted(values.items()))
 
 
 def job_status(job: dict, states: Counter) -> str:

@@ -120,6 +120,10 @@ class Keys:
     def heartbeat(self, name: str) -> str:
         return self._key("node", name, "heartbeat")
 
+    def node_history(self, name: str) -> str:
+        """LIST of who paused, drained or activated the node, oldest first (history.lua)."""
+        return self._key("node", name, "history")
+
     # Jobs and tasks.
     @cached_property
     def jobs(self) -> str:
@@ -142,6 +146,10 @@ class Keys:
     def job_tasks(self, job_id: str) -> str:
         """ZSET task id -> its index in the job (scale down stops the newest first)."""
         return self._key("job", job_id, "tasks")
+
+    def job_history(self, job_id: str) -> str:
+        """LIST of who submitted, scaled, stopped or reverted the job, oldest first (history.lua)."""
+        return self._key("job", job_id, "history")
 
     def task(self, task_id: str) -> str:
         return self._key("task", task_id)
@@ -202,6 +210,11 @@ class Keys:
     def tenants(self) -> str:
         """HASH tenant -> weight (``sched tenant set``); unlisted tenants weigh 1."""
         return self._key("tenants")
+
+    @cached_property
+    def history(self) -> str:
+        """LIST of who changed the namespace's quota or tenant weights, oldest first (history.lua)."""
+        return self._key("history")
 
     @cached_property
     def job_shares(self) -> str:

@@ -32,7 +32,7 @@ log = logging.getLogger("sched.replication")
 
 SCRIPT_NAMES = ("enqueue", "enqueue_many", "claim", "reclaim", "fail", "move", "commit", "finish", "start", "preempt",
                 "preempt_gang", "unnominate", "claimed", "tallies", "node_put", "node_set", "node_rm", "job_stop",
-                "snapshot", "deployment_open", "deployment_set", "task_health")
+                "snapshot", "deployment_open", "deployment_set", "task_health", "history")
 
 
 @cache
@@ -46,7 +46,7 @@ def script_source(name: str) -> str:
 # Scripts whose calls must not be resent blindly after a timeout or a lost connection (the
 # first may have run): they are called on a client that never retries, and their wrappers
 # in Store decide (enqueue's fill calls are idempotent and resent; its first call is not).
-ONCE_SCRIPTS = ("enqueue", "deployment_open")
+ONCE_SCRIPTS = ("enqueue", "deployment_open", "history")
 
 
 class ClusterSafeScript(Script):
@@ -174,6 +174,7 @@ class Scripts:
     def __init__(self, client: redis.Redis, once_client: redis.Redis | None = None, wait_replicas: int = 0,
                  wait_timeout_ms: int = 1000, on_missing: str | None = None, label: str = ""):
         self.client = client
+        self.once_client = once_client if once_client is not None else client
         self.wait_replicas = wait_replicas
         self.watch = ReplicaWatch(wait_replicas, on_missing, label) if wait_replicas > 0 else None
         for name in SCRIPT_NAMES:

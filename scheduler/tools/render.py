@@ -4,6 +4,7 @@ memory in units people read, or JSON on stdout (which keeps the stored units).""
 from __future__ import annotations
 
 import sys
+from datetime import datetime
 
 import orjson
 import yaml
@@ -49,6 +50,19 @@ def spec_for_people(spec: dict) -> dict:
     if isinstance(cpu, str) and cpu.endswith("m") and cpu[:-1].isdigit() and int(cpu[:-1]) % 1000 == 0:
         shown[CPU] = int(cpu[:-1]) // 1000
     return {**spec, "resources": shown}
+
+
+def history_text(entries: list[dict]) -> str:
+    """A history (who did what), one line per entry, oldest first: local time, action,
+    who, details."""
+    if not entries:
+        return "history: nothing recorded"
+    lines = ["history:"]
+    for e in entries:
+        when = datetime.fromtimestamp(e["ts"] / 1000).strftime("%Y-%m-%d %H:%M:%S")
+        details = " ".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in e["details"].items())
+        lines.append(f"  {when}  {e['action']} by {e['by']}" + (f": {details}" if details else ""))
+    return "\n".join(lines)
 
 
 def job_text(job: dict) -> str:

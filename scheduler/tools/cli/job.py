@@ -8,7 +8,7 @@ from scheduler.client import load_specs
 from scheduler.control import changes
 from scheduler.model import SpecError
 from scheduler.tools.cli.common import json_option, pass_app
-from scheduler.tools.render import job_text, print_json, print_table
+from scheduler.tools.render import history_text, job_text, print_json, print_table
 
 
 @click.group()
@@ -116,11 +116,12 @@ def job_ls(app, as_json):
 @json_option
 @pass_app
 def job_show(app, job_id, as_json):
-    """Show a job's spec and status."""
-    job = app.job(job_id)
+    """Show a job's spec and status, and who did what to it (its history)."""
+    job = {**app.job(job_id), "history": app.audit_trail(job=job_id)}
     if as_json:
         return print_json(job)
     click.echo(job_text(job))
+    click.echo(history_text(job["history"]))
 
 
 @job.command("scale")

@@ -6,7 +6,7 @@ import click
 
 from scheduler.model import SpecError, make_node
 from scheduler.tools.cli.common import all_namespaces_option, cells, json_option, pass_app
-from scheduler.tools.render import print_json, print_table, usage
+from scheduler.tools.render import history_text, print_json, print_table, usage
 
 
 @click.group()
@@ -86,6 +86,19 @@ def node_ls(app, every, as_json):
              ",".join(f"{k}={v}" for k, v in sorted(r["labels"].items()))] for r in records]
     print_table([*(["NAMESPACE"] if every else []), "NAME", "STATUS", "AVAILABILITY", "TASKS", "ALLOCATED/CAPACITY",
                  "LABELS"], rows)
+
+
+@node.command("history")
+@click.argument("name")
+@json_option
+@pass_app
+def node_history(app, name, as_json):
+    """Who paused, drained or activated a node, and when (oldest first)."""
+    app.node(name)  # one sentence if there is no such node
+    entries = app.audit_trail(node=name)
+    if as_json:
+        return print_json(entries)
+    click.echo(history_text(entries))
 
 
 def _availability_command(name: str, value: str, doc: str):

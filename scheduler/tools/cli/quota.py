@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from scheduler.tools.cli.common import in_namespace, json_option, pass_app, quantities
-from scheduler.tools.render import print_json, print_table
+from scheduler.tools.render import history_text, print_json, print_table
 
 
 @click.group()
@@ -48,3 +48,15 @@ def quota_ls(app, as_json):
         return print_json(records)
     print_table(["NAMESPACE", "QUOTA", "USED"],
                 [[r["namespace"], quantities(r["quota"]), quantities(r["used"])] for r in records])
+
+
+@quota.command("history")
+@click.argument("namespace_name", metavar="NS")
+@json_option
+@pass_app
+def quota_history(app, namespace_name, as_json):
+    """Who changed NS's quota and tenant weights, and when (oldest first)."""
+    entries = in_namespace(app, namespace_name).audit_trail()
+    if as_json:
+        return print_json(entries)
+    click.echo(history_text(entries))

@@ -17,6 +17,7 @@ from starlette.responses import JSONResponse, RedirectResponse
 
 from scheduler.model import Node, Task
 from scheduler.tools.ui import data, inputs, listing, why
+from scheduler.tools.ui.auth import signed_in
 from scheduler.tools.ui.templates import usage
 
 MAX_BODY = 16_384  # bytes of a POST body
@@ -111,7 +112,8 @@ def node(request):
     choice = listing.choose(listing.TASKS, request.query_params)
     found, tasks = data.node(app, inputs.node_name(request.path_params["name"]))
     return JSON({"namespace": app.keys.namespace, "node": node_record(found, [t.id for t in tasks]),
-                 "tasks": [task_record(t) for t in listing.apply(choice, tasks)]})
+                 "tasks": [task_record(t) for t in listing.apply(choice, tasks)],
+                 "history": data.history(app, node=found.name)})
 
 
 def jobs(request):
@@ -131,7 +133,8 @@ def job(request):
     shown = listing.window(choice, listing.apply(choice, tasks), limit)
     return JSON({"namespace": app.keys.namespace, "job": job_record(view, spec=True),
                  "tasks": [task_record(t) for t in shown], "pending": waits_record(data.job_waits(app, view, tasks)),
-                 **rollouts_record(data.rollouts(app, view.id, compare))})
+                 **rollouts_record(data.rollouts(app, view.id, compare)),
+                 "history": data.history(app, job=view.id)})
 
 
 def deployments(request):
@@ -166,7 +169,7 @@ async def set_availability(request):
     body = await _body(request)
     name = inputs.node_name(request.path_params["name"])
     availability = inputs.availability(body.get("availability"))
-    result = await run_in_threadpool(data.set_availability, app, name, availability)
+    result = await run_in_threadpool(data.set_availability, app, name, availability, _actor())
     moved = f" ({len(result['moved'])} task(s) moved elsewhere)" if availability == "drain" else ""
     return _done(request, body, result, f"node {name}: {result['before']} -> {availability}{moved}.")
 
@@ -176,7 +179,7 @@ async def scale(request):
     body = await _body(request)
     job_id = inputs.job_id(request.path_params["job_id"])
     replicas = inputs.replicas(body.get("replicas"))
-    result = await run_in_threadpool(data.scale, app, job_id, replicas)
+    result = await run_in_threadpool(data.scale, app, job_id, replicas, _actor())
     return _done(request, body, result,
                  f"job {job_id} scaled to {replicas}: {len(result['added'])} added, {len(result['stopped'])} stopped.")
 
@@ -185,7 +188,7 @@ async def stop(request):
     app = inputs.scoped_app(request)
     body = await _body(request)
     job_id = inputs.job_id(request.path_params["job_id"])
-    result = await run_in_threadpool(data.stop, app, job_id)
+    result = await run_in_threadpool(data.stop, app, job_id, _actor())
     return _done(request, body, result, f"job {job_id} stopped ({len(result['stopped'])} task(s)).")
 
 
@@ -194,7 +197,7 @@ async def deployment_action(request):
     body = await _body(request)
     deployment = inputs.deployment_id(request.path_params["deployment_id"])
     action = inputs.deployment_action(request.path_params["action"])
-    record = await run_in_threadpool(data.act_on_deployment, app, deployment, action)
+    record = await run_in_threadpool(data.act_on_deployment, app, deployment, action, _actor())
     said = {"promote": "promoted", "pause": "paused", "resume": "resumed", "fail": "failed"}[action]
     if record["state"] == "reverted":
         said += f"; version {record['revert_to']} comes back as version {record['reverted_as']}"
@@ -206,7 +209,7 @@ async def revert(request):
     body = await _body(request)
     job_id = inputs.job_id(request.path_params["job_id"])
     version = inputs.version(body.get("version"))
-    result = await run_in_threadpool(data.revert, app, job_id, version)
+    result = await run_in_threadpool(data.revert, app, job_id, version, _actor())
     if result["changes"]["action"] == "none":
         message = f"job {job_id}: version {version} is the running spec; nothing changes."
     else:
@@ -214,6 +217,13 @@ async def revert(request):
             "replacing every task at once"
         message = f"job {job_id}: version {version} submitted again as version {result['version']}, {how}."
     return _done(request, body, result, message)
+
+
+def _actor() -> str | None:
+    """Who an action is recorded as done by: the signed-in dashboard user, ``ui:<name>``
+    (without sign-in, the dashboard's Redis user)."""
+    user = signed_in()
+    return f"ui:{user.name}" if user is not None else None
 
 
 async def _body(request) -> dict:

@@ -5,9 +5,9 @@ objects (:class:`Node`, :class:`Task`) or the small views below; task hashes bec
 :class:`Task` values as soon as they are read. The rest of the dashboard never touches
 Redis, keys or the store, so this module is the one to adapt when the store changes.
 
-Writes go through the same functions the CLI uses: ``Store.set_availability`` and
-``reconcile.drain_node``, ``reconcile.scale`` and ``reconcile.stop``, and the
-:class:`Client`'s deployment methods and ``revert``.
+Writes go through the Python API (``Client``), as the CLI's do, acting for the
+signed-in user (``ui:<name>``), so that each is recorded with who did it: availability,
+scale and stop, and the deployment actions and ``revert``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import orjson
 
 from scheduler.client import Client, explain_message, job_status
 from scheduler.control import changes, reconcile
-from scheduler.model import DRAIN, PENDING, TASK_STATES, Node, NotFound, SpecError, Task
+from scheduler.model import DRAIN, PAUSE, PENDING, TASK_STATES, Node, NotFound, SpecError, Task
 from scheduler.model.quantities import parse_resources
 from scheduler.state.app import App
 from scheduler.state.keys import Keys
@@ -32,6 +32,7 @@ VERSIONS_SHOWN = 20  # a job's newest versions in its history
 OVERVIEW_DEPLOYMENTS = 8  # the newest deployments on the overview
 DEPLOYMENT_ACTIONS = {"promote": "promote", "pause": "pause_deployment", "resume": "resume_deployment",
                       "fail": "fail_deployment"}  # what a person may do to a deployment -> the Client method
+HISTORY_SHOWN = 20  # the newest entries of a job's or node's history on its page
 
 
 @dataclass
@@ -266,33 +267,42 @@ def _task_order(task_id: str):
 
 
 # ----------------------------------------------------------------------------- writes
-def set_availability(app: App, name: str, availability: str) -> dict:
+def set_availability(app: App, name: str, availability: str, actor: str | None = None) -> dict:
     """Pause, drain or activate a node (as `sched node pause/drain/activate`); a drain
     also moves its tasks elsewhere. NotFound if there is no such node."""
-    before = app.store.set_availability(name, availability)
-    moved = reconcile.drain_node(app.store, name) if availability == DRAIN else []
+    client = Client(app=app, actor=actor)
+    if availability == DRAIN:
+        report = client.drain_report(name)
+        before, moved = report["before"], report["replacements"]
+    else:
+        before, moved = (client.pause(name) if availability == PAUSE else client.activate(name)), []
     return {"node": name, "before": before, "availability": availability, "moved": moved}
 
 
-def scale(app: App, job_id: str, replicas: int) -> dict:
-    return reconcile.scale(app.store, job_id, replicas)
+def scale(app: App, job_id: str, replicas: int, actor: str | None = None) -> dict:
+    return Client(app=app, actor=actor).scale(job_id, replicas)
 
 
-def stop(app: App, job_id: str) -> dict:
-    return reconcile.stop(app.store, job_id)
+def stop(app: App, job_id: str, actor: str | None = None) -> dict:
+    return Client(app=app, actor=actor).stop(job_id)
 
 
-def act_on_deployment(app: App, deployment_id: str, action: str) -> dict:
+def history(app: App, *, job: str | None = None, node: str | None = None) -> list[dict]:
+    """The newest entries of the job's or node's history (who did what), newest first."""
+    return Client(app=app).audit_trail(job=job, node=node)[-HISTORY_SHOWN:][::-1]
+
+
+def act_on_deployment(app: App, deployment_id: str, action: str, actor: str | None = None) -> dict:
     """Promote, pause, resume or fail a deployment (as `sched deployment ACTION`); returns
     its record after. NotFound if there is none; SpecError if its state does not allow it."""
-    return getattr(Client(app=app), DEPLOYMENT_ACTIONS[action])(deployment_id)
+    return getattr(Client(app=app, actor=actor), DEPLOYMENT_ACTIONS[action])(deployment_id)
 
 
-def revert(app: App, job_id: str, version: int) -> dict:
+def revert(app: App, job_id: str, version: int, actor: str | None = None) -> dict:
     """Submit an earlier version's spec again, as a new version (`sched job revert`)."""
     fields = app.store.job_fields(job_id)
     if not fields:
         raise NotFound(f"job {job_id!r} does not exist.")
     if f"spec:{version}" not in fields:
         raise NotFound(f"job {job_id} has no version {version}.")
-    return Client(app=app).revert(job_id, version)
+    return Client(app=app, actor=actor).revert(job_id, version)

@@ -50,7 +50,7 @@ def node(request):
     found, tasks = data.node(app, name)
     return _render(request, app, "node.html", "node", "/api/nodes/" + quote(name, safe=""),
                    live_params=choice.params(), node=found, tasks=listing.apply(choice, tasks), total=len(tasks),
-                   choice=choice)
+                   choice=choice, history=data.history(app, node=name))
 
 
 def jobs(request):
@@ -73,7 +73,8 @@ def job(request):
                    live_params={"limit": TASKS_SHOWN, **choice.params()}, job=view, tasks=chosen,
                    shown=listing.window(choice, chosen, TASKS_SHOWN), total=len(tasks), choice=choice,
                    waits=data.job_waits(app, view, tasks), spec_text=spec_text, limit=TASKS_SHOWN,
-                   rollouts=data.rollouts(app, job_id, compare))
+                   rollouts=data.rollouts(app, job_id, compare),
+                   history=data.history(app, job=job_id))
 
 
 def task(request):
