@@ -28,7 +28,7 @@ from redis.exceptions import (AskError, ClusterDownError, NoScriptError, RedisCl
 log = logging.getLogger("sched.replication")
 
 SCRIPT_NAMES = ("enqueue", "enqueue_many", "claim", "reclaim", "fail", "move", "commit", "finish", "start", "preempt",
-                "preempt_gang", "unnominate", "claimed", "tallies", "node_put", "node_set", "node_rm")
+                "preempt_gang", "unnominate", "claimed", "tallies", "node_put", "node_set", "node_rm", "replace")
 
 
 @cache
@@ -63,7 +63,7 @@ class ClusterSafeScript(Script):
 # Acknowledged writes that matter after a failover: placements, submissions, task ends
 # (and starts, preemptions, requeues with their explanation). With ``wait_replicas`` > 0
 # each call of these returns only once that many replicas have it, or the timeout passed.
-DURABLE_SCRIPTS = ("commit", "enqueue", "finish", "start", "preempt", "fail")
+DURABLE_SCRIPTS = ("commit", "enqueue", "finish", "start", "preempt", "fail", "replace")
 
 
 class Unreplicated:
