@@ -80,6 +80,7 @@ class Cluster:
         self.env = dict(os.environ, PYTHONPATH=TESTS_DIR + (os.pathsep + path if path else ""))
         for name in ("SCHED_REDIS_URL", "REDIS_URL", "SCHED_NAMESPACE"):
             self.env.pop(name, None)
+        self.env["SCHED_HOME"] = str(logs.parent / "home")  # the agents' state folders (their journals)
 
     def _start(self, label: str, *args: str) -> subprocess.Popen:
         log = self.logs / f"{len(self.processes):02d}-{label}.log"

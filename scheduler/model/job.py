@@ -5,6 +5,7 @@ A spec that parses is a spec the scheduler can place; every error is one sentenc
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field, fields
 
@@ -47,6 +48,9 @@ class JobSpec:
     raw: dict = field(compare=False, repr=False)
     min_available: int = 0  # a gang: at least this many tasks start together (0: not a gang)
     tenant: str = "default"  # whose share of the cluster the job counts against (DRF)
+    # Seconds a task runs on while its agent cannot renew its heartbeat: None for the
+    # agent's heartbeat TTL (the default), math.inf to keep running ("never").
+    stop_after_disconnect: float | None = None
 
     @property
     def gang(self) -> int:
@@ -74,8 +78,9 @@ _SPEC_FIELDS = tuple(f.name for f in fields(JobSpec))
 _JOB_FIELDS = {
     "id", "type", "priority", "replicas", "resources", "constraints", "preferences", "ports",
     "plugins", "strategy", "max_per_node", "run", "preemptible", "preempt", "max_retries",
-    "restart_delay", "gang", "min_available", "tenant",
+    "restart_delay", "gang", "min_available", "tenant", "disconnect",
 }
+MAX_STOP_AFTER_S = 86_400
 
 
 def _int_field(raw: dict, name: str, default: int, low: int, high: int, job: str) -> int:
@@ -113,6 +118,22 @@ def _parse_run(run, job: str) -> dict | None:
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
         raise SpecError(f"job {job}: run.timeout must be a positive number of seconds.")
     return dict(run)
+
+
+def _parse_disconnect(raw, job: str) -> float | None:
+    """``disconnect: {stop_after: <seconds> | never}``: how long the job's tasks run on
+    while their agent cannot renew its heartbeat."""
+    if raw is None:
+        return None
+    wrong = f"job {job}: disconnect must be {{stop_after: <seconds> | never}}"
+    if not isinstance(raw, dict) or set(raw) != {"stop_after"}:
+        raise SpecError(f"{wrong}.")
+    value = raw["stop_after"]
+    if value == "never":
+        return math.inf
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= MAX_STOP_AFTER_S:
+        raise SpecError(f"{wrong}, with a number of seconds above 0 and at most {MAX_STOP_AFTER_S}, not {value!r}.")
+    return float(value)
 
 
 def _parse_preferences(raw, job: str) -> tuple[Preference, ...]:
@@ -202,6 +223,7 @@ def parse_job(raw) -> JobSpec:
         raw={},
         min_available=min_available,
         tenant=tenant,
+        stop_after_disconnect=_parse_disconnect(raw.get("disconnect"), job),
     )
     normalised = {
         "id": spec.id, "type": spec.type, "priority": spec.priority, "replicas": spec.replicas,
@@ -219,6 +241,9 @@ def parse_job(raw) -> JobSpec:
         normalised["min_available"] = min_available
     if tenant != "default":
         normalised["tenant"] = tenant
+    if spec.stop_after_disconnect is not None:
+        after = spec.stop_after_disconnect
+        normalised["disconnect"] = {"stop_after": "never" if after == math.inf else after}
     spec.raw.update(normalised)
     return spec
 
