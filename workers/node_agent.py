@@ -65,7 +65,8 @@ class NodeAgent:
         self.journal = Journal(path)  # the loop thread's connection
         queue_name = app.keys.rq_queue_name(node.name)
         self.rq_queue = Queue(queue_name, connection=app.rq_client)
-        self.workers = RQWorkers(app.rq_url, queue_name, slots, Journal(path))  # the main thread's connection
+        self.workers = RQWorkers(app.rq_url, queue_name, slots, Journal(path),  # the main thread's connection
+                                 labels=("--namespace", app.keys.namespace, "agent", node.name))
         self.sync = NodeSync(app, node.name, self.journal, self.rq_queue, self.workers.names)
         self._stop = threading.Event()
         self._stop_requests = 0

@@ -1,12 +1,16 @@
 """A node agent's RQ workers, supervised: one that quits is started again.
 
-The agent runs ``slots`` RQ workers on its node's queue, forked from its main thread (so
-they start with everything imported). RQ's worker loop quits on errors it does not handle
-(a check-in that meets Redis down for longer than its client's retries, say): the agent
-looks every half second and starts a new one in its place. Each is recorded in the node's
-journal, so that the next agent of the node, after this one died, stops the ones it left
-behind (their work horses lead process groups of their own and live on: the agent adopts
-or stops them through the journal like any execution).
+The agent runs ``slots`` RQ workers on its node's queue, each a process of its own
+(``python -m workers.rq_workers``, the URL in its environment, never on its command
+line), started fresh rather than forked from the agent: the agent has threads and open
+SQLite connections (the node's journal), which a forked child must not inherit. Each
+worker leads a process group of its own, so a signal meant for the agent (a Ctrl+C) does
+not reach it twice. RQ's worker loop quits on errors it does not handle (a check-in that
+meets Redis down for longer than its client's retries, say): the agent looks every half
+second and starts another in its place. Each is recorded in the node's journal, so that
+the next agent of the node, after this one died, stops the ones it left behind (their work
+horses lead groups of their own and live on: the agent adopts or stops them through the
+journal like any execution).
 """
 
 from __future__ import annotations
@@ -14,33 +18,24 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import subprocess
+import sys
 import threading
 import uuid
-from multiprocessing import get_context
-
-from rq import Queue
-from rq.worker import Worker
 
 from scheduler.control import process_groups
 from scheduler.control.journal import Journal
-from scheduler.state.connection import client_for
 
 log = logging.getLogger("sched.agent")
-_fork = get_context("fork")
-
-
-def _work(name: str, rq_url: str, queue_name: str) -> None:
-    """One RQ worker process (the target of each fork)."""
-    connection = client_for(rq_url, decode_responses=False)
-    worker = Worker([Queue(queue_name, connection=connection)], connection=connection, name=name)
-    worker.work(burst=False, logging_level="WARNING", with_scheduler=False)
+URL_ENV = "SCHED_RQ_URL"
 
 
 class RQWorkers:
-    def __init__(self, rq_url: str, queue_name: str, slots: int, journal: Journal):
+    def __init__(self, rq_url: str, queue_name: str, slots: int, journal: Journal, labels: tuple[str, ...] = ()):
         self.rq_url, self.queue_name, self.slots = rq_url, queue_name, slots
         self.journal = journal  # this thread's connection
-        self._processes: dict[str, object] = {}  # worker name -> multiprocessing Process
+        self.labels = labels  # shown on each worker's command line (which agent it belongs to)
+        self._processes: dict[str, subprocess.Popen] = {}
         self._lock = threading.Lock()
         self.stopping = 0  # stop requests sent so far (1: warm shutdown, 2: cold)
 
@@ -59,18 +54,17 @@ class RQWorkers:
     def supervise(self) -> None:
         """Start workers in the place of those that quit (none once stopping)."""
         for name, process in list(self._processes.items()):
-            if not process.is_alive():
-                process.join(0)  # reap it
+            if process.poll() is not None:
                 with self._lock:
                     del self._processes[name]
                 self.journal.rq_worker_gone(name)
                 if not self.stopping:
-                    log.warning("RQ worker %s quit (exit code %s); starting another", name, process.exitcode)
+                    log.warning("RQ worker %s quit (exit code %s); starting another", name, process.returncode)
         while not self.stopping and len(self._processes) < self.slots:
             name = f"{self.queue_name}-{uuid.uuid4().hex[:8]}"
-            process = _fork.Process(target=_work, args=(name, self.rq_url, self.queue_name), name=f"rq worker {name}",
-                                    daemon=False)
-            process.start()
+            process = subprocess.Popen([sys.executable, "-m", "workers.rq_workers", *self.labels, "rq-worker", name,
+                                        self.queue_name], env=dict(os.environ, **{URL_ENV: self.rq_url}),
+                                       stdin=subprocess.DEVNULL, process_group=0)
             with self._lock:
                 self._processes[name] = process
             self.journal.rq_worker_started(name, process_groups.identify(process.pid))
@@ -78,18 +72,34 @@ class RQWorkers:
     def names(self) -> set[str]:
         """The workers running now (any thread may ask)."""
         with self._lock:
-            return {name for name, process in self._processes.items() if process.is_alive()}
+            return {name for name, process in self._processes.items() if process.poll() is None}
 
     def stop(self) -> None:
         """Ask every worker to stop: the first time after its current job (RQ's warm
         shutdown), the second time at once (cold: its work horse is killed)."""
         self.stopping += 1
         for process in list(self._processes.values()):
-            try:
-                os.kill(process.pid, signal.SIGINT)
-            except ProcessLookupError:
-                pass
+            if process.poll() is None:
+                process.send_signal(signal.SIGINT)
 
     @property
     def running(self) -> bool:
-        return any(process.is_alive() for process in self._processes.values())
+        return any(process.poll() is None for process in list(self._processes.values()))
+
+
+def main(argv: list[str]) -> None:
+    """``python -m workers.rq_workers [labels...] rq-worker NAME QUEUE``: one RQ worker."""
+    from rq import Queue
+    from rq.worker import Worker
+
+    import scheduler.control.execution  # noqa: F401 (work horses fork with it imported)
+    from scheduler.state.connection import client_for
+
+    name, queue_name = argv[-2], argv[-1]
+    connection = client_for(os.environ[URL_ENV], decode_responses=False)
+    worker = Worker([Queue(queue_name, connection=connection)], connection=connection, name=name)
+    worker.work(burst=False, logging_level="WARNING", with_scheduler=False)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
