@@ -220,9 +220,10 @@ class NodeSync:
 
     # Both.
     def _stop(self, execution: Execution) -> bool:
-        """SIGKILL the execution's process groups; True while any of them still had to be."""
+        """SIGKILL the execution's process groups, its work horse's first (so that it does
+        not record the command's death as the run's end); True while any still had to be."""
         stopping = False
-        for group in (execution.command, execution.horse):
+        for group in (execution.horse, execution.command):
             if group is not None and not process_groups.stop_group(group):
                 stopping = True
         if stopping:

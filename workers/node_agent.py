@@ -105,7 +105,7 @@ class NodeAgent:
             limit = execution.stop_after if execution.stop_after is not None else ttl
             if not execution.started or limit is None or since <= limit:
                 continue
-            groups = [g for g in (execution.command, execution.horse) if g is not None]
+            groups = [g for g in (execution.horse, execution.command) if g is not None]
             if not any(process_groups.group_running(g) for g in groups):
                 continue
             self.journal.ended(execution.task, False, f"stopped by its agent after {since:.1f} s without a "

@@ -7,7 +7,8 @@ SQLite connections (the node's journal), which a forked child must not inherit. 
 worker leads a process group of its own, so a signal meant for the agent (a Ctrl+C) does
 not reach it twice. RQ's worker loop quits on errors it does not handle (a check-in that
 meets Redis down for longer than its client's retries, say): the agent looks every half
-second and starts another in its place. Each is recorded in the node's journal, so that
+second and starts another in its place (after a pause that grows, up to 10 s, while
+workers keep quitting soon after they start: a Redis that is away is not hammered). Each is recorded in the node's journal, so that
 the next agent of the node, after this one died, stops the ones it left behind (their work
 horses lead groups of their own and live on: the agent adopts or stops them through the
 journal like any execution).
@@ -21,6 +22,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import uuid
 
 from scheduler.control import process_groups
@@ -28,6 +30,8 @@ from scheduler.control.journal import Journal
 
 log = logging.getLogger("sched.agent")
 URL_ENV = "SCHED_RQ_URL"
+SHORT_LIFE_S = 10.0  # a worker that quits sooner than this makes the next start wait
+MAX_PAUSE_S = 10.0
 
 
 class RQWorkers:
@@ -36,6 +40,9 @@ class RQWorkers:
         self.journal = journal  # this thread's connection
         self.labels = labels  # shown on each worker's command line (which agent it belongs to)
         self._processes: dict[str, subprocess.Popen] = {}
+        self._started_at: dict[str, float] = {}
+        self._short_lives = 0  # workers in a row that quit soon after starting
+        self._next_start = 0.0
         self._lock = threading.Lock()
         self.stopping = 0  # stop requests sent so far (1: warm shutdown, 2: cold)
 
@@ -53,20 +60,27 @@ class RQWorkers:
 
     def supervise(self) -> None:
         """Start workers in the place of those that quit (none once stopping)."""
+        now = time.monotonic()
         for name, process in list(self._processes.items()):
             if process.poll() is not None:
                 with self._lock:
                     del self._processes[name]
+                lived = now - self._started_at.pop(name, now)
                 self.journal.rq_worker_gone(name)
                 if not self.stopping:
-                    log.warning("RQ worker %s quit (exit code %s); starting another", name, process.returncode)
-        while not self.stopping and len(self._processes) < self.slots:
+                    self._short_lives = self._short_lives + 1 if lived < SHORT_LIFE_S else 0
+                    self._next_start = now + (min(MAX_PAUSE_S, 0.25 * 2 ** self._short_lives)
+                                              if self._short_lives else 0.0)
+                    log.warning("RQ worker %s quit (exit code %s) after %.1f s; starting another", name,
+                                process.returncode, lived)
+        while not self.stopping and len(self._processes) < self.slots and now >= self._next_start:
             name = f"{self.queue_name}-{uuid.uuid4().hex[:8]}"
             process = subprocess.Popen([sys.executable, "-m", "workers.rq_workers", *self.labels, "rq-worker", name,
                                         self.queue_name], env=dict(os.environ, **{URL_ENV: self.rq_url}),
                                        stdin=subprocess.DEVNULL, process_group=0)
             with self._lock:
                 self._processes[name] = process
+            self._started_at[name] = now
             self.journal.rq_worker_started(name, process_groups.identify(process.pid))
 
     def names(self) -> set[str]:
