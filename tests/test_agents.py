@@ -541,10 +541,11 @@ def test_task_of_a_crashed_agent_does_not_stay_running_after_a_quick_restart(clu
     cluster.wait(lambda: "completed" in states(job_tasks(app, job_id)), "the job to complete")
 
 
-def test_an_end_lost_in_a_failover_is_recorded_again_from_rq(cluster, app, tmp_path, namespace, redis_url):
+def test_an_end_lost_in_a_failover_is_recorded_again_from_the_journal(cluster, app, tmp_path, namespace, redis_url):
     """The state goes back to a moment when the task was running (as a replica promoted
     before it received the task's end would have it): the agent sees the task running
-    while RQ says its run has finished, and records the end again; nothing runs twice."""
+    while the node's journal says its run has ended, and records the end again; nothing
+    runs twice."""
     directory = tmp_path / "marks"
     directory.mkdir()
     cluster.agent("a")

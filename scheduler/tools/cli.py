@@ -642,7 +642,7 @@ def audit(app, repair, every, as_json):
                    "scheduler's Redis, which must then not be a cluster (RQ cannot run on one).")
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None,
               help="Where the agent keeps the node's journal of what it runs (keep it across restarts). "
-                   "Default: $SCHED_HOME/agents/NAMESPACE/NAME.")
+                   "Default: agents/NAMESPACE/NAME in sched's state folder ($SCHED_HOME).")
 @run_options
 @pass_app
 def agent(app, name, interval, slots, rq_url, state_dir, metrics_port, log_level, log_format, **options):
