@@ -667,10 +667,10 @@ def test_a_run_that_ends_while_redis_is_away_is_recorded_as_it_ended(tmp_path):
     try:
         cluster.agent("a", heartbeat="3.0")  # a TTL of 9 s: its tasks outlive the outage
         cluster.worker()
+        script = (f'echo "start $SCHED_TASK_ID 0" >> "{ledger}"; sleep 2; '
+                  f'echo "end $SCHED_TASK_ID 0" >> "{ledger}"')
         job_id = submit(app, {"id": "once", "type": "batch", "max_retries": 2, "restart_delay": 0, "resources": SMALL,
-                              "run": {"command": ["sh", "-c", f'echo "start $SCHED_TASK_ID $(date +%s.%N)" >> "{ledger}"; '
-                                                              f'sleep 2; echo "end $SCHED_TASK_ID $(date +%s.%N)" >> '
-                                                              f'"{ledger}"']}})
+                              "run": {"command": ["sh", "-c", script]}})
         cluster.wait(lambda: states(job_tasks(app, job_id)) == ["running"] and ledger.exists(), "the command to run")
         server.kill()
         time.sleep(6)

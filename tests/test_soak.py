@@ -331,9 +331,8 @@ class Soak:
             if task is None:
                 problems.append(f"a command ran for {task_id}, which is no task")
                 continue
-            ended_late = task.state == "lost" and ends[task_id] * 1000 >= task.ended_ms  # after its node went down
             if counts["end"] and task.state != "completed" and not task.message.startswith(STOPPED_BEFORE_EXIT) \
-                    and not ended_late:
+                    and not (task.state == "lost" and ends[task_id] * 1000 >= task.ended_ms):  # after its node went down
                 problems.append(f"task {task_id} ran to its end but is {task.state}: {task.message}")
         for task in tasks.values():
             counts = lines.get(task.id, Counter())

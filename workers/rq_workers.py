@@ -1,17 +1,17 @@
 """A node agent's RQ workers, supervised: one that quits is started again.
 
 The agent runs ``slots`` RQ workers on its node's queue, each a process of its own
-(``python -m workers.rq_workers``, the URL in its environment, never on its command
+(``python -P -m workers.rq_workers``, the URL in its environment, never on its command
 line), started fresh rather than forked from the agent: the agent has threads and open
 SQLite connections (the node's journal), which a forked child must not inherit. Each
 worker leads a process group of its own, so a signal meant for the agent (a Ctrl+C) does
 not reach it twice. RQ's worker loop quits on errors it does not handle (a check-in that
 meets Redis down for longer than its client's retries, say): the agent looks every half
 second and starts another in its place (after a pause that grows, up to 10 s, while
-workers keep quitting soon after they start: a Redis that is away is not hammered). Each is recorded in the node's journal, so that
-the next agent of the node, after this one died, stops the ones it left behind (their work
-horses lead groups of their own and live on: the agent adopts or stops them through the
-journal like any execution).
+workers keep quitting soon after they start: a Redis that is away is not hammered). Each
+is recorded in the node's journal, so that the next agent of the node, after this one
+died, stops the ones it left behind (their work horses lead groups of their own and live
+on: the agent adopts or stops them through the journal like any execution).
 """
 
 from __future__ import annotations
@@ -75,9 +75,9 @@ class RQWorkers:
                                 process.returncode, lived)
         while not self.stopping and len(self._processes) < self.slots and now >= self._next_start:
             name = f"{self.queue_name}-{uuid.uuid4().hex[:8]}"
-            process = subprocess.Popen([sys.executable, "-m", "workers.rq_workers", *self.labels, "rq-worker", name,
-                                        self.queue_name], env=dict(os.environ, **{URL_ENV: self.rq_url}),
-                                       stdin=subprocess.DEVNULL, process_group=0)
+            argv = [sys.executable, "-P", "-m", "workers.rq_workers", *self.labels, "rq-worker", name, self.queue_name]
+            process = subprocess.Popen(argv, env=dict(os.environ, **{URL_ENV: self.rq_url}), stdin=subprocess.DEVNULL,
+                                       process_group=0)
             with self._lock:
                 self._processes[name] = process
             self._started_at[name] = now

@@ -3,8 +3,9 @@
 An execution is two process groups: the RQ work horse's (RQ makes each horse lead a group
 of its own) and its command's (started in a session of its own, so that whatever the
 command forks is stopped with it, and the horse can stop the command without stopping
-itself). A group is named by its leader's identity, a :class:`ProcessId`: the pid (the group's
-id), the process's start time (clock ticks after boot, from /proc) and the boot's id. Linux does not give a group's id to a new process while any member of the group
+itself). A group is named by its leader's identity, a :class:`ProcessId`: the pid (the
+group's id), the process's start time (clock ticks after boot, from /proc) and the boot's
+id. Linux does not give a group's id to a new process while any member of the group
 lives, and the leader's start time tells a pid given out again apart from the old one, so
 a group that is gone is never mistaken for one that runs, and nothing else is signalled.
 (Without /proc, identities carry no start time and only the ids are checked.)

@@ -132,7 +132,8 @@ def _parse_disconnect(raw, job: str) -> float | None:
     if value == "never":
         return math.inf
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= MAX_STOP_AFTER_S:
-        raise SpecError(f"{wrong}, with a number of seconds above 0 and at most {MAX_STOP_AFTER_S}, not {value!r}.")
+        raise SpecError(f"{wrong}, with a number of seconds above 0 and at most {MAX_STOP_AFTER_S}, "
+                        f"not {value!r}.")
     return float(value)
 
 
