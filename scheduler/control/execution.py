@@ -154,7 +154,8 @@ def run_task(url: str, namespace: str, node: str, task_id: str, rq_url: str | No
             watchdog.stop()
     if record is not None and not record.ended(task_id, succeeded, message):
         first = record.get(task_id)  # the watchdog stopped it: its end stands
-        succeeded, message = bool(first.succeeded), first.message
+        if first is not None and first.ended:
+            succeeded, message = bool(first.succeeded), first.message
     try:
         ended = reconcile.task_ended(app.store, app.store.get_task(task_id), succeeded, message)
     except (redis.RedisError, SchedError):
