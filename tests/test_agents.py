@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 import redis
-from rq.job import Job
+from rq import Queue
+from rq.job import Job, JobStatus
+from rq.registry import FailedJobRegistry
 
 from scheduler import Client
 from scheduler.control import reconcile
@@ -627,6 +629,34 @@ def test_a_task_placed_while_the_rq_redis_is_away_runs_once_it_is_back(cluster, 
         assert report.ok, report.problems
     finally:
         rq.stop()
+
+
+def test_a_task_whose_rq_job_failed_before_it_began_is_queued_again(cluster, app, tmp_path, namespace, redis_url):
+    """A task waits in the node's RQ queue behind another (one slot) when RQ marks its job
+    failed before any work horse began it (as when a horse cannot reach the state's Redis
+    during a failover): the task is still assigned, and it runs once all the same."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    cluster.agent("a", slots=1)
+    cluster.worker()
+    first = submit(app, {"id": "first", "type": "batch", "max_retries": 0, "resources": SMALL,
+                         "run": {"command": ["sh", "-c", "sleep 3"]}})
+    cluster.wait(lambda: states(job_tasks(app, first)) == ["running"], "the first task to take the one slot")
+    second = submit(app, {"id": "second", "type": "batch", "max_retries": 0, "resources": SMALL,
+                          "run": {"command": ["sh", "-c", f'echo ran >> "{marks}/$SCHED_TASK_ID"']}})
+    task_id = f"{second}.0"
+    job_id = rq_job_id(namespace, task_id)
+    connection = rq_client(redis_url)
+    cluster.wait(lambda: Job.exists(job_id, connection=connection), "the second task's RQ job to be queued")
+    job = Job.fetch(job_id, connection=connection)
+    Queue(job.origin, connection=connection).remove(job)
+    with connection.pipeline() as pipe:
+        job.set_status(JobStatus.FAILED, pipeline=pipe)
+        FailedJobRegistry(job.origin, connection=connection).add(job, pipeline=pipe)
+        pipe.execute()
+    assert app.store.get_task(task_id).state == "assigned"
+    cluster.wait(lambda: states(job_tasks(app, second)) == ["completed"], "the second task to run all the same", 30)
+    assert (marks / task_id).read_text() == "ran\n"
 
 
 def test_a_stopped_task_stops_running_although_its_rq_worker_died(cluster, app):
