@@ -48,7 +48,6 @@ class Task:
     assigned_ms: int = 0
     started_ms: int = 0
     ended_ms: int = 0
-    enqueued: bool = False  # its node's agent has handed it to RQ
 
     @property
     def live(self) -> bool:
@@ -72,5 +71,4 @@ class Task:
             ports=tuple(int(p) for p in filter(None, fields.get("ports", "").split(","))),
             created_ms=_int(fields.get("created")), assigned_ms=_int(fields.get("assigned_at")),
             started_ms=_int(fields.get("started_at")), ended_ms=_int(fields.get("ended_at")),
-            enqueued=bool(fields.get("enqueued")),
         )
