@@ -1,12 +1,13 @@
 """The node agent: makes a machine a node, and runs what the scheduler places on it.
 
-``sched agent NAME --cpu 4 --memory 8GiB --label zone=a`` registers (or updates) the node,
-heartbeats with a TTL, and runs its tasks through a pool of RQ workers on the node's own
-RQ queue (``rq_workers.py``, supervised: one that quits is started again). What it runs,
-and how each run ended, it keeps in the node's journal (``scheduler/control/journal.py``,
-SQLite in its state folder, ``--state-dir``, by default ``agents/<namespace>/<name>`` in
-sched's state folder), so an agent that restarts under the same name adopts what still should run and
-stops the rest, and an end Redis did not take is delivered when it answers.
+``sched agent NAME --cpu 4 --memory 8GiB --label zone=a`` registers (or updates) the
+node, heartbeats with a TTL, and runs its tasks through a pool of RQ workers on the
+node's own RQ queue (``rq_workers.py``, supervised: one that quits is started again).
+What it runs, and how each run ended, it keeps in the node's journal
+(``scheduler/control/journal.py``, SQLite in its state folder, ``--state-dir``, by
+default ``agents/<namespace>/<name>`` in sched's state folder), so an agent that restarts
+under the same name adopts what still should run and stops the rest, and an end Redis did
+not take is delivered when it answers.
 
 A loop thread heartbeats once an interval and syncs several times an interval
 (``agent_sync.py``): it compares what Redis says this node should run with what runs, and
