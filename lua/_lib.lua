@@ -118,3 +118,28 @@ local function release(id, name, alloc, ports, priority, k, tenant)
   end
 end
 
+
+-- End one task from wherever it is (finish.lua's step, shared with replace.lua). A pending
+-- task leaves every queue and loses its lease; a live one gives back what it held
+-- (release). k = {task=, node=, node_tasks=, tally_job=, queues={4 queue keys}, leases=,
+-- tally_priority=, changes=, seq=, usage=}. expected: the node the caller saw it on (""
+-- while pending); events: where the end is announced (events_to). Returns what finish.lua reports for it (the state it left, "absent",
+-- "terminal:<state>" or "elsewhere") and whether it freed room on a node.
+local function end_task(id, state, message, expected, k, events, now)
+  local cur = redis.call('HMGET', k.task, 'state', 'node', 'alloc', 'ports', 'job', 'priority', 'tenant')
+  local was, on = cur[1], cur[2] or ''
+  if not was then return 'absent', false end
+  if was ~= 'pending' and was ~= 'assigned' and was ~= 'running' then return 'terminal:' .. was, false end
+  if (was == 'pending' and expected ~= '') or (was ~= 'pending' and on ~= expected) then return 'elsewhere', false end
+  local freed = false
+  if was == 'pending' then
+    for q = 1, 4 do redis.call('ZREM', k.queues[q], id) end
+    redis.call('HDEL', k.leases, id)
+  else
+    release(id, on, cur[3], cur[4], cur[6], k, cur[7] or nil)
+    freed = true
+  end
+  redis.call('HSET', k.task, 'state', state, 'ended_at', int(now), 'message', message)
+  emit(events, {'type', 'task', 'id', id, 'job', cur[5] or '', 'state', state, 'node', on}, now)
+  return was, freed
+end

@@ -3,7 +3,8 @@
 -- refused). A live task (assigned or running) gives back exactly what commit.lua took:
 -- the allocation and host ports recorded on the task, and its tallies. Freed resources
 -- are a cluster event: move_cycle catches up with the scheduling cycle.
--- A task already in a terminal state is left alone.
+-- A task already in a terminal state is left alone. (The step itself is end_task in
+-- _lib.lua, which replace.lua shares.)
 --
 -- KEYS[1] q:active  KEYS[2] q:backoff  KEYS[3] q:unschedulable  KEYS[4] q:inflight
 -- KEYS[5] q:leases  KEYS[6] nodes:changes  KEYS[7] nodes:seq
@@ -18,41 +19,21 @@
 -- (it is not on the node given: it was placed or moved since the caller looked).
 
 local now = now_ms()
-local nowtxt = int(now)
 local events = events_to(ARGV[1], KEYS[#KEYS - 2], KEYS[#KEYS - 1])
-local kb = 11
 local out = {}
-local freed = false
+local any_freed = false
 local p = 0
 for a = 2, #ARGV, 4 do
-  local id, state, message, expected = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
-  local base = kb + 4 * p
-  local task, node, node_tasks, tally_job = KEYS[base], KEYS[base + 1], KEYS[base + 2], KEYS[base + 3]
+  local base = 11 + 4 * p
   p = p + 1
-  local cur = redis.call('HMGET', task, 'state', 'node', 'alloc', 'ports', 'job', 'priority', 'tenant')
-  local was, on = cur[1], cur[2] or ''
-  if not was then
-    out[#out + 1] = 'absent'
-  elseif was ~= 'pending' and was ~= 'assigned' and was ~= 'running' then
-    out[#out + 1] = 'terminal:' .. was
-  elseif (was == 'pending' and expected ~= '') or (was ~= 'pending' and on ~= expected) then
-    out[#out + 1] = 'elsewhere'
-  else
-    if was == 'pending' then
-      for q = 1, 4 do redis.call('ZREM', KEYS[q], id) end
-      redis.call('HDEL', KEYS[5], id)
-    else
-      release(id, on, cur[3], cur[4], cur[6], {node = node, node_tasks = node_tasks, tally_job = tally_job,
-        tally_priority = KEYS[10], changes = KEYS[6], seq = KEYS[7], usage = KEYS[#KEYS]},
-        cur[7] or nil)
-      freed = true
-    end
-    redis.call('HSET', task, 'state', state, 'ended_at', nowtxt, 'message', message)
-    out[#out + 1] = was
-    emit(events, {'type', 'task', 'id', id, 'job', cur[5] or '', 'state', state, 'node', on}, now)
-  end
+  local result, freed = end_task(ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3],
+    {task = KEYS[base], node = KEYS[base + 1], node_tasks = KEYS[base + 2], tally_job = KEYS[base + 3],
+     queues = {KEYS[1], KEYS[2], KEYS[3], KEYS[4]}, leases = KEYS[5], tally_priority = KEYS[10],
+     changes = KEYS[6], seq = KEYS[7], usage = KEYS[#KEYS]}, events, now)
+  out[#out + 1] = result
+  any_freed = any_freed or freed
 end
-if freed then
+if any_freed then
   redis.call('SET', KEYS[9], redis.call('GET', KEYS[8]) or '0')
 end
 return out

@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 import redis
-from rq.job import Job
+from rq import Queue
+from rq.job import Job, JobStatus
+from rq.registry import FailedJobRegistry
 
 from scheduler import Client
 from scheduler.control import reconcile
@@ -26,6 +28,8 @@ from scheduler.control.audit import audit
 from scheduler.control.execution import rq_job_id
 from scheduler.model import LIVE_STATES, make_node, parse_job
 
+from restartable_redis import RestartableRedis
+from scheduler.state.app import App
 from worker_harness import wait_until
 
 SCHED = str(Path(sys.executable).parent / "sched")
@@ -80,6 +84,7 @@ class Cluster:
         self.env = dict(os.environ, PYTHONPATH=TESTS_DIR + (os.pathsep + path if path else ""))
         for name in ("SCHED_REDIS_URL", "REDIS_URL", "SCHED_NAMESPACE"):
             self.env.pop(name, None)
+        self.env["SCHED_HOME"] = str(logs.parent / "home")  # the agents' state folders (their journals)
 
     def _start(self, label: str, *args: str) -> subprocess.Popen:
         log = self.logs / f"{len(self.processes):02d}-{label}.log"
@@ -91,8 +96,9 @@ class Cluster:
         return process
 
     def agent(self, name: str, *, cpu: str = "2", memory: str = "1GiB", labels=(), slots: int = 2,
-              heartbeat: str = STEADY_HEARTBEAT_S, wait: bool = True) -> subprocess.Popen:
-        args = ["agent", name, "--cpu", cpu, "--memory", memory, "--heartbeat", heartbeat, "--slots", str(slots)]
+              heartbeat: str = STEADY_HEARTBEAT_S, wait: bool = True, extra=()) -> subprocess.Popen:
+        args = ["agent", name, "--cpu", cpu, "--memory", memory, "--heartbeat", heartbeat, "--slots", str(slots),
+                *extra]
         for label in labels:
             args += ["--label", label]
         process = self._start(f"agent-{name}", *args)
@@ -225,6 +231,45 @@ def marks(directory: Path) -> dict[str, list[int]]:
         job_id, _, pid = entry.name.rpartition(".")
         out.setdefault(job_id, []).append(int(pid))
     return out
+
+
+def command_pids(task_id: str) -> list[int]:
+    """Live processes of a task's command: those with ``SCHED_TASK_ID=<task>`` in their
+    environment (the command and whatever it started)."""
+    wanted = f"SCHED_TASK_ID={task_id}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as handle:
+                environ = handle.read().split(b"\0")
+        except OSError:
+            continue
+        if wanted in environ and alive(int(entry)):
+            found.append(int(entry))
+    return sorted(found)
+
+
+def parent(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as handle:
+        return int(handle.read().rsplit(")", 1)[1].split()[1])
+
+
+def ticks(ledger: Path) -> dict[str, list[float]]:
+    """Task id -> the times its command wrote ``<word> <task> <time>`` lines to ``ledger``."""
+    seen: dict[str, list[float]] = {}
+    if ledger.exists():
+        for line in ledger.read_text().splitlines():
+            parts = line.split()
+            if len(parts) == 3:
+                seen.setdefault(parts[1], []).append(float(parts[2]))
+    return seen
+
+
+def ticking(ledger: Path) -> list[str]:
+    """A command that writes a line to ``ledger`` every 50 ms until it is stopped."""
+    return ["sh", "-c", f'while true; do echo "tick $SCHED_TASK_ID $(date +%s.%N)" >> "{ledger}"; sleep 0.05; done']
 
 
 def event_states(pubsub, task_id: str, settle_s: float = 0.3) -> list[str]:
@@ -498,10 +543,11 @@ def test_task_of_a_crashed_agent_does_not_stay_running_after_a_quick_restart(clu
     cluster.wait(lambda: "completed" in states(job_tasks(app, job_id)), "the job to complete")
 
 
-def test_an_end_lost_in_a_failover_is_recorded_again_from_rq(cluster, app, tmp_path, namespace, redis_url):
+def test_an_end_lost_in_a_failover_is_recorded_again_from_the_journal(cluster, app, tmp_path, namespace, redis_url):
     """The state goes back to a moment when the task was running (as a replica promoted
     before it received the task's end would have it): the agent sees the task running
-    while RQ says its run has finished, and records the end again; nothing runs twice."""
+    while the node's journal says its run has ended, and records the end again; nothing
+    runs twice."""
     directory = tmp_path / "marks"
     directory.mkdir()
     cluster.agent("a")
@@ -554,3 +600,200 @@ def test_global_job_follows_agents_joining_and_labels_changing(cluster, app):
     assert node_is_empty(app, "g3")
     report = audit(app.store)
     assert report.ok, report.problems
+
+
+# ----------------------------------------------------------------------------- converging under faults
+def test_a_task_placed_while_the_rq_redis_is_away_runs_once_it_is_back(cluster, app, tmp_path):
+    """RQ runs on a Redis of its own (``--rq-url``), which dies just before a batch task is
+    placed on the agent's node: the agent cannot queue it. Once that Redis is back (from
+    its append-only file), the task runs, once: nothing of the failed try holds it."""
+    rq = RestartableRedis(tmp_path / "rq-redis")
+    rq.start()
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    try:
+        cluster.agent("a", extra=("--rq-url", rq.url))
+        cluster.worker()
+        rq.kill()
+        job_id = submit(app, {"id": "late", "type": "batch", "max_retries": 0, "resources": SMALL,
+                              "run": {"command": ["sh", "-c", f'echo ran >> "{marks}/$SCHED_TASK_ID"']}})
+        cluster.wait(lambda: states(job_tasks(app, job_id)) == ["assigned"], "the task to be placed on a")
+        time.sleep(3)  # the agent meets the RQ Redis away at least once
+        assert states(job_tasks(app, job_id)) == ["assigned"]
+        rq.start()
+        cluster.wait(lambda: states(job_tasks(app, job_id)) == ["completed"],
+                     "the task to run once the RQ Redis is back", 30)
+        assert (marks / f"{job_id}.0").read_text() == "ran\n"
+        assert len(app.store.job_task_ids(job_id)) == 1
+        report = audit(app.store)
+        assert report.ok, report.problems
+    finally:
+        rq.stop()
+
+
+def test_a_task_whose_rq_job_failed_before_it_began_is_queued_again(cluster, app, tmp_path, namespace, redis_url):
+    """A task waits in the node's RQ queue behind another (one slot) when RQ marks its job
+    failed before any work horse began it (as when a horse cannot reach the state's Redis
+    during a failover): the task is still assigned, and it runs once all the same."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    cluster.agent("a", slots=1)
+    cluster.worker()
+    first = submit(app, {"id": "first", "type": "batch", "max_retries": 0, "resources": SMALL,
+                         "run": {"command": ["sh", "-c", "sleep 3"]}})
+    cluster.wait(lambda: states(job_tasks(app, first)) == ["running"], "the first task to take the one slot")
+    second = submit(app, {"id": "second", "type": "batch", "max_retries": 0, "resources": SMALL,
+                          "run": {"command": ["sh", "-c", f'echo ran >> "{marks}/$SCHED_TASK_ID"']}})
+    task_id = f"{second}.0"
+    job_id = rq_job_id(namespace, task_id)
+    connection = rq_client(redis_url)
+    cluster.wait(lambda: Job.exists(job_id, connection=connection), "the second task's RQ job to be queued")
+    job = Job.fetch(job_id, connection=connection)
+    Queue(job.origin, connection=connection).remove(job)
+    with connection.pipeline() as pipe:
+        job.set_status(JobStatus.FAILED, pipeline=pipe)
+        FailedJobRegistry(job.origin, connection=connection).add(job, pipeline=pipe)
+        pipe.execute()
+    assert app.store.get_task(task_id).state == "assigned"
+    cluster.wait(lambda: states(job_tasks(app, second)) == ["completed"], "the second task to run all the same", 30)
+    assert (marks / task_id).read_text() == "ran\n"
+
+
+def test_a_stopped_task_stops_running_although_its_rq_worker_died(cluster, app):
+    """The RQ worker that runs a task's work horse is SIGKILLed (the horse and its command
+    live on, orphaned), then the job is stopped: no RQ worker is there to hear a stop
+    message, and the command must stop all the same."""
+    cluster.agent("a")
+    cluster.worker()
+    job_id = submit(app, {"id": "orphan", "replicas": 1, "resources": SMALL,
+                          "run": {"command": ["sh", "-c", "sleep 60; true"]}})
+    cluster.wait(lambda: states(job_tasks(app, job_id)) == ["running"], "the task to run")
+    task_id = job_tasks(app, job_id)[0].id
+    pids = cluster.wait(lambda: command_pids(task_id), "its command to run")
+    root = next(pid for pid in pids if parent(pid) not in pids)
+    horse = parent(root)
+    rq_worker = parent(horse)
+    assert "rq-worker" in _cmdline(rq_worker) or "agent" in _cmdline(rq_worker), _cmdline(rq_worker)
+    _signal(rq_worker, signal.SIGKILL)
+    cluster.wait(lambda: not alive(rq_worker), "the RQ worker to die")
+    reconcile.stop(app.store, job_id)
+    cluster.wait(lambda: not command_pids(task_id) and not alive(horse),
+                 "the stopped task's command and work horse to stop")
+    assert states(job_tasks(app, job_id)) == ["stopped"]
+    assert node_is_empty(app, "a")
+
+
+def test_a_run_that_ends_while_redis_is_away_is_recorded_as_it_ended(tmp_path):
+    """Redis (scheduling state and RQ alike) is SIGKILLed while a batch command runs, and
+    comes back from its append-only file 6 s later, after the command ended: the run is
+    recorded completed, as it ended, and not run again."""
+    server = RestartableRedis(tmp_path / "redis")
+    server.start()
+    app = App(redis_url=server.url, namespace="away")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    ledger = tmp_path / "ledger"
+    cluster = Cluster(app, server.url, "away", logs)
+    try:
+        cluster.agent("a", heartbeat="3.0")  # a TTL of 9 s: its tasks outlive the outage
+        cluster.worker()
+        script = (f'echo "start $SCHED_TASK_ID 0" >> "{ledger}"; sleep 2; '
+                  f'echo "end $SCHED_TASK_ID 0" >> "{ledger}"')
+        job_id = submit(app, {"id": "once", "type": "batch", "max_retries": 2, "restart_delay": 0, "resources": SMALL,
+                              "run": {"command": ["sh", "-c", script]}})
+        cluster.wait(lambda: states(job_tasks(app, job_id)) == ["running"] and ledger.exists(), "the command to run")
+        server.kill()
+        time.sleep(6)
+        assert [line.split()[0] for line in ledger.read_text().splitlines()] == ["start", "end"]  # it ended
+        server.start()
+        cluster.wait(lambda: all(t.terminal for t in job_tasks(app, job_id)), "the task's end to be recorded", 60)
+        assert states(job_tasks(app, job_id)) == ["completed"], cluster.snapshot()
+        assert [line.split()[0] for line in ledger.read_text().splitlines()] == ["start", "end"]
+        report = audit(app.store)
+        assert report.ok, report.problems
+    finally:
+        cluster.close()
+        app.close()
+        server.stop()
+
+
+def _replaced_on_b(cluster, app, job_id: str, original: str) -> str:
+    def replaced():
+        tasks = {t.id: t for t in job_tasks(app, job_id)}
+        live = [t for t in tasks.values() if t.state == "running" and t.node == "b"]
+        return tasks[original].terminal and live and live[0].id
+
+    return cluster.wait(replaced, "a's task to end and a replacement to run on b", 30)
+
+
+def test_an_agent_paused_past_its_ttl_stops_its_task_before_the_replacement_starts(cluster, app, tmp_path):
+    """Only the agent's own process is paused (SIGSTOP): its work horse and command run on,
+    as they would on a machine whose agent died. Its heartbeat lapses, and the task is
+    replaced on b (its work horse, which still reaches Redis, records it failed once it has
+    stopped it; else the node is declared down and the task lost): the original's command
+    must have stopped before the replacement's began."""
+    ledger = tmp_path / "ledger"
+    agent = cluster.agent("a", heartbeat="0.5")  # a TTL of 1.5 s
+    cluster.worker()
+    job_id = submit(app, {"id": "slot", "replicas": 1, "resources": SMALL, "run": {"command": ticking(ledger)}})
+    cluster.wait(lambda: states(job_tasks(app, job_id)) == ["running"], "the task to run on a")
+    original = job_tasks(app, job_id)[0].id
+    cluster.wait(lambda: original in ticks(ledger), "its command to tick")
+    cluster.agent("b")
+    _signal(agent.pid, signal.SIGSTOP)
+    try:
+        replacement = _replaced_on_b(cluster, app, job_id, original)
+        cluster.wait(lambda: replacement in ticks(ledger), "the replacement's command to tick")
+        assert not command_pids(original)
+    finally:
+        _signal(agent.pid, signal.SIGCONT)
+    seen = ticks(ledger)
+    assert max(seen[original]) < min(seen[replacement]), "the two runs of the slot overlapped"
+    assert "without a heartbeat" in app.store.get_task(original).message
+
+
+def test_a_job_that_keeps_running_when_disconnected_overlaps_until_the_agent_is_back(cluster, app, tmp_path):
+    """The same, for a job that prefers availability (``disconnect: {stop_after: never}``):
+    its command runs on beside the replacement while the agent is paused, and stops once
+    the agent is back and sees the task lost."""
+    ledger = tmp_path / "ledger"
+    agent = cluster.agent("a", heartbeat="0.5")
+    cluster.worker()
+    job_id = submit(app, {"id": "slot", "replicas": 1, "resources": SMALL, "run": {"command": ticking(ledger)},
+                          "disconnect": {"stop_after": "never"}})
+    cluster.wait(lambda: states(job_tasks(app, job_id)) == ["running"], "the task to run on a")
+    original = job_tasks(app, job_id)[0].id
+    cluster.agent("b")
+    _signal(agent.pid, signal.SIGSTOP)
+    try:
+        replacement = _replaced_on_b(cluster, app, job_id, original)
+        cluster.wait(lambda: replacement in ticks(ledger), "the replacement's command to tick")
+        assert app.store.get_task(original).state == "lost"
+        assert command_pids(original), "the original stopped although its job keeps running when disconnected"
+    finally:
+        _signal(agent.pid, signal.SIGCONT)
+    cluster.wait(lambda: not command_pids(original), "the returned agent to stop the lost task's command")
+    seen = ticks(ledger)
+    assert max(seen[original]) > min(seen[replacement])
+
+
+def test_an_agent_restarted_at_once_adopts_the_run_it_left(cluster, app, tmp_path):
+    """The agent process is SIGKILLed and started again under the same name before its
+    heartbeat lapses: the run it left (its work horse and command live on) is adopted,
+    not run again, and recorded as it ends."""
+    ledger = tmp_path / "ledger"
+    agent = cluster.agent("a", heartbeat="2.0")
+    cluster.worker()
+    job_id = submit(app, {"id": "long", "type": "batch", "max_retries": 0, "resources": SMALL,
+                          "run": {"command": ["sh", "-c", f'echo "start $SCHED_TASK_ID 0" >> "{ledger}"; sleep 3; '
+                                                          f'echo "end $SCHED_TASK_ID 0" >> "{ledger}"']}})
+    cluster.wait(lambda: states(job_tasks(app, job_id)) == ["running"] and ledger.exists(), "the task to run")
+    task_id = job_tasks(app, job_id)[0].id
+    left = namespace_pids(app.keys.namespace, "rq-worker")
+    _signal(agent.pid, signal.SIGKILL)
+    agent.wait(timeout=STOP_TIMEOUT_S)
+    cluster.agent("a", heartbeat="2.0")
+    cluster.wait(lambda: not any(alive(pid) for pid in left), "the RQ workers the dead agent left to be stopped")
+    cluster.wait(lambda: states(job_tasks(app, job_id)) == ["completed"], "the adopted run to be recorded")
+    assert [line.split()[0] for line in ledger.read_text().splitlines()] == ["start", "end"]
+    assert app.store.get_task(task_id).message == "exited with code 0"

@@ -7,7 +7,12 @@ with it and resumed a little after Redis (as on a host whose processes all hiccu
 the worker's heartbeat check, which runs about every second, does look while the expired
 key is still missing: without the grace rule it takes the node down (checked by hand:
 the test then fails, with tasks lost and commands started twice). With it, each command
-starts exactly once and no task is lost or replaced."""
+starts exactly once and no task is lost or replaced.
+
+The job keeps its tasks running while its agent cannot renew its heartbeat
+(``disconnect: {stop_after: never}``): by default an agent stops them after a TTL
+without a renewed heartbeat, as it cannot tell a stalled Redis from one it is cut off
+from (docs/reliability.md, "No split brain"), and this test is about the scheduler's side."""
 
 from __future__ import annotations
 
@@ -42,6 +47,7 @@ def test_a_redis_stall_longer_than_the_heartbeat_ttl_loses_nothing(own_redis, tm
         cluster.worker()
         reconcile.submit(app.store, parse_job({
             "id": "work", "type": "batch", "replicas": TASKS, "resources": {"cpu": 1, "memory": "64MiB"},
+            "disconnect": {"stop_after": "never"},
             "run": {"command": ["sh", "-c", f'echo started >> "{marks}/$SCHED_TASK_ID"; sleep {TASK_S}']}}))
 
         def tasks():

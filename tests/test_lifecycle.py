@@ -248,23 +248,24 @@ def test_a_node_where_a_job_keeps_failing_loses_to_a_healthy_one(app, redis_url,
 
 
 def test_task_ending_while_its_job_is_stopped_gets_no_replacement(app, redis_url, namespace, monkeypatch):
-    """The job is stopped after task_ended saw it running but before the replacement is
-    queued (the window between reading the job and adding the task): nothing may be left
-    open in a stopped job."""
+    """The job is stopped after task_ended read it running but before the task's end and
+    its replacement are written (the window between reading the job and the one step that
+    ends the task and queues the replacement): nothing may be left open in a stopped job."""
     add_nodes(app, "n1")
     job_id = submit(app, {"id": "svc", "replicas": 1, "restart_delay": 0, "resources": SMALL,
                           "run": {"command": ["true"]}})
     settle(app)
     (task,) = live(app, job_id)
     store = app.store
-    real_job_spec = store.job_spec
+    real_job_fields = store.job_fields
 
-    def stop_then_read(*args, **kwargs):
-        monkeypatch.setattr(store, "job_spec", real_job_spec)
-        reconcile.stop(store, job_id)  # another client stops the job right now
-        return real_job_spec(*args, **kwargs)
+    def read_then_stop(*args, **kwargs):
+        monkeypatch.setattr(store, "job_fields", real_job_fields)
+        fields = real_job_fields(*args, **kwargs)
+        reconcile.stop(store, job_id)  # another client stops the job right after it was read
+        return fields
 
-    monkeypatch.setattr(store, "job_spec", stop_then_read)
+    monkeypatch.setattr(store, "job_fields", read_then_stop)
     reconcile.task_ended(store, store.get_task(task.id), True, "done")
     assert store.get_job(job_id)["status"] == "stopped"
     assert reconcile.open_tasks(store, job_id) == []
@@ -317,6 +318,52 @@ def test_lapsed_heartbeat_takes_the_node_down_once_and_replaces_its_tasks(app):
     for task_id in on_n1:
         assert store.get_task(task_id).state == "lost"  # lost tasks stay lost
     assert_audit_ok(app)
+
+
+class _AfterEachScript:
+    """Stands in for ``app.scripts``: runs ``hook()`` after every script call returns."""
+
+    def __init__(self, scripts, hook):
+        self._scripts, self._hook = scripts, hook
+
+    def __getattr__(self, name):
+        script = getattr(self._scripts, name)
+        if not callable(script) or not hasattr(script, "sha"):
+            return script
+
+        def call(*args, **kwargs):
+            reply = script(*args, **kwargs)
+            self._hook()
+            return reply
+
+        return call
+
+
+def test_a_scale_right_after_a_lost_task_ends_never_leaves_the_job_above_its_replicas(app, monkeypatch):
+    """A service of 3 loses the tasks on n1; the moment the write that ends them returns
+    (whatever else the same step did), another client scales the job to 2. Ending a lost
+    task and queueing its replacement are one step, so the scale counts the replacements
+    and the job ends with 2 open tasks, not more."""
+    store = app.store
+    add_nodes(app, "n1", "n2", cpu="4")
+    job_id = submit(app, {"id": "svc", "replicas": 3, "resources": SMALL})
+    settle(app)
+    lost = [t.id for t in live(app, job_id) if t.node == "n1"]
+    assert lost, "spread placement puts at least one of the three on n1"
+    scaled = []
+
+    def scale_once_lost():
+        if not scaled and all(store.get_task(task_id).state == "lost" for task_id in lost):
+            scaled.append("started")  # once: the scale's own script calls come back here
+            scaled.append(reconcile.scale(store, job_id, 2))
+
+    monkeypatch.setattr(store, "scripts", _AfterEachScript(store.scripts, scale_once_lost))
+    reconcile.node_lost(store, "n1")
+    assert scaled, "the scale ran between the end of the lost tasks and the return of node_lost"
+    open_tasks = reconcile.open_tasks(store, job_id)
+    assert len(open_tasks) == 2, [(t.id, t.state) for t in open_tasks]
+    replacements = {app.client.hget(app.keys.task(t.id), "replaces") for t in open_tasks} - {None}
+    assert replacements <= set(lost)
 
 
 # ----------------------------------------------------------------------------- global jobs

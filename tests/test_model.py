@@ -3,6 +3,8 @@ specs as stored. No Redis."""
 
 from __future__ import annotations
 
+import math
+
 import orjson
 import pytest
 
@@ -204,6 +206,28 @@ def test_stored_form_parses_back_to_itself(raw):
     assert (again.type, again.replicas, again.resources, again.ports) == (spec.type, spec.replicas,
                                                                            spec.resources, spec.ports)
     assert [c.text for c in again.constraints] == [c.text for c in spec.constraints]
+
+
+@pytest.mark.parametrize("disconnect, stop_after, stored", [
+    (None, None, None),
+    ({"stop_after": 30}, 30.0, {"stop_after": 30.0}),
+    ({"stop_after": 0.5}, 0.5, {"stop_after": 0.5}),
+    ({"stop_after": "never"}, math.inf, {"stop_after": "never"}),
+])
+def test_disconnect_stop_after_parses_and_round_trips(disconnect, stop_after, stored):
+    raw = {"id": "web"} if disconnect is None else {"id": "web", "disconnect": disconnect}
+    spec = parse_job(raw)
+    assert spec.stop_after_disconnect == stop_after
+    assert spec.raw.get("disconnect") == stored
+    assert parse_job(spec.raw).stop_after_disconnect == stop_after
+    assert spec.with_id("other").stop_after_disconnect == stop_after
+
+
+@pytest.mark.parametrize("disconnect", [{}, {"stop_after": 0}, {"stop_after": -1}, {"stop_after": True},
+                                        {"stop_after": "soon"}, {"stop_after": 86_401}, {"after": 3}, "never", 30])
+def test_disconnect_refuses_anything_but_seconds_or_never(disconnect):
+    with pytest.raises(SpecError, match=r"^job web: disconnect must be \{stop_after: <seconds> \| never\}"):
+        parse_job({"id": "web", "disconnect": disconnect})
 
 
 def test_parse_job_full_spec():

@@ -6,6 +6,16 @@ stopped, lost or replaced while it waited), runs the job's ``run`` (a Python fun
 ``module:function`` or a command, where exit code 0 is success), keeping what it prints
 (``scheduler/control/output.py``), and reports the end,
 which releases the task's resources and lets the job's type decide what comes next.
+
+Run by an agent, it keeps the node's journal (``journal.py``) as it goes: that it started
+(its work horse's and its command's process groups), then how the run ended, *before* it
+tells Redis, so an end is never lost to a Redis that is away (the agent delivers it when
+Redis answers). A task it could not start (Redis did not answer) is left assigned, for
+the agent to queue again: it is never failed for a start that did not happen. While the
+run lasts, a watchdog thread stops it when the agent has not renewed its heartbeat for
+the job's ``disconnect.stop_after`` (default: the heartbeat's TTL), so that a node cut off
+from Redis, or whose agent died or was paused, stops its tasks before the scheduler can
+declare it down and start their replacements elsewhere.
 """
 
 from __future__ import annotations
@@ -15,18 +25,26 @@ import logging
 import os
 import re
 import secrets
+import signal
+import sqlite3
 import subprocess
 import threading
 import traceback
 from contextlib import redirect_stderr, redirect_stdout
 
-from scheduler.control import reconcile
+import redis
+
+from scheduler.control import process_groups, reconcile
+from scheduler.control.journal import Journal
 from scheduler.control.output import Output, StreamWriter
-from scheduler.model.errors import NotFound
+from scheduler.model import ASSIGNED
+from scheduler.model.errors import NotFound, SchedError
 from scheduler.state.app import App
 from scheduler.state.connection import REDIS_ERRORS, scrub
 
 log = logging.getLogger("sched.execution")
+
+WATCH_EVERY_S = 0.25  # how often a run looks at its agent's last heartbeat
 
 
 def rq_job_id(namespace: str, task_id: str) -> str:
@@ -34,18 +52,21 @@ def rq_job_id(namespace: str, task_id: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "_", f"sched-{namespace}-{task_id}")
 
 
-def execute(run: dict | None, output: Output | None = None, task_id: str | None = None) -> tuple[bool, str]:
+def execute(run: dict | None, output: Output | None = None, task_id: str | None = None,
+            on_command=None) -> tuple[bool, str]:
     """Run a task's ``run`` spec; returns (succeeded, message). What it prints (and a
     function's return value or traceback) goes to ``output`` as it comes. A command gets
-    the task's id in its environment as ``SCHED_TASK_ID``."""
+    the task's id in its environment as ``SCHED_TASK_ID``, and runs in a session (so a
+    process group) of its own, whose id ``on_command(pid)`` is told: a timeout stops the
+    whole group, and whatever the command leaves running in it is stopped when it exits."""
     output = output or Output(lambda fields: None)
     try:
-        return _execute(run, output, task_id)
+        return _execute(run, output, task_id, on_command)
     finally:
         output.flush()
 
 
-def _execute(run: dict | None, output: Output, task_id: str | None) -> tuple[bool, str]:
+def _execute(run: dict | None, output: Output, task_id: str | None, on_command) -> tuple[bool, str]:
     if run is None:
         return True, "nothing to run"
     if "func" in run:
@@ -61,9 +82,12 @@ def _execute(run: dict | None, output: Output, task_id: str | None) -> tuple[boo
         return True, f"{run['func']} returned {value!r}"[:500]
     try:
         env = dict(os.environ, SCHED_TASK_ID=task_id) if task_id else None
-        process = subprocess.Popen(run["command"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        process = subprocess.Popen(run["command"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                                   start_new_session=True)
     except FileNotFoundError:
         return False, f"command not found: {run['command'][0]}"
+    if on_command is not None:
+        on_command(process.pid)
     readers = [threading.Thread(target=_pump, args=(pipe, output, name), daemon=True)
                for pipe, name in ((process.stdout, "stdout"), (process.stderr, "stderr"))]
     for reader in readers:
@@ -71,10 +95,11 @@ def _execute(run: dict | None, output: Output, task_id: str | None) -> tuple[boo
     try:
         code = process.wait(timeout=run.get("timeout"))
     except subprocess.TimeoutExpired:
-        process.kill()
+        _kill_group(process.pid)
         process.wait()
         return False, f"command timed out after {run.get('timeout')} s"
     finally:
+        _kill_group(process.pid)  # anything it left running (which would also hold its pipes open)
         for reader in readers:
             reader.join()
     output.note(exit_code=code)
@@ -84,6 +109,13 @@ def _execute(run: dict | None, output: Output, task_id: str | None) -> tuple[boo
     return False, f"exited with code {code}" + (f": {tail[0][:300]}" if tail[0] else "")
 
 
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 def _pump(pipe, output: Output, stream: str) -> None:
     """Copy a child's pipe into ``output`` as it arrives."""
     with pipe:
@@ -91,30 +123,58 @@ def _pump(pipe, output: Output, stream: str) -> None:
             output.write(stream, chunk)
 
 
-def run_task(url: str, namespace: str, node: str, task_id: str, rq_url: str | None = None) -> dict:
+def run_task(url: str, namespace: str, node: str, task_id: str, rq_url: str | None = None,
+             journal: str | None = None) -> dict:
     """The RQ job: start the task if it is still ours, run it, report how it ended.
 
     ``url`` is the scheduling state's Redis (any topology, a cluster included), which RQ's
     own connection (``rq_url``, the execution Redis this job came from) is not: on a
-    cluster the two always differ (RQ cannot run on a cluster).
+    cluster the two always differ (RQ cannot run on a cluster). ``journal`` is the node's
+    journal (the agent names it): without one, an end Redis does not take raises.
 
     Until the task has started nothing is recorded against it. A Redis that does not
     answer (a failover) is waited for, each call within the failover bound
     (``scheduler/state/failover.py``); if it stays away the job ends without having
     started the task, returning ``{"ran": False, "started": False, "reason": ...}``: the
-    task is still assigned to this node, and a later run may start it."""
+    task is still assigned to this node, and the agent's next sync queues it again."""
     app = App(redis_url=url, namespace=namespace, rq_url=rq_url)
     try:
         begun = _begin(app, node, task_id)
-    except REDIS_ERRORS as exc:
+    except (*REDIS_ERRORS, SchedError) as exc:
         reason = f"Redis did not answer before the task started: {scrub(str(exc), url)}"
         log.warning("task %s not started: %s", task_id, reason, extra={"fields": {"task": task_id, "node": node}})
         return {"task": task_id, "ran": False, "started": False, "reason": reason}
     if begun is None:
         return {"task": task_id, "ran": False}
     task, spec = begun
-    succeeded, message = execute(spec.run, Output(lambda fields: app.store.save_output(task_id, fields)), task_id)
-    ended = reconcile.task_ended(app.store, app.store.get_task(task_id), succeeded, message)
+    record = Journal(journal) if journal else None
+    watchdog = None
+    if record is not None:
+        if os.getpgrp() != os.getpid():
+            os.setpgid(0, 0)  # lead a group of our own (an RQ work horse already does)
+        record.started(task_id, rq_job_id(namespace, task_id), process_groups.identify(os.getpid()),
+                       spec.stop_after_disconnect)
+        watchdog = Watchdog(record, task_id, spec.stop_after_disconnect)
+        watchdog.start()
+    output = Output(lambda fields: _quietly(app.store.save_output, task_id, fields))
+    try:
+        succeeded, message = execute(spec.run, output, task_id,
+                                     on_command=watchdog.command_started if watchdog else None)
+    finally:
+        if watchdog is not None:
+            watchdog.stop()
+    if record is not None and not record.ended(task_id, succeeded, message):
+        first = record.get(task_id)  # the watchdog stopped it: its end stands
+        if first is not None and first.ended:
+            succeeded, message = bool(first.succeeded), first.message
+    try:
+        ended = reconcile.task_ended(app.store, app.store.get_task(task_id), succeeded, message)
+    except (redis.RedisError, SchedError):
+        if record is None:
+            raise
+        return {"task": task_id, "ran": True, "succeeded": succeeded, "message": message, "recorded": False}
+    if record is not None:
+        record.delivered(task_id)
     return {"task": task_id, "ran": True, "succeeded": succeeded, "message": message, **ended}
 
 
@@ -129,6 +189,56 @@ def _begin(app: App, node: str, task_id: str):
         spec = store.job_spec(task.job, task.version)
     except NotFound:  # removed meanwhile: nothing to run
         return None
+    if task.state != ASSIGNED or task.node != node:
+        return None
     if not store.start_task(task_id, node, token=secrets.token_hex(8)):
         return None
     return task, spec
+
+
+def _quietly(save, task_id: str, fields: dict) -> None:
+    """Output is kept best-effort: a Redis that is away must not stop the run."""
+    try:
+        save(task_id, fields)
+    except (redis.RedisError, SchedError):
+        pass
+
+
+class Watchdog(threading.Thread):
+    """Stops a run whose agent has not renewed its heartbeat for ``stop_after`` seconds
+    (None: the heartbeat's TTL, as the agent wrote it in the journal; math.inf: never):
+    records the end in the journal first, then stops the command's process group, or the
+    work horse's own group when the task is a function running in it."""
+
+    def __init__(self, record: Journal, task_id: str, stop_after: float | None):
+        super().__init__(name=f"watchdog-{task_id}", daemon=True)
+        self.record, self.task_id, self.stop_after = record, task_id, stop_after
+        self.command: process_groups.ProcessId | None = None
+        self._done = threading.Event()
+
+    def command_started(self, pid: int) -> None:
+        """Called in the run's thread (``record`` is that thread's connection)."""
+        self.command = process_groups.identify(pid)
+        self.record.command_started(self.task_id, self.command)
+
+    def stop(self) -> None:
+        self._done.set()
+
+    def run(self) -> None:
+        journal = Journal(self.record.path)  # a connection of this thread's own
+        while not self._done.wait(WATCH_EVERY_S):
+            try:
+                age, ttl = journal.since_beat()
+            except sqlite3.Error:
+                continue
+            limit = self.stop_after if self.stop_after is not None else ttl
+            if age is None or limit is None or age <= limit:
+                continue
+            journal.ended(self.task_id, False, f"stopped after {age:.1f} s without a heartbeat from its agent "
+                                               f"(limit {limit:g} s): its node may be declared down and the task "
+                                               f"replaced")
+            if self.command is not None:
+                process_groups.stop_group(self.command)
+            else:
+                os.killpg(os.getpgrp(), signal.SIGKILL)  # a function runs in this process: stop it with us
+            return

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import orjson
 
-from scheduler.model.errors import SpecError
+from scheduler.model.errors import RedisUnavailable, SpecError
 from scheduler.model import (ACTIVE, BATCH, COMPLETED, FAILED, GLOBAL, LIVE_STATES, LOST, PENDING, READY, SERVICE,
                              STOPPED, JobSpec, Task, parse_job)
 from scheduler.control import changes
 from scheduler.state.deployments import deployment_id
 from scheduler.state.jobs import ENQUEUE_CHUNK, job_state, parse_stored, shares_value
+from scheduler.state.replacement import Successor, end_and_replace
 from scheduler.state.store import Store
 
 RUNNING_JOB = "running"
@@ -158,21 +159,45 @@ def add_tasks(store: Store, job_id: str, count: int, spec: JobSpec | None = None
             return [f"{job_id}.{first + i}" for i in range(count)]
 
 
+def job_snapshot(store: Store, job_id: str, attempts: int = 5) -> tuple[dict[str, str], list[Task]]:
+    """The job's hash and its tasks, read so that they agree: the job's ``next_index`` and
+    spec are the same before and after its tasks are read, so no task was created (a
+    replacement is created as another ends) and no scale happened in between."""
+    before = store.job_fields(job_id)
+    for _ in range(attempts):
+        tasks = store.tasks(store.job_task_ids(job_id))
+        after = store.job_fields(job_id)
+        if (before.get("next_index"), before.get("spec")) == (after.get("next_index"), after.get("spec")):
+            break
+        before = after
+    return after, tasks
+
+
+SCALE_ROUNDS = 5  # a scale down stops what it counts too many, then counts again
+
+
 def scale(store: Store, job_id: str, replicas: int) -> dict:
-    """Add tasks, or stop the newest (pending ones before live ones), to reach ``replicas``."""
+    """Add tasks, or stop the newest (pending ones before live ones), to reach ``replicas``.
+
+    Scaling down stops the surplus first and writes the new count afterwards, so the
+    job's open tasks never exceed the count it is written with (a replacement is queued
+    in the same step as the end of the task it replaces, so it never adds to the count)."""
     job = store.get_job(job_id)
     if job["spec"]["type"] == GLOBAL:
         raise SpecError(f"job {job_id} is global: it runs one task per eligible node and cannot be scaled.")
     if job["status"] != RUNNING_JOB:
         raise SpecError(f"job {job_id} is stopped; submit its spec again to start it before scaling.")
     new_spec = parse_job(dict(job["spec"], replicas=replicas))
-    current = open_tasks(store, job_id)
-    added = add_tasks(store, job_id, max(0, replicas - len(current)), new_spec)
     stopped: list[str] = []
-    if len(current) > replicas:
+    for _ in range(SCALE_ROUNDS):
+        _fields, tasks = job_snapshot(store, job_id)
+        current = sorted((t for t in tasks if not t.terminal), key=lambda t: t.index)
+        if len(current) <= replicas:
+            break
         surplus = sorted(current, key=lambda t: (t.state != PENDING, -t.index))[: len(current) - replicas]
-        stopped = [t.id for t in surplus]
-        store.finish_ids(stopped, STOPPED, f"scaled down to {replicas}")
+        ended = store.finish_ids([t.id for t in surplus], STOPPED, f"scaled down to {replicas}")
+        stopped += [task_id for task_id, was in ended.items() if was in (PENDING, *LIVE_STATES)]
+    added = add_tasks(store, job_id, max(0, replicas - len(current)), new_spec)
     return {"id": job_id, "replicas": replicas, "added": added, "stopped": stopped}
 
 
@@ -184,20 +209,45 @@ def replace(store: Store, tasks: list[Task], state: str, message: str) -> dict:
 
 
 def _replace(store: Store, tasks: list[Task], state: str, message: str) -> tuple[list[str], dict]:
-    """(ids of the tasks this ended, job -> ids of their replacements)."""
-    ended = store.finish(tasks, state, message)
+    """(ids of the tasks this ended, job -> ids of their replacements). Each job's tasks
+    end together with their replacements' queueing (one step: ``end_and_replace``)."""
+    by_job: dict[str, list[Task]] = {}
+    for task in tasks:
+        by_job.setdefault(task.job, []).append(task)
+    stopped: list[str] = []
     replaced: dict[str, list[str]] = {}
-    by_job: dict[str, int] = {}
-    stopped = []
-    for task, result in zip(tasks, ended):
-        if result in LIVE_STATES:
-            stopped.append(task.id)
-            by_job[task.job] = by_job.get(task.job, 0) + 1
-    for job_id, count in by_job.items():
-        job = store.get_job(job_id)
-        if job["status"] == RUNNING_JOB and job["spec"]["type"] != GLOBAL:
-            replaced[job_id] = add_tasks(store, job_id, count)
+    for job_id, group in by_job.items():
+        ended = _end_with_successors(store, job_id, group, state, message,
+                                     lambda spec, task: None if spec.type == GLOBAL else Successor())
+        stopped += [task_id for task_id, (result, _) in ended.items() if result in LIVE_STATES]
+        successors = [successor for _, successor in ended.values() if successor]
+        if successors:
+            replaced[job_id] = successors
     return stopped, replaced
+
+
+def _end_with_successors(store: Store, job_id: str, tasks: list[Task], state: str, message: str, successor,
+                         restart_delay: bool = False, attempts: int = 10) -> dict[str, tuple[str, str]]:
+    """End ``tasks`` (of one job) in ``state`` and, while the job runs, queue
+    ``successor(spec, task)`` (a :class:`Successor`, or None for no replacement) for each
+    live one, in one step, after the spec's ``restart_delay`` if asked. Returns task id ->
+    (what its end reported, its replacement's id or ""). Read again and sent again if the
+    job changes meanwhile."""
+    for _ in range(attempts):
+        fields = store.job_fields(job_id)
+        spec = parse_stored(fields["spec"]) if fields.get("spec") else None
+        ends = [(task, successor(spec, task)) for task in tasks] if spec is not None else []
+        if fields.get("status", RUNNING_JOB) != RUNNING_JOB or not any(s for _, s in ends):
+            return {task.id: (result, "") for task, result in zip(tasks, store.finish(tasks, state, message))}
+        done = end_and_replace(store, job_id, job_state(fields), int(fields.get("next_index", 0)),
+                               version=int(fields["version"]), priority=spec.priority,
+                               delay_ms=int(spec.restart_delay * 1000) if restart_delay else 0,
+                               ends=ends, state=state, message=message)
+        if done is not None:
+            return {task.id: pair for task, pair in zip(tasks, zip(done.results, done.successors))}
+        tasks = store.tasks([t.id for t in tasks])  # the job changed: read both again
+    raise RedisUnavailable(f"job {job_id} kept changing while {len(tasks)} of its tasks were being ended; "
+                           f"try again.")
 
 
 def drain_node(store: Store, name: str) -> list[str]:
@@ -223,7 +273,8 @@ def stop(store: Store, job_id: str) -> dict:
 
 # Lifecycle: what happens after a task ends or a node is lost.
 def task_ended(store: Store, task: Task, succeeded: bool, message: str) -> dict:
-    """Record the end of a task that ran on its node, and queue what the job needs next.
+    """Record the end of a task that ran on its node, and queue what the job needs next,
+    in the same step (``end_and_replace``).
 
     A service keeps its replicas: any ended task is replaced after ``restart_delay``. A
     batch task that failed is retried (up to ``max_retries``); one that completed is done.
@@ -231,25 +282,21 @@ def task_ended(store: Store, task: Task, succeeded: bool, message: str) -> dict:
     detection for the job's version on that node.
     """
     state = COMPLETED if succeeded else FAILED
-    result = store.finish([task], state, message)[0]
+
+    def successor(spec: JobSpec, ended: Task) -> Successor | None:
+        if spec.type == SERVICE or (spec.type == BATCH and not succeeded and ended.retries < spec.max_retries):
+            return Successor(retries=ended.retries + 1)
+        if spec.type == GLOBAL and ended.pin:
+            return Successor(retries=ended.retries + 1, pin=ended.pin)
+        return None
+
+    result, replacement = _end_with_successors(store, task.job, [task], state, message, successor,
+                                               restart_delay=True).get(task.id, ("absent", ""))
     if result not in LIVE_STATES:
         return {"state": result, "replacement": []}  # stopped, lost or replaced meanwhile
-    job_id = task.job
     if not succeeded:
-        store.record_fault(job_id, task.node, task.id, task.version, FAULT_WINDOW_MS)
-    job = store.get_job(job_id)
-    spec = store.job_spec(job_id)
-    retries = task.retries
-    replacement: list[str] = []
-    if job["status"] == RUNNING_JOB:
-        delay = int(spec.restart_delay * 1000)
-        if spec.type == SERVICE:
-            replacement = add_tasks(store, job_id, 1, delay_ms=delay, retries=retries + 1)
-        elif spec.type == BATCH and not succeeded and retries < spec.max_retries:
-            replacement = add_tasks(store, job_id, 1, delay_ms=delay, retries=retries + 1)
-        elif spec.type == GLOBAL and task.pin:
-            replacement = add_tasks(store, job_id, 1, delay_ms=delay, retries=retries + 1, pins=[task.pin])
-    return {"state": state, "replacement": replacement}
+        store.record_fault(task.job, task.node, task.id, task.version, FAULT_WINDOW_MS)
+    return {"state": state, "replacement": [replacement] if replacement else []}
 
 
 def node_lost(store: Store, name: str) -> dict:

@@ -48,7 +48,6 @@ class Task:
     assigned_ms: int = 0
     started_ms: int = 0
     ended_ms: int = 0
-    enqueued: bool = False  # its node's agent has handed it to RQ
     health: str = ""  # starting, healthy or unhealthy while it runs ("" before its agent looked)
     health_ms: int = 0  # when its health last changed (Redis ms)
     health_check: str = ""  # what its last health check that changed something said
@@ -75,6 +74,6 @@ class Task:
             ports=tuple(int(p) for p in filter(None, fields.get("ports", "").split(","))),
             created_ms=_int(fields.get("created")), assigned_ms=_int(fields.get("assigned_at")),
             started_ms=_int(fields.get("started_at")), ended_ms=_int(fields.get("ended_at")),
-            enqueued=bool(fields.get("enqueued")), health=fields.get("health", ""),
+            health=fields.get("health", ""),
             health_ms=_int(fields.get("health_at")), health_check=fields.get("health_check", ""),
         )

@@ -32,7 +32,8 @@ log = logging.getLogger("sched.replication")
 
 SCRIPT_NAMES = ("enqueue", "enqueue_many", "claim", "reclaim", "fail", "move", "commit", "finish", "start", "preempt",
                 "preempt_gang", "unnominate", "claimed", "tallies", "node_put", "node_set", "node_rm", "job_stop",
-                "snapshot", "deployment_open", "deployment_set", "task_health", "history")
+                "snapshot", "deployment_open", "deployment_set", "task_health", "history",
+                "replace")
 
 
 @cache
@@ -78,7 +79,7 @@ class ClusterSafeScript(Script):
 # Acknowledged writes that matter after a failover: placements, submissions, task ends
 # (and starts, preemptions, requeues with their explanation). With ``wait_replicas`` > 0
 # each call of these returns only once that many replicas have it, or the timeout passed.
-DURABLE_SCRIPTS = ("commit", "enqueue", "finish", "start", "preempt", "fail")
+DURABLE_SCRIPTS = ("commit", "enqueue", "finish", "start", "preempt", "fail", "replace")
 
 
 class DurableScript(ClusterSafeScript):

@@ -1,5 +1,5 @@
 """Tasks in Redis: reading them, starting and ending them (``start.lua``,
-``finish.lua``), the agent's enqueued mark, their output, and what a worker reads of the
+``finish.lua``), their output, and what a worker reads of the
 tasks it claimed (``claimed.lua``).
 """
 
@@ -30,15 +30,6 @@ class TaskStore(NamespaceStore):
         recognised as the same run's and answers True again."""
         k = self.keys
         return bool(self.scripts.start(keys=[k.task(task_id), k.stream, k.config], args=[node, self.events_arg, token]))
-
-    def mark_enqueued(self, task_id: str, enqueued: bool = True) -> bool:
-        """Record that the node's agent handed the task to RQ (or, with False, that it must
-        again). Marking is first-come: returns False if it was already marked."""
-        key = self.keys.task(task_id)
-        if enqueued:
-            return bool(self.client.hsetnx(key, "enqueued", 1))
-        self.client.hdel(key, "enqueued")
-        return True
 
     def save_output(self, task_id: str, fields: dict) -> None:
         self.client.hset(self.keys.task_output(task_id), mapping=fields)

@@ -22,9 +22,12 @@ from scheduler.tools.cli.node import node_from_options, node_options
 @click.option("--rq-url", envvar="SCHED_RQ_URL", default=None, metavar="URL",
               help="The execution Redis RQ runs on (plain or Sentinel; also SCHED_RQ_URL). Default: the "
                    "scheduler's Redis, which must then not be a cluster (RQ cannot run on one).")
+@click.option("--state-dir", type=click.Path(file_okay=False), default=None,
+              help="Where the agent keeps the node's journal of what it runs (keep it across restarts). "
+                   "Default: agents/NAMESPACE/NAME in sched's state folder ($SCHED_HOME).")
 @run_options
 @pass_app
-def agent(app, name, interval, slots, rq_url, metrics_port, log_level, log_format, **options):
+def agent(app, name, interval, slots, rq_url, state_dir, metrics_port, log_level, log_format, **options):
     """Run a node agent: register NAME, heartbeat, and run the tasks placed on it (via RQ).
 
     Tasks go assigned -> running -> completed or failed. If the agent stops
@@ -37,4 +40,5 @@ def agent(app, name, interval, slots, rq_url, metrics_port, log_level, log_forma
     agent_app = App(redis_url=app.app.url, namespace=app.namespace, rq_url=rq_url,
                     wait_replicas=app.app.wait_replicas)
     agent_app.rq_client  # a cluster given as the RQ Redis is one sentence, before anything starts
-    process("node-agent")(agent_app, node, interval_s=interval, slots=slots, metrics_port=metrics_port)
+    process("node-agent")(agent_app, node, interval_s=interval, slots=slots, metrics_port=metrics_port,
+                          state_dir=state_dir)

@@ -1,0 +1,100 @@
+"""The node's journal (SQLite) and the process groups it names, on their own: no Redis,
+real files and real processes."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+import time
+
+from scheduler.control import process_groups
+from scheduler.control.journal import Journal
+from scheduler.control.process_groups import ProcessId
+
+
+def test_an_execution_goes_queued_started_ended_delivered(tmp_path):
+    journal = Journal(tmp_path / "j.sqlite3")
+    journal.queued("web.0", "rq-web-0")
+    first = journal.get("web.0")
+    assert (first.rq_job, first.started, first.ended) == ("rq-web-0", False, False)
+    horse = ProcessId(1234, 99, process_groups.boot_id())
+    journal.started("web.0", "rq-web-0", horse, math.inf)
+    journal.command_started("web.0", ProcessId(1240, 100, process_groups.boot_id()))
+    started = journal.get("web.0")
+    assert (started.horse, started.command.pid, started.stop_after) == (horse, 1240, math.inf)
+    assert journal.ended("web.0", True, "exited with code 0")
+    assert not journal.ended("web.0", False, "stopped")  # the first end recorded stands
+    ended = Journal(tmp_path / "j.sqlite3").get("web.0")  # another connection sees it
+    assert (ended.succeeded, ended.message, ended.delivered) == (True, "exited with code 0", False)
+    journal.delivered("web.0")
+    assert journal.get("web.0").delivered
+
+
+def test_executions_with_include_leaves_out_delivered_ends_of_other_tasks(tmp_path):
+    journal = Journal(tmp_path / "j.sqlite3")
+    for task in ("a.0", "a.1", "a.2"):
+        journal.queued(task, f"rq-{task}")
+    journal.ended("a.1", True, "done")
+    journal.delivered("a.1")
+    journal.ended("a.2", True, "done")
+    assert sorted(journal.executions(include=[])) == ["a.0", "a.2"]
+    assert sorted(journal.executions(include=["a.1"])) == ["a.0", "a.1", "a.2"]
+    journal.prune(keep_s=0)
+    assert sorted(journal.executions()) == ["a.0", "a.2"]
+    journal.forget("a.0")
+    assert sorted(journal.executions()) == ["a.2"]
+
+
+def test_the_heartbeat_age_is_on_the_machines_monotonic_clock(tmp_path):
+    journal = Journal(tmp_path / "j.sqlite3")
+    assert journal.since_beat() == (None, None)
+    journal.beat(time.monotonic() - 5, 3.0)
+    since, ttl = Journal(tmp_path / "j.sqlite3").since_beat()
+    assert ttl == 3.0 and 5 <= since < 60
+    journal.db.execute("UPDATE meta SET value = 'another-boot|1.0' WHERE key = 'beat'")
+    assert journal.since_beat()[0] == math.inf  # a beat from another boot is as old as can be
+
+
+def test_a_group_is_running_until_stopped_and_a_reused_pid_is_not_taken_for_it():
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    try:
+        leader = process_groups.identify(process.pid)
+        assert process_groups.running(leader) and process_groups.group_running(leader)
+        stranger = ProcessId(process.pid, leader.start + 1, leader.boot)  # the same pid, started later
+        assert not process_groups.running(stranger) and not process_groups.group_running(stranger)
+        assert process_groups.stop_group(stranger)  # nothing of it to stop: the process is left alone
+        assert process.poll() is None
+        assert not process_groups.stop_group(leader)  # signalled
+        process.wait(timeout=10)
+        assert not process_groups.running(leader) and not process_groups.group_running(leader)
+        assert process_groups.stop_group(leader)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def test_a_group_whose_leader_died_still_runs_until_its_members_are_gone():
+    script = "import subprocess, sys, time; subprocess.Popen(['sleep', '60']); time.sleep(60)"
+    leader = subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
+    try:
+        identity = process_groups.identify(leader.pid)
+        deadline = time.monotonic() + 10
+        while len(list(process_groups._members(leader.pid))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        leader.kill()
+        leader.wait()
+        assert not process_groups.running(identity)
+        assert process_groups.group_running(identity)  # its child lives on in the group
+        assert not process_groups.stop_group(identity)
+        deadline = time.monotonic() + 10
+        while process_groups.group_running(identity) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not process_groups.group_running(identity)
+    finally:
+        try:
+            os.killpg(leader.pid, 9)
+        except ProcessLookupError:
+            pass
