@@ -164,8 +164,10 @@ def test_agent_serves_tasks_started_and_finished_and_logs_text(app, redis_url, n
     first = log.read_text().splitlines()[0]
     assert " info " in first and "sched.agent: agent a1 started: namespace " + namespace in first
     assert f"metrics on :{port}/metrics" in first and redis_url in first
-    for thing in (namespace, redis_url, str(port), " a1 "):  # each said once, not again as a field
+    # Each said once, not again as a field (the state folder's path names the namespace too).
+    for thing in (f"namespace {namespace}", redis_url, str(port), " a1 "):
         assert first.count(thing) == 1, (thing, first)
+    assert "namespace=" not in first and "metrics_port=" not in first, first
 
 
 def test_dashboard_metrics_show_the_cluster(app, namespace):
