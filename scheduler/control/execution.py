@@ -23,6 +23,7 @@ from __future__ import annotations
 import importlib
 import os
 import re
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -48,22 +49,26 @@ def rq_job_id(namespace: str, task_id: str) -> str:
 
 
 def execute(run: dict | None, output: Output | None = None, task_id: str | None = None,
-            on_command=None) -> tuple[bool, str]:
+            watchdog: Watchdog | None = None) -> tuple[bool, str]:
     """Run a task's ``run`` spec; returns (succeeded, message). What it prints (and a
     function's return value or traceback) goes to ``output`` as it comes. A command gets
     the task's id in its environment as ``SCHED_TASK_ID``, and runs in a session (so a
-    process group) of its own, whose id ``on_command(pid)`` is told: a timeout stops the
-    whole group, and whatever the command leaves running in it is stopped when it exits."""
+    process group) of its own: a timeout stops the whole group, and whatever the command
+    leaves running in it is stopped when it exits. With a ``watchdog``, nothing starts once
+    it has stopped the run, and a command starts only after its group is in the journal
+    (``_launch``)."""
     output = output or Output(lambda fields: None)
     try:
-        return _execute(run, output, task_id, on_command)
+        return _execute(run, output, task_id, watchdog)
     finally:
         output.flush()
 
 
-def _execute(run: dict | None, output: Output, task_id: str | None, on_command) -> tuple[bool, str]:
+def _execute(run: dict | None, output: Output, task_id: str | None, watchdog: Watchdog | None) -> tuple[bool, str]:
     if run is None:
         return True, "nothing to run"
+    if watchdog is not None and watchdog.check():
+        return False, watchdog.stopped
     if "func" in run:
         module_name, _, func_name = run["func"].partition(":")
         try:
@@ -75,14 +80,15 @@ def _execute(run: dict | None, output: Output, task_id: str | None, on_command) 
             return False, f"{run['func']} raised {type(exc).__name__}: {exc}"
         output.note(result=repr(value))
         return True, f"{run['func']} returned {value!r}"[:500]
+    env = dict(os.environ, SCHED_TASK_ID=task_id) if task_id else dict(os.environ)
+    if shutil.which(run["command"][0], path=env.get("PATH")) is None:
+        return False, f"command not found: {run['command'][0]}"
     try:
-        env = dict(os.environ, SCHED_TASK_ID=task_id) if task_id else None
-        process = subprocess.Popen(run["command"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                                   start_new_session=True)
+        process = _launch(run["command"], env, watchdog)
     except FileNotFoundError:
         return False, f"command not found: {run['command'][0]}"
-    if on_command is not None:
-        on_command(process.pid)
+    if process is None:
+        return False, watchdog.stopped
     readers = [threading.Thread(target=_pump, args=(pipe, output, name), daemon=True)
                for pipe, name in ((process.stdout, "stdout"), (process.stderr, "stderr"))]
     for reader in readers:
@@ -102,6 +108,35 @@ def _execute(run: dict | None, output: Output, task_id: str | None, on_command) 
         return True, "exited with code 0"
     tail = (output.text("stderr") or output.text("stdout")).strip().splitlines()[-1:] or [""]
     return False, f"exited with code {code}" + (f": {tail[0][:300]}" if tail[0] else "")
+
+
+# A command's first process waits for a line on its stdin from its work horse, which
+# writes it once the command's group is in the journal: a horse killed before that closes
+# the pipe, and the command never starts, so no command ever runs that its agent cannot
+# find. (The command itself gets /dev/null as stdin, as a work horse has.)
+GATE = 'read -r _ && exec "$@" </dev/null'
+
+
+def _launch(command: list[str], env: dict, watchdog: Watchdog | None) -> subprocess.Popen | None:
+    """Start ``command`` in a session of its own; with a ``watchdog``, behind the gate and
+    under its lock, and not at all (None) if it has stopped the run."""
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "env": env, "start_new_session": True}
+    if watchdog is None:
+        return subprocess.Popen(command, **pipes)
+    with watchdog.lock:
+        if watchdog.stopped:
+            return None
+        gate, opened = os.pipe()
+        try:
+            process = subprocess.Popen(["/bin/sh", "-c", GATE, "sh", *command], stdin=gate, **pipes)
+        finally:
+            os.close(gate)
+        try:
+            watchdog.command_started(process.pid)
+            os.write(opened, b"go\n")
+        finally:
+            os.close(opened)
+    return process
 
 
 def _kill_group(pgid: int) -> None:
@@ -127,28 +162,30 @@ def run_task(url: str, namespace: str, node: str, task_id: str, rq_url: str | No
     cluster the two always differ (RQ cannot run on a cluster). ``journal`` is the node's
     journal (the agent names it): without one, an end Redis does not take raises."""
     app = App(redis_url=url, namespace=namespace, rq_url=rq_url)
+    record = Journal(journal) if journal else None
     try:
         task = app.store.get_task(task_id)
         if task.state != ASSIGNED or task.node != node:
             return {"task": task_id, "ran": False}
         spec = app.store.job_spec(task.job, task.version)
+        late = _overdue(record, spec.stop_after_disconnect) if record is not None else None
+        if late is not None:  # a run started now would be stopped at once: start nothing on a cut-off node
+            return {"task": task_id, "ran": False, "message": f"not started: {late}"}
         if not app.store.start_task(task_id, node):
             return {"task": task_id, "ran": False}
     except (redis.RedisError, SchedError) as exc:  # not started: the agent queues it again
         return {"task": task_id, "ran": False, "message": f"not started: {exc}"}
-    record = Journal(journal) if journal else None
     watchdog = None
     if record is not None:
         if os.getpgrp() != os.getpid():
             os.setpgid(0, 0)  # lead a group of our own (an RQ work horse already does)
         record.started(task_id, rq_job_id(namespace, task_id), process_groups.identify(os.getpid()),
                        spec.stop_after_disconnect)
-        watchdog = Watchdog(record, task_id, spec.stop_after_disconnect)
+        watchdog = Watchdog(record, task_id, spec.stop_after_disconnect, spec.run is not None and "func" in spec.run)
         watchdog.start()
     output = Output(lambda fields: _quietly(app.store.save_output, task_id, fields))
     try:
-        succeeded, message = execute(spec.run, output, task_id,
-                                     on_command=watchdog.command_started if watchdog else None)
+        succeeded, message = execute(spec.run, output, task_id, watchdog)
     finally:
         if watchdog is not None:
             watchdog.stop()
@@ -175,22 +212,54 @@ def _quietly(save, task_id: str, fields: dict) -> None:
         pass
 
 
+def _overdue(journal: Journal, stop_after: float | None) -> str | None:
+    """Why a run may not go on, if its agent has not renewed its heartbeat for
+    ``stop_after`` (None: the heartbeat's TTL; math.inf: never); None when it may."""
+    age, ttl = journal.since_beat()
+    limit = stop_after if stop_after is not None else ttl
+    if age is None or limit is None or age <= limit:
+        return None
+    return (f"stopped after {age:.1f} s without a heartbeat from its agent (limit {limit:g} s): its node may be "
+            f"declared down and the task replaced")
+
+
 class Watchdog(threading.Thread):
     """Stops a run whose agent has not renewed its heartbeat for ``stop_after`` seconds
     (None: the heartbeat's TTL, as the agent wrote it in the journal; math.inf: never):
     records the end in the journal first, then stops the command's process group, or the
-    work horse's own group when the task is a function running in it."""
+    work horse's own group when the task is a function running in it. ``lock`` is held
+    while a command is being started, so a command starts with its group known, or not
+    at all once the run is stopped."""
 
-    def __init__(self, record: Journal, task_id: str, stop_after: float | None):
+    def __init__(self, record: Journal, task_id: str, stop_after: float | None, in_process: bool):
         super().__init__(name=f"watchdog-{task_id}", daemon=True)
-        self.record, self.task_id, self.stop_after = record, task_id, stop_after
+        self.record, self.task_id, self.stop_after, self.in_process = record, task_id, stop_after, in_process
+        self.lock = threading.RLock()
         self.command: process_groups.ProcessId | None = None
+        self.stopped: str | None = None  # why, once the watchdog stopped the run
         self._done = threading.Event()
 
     def command_started(self, pid: int) -> None:
-        """Called in the run's thread (``record`` is that thread's connection)."""
+        """Called in the run's thread, under ``lock`` (``record`` is that thread's connection)."""
         self.command = process_groups.identify(pid)
         self.record.command_started(self.task_id, self.command)
+
+    def check(self, journal: Journal | None = None) -> bool:
+        """Stop the run if its agent's heartbeat is overdue; returns whether it is stopped.
+        (``journal``: the calling thread's connection; by default the run's thread's.)"""
+        with self.lock:
+            if self.stopped:
+                return True
+            why = _overdue(journal or self.record, self.stop_after)
+            if why is None:
+                return False
+            (journal or self.record).ended(self.task_id, False, why)
+            self.stopped = why
+            if self.command is not None:
+                process_groups.stop_group(self.command)
+            elif self.in_process and journal is not None:
+                os.killpg(os.getpgrp(), signal.SIGKILL)  # a function runs in this process: stop it with us
+            return True
 
     def stop(self) -> None:
         self._done.set()
@@ -199,17 +268,7 @@ class Watchdog(threading.Thread):
         journal = Journal(self.record.path)  # a connection of this thread's own
         while not self._done.wait(WATCH_EVERY_S):
             try:
-                age, ttl = journal.since_beat()
+                if self.check(journal):
+                    return
             except sqlite3.Error:
                 continue
-            limit = self.stop_after if self.stop_after is not None else ttl
-            if age is None or limit is None or age <= limit:
-                continue
-            journal.ended(self.task_id, False, f"stopped after {age:.1f} s without a heartbeat from its agent "
-                                               f"(limit {limit:g} s): its node may be declared down and the task "
-                                               f"replaced")
-            if self.command is not None:
-                process_groups.stop_group(self.command)
-            else:
-                os.killpg(os.getpgrp(), signal.SIGKILL)  # a function runs in this process: stop it with us
-            return
