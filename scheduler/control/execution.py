@@ -170,7 +170,8 @@ def run_task(url: str, namespace: str, node: str, task_id: str, rq_url: str | No
         spec = app.store.job_spec(task.job, task.version)
         late = _overdue(record, spec.stop_after_disconnect) if record is not None else None
         if late is not None:  # a run started now would be stopped at once: start nothing on a cut-off node
-            return {"task": task_id, "ran": False, "message": f"not started: {late}"}
+            return {"task": task_id, "ran": False,
+                    "message": f"not started: its agent has not renewed its heartbeat for {late[0]:.1f} s"}
         if not app.store.start_task(task_id, node):
             return {"task": task_id, "ran": False}
     except (redis.RedisError, SchedError) as exc:  # not started: the agent queues it again
@@ -212,15 +213,14 @@ def _quietly(save, task_id: str, fields: dict) -> None:
         pass
 
 
-def _overdue(journal: Journal, stop_after: float | None) -> str | None:
-    """Why a run may not go on, if its agent has not renewed its heartbeat for
-    ``stop_after`` (None: the heartbeat's TTL; math.inf: never); None when it may."""
+def _overdue(journal: Journal, stop_after: float | None) -> tuple[float, float] | None:
+    """(seconds since, limit) if the run's agent has not renewed its heartbeat for
+    ``stop_after`` (None: the heartbeat's TTL; math.inf: never); None while it has."""
     age, ttl = journal.since_beat()
     limit = stop_after if stop_after is not None else ttl
     if age is None or limit is None or age <= limit:
         return None
-    return (f"stopped after {age:.1f} s without a heartbeat from its agent (limit {limit:g} s): its node may be "
-            f"declared down and the task replaced")
+    return age, limit
 
 
 class Watchdog(threading.Thread):
@@ -250,9 +250,11 @@ class Watchdog(threading.Thread):
         with self.lock:
             if self.stopped:
                 return True
-            why = _overdue(journal or self.record, self.stop_after)
-            if why is None:
+            late = _overdue(journal or self.record, self.stop_after)
+            if late is None:
                 return False
+            why = (f"stopped after {late[0]:.1f} s without a heartbeat from its agent (limit {late[1]:g} s): its "
+                   f"node may be declared down and the task replaced")
             (journal or self.record).ended(self.task_id, False, why)
             self.stopped = why
             if self.command is not None:
