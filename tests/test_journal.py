@@ -9,7 +9,10 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from scheduler.control import process_groups
+from scheduler.control.execution import Watchdog, _launch
 from scheduler.control.journal import Journal
 from scheduler.control.process_groups import ProcessId
 
@@ -98,3 +101,30 @@ def test_a_group_whose_leader_died_still_runs_until_its_members_are_gone():
             os.killpg(leader.pid, 9)
         except ProcessLookupError:
             pass
+
+
+def test_a_command_starts_only_once_its_group_is_recorded(tmp_path):
+    """A work horse starts a command behind a gate it opens after recording the command's
+    group: when the horse fails (or dies) before that, the command never runs."""
+    journal = Journal(tmp_path / "j.sqlite3")
+    journal.started("t.0", "rq", process_groups.identify(os.getpid()), None)
+
+    class DiesBeforeRecording(Watchdog):
+        def command_started(self, pid: int) -> None:
+            self.child = process_groups.identify(pid)
+            raise RuntimeError("the horse died here")
+
+    marker = tmp_path / "ran"
+    watchdog = DiesBeforeRecording(journal, "t.0", None, in_process=False)
+    with pytest.raises(RuntimeError):
+        _launch(["sh", "-c", f"touch {marker}"], dict(os.environ), watchdog)
+    deadline = time.monotonic() + 10
+    while process_groups.running(watchdog.child) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not process_groups.running(watchdog.child)
+    assert not marker.exists()
+
+    recorded = Watchdog(journal, "t.0", None, in_process=False)
+    process = _launch(["sh", "-c", f"touch {marker}"], dict(os.environ), recorded)
+    assert process.wait(timeout=10) == 0 and marker.exists()
+    assert journal.get("t.0").command == recorded.command

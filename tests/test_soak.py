@@ -18,7 +18,8 @@ ledger. Every 4-10 s a fault, drawn from a seeded random generator:
 
 A sampler thread reads the state every half second. Once the faults stop, everything is
 made whole again (paused processes resumed, the dead started) and the soak waits for the
-cluster to converge, then judges: nothing lost or stuck (every batch job completed its
+cluster to converge (the state as below, and no command left running for an ended task),
+then judges: nothing lost or stuck (every batch job completed its
 replicas, the service runs exactly its replicas, nothing pending); no task id executed
 twice; a completed task ran once (one start, one end), and a run that wrote its end is
 recorded completed, unless its process was stopped before it exited or it wrote its end
@@ -289,6 +290,10 @@ class Soak:
                 state["error"] = str(exc)
                 return False
             ticking = self._ticking()
+            live = {t.id for job_tasks in tasks.values() for t in job_tasks if t.state in LIVE_STATES}
+            stray = [(pid, _task_of(pid)) for pid in self._commands() if _task_of(pid) not in live]
+            if stray:
+                state["commands of ended tasks"] = stray
             for job_id, job_tasks in tasks.items():
                 open_tasks = [t for t in job_tasks if not t.terminal]
                 if job_id == SERVICE:

@@ -25,6 +25,7 @@ import logging
 import os
 import re
 import secrets
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -53,22 +54,26 @@ def rq_job_id(namespace: str, task_id: str) -> str:
 
 
 def execute(run: dict | None, output: Output | None = None, task_id: str | None = None,
-            on_command=None) -> tuple[bool, str]:
+            watchdog: Watchdog | None = None) -> tuple[bool, str]:
     """Run a task's ``run`` spec; returns (succeeded, message). What it prints (and a
     function's return value or traceback) goes to ``output`` as it comes. A command gets
     the task's id in its environment as ``SCHED_TASK_ID``, and runs in a session (so a
-    process group) of its own, whose id ``on_command(pid)`` is told: a timeout stops the
-    whole group, and whatever the command leaves running in it is stopped when it exits."""
+    process group) of its own: a timeout stops the whole group, and whatever the command
+    leaves running in it is stopped when it exits. With a ``watchdog``, nothing starts once
+    it has stopped the run, and a command starts only after its group is in the journal
+    (``_launch``)."""
     output = output or Output(lambda fields: None)
     try:
-        return _execute(run, output, task_id, on_command)
+        return _execute(run, output, task_id, watchdog)
     finally:
         output.flush()
 
 
-def _execute(run: dict | None, output: Output, task_id: str | None, on_command) -> tuple[bool, str]:
+def _execute(run: dict | None, output: Output, task_id: str | None, watchdog: Watchdog | None) -> tuple[bool, str]:
     if run is None:
         return True, "nothing to run"
+    if watchdog is not None and watchdog.check():
+        return False, watchdog.stopped
     if "func" in run:
         module_name, _, func_name = run["func"].partition(":")
         try:
@@ -80,14 +85,15 @@ def _execute(run: dict | None, output: Output, task_id: str | None, on_command) 
             return False, f"{run['func']} raised {type(exc).__name__}: {exc}"
         output.note(result=repr(value))
         return True, f"{run['func']} returned {value!r}"[:500]
+    env = dict(os.environ, SCHED_TASK_ID=task_id) if task_id else dict(os.environ)
+    if shutil.which(run["command"][0], path=env.get("PATH")) is None:
+        return False, f"command not found: {run['command'][0]}"
     try:
-        env = dict(os.environ, SCHED_TASK_ID=task_id) if task_id else None
-        process = subprocess.Popen(run["command"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                                   start_new_session=True)
+        process = _launch(run["command"], env, watchdog)
     except FileNotFoundError:
         return False, f"command not found: {run['command'][0]}"
-    if on_command is not None:
-        on_command(process.pid)
+    if process is None:
+        return False, watchdog.stopped
     readers = [threading.Thread(target=_pump, args=(pipe, output, name), daemon=True)
                for pipe, name in ((process.stdout, "stdout"), (process.stderr, "stderr"))]
     for reader in readers:
@@ -107,6 +113,35 @@ def _execute(run: dict | None, output: Output, task_id: str | None, on_command) 
         return True, "exited with code 0"
     tail = (output.text("stderr") or output.text("stdout")).strip().splitlines()[-1:] or [""]
     return False, f"exited with code {code}" + (f": {tail[0][:300]}" if tail[0] else "")
+
+
+# A command's first process waits for a line on its stdin from its work horse, which
+# writes it once the command's group is in the journal: a horse killed before that closes
+# the pipe, and the command never starts, so no command ever runs that its agent cannot
+# find. (The command itself gets /dev/null as stdin, as a work horse has.)
+GATE = 'read -r _ && exec "$@" </dev/null'
+
+
+def _launch(command: list[str], env: dict, watchdog: Watchdog | None) -> subprocess.Popen | None:
+    """Start ``command`` in a session of its own; with a ``watchdog``, behind the gate and
+    under its lock, and not at all (None) if it has stopped the run."""
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "env": env, "start_new_session": True}
+    if watchdog is None:
+        return subprocess.Popen(command, **pipes)
+    with watchdog.lock:
+        if watchdog.stopped:
+            return None
+        gate, opened = os.pipe()
+        try:
+            process = subprocess.Popen(["/bin/sh", "-c", GATE, "sh", *command], stdin=gate, **pipes)
+        finally:
+            os.close(gate)
+        try:
+            watchdog.command_started(process.pid)
+            os.write(opened, b"go\n")
+        finally:
+            os.close(opened)
+    return process
 
 
 def _kill_group(pgid: int) -> None:
@@ -138,28 +173,27 @@ def run_task(url: str, namespace: str, node: str, task_id: str, rq_url: str | No
     started the task, returning ``{"ran": False, "started": False, "reason": ...}``: the
     task is still assigned to this node, and the agent's next sync queues it again."""
     app = App(redis_url=url, namespace=namespace, rq_url=rq_url)
+    record = Journal(journal) if journal else None
     try:
-        begun = _begin(app, node, task_id)
+        begun = _begin(app, node, task_id, record)
     except (*REDIS_ERRORS, SchedError) as exc:
         reason = f"Redis did not answer before the task started: {scrub(str(exc), url)}"
         log.warning("task %s not started: %s", task_id, reason, extra={"fields": {"task": task_id, "node": node}})
         return {"task": task_id, "ran": False, "started": False, "reason": reason}
-    if begun is None:
-        return {"task": task_id, "ran": False}
+    if not isinstance(begun, tuple):  # not this node's to run now (and why, if it says)
+        return {"task": task_id, "ran": False, **({"message": begun} if begun else {})}
     task, spec = begun
-    record = Journal(journal) if journal else None
     watchdog = None
     if record is not None:
         if os.getpgrp() != os.getpid():
             os.setpgid(0, 0)  # lead a group of our own (an RQ work horse already does)
         record.started(task_id, rq_job_id(namespace, task_id), process_groups.identify(os.getpid()),
                        spec.stop_after_disconnect)
-        watchdog = Watchdog(record, task_id, spec.stop_after_disconnect)
+        watchdog = Watchdog(record, task_id, spec.stop_after_disconnect, spec.run is not None and "func" in spec.run)
         watchdog.start()
     output = Output(lambda fields: _quietly(app.store.save_output, task_id, fields))
     try:
-        succeeded, message = execute(spec.run, output, task_id,
-                                     on_command=watchdog.command_started if watchdog else None)
+        succeeded, message = execute(spec.run, output, task_id, watchdog)
     finally:
         if watchdog is not None:
             watchdog.stop()
@@ -178,11 +212,12 @@ def run_task(url: str, namespace: str, node: str, task_id: str, rq_url: str | No
     return {"task": task_id, "ran": True, "succeeded": succeeded, "message": message, **ended}
 
 
-def _begin(app: App, node: str, task_id: str):
+def _begin(app: App, node: str, task_id: str, record: Journal | None):
     """Connect, read what to run, then start the task (``start.lua``): (task, its job's
-    spec), or None if it is no longer this node's to run. Everything before the start
-    only reads, and the start carries a token of this run, so a start resent after a
-    lost reply is recognised as this run's own (see ``Store.start_task``)."""
+    spec), or else why it is not this node's to run now (None: it is not this node's at
+    all). Everything before the start only reads, and the start carries a token of this
+    run, so a start resent after a lost reply is recognised as this run's own (see
+    ``Store.start_task``)."""
     store = app.store
     try:
         task = store.get_task(task_id)
@@ -191,6 +226,9 @@ def _begin(app: App, node: str, task_id: str):
         return None
     if task.state != ASSIGNED or task.node != node:
         return None
+    late = _overdue(record, spec.stop_after_disconnect) if record is not None else None
+    if late is not None:  # a run started now would be stopped at once: start nothing on a cut-off node
+        return f"not started: its agent has not renewed its heartbeat for {late[0]:.1f} s"
     if not store.start_task(task_id, node, token=secrets.token_hex(8)):
         return None
     return task, spec
@@ -204,22 +242,55 @@ def _quietly(save, task_id: str, fields: dict) -> None:
         pass
 
 
+def _overdue(journal: Journal, stop_after: float | None) -> tuple[float, float] | None:
+    """(seconds since, limit) if the run's agent has not renewed its heartbeat for
+    ``stop_after`` (None: the heartbeat's TTL; math.inf: never); None while it has."""
+    age, ttl = journal.since_beat()
+    limit = stop_after if stop_after is not None else ttl
+    if age is None or limit is None or age <= limit:
+        return None
+    return age, limit
+
+
 class Watchdog(threading.Thread):
     """Stops a run whose agent has not renewed its heartbeat for ``stop_after`` seconds
     (None: the heartbeat's TTL, as the agent wrote it in the journal; math.inf: never):
     records the end in the journal first, then stops the command's process group, or the
-    work horse's own group when the task is a function running in it."""
+    work horse's own group when the task is a function running in it. ``lock`` is held
+    while a command is being started, so a command starts with its group known, or not
+    at all once the run is stopped."""
 
-    def __init__(self, record: Journal, task_id: str, stop_after: float | None):
+    def __init__(self, record: Journal, task_id: str, stop_after: float | None, in_process: bool):
         super().__init__(name=f"watchdog-{task_id}", daemon=True)
-        self.record, self.task_id, self.stop_after = record, task_id, stop_after
+        self.record, self.task_id, self.stop_after, self.in_process = record, task_id, stop_after, in_process
+        self.lock = threading.RLock()
         self.command: process_groups.ProcessId | None = None
+        self.stopped: str | None = None  # why, once the watchdog stopped the run
         self._done = threading.Event()
 
     def command_started(self, pid: int) -> None:
-        """Called in the run's thread (``record`` is that thread's connection)."""
+        """Called in the run's thread, under ``lock`` (``record`` is that thread's connection)."""
         self.command = process_groups.identify(pid)
         self.record.command_started(self.task_id, self.command)
+
+    def check(self, journal: Journal | None = None) -> bool:
+        """Stop the run if its agent's heartbeat is overdue; returns whether it is stopped.
+        (``journal``: the calling thread's connection; by default the run's thread's.)"""
+        with self.lock:
+            if self.stopped:
+                return True
+            late = _overdue(journal or self.record, self.stop_after)
+            if late is None:
+                return False
+            why = (f"stopped after {late[0]:.1f} s without a heartbeat from its agent (limit {late[1]:g} s): its "
+                   f"node may be declared down and the task replaced")
+            (journal or self.record).ended(self.task_id, False, why)
+            self.stopped = why
+            if self.command is not None:
+                process_groups.stop_group(self.command)
+            elif self.in_process and journal is not None:
+                os.killpg(os.getpgrp(), signal.SIGKILL)  # a function runs in this process: stop it with us
+            return True
 
     def stop(self) -> None:
         self._done.set()
@@ -228,17 +299,7 @@ class Watchdog(threading.Thread):
         journal = Journal(self.record.path)  # a connection of this thread's own
         while not self._done.wait(WATCH_EVERY_S):
             try:
-                age, ttl = journal.since_beat()
+                if self.check(journal):
+                    return
             except sqlite3.Error:
                 continue
-            limit = self.stop_after if self.stop_after is not None else ttl
-            if age is None or limit is None or age <= limit:
-                continue
-            journal.ended(self.task_id, False, f"stopped after {age:.1f} s without a heartbeat from its agent "
-                                               f"(limit {limit:g} s): its node may be declared down and the task "
-                                               f"replaced")
-            if self.command is not None:
-                process_groups.stop_group(self.command)
-            else:
-                os.killpg(os.getpgrp(), signal.SIGKILL)  # a function runs in this process: stop it with us
-            return

@@ -7,8 +7,9 @@ those processes and any outage of Redis. It holds:
 - **executions**, one row per task: its RQ job and when it was queued; once a work horse
   started it, the horse's and the command's process groups (each named by its leader,
   a ``process_groups.ProcessId``), when, and how long it may go on without a heartbeat;
-  once it ended, how (succeeded, message), and whether Redis has that yet. A result is written here before Redis is
-  told, so a run that ends while Redis is away is recorded as it ended when Redis answers.
+  once it ended, how (succeeded, message), and whether Redis has that yet. A result is
+  written here before Redis is told, so a run that ends while Redis is away is recorded as
+  it ended when Redis answers.
 - **the last renewed heartbeat**, on the machine's monotonic clock (the same in every
   process), with the heartbeat TTL: each work horse watches it and stops its command when
   its agent has not renewed it for the task's ``stop_after`` (no split brain, even when the
