@@ -76,7 +76,13 @@ class NodeSync:
         executions = self.journal.executions(include=list(tasks))
         error = None
         for task in tasks.values():
-            error = error or self._guarded(self._converge, task, executions.get(task.id))
+            execution = executions.get(task.id)
+            if execution is not None and execution.assigned != task.assigned_ms:
+                # A run of another placement of this task id (a namespace cleared and used
+                # again), or one that did not name its placement: it says nothing of this one.
+                self.journal.forget(task.id)
+                execution = None
+            error = error or self._guarded(self._converge, task, execution)
         for task_id, execution in executions.items():
             if task_id not in tasks:
                 error = error or self._guarded(self._retire, execution)
@@ -159,7 +165,7 @@ class NodeSync:
                                                                                      "task": task.id}})
         keys = self.app.keys
         job_id = rq_job_id(keys.namespace, task.id)
-        self.journal.queued(task.id, job_id)
+        self.journal.queued(task.id, job_id, task.assigned_ms)
         try:
             Job.fetch(job_id, connection=self.rq_queue.connection).delete()  # what is left of an earlier try
         except NoSuchJobError:

@@ -188,7 +188,7 @@ def run_task(url: str, namespace: str, node: str, task_id: str, rq_url: str | No
         if os.getpgrp() != os.getpid():
             os.setpgid(0, 0)  # lead a group of our own (an RQ work horse already does)
         record.started(task_id, rq_job_id(namespace, task_id), process_groups.identify(os.getpid()),
-                       spec.stop_after_disconnect)
+                       spec.stop_after_disconnect, task.assigned_ms)
         watchdog = Watchdog(record, task_id, spec.stop_after_disconnect, spec.run is not None and "func" in spec.run)
         watchdog.start()
     output = Output(lambda fields: _quietly(app.store.save_output, task_id, fields))

@@ -43,7 +43,8 @@ CREATE TABLE IF NOT EXISTS executions (
     ended_at REAL,
     succeeded INTEGER,
     message TEXT,
-    delivered INTEGER NOT NULL DEFAULT 0
+    delivered INTEGER NOT NULL DEFAULT 0,
+    assigned INTEGER          -- the task's assigned_ms: which placement of the task id this run is
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS rq_workers (name TEXT PRIMARY KEY, pid INTEGER, start INTEGER, boot TEXT);
@@ -64,6 +65,7 @@ class Execution:
     succeeded: bool | None = None
     message: str = ""
     delivered: bool = False
+    assigned: int | None = None  # the placement (task.assigned_ms) the run belongs to
 
     @property
     def started(self) -> bool:
@@ -76,13 +78,14 @@ class Execution:
 
 def _execution(row) -> Execution:
     (task, rq_job, queued_at, pgid, start, cmd_pgid, cmd_start, boot, started_at, stop_after, ended_at, succeeded,
-     message, delivered) = row
+     message, delivered, assigned) = row
     return Execution(
         task=task, rq_job=rq_job, queued_at=queued_at,
         horse=ProcessId(pgid, start or 0, boot or "") if pgid else None,
         command=ProcessId(cmd_pgid, cmd_start or 0, boot or "") if cmd_pgid else None,
         started_at=started_at, stop_after=math.inf if stop_after == NEVER else stop_after, ended_at=ended_at,
-        succeeded=None if succeeded is None else bool(succeeded), message=message or "", delivered=bool(delivered))
+        succeeded=None if succeeded is None else bool(succeeded), message=message or "", delivered=bool(delivered),
+        assigned=assigned)
 
 
 class Journal:
@@ -95,6 +98,10 @@ class Journal:
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=FULL")
         self.db.executescript(SCHEMA)
+        try:  # a journal written before runs named their placement
+            self.db.execute("ALTER TABLE executions ADD COLUMN assigned INTEGER")
+        except sqlite3.OperationalError:
+            pass  # it has the column
 
     def close(self) -> None:
         self.db.close()
@@ -114,21 +121,22 @@ class Journal:
         row = self.db.execute("SELECT * FROM executions WHERE task = ?", (task,)).fetchone()
         return _execution(row) if row else None
 
-    def queued(self, task: str, rq_job: str) -> None:
+    def queued(self, task: str, rq_job: str, assigned: int | None = None) -> None:
         """The agent queued the task in RQ (again): forget any earlier try that never started."""
-        self.db.execute("INSERT INTO executions (task, rq_job, queued_at) VALUES (?, ?, ?) "
-                        "ON CONFLICT(task) DO UPDATE SET rq_job = excluded.rq_job, queued_at = excluded.queued_at",
-                        (task, rq_job, time.time()))
+        self.db.execute("INSERT INTO executions (task, rq_job, queued_at, assigned) VALUES (?, ?, ?, ?) "
+                        "ON CONFLICT(task) DO UPDATE SET rq_job = excluded.rq_job, queued_at = excluded.queued_at, "
+                        "assigned = excluded.assigned", (task, rq_job, time.time(), assigned))
 
-    def started(self, task: str, rq_job: str, horse: ProcessId, stop_after: float | None) -> None:
+    def started(self, task: str, rq_job: str, horse: ProcessId, stop_after: float | None,
+                assigned: int | None = None) -> None:
         """A work horse started the task (start.lua said so)."""
         stored = NEVER if stop_after == math.inf else stop_after
         self.db.execute(
-            "INSERT INTO executions (task, rq_job, pgid, start, boot, started_at, stop_after) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(task) DO UPDATE SET rq_job = excluded.rq_job, "
+            "INSERT INTO executions (task, rq_job, pgid, start, boot, started_at, stop_after, assigned) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(task) DO UPDATE SET rq_job = excluded.rq_job, "
             "pgid = excluded.pgid, start = excluded.start, boot = excluded.boot, started_at = excluded.started_at, "
-            "stop_after = excluded.stop_after",
-            (task, rq_job, horse.pid, horse.start, horse.boot, time.time(), stored))
+            "stop_after = excluded.stop_after, assigned = excluded.assigned",
+            (task, rq_job, horse.pid, horse.start, horse.boot, time.time(), stored, assigned))
 
     def command_started(self, task: str, command: ProcessId) -> None:
         self.db.execute("UPDATE executions SET cmd_pgid = ?, cmd_start = ? WHERE task = ?",
