@@ -15,6 +15,21 @@ from scheduler.state.embedded import start_server
 from scheduler.tools.cli import main
 
 
+@pytest.fixture(scope="session", autouse=True)
+def sched_home(tmp_path_factory):
+    """What the processes the tests start keep on disk (agents' journals, an embedded
+    server) goes in a folder of the session's own, never the user's: a journal left by an
+    earlier run must not meet a namespace of the same name."""
+    home = tmp_path_factory.mktemp("sched-home")
+    before = os.environ.get("SCHED_HOME")
+    os.environ["SCHED_HOME"] = str(home)
+    yield home
+    if before is None:
+        os.environ.pop("SCHED_HOME", None)
+    else:
+        os.environ["SCHED_HOME"] = before
+
+
 @pytest.fixture(scope="session")
 def redis_url(tmp_path_factory) -> str:
     directory = tmp_path_factory.mktemp("redis")
