@@ -76,6 +76,7 @@ STOPPED_BEFORE_EXIT = ("its run was interrupted", "stopped after", "stopped by i
 
 
 @pytest.mark.slow
+@pytest.mark.soak
 def test_agents_converge_under_a_random_mix_of_faults(tmp_path):
     asked = os.environ.get(SEED_ENV) or str(DEFAULT_SEED)
     seed = random.SystemRandom().randrange(1 << 31) if asked == "random" else int(asked)
