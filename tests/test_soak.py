@@ -22,8 +22,9 @@ cluster to converge (the state as below, and no command left running for an ende
 then judges: nothing lost or stuck (every batch job completed its
 replicas, the service runs exactly its replicas, nothing pending); no task id executed
 twice; a completed task ran once (one start, one end), and a run that wrote its end is
-recorded completed, unless its process was stopped before it exited or it wrote its end
-after its node had been declared down (a paused node's run resumes for an instant before
+recorded completed, unless its process was stopped before it exited (killed with its work
+horse, or stopped for want of a heartbeat no later than ``EXIT_S`` after it wrote its end,
+by the node's journal) or it wrote its end after its node had been declared down (a paused node's run resumes for an instant before
 its watchdog stops it: the overlap below bounds that); no command runs for
 an ended task; the service never had more open tasks than its replicas, and no node was
 overcommitted, in any sample; the audit is clean; two runs of one slot (a task and the
@@ -71,9 +72,12 @@ SERVICE = "svc"
 OVERLAP_BOUND_S = 1.0  # the longest two runs of one slot may overlap (docs/reliability.md, "No split brain")
 CONVERGE_S = 150.0  # a bound on "eventually", not a performance target
 COMMAND = str(Path(__file__).resolve().parent / "soak_command.py")
-# How a run that wrote its end may still be recorded failed: its process was stopped before it exited.
-STOPPED_BEFORE_EXIT = ("its run was interrupted", "stopped after", "stopped by its agent")
-EXIT_S = 0.5  # a command exits within this of writing its end line (an end journalled later was a real exit)
+# How a run that wrote its end may still be recorded failed: its process was stopped before it exited
+# (killed with its work horse, which then recorded nothing; or stopped without a heartbeat, which
+# the journal records as it stops it).
+INTERRUPTED = "its run was interrupted"
+STOPPED = ("stopped after", "stopped by its agent")
+EXIT_S = 0.5  # a command exits within this of writing its end line (a stop journalled later came after its exit)
 
 
 @pytest.mark.slow
@@ -347,7 +351,9 @@ class Soak:
                 continue
             if not counts["end"] or task.state == "completed":
                 continue
-            if task.message.startswith(STOPPED_BEFORE_EXIT):
+            if task.message.startswith(INTERRUPTED):
+                continue
+            if task.message.startswith(STOPPED):
                 # Stopped as it was exiting, or it exited and the stop came after: the journal's time tells.
                 late = journalled.get(task_id, ends[task_id]) - ends[task_id]
                 if late > EXIT_S:
