@@ -717,6 +717,42 @@ def test_a_run_that_ends_while_redis_is_away_is_recorded_as_it_ended(tmp_path):
         server.stop()
 
 
+def test_a_run_that_exits_while_redis_is_paused_past_the_ttl_is_recorded_as_it_ended(tmp_path):
+    """Redis is paused (SIGSTOP) for longer than the heartbeat's TTL while a batch command
+    that prints as it goes runs; it exits a second into the pause. The watchdog stops runs
+    once the TTL has passed without a heartbeat, but this one was over by then: it is
+    recorded completed, as it ended, and not run again (its exit is journalled at once, not
+    after its output has been written to Redis)."""
+    server = RestartableRedis(tmp_path / "redis")
+    server.start()
+    app = App(redis_url=server.url, namespace="paused")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    ledger = tmp_path / "ledger"
+    cluster = Cluster(app, server.url, "paused", logs)
+    try:
+        cluster.agent("a", heartbeat="1.0")  # a TTL of 3 s, shorter than the pause
+        cluster.worker()
+        script = (f'echo "start $SCHED_TASK_ID 0" >> "{ledger}"; '
+                  'i=0; while [ $i -lt 30 ]; do echo "line $i"; sleep 0.1; i=$((i+1)); done; '
+                  f'echo "end $SCHED_TASK_ID 0" >> "{ledger}"')
+        job_id = submit(app, {"id": "once", "type": "batch", "max_retries": 2, "restart_delay": 0, "resources": SMALL,
+                              "run": {"command": ["sh", "-c", script]}})
+        cluster.wait(lambda: states(job_tasks(app, job_id)) == ["running"] and ledger.exists(), "the command to run")
+        time.sleep(1.5)  # output has been written to Redis at least once: the next write will wait
+        server.pause()
+        time.sleep(5)
+        assert [line.split()[0] for line in ledger.read_text().splitlines()] == ["start", "end"]  # it ended
+        server.resume()
+        cluster.wait(lambda: all(t.terminal for t in job_tasks(app, job_id)), "the task's end to be recorded", 60)
+        assert states(job_tasks(app, job_id)) == ["completed"], cluster.snapshot()
+        assert [line.split()[0] for line in ledger.read_text().splitlines()] == ["start", "end"]
+    finally:
+        cluster.close()
+        app.close()
+        server.stop()
+
+
 def _replaced_on_b(cluster, app, job_id: str, original: str) -> str:
     def replaced():
         tasks = {t.id: t for t in job_tasks(app, job_id)}

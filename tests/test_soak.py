@@ -22,8 +22,9 @@ cluster to converge (the state as below, and no command left running for an ende
 then judges: nothing lost or stuck (every batch job completed its
 replicas, the service runs exactly its replicas, nothing pending); no task id executed
 twice; a completed task ran once (one start, one end), and a run that wrote its end is
-recorded completed, unless its process was stopped before it exited or it wrote its end
-after its node had been declared down (a paused node's run resumes for an instant before
+recorded completed, unless its process was stopped before it exited (killed with its work
+horse, or stopped for want of a heartbeat no later than ``EXIT_S`` after it wrote its end,
+by the node's journal) or it wrote its end after its node had been declared down (a paused node's run resumes for an instant before
 its watchdog stops it: the overlap below bounds that); no command runs for
 an ended task; the service never had more open tasks than its replicas, and no node was
 overcommitted, in any sample; the audit is clean; two runs of one slot (a task and the
@@ -40,6 +41,7 @@ from __future__ import annotations
 import os
 import random
 import signal
+import sqlite3
 import sys
 import threading
 import time
@@ -62,7 +64,6 @@ from test_agents import Cluster, _cmdline, alive, namespace_pids, parent
 SEED_ENV, SECONDS_ENV = "SCHED_SOAK_SEED", "SCHED_SOAK_SECONDS"
 DEFAULT_SEED = 2
 FAULT_S = float(os.environ.get(SECONDS_ENV) or 90)
-NAMESPACE = "soak"
 AGENTS = ("n1", "n2", "n3")
 HEARTBEAT_S = 1.0
 TTL_S = 3 * HEARTBEAT_S
@@ -71,8 +72,12 @@ SERVICE = "svc"
 OVERLAP_BOUND_S = 1.0  # the longest two runs of one slot may overlap (docs/reliability.md, "No split brain")
 CONVERGE_S = 150.0  # a bound on "eventually", not a performance target
 COMMAND = str(Path(__file__).resolve().parent / "soak_command.py")
-# How a run that wrote its end may still be recorded failed: its process was stopped before it exited.
-STOPPED_BEFORE_EXIT = ("its run was interrupted", "stopped after", "stopped by its agent")
+# How a run that wrote its end may still be recorded failed: its process was stopped before it exited
+# (killed with its work horse, which then recorded nothing; or stopped without a heartbeat, which
+# the journal records as it stops it).
+INTERRUPTED = "its run was interrupted"
+STOPPED = ("stopped after", "stopped by its agent")
+EXIT_S = 0.5  # a command exits within this of writing its end line (a stop journalled later came after its exit)
 
 
 @pytest.mark.slow
@@ -94,10 +99,13 @@ class Soak:
         self.workload_rng = random.Random(seed + 1)
         self.redis = RestartableRedis(directory / "redis")
         self.redis.start()
-        self.app = App(redis_url=self.redis.url, namespace=NAMESPACE)
+        # A namespace of this run's own: processes are found by it, so two soaks on one
+        # machine never signal each other's.
+        self.namespace = f"soak{os.getpid()}"
+        self.app = App(redis_url=self.redis.url, namespace=self.namespace)
         logs = directory / "logs"
         logs.mkdir()
-        self.cluster = Cluster(self.app, self.redis.url, NAMESPACE, logs)
+        self.cluster = Cluster(self.app, self.redis.url, self.namespace, logs)
         self.ledger = directory / "ledger"
         self.agents: dict[str, object] = {}
         self.workers: list = []
@@ -147,7 +155,7 @@ class Soak:
 
     def _node_processes(self, name: str) -> list[int]:
         """The node's agent, RQ workers and work horses, and the commands the horses run."""
-        own = namespace_pids(NAMESPACE, "agent", name)
+        own = namespace_pids(self.namespace, "agent", name)
         commands = [pid for pid in self._commands() if _safe_parent(pid) in own]
         return own + commands
 
@@ -160,7 +168,7 @@ class Soak:
         self.redis.resume()
         if not self.redis.answers() and (self.redis.process is None or self.redis.process.poll() is not None):
             self.redis.start()
-        for pid in namespace_pids(NAMESPACE) + self._commands():
+        for pid in namespace_pids(self.namespace) + self._commands():
             _kill(pid, signal.SIGCONT)
         for name, process in list(self.agents.items()):
             if process.poll() is not None:
@@ -197,7 +205,7 @@ class Soak:
             self.agents[name] = self._agent(name)
             detail = f"{name}: {len(victims)} processes, back after {pause:.1f} s"
         elif kind == "kill rq process":
-            candidates = [pid for pid in namespace_pids(NAMESPACE, "agent", name, "rq-worker")]
+            candidates = [pid for pid in namespace_pids(self.namespace, "agent", name, "rq-worker")]
             victim = self.rng.choice(candidates) if candidates else None
             if victim is not None:
                 _kill(victim, signal.SIGKILL)
@@ -253,7 +261,7 @@ class Soak:
             pass  # Redis away: the job may or may not exist; the judgement reads what does
 
     def _sampler(self) -> None:
-        sampler = App(redis_url=self.redis.url, namespace=NAMESPACE)
+        sampler = App(redis_url=self.redis.url, namespace=self.namespace)
         while not self.done.wait(0.5):
             try:
                 self._sample(sampler.store)
@@ -332,6 +340,7 @@ class Soak:
             times.setdefault(task, []).append(at)
             if word == "end":
                 ends[task] = at
+        journalled = self._journalled_ends()
         problems = list(self.violations)
         for task_id, counts in lines.items():
             task = tasks.get(task_id)
@@ -340,8 +349,17 @@ class Soak:
             if task is None:
                 problems.append(f"a command ran for {task_id}, which is no task")
                 continue
-            if counts["end"] and task.state != "completed" and not task.message.startswith(STOPPED_BEFORE_EXIT) \
-                    and not (task.state == "lost" and ends[task_id] * 1000 >= task.ended_ms):  # after its node went down
+            if not counts["end"] or task.state == "completed":
+                continue
+            if task.message.startswith(INTERRUPTED):
+                continue
+            if task.message.startswith(STOPPED):
+                # Stopped as it was exiting, or it exited and the stop came after: the journal's time tells.
+                late = journalled.get(task_id, ends[task_id]) - ends[task_id]
+                if late > EXIT_S:
+                    problems.append(f"task {task_id} wrote its end {late:.2f} s before its run was recorded "
+                                    f"stopped: {task.message}")
+            elif not (task.state == "lost" and ends[task_id] * 1000 >= task.ended_ms):  # after its node went down
                 problems.append(f"task {task_id} ran to its end but is {task.state}: {task.message}")
         for task in tasks.values():
             counts = lines.get(task.id, Counter())
@@ -365,6 +383,17 @@ class Soak:
         summary = self._summary(tasks, overlaps)
         print(summary, file=sys.stderr)
         assert not problems, "\n".join(problems[:50]) + "\n" + summary
+
+    def _journalled_ends(self) -> dict[str, float]:
+        """Task -> when (wall clock) its node's journal recorded how its run ended."""
+        ends = {}
+        for path in (Path(self.cluster.env["SCHED_HOME"]) / "agents" / self.namespace).glob("*/journal.sqlite3"):
+            journal = sqlite3.connect(str(path))
+            try:
+                ends.update(journal.execute("SELECT task, ended_at FROM executions WHERE ended_at IS NOT NULL"))
+            finally:
+                journal.close()
+        return ends
 
     def _summary(self, tasks=None, overlaps=()) -> str:
         kinds = Counter(description.split(" (")[0] for _, description in self.faults)

@@ -105,10 +105,12 @@ class NodeAgent:
         stopped = []
         for execution in self.journal.executions().values():
             limit = execution.stop_after if execution.stop_after is not None else ttl
-            if not execution.started or limit is None or since <= limit:
+            if not execution.started or execution.ended or limit is None or since <= limit:
                 continue
             groups = [g for g in (execution.horse, execution.command) if g is not None]
-            if not any(process_groups.group_running(g) for g in groups):
+            # The work itself: the command once it has one (a command that exited is over,
+            # its horse about to record how), else the horse (a function runs in it).
+            if not process_groups.group_running(execution.command or execution.horse):
                 continue
             self.journal.ended(execution.task, False, f"stopped by its agent after {since:.1f} s without a "
                                                       f"renewed heartbeat (limit {limit:g} s)")

@@ -64,7 +64,11 @@ def execute(run: dict | None, output: Output | None = None, task_id: str | None 
     (``_launch``)."""
     output = output or Output(lambda fields: None)
     try:
-        return _execute(run, output, task_id, watchdog)
+        with output.flushing():
+            succeeded, message = _execute(run, output, task_id, watchdog)
+        if watchdog is not None:  # in the journal before anything waits for Redis
+            succeeded, message = watchdog.finished(succeeded, message)
+        return succeeded, message
     finally:
         output.flush()
 
@@ -100,6 +104,8 @@ def _execute(run: dict | None, output: Output, task_id: str | None, watchdog: Wa
         reader.start()
     try:
         code = process.wait(timeout=run.get("timeout"))
+        if watchdog is not None:
+            watchdog.exited()
     except subprocess.TimeoutExpired:
         _kill_group(process.pid)
         process.wait()
@@ -193,14 +199,10 @@ def run_task(url: str, namespace: str, node: str, task_id: str, rq_url: str | No
         watchdog.start()
     output = Output(lambda fields: _quietly(app.store.save_output, task_id, fields))
     try:
-        succeeded, message = execute(spec.run, output, task_id, watchdog)
+        succeeded, message = execute(spec.run, output, task_id, watchdog)  # (journalled by the watchdog)
     finally:
         if watchdog is not None:
             watchdog.stop()
-    if record is not None and not record.ended(task_id, succeeded, message):
-        first = record.get(task_id)  # the watchdog stopped it: its end stands
-        if first is not None and first.ended:
-            succeeded, message = bool(first.succeeded), first.message
     try:
         ended = reconcile.task_ended(app.store, app.store.get_task(task_id), succeeded, message)
     except (redis.RedisError, SchedError):
@@ -266,6 +268,7 @@ class Watchdog(threading.Thread):
         self.lock = threading.RLock()
         self.command: process_groups.ProcessId | None = None
         self.stopped: str | None = None  # why, once the watchdog stopped the run
+        self.over = False  # the command exited, or the run's end is recorded: nothing left to stop
         self._done = threading.Event()
 
     def command_started(self, pid: int) -> None:
@@ -273,12 +276,30 @@ class Watchdog(threading.Thread):
         self.command = process_groups.identify(pid)
         self.record.command_started(self.task_id, self.command)
 
+    def exited(self) -> None:
+        """The command exited by itself: however late its end is recorded, it was not stopped."""
+        with self.lock:
+            self.over = True
+
+    def finished(self, succeeded: bool, message: str) -> tuple[bool, str]:
+        """Record the run's end in the journal, unless the watchdog stopped it first; the
+        end that stands. (Called in the run's thread.)"""
+        with self.lock:
+            self.over = True
+            if not self.record.ended(self.task_id, succeeded, message):
+                first = self.record.get(self.task_id)
+                if first is not None and first.ended:
+                    return bool(first.succeeded), first.message
+            return succeeded, message
+
     def check(self, journal: Journal | None = None) -> bool:
         """Stop the run if its agent's heartbeat is overdue; returns whether it is stopped.
         (``journal``: the calling thread's connection; by default the run's thread's.)"""
         with self.lock:
             if self.stopped:
                 return True
+            if self.over:
+                return False
             late = _overdue(journal or self.record, self.stop_after)
             if late is None:
                 return False
