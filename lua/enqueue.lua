@@ -23,7 +23,8 @@
 -- KEYS[11] config          HASH  stream_maxlen
 -- KEYS[12 ..]              task HASH of each new task (<job>.<first index + i>)
 -- ARGV[1] the job as read: "" = must not exist, "<version>|<next_index>|<status>", or
---         "=<version>": a fill call (see above)
+--         "=<version>": a fill call (see above); "=" alone matches no job and writes
+--         nothing (Store.check_enqueue: whether Redis lets the caller run this script)
 -- ARGV[2] events: channel, and the members every event carries (see events_to in _lib.lua)
 -- ARGV[3] job id
 -- ARGV[4] spec version of the tasks

@@ -760,7 +760,7 @@ class Client:
     def _check_access(self, namespace: str) -> None:
         """A user whose role does not allow a worker in ``namespace`` hears so before the
         workers start (a NOPERM is not waited out like a Redis that is away)."""
-        acl.check_access(self.app.url, Keys(namespace).active)
+        acl.check_access(self.app.url, Keys(namespace))
 
 
 def _quantities(values: dict) -> str:

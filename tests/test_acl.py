@@ -5,6 +5,7 @@ the admin may run FLUSHALL, CONFIG or SCRIPT FLUSH. The same on a Redis Cluster 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import uuid
@@ -15,6 +16,8 @@ from click.testing import CliRunner
 
 from scheduler.state.app import App
 from scheduler.state.embedded import start_server
+from scheduler.state.keys import Keys
+from scheduler.state.scripts import script_source
 from scheduler.tools.cli import main
 
 from redis_topologies import plain_client
@@ -191,22 +194,95 @@ def test_a_worker_schedules_its_namespace_only(server, names, users):
     assert states == {a: ["assigned", "assigned"], b: ["pending", "pending"]}
 
 
+def refusals(admin: str, user: str) -> list[str]:
+    """What Redis refused ``user`` (its ACL LOG entries: the command, key or channel)."""
+    client = App(redis_url=admin).client
+    return [f"{e['reason']} {e['object']}" for e in client.execute_command("ACL", "LOG") if e["username"] == user]
+
+
+def stored(admin: str, namespace: str) -> dict:
+    """Every key of the namespace and its value (DUMP), heartbeats left out (they expire)."""
+    client = redis.Redis.from_url(admin)
+    return {key: client.dump(key) for key in client.scan_iter(match=f"sched:{{{namespace}}}:*", count=1000)
+            if not key.endswith(b":heartbeat")}
+
+
+AGENT_JOBS = [
+    "id: once\ntype: batch\nresources: {cpu: 0.1}\nrun: {command: [sh, -c, 'echo hi']}\n",
+    # Fails, is retried (replace.lua), fails for good (finish.lua); each failure counted.
+    "id: flaky\ntype: batch\nmax_retries: 1\nrestart_delay: 0\nresources: {cpu: 0.1}\n"
+    "run: {command: [sh, -c, 'exit 3']}\n",
+    # Ends at once and is replaced, again and again (replace.lua moves the job's next_index).
+    "id: again\nrestart_delay: 0.2\nresources: {cpu: 0.1}\nrun: {command: [sh, -c, 'sleep 0.2']}\n",
+    # Checked on a port nothing listens on: unhealthy (task_health.lua), then replaced.
+    "id: sick\nrestart_delay: 0.2\nresources: {cpu: 0.1}\nrun: {command: [sh, -c, 'sleep 60']}\n"
+    "health: {tcp: {port: 9}, interval: 0.1, timeout: 0.5, failures: 2, grace: 0}\n",
+]
+
+
 def test_an_agent_runs_tasks_and_reaches_no_other_namespace(server, names, users, tmp_path):
+    """Under the agent's role (and a worker's), an agent registers, heartbeats, runs,
+    retries, restarts and health-checks tasks, and Redis refuses it nothing."""
     admin, _ = server
     a, b, prefix = names
     admin_app = App(redis_url=admin, namespace=a)
+    (tmp_path / "worker").mkdir()
     agents = Cluster(admin_app, users["agent"], a, tmp_path)
+    workers = Cluster(admin_app, users["worker"], a, tmp_path / "worker")
+    store = admin_app.store
     try:
-        agents.agent("n1")
-        ok(sched(admin, "-n", a, "job", "submit", "-",
-                 input="id: once\ntype: batch\nresources: {cpu: 1}\nrun: {command: [sh, -c, 'echo hi']}\n"))
-        ok(sched(users["worker"], "-n", a, "worker", "--until-idle"))
-        agents.wait(lambda: admin_app.store.get_task("once.0").state == "completed", "the agent to run once.0")
-        assert admin_app.store.task_output("once.0")["stdout"] == "hi\n"
+        agents.agent("n1", cpu="4", slots=4)
+        workers.worker()
+        for spec in AGENT_JOBS:
+            ok(sched(admin, "-n", a, "job", "submit", "-", input=spec))
+        agents.wait(lambda: store.get_task("once.0").state == "completed", "the agent to run once.0")
+        assert store.task_output("once.0")["stdout"] == "hi\n"
+        agents.wait(lambda: [t.state for t in store.tasks(store.job_task_ids("flaky"))] == ["failed", "failed"],
+                    "flaky to fail twice")
+        assert len(store.client.zrange(admin_app.keys.faults("flaky"), 0, -1)) == 2
+        agents.wait(lambda: len(store.job_task_ids("again")) >= 3, "again to be replaced twice")
+        agents.wait(lambda: any(t.health == "unhealthy" for t in store.tasks(store.job_task_ids("sick"))) and
+                    len(store.job_task_ids("sick")) >= 2, "sick to turn unhealthy and be replaced")
+        again = store.job_fields("again")
+        assert int(again["next_index"]) == len(store.job_task_ids("again"))
+        assert int(again["updated"]) >= max(int(store.client.hget(admin_app.keys.task(t), "created"))
+                                            for t in store.job_task_ids("again"))
         refused(sched(users["agent"], "-n", b, "node", "ls"), f"an agent of namespace {a}", f"namespace {b}")
+        assert refusals(admin, f"{prefix}-agent") == [f"key sched:{{{b}}}:nodes"]
+        assert refusals(admin, f"{prefix}-worker") == []
     finally:
+        workers.close()
         agents.close()
         admin_app.close()
+
+
+def test_an_agent_cannot_submit_scale_or_stop(server, names, users):
+    """Neither through sched (one sentence, nothing written) nor with Redis commands or
+    Lua of its own can an agent create a job or change one."""
+    admin, _ = server
+    a, _, prefix = names
+    ok(sched(admin, "-n", a, "job", "submit", "-", input=WEB))
+    before = stored(admin, a)
+    agent = users["agent"]
+    bulk = '{"id": "b1", "replicas": 1}\n{"id": "b2", "replicas": 1}\n'
+    for args, spec in ((["job", "submit", "-"], "id: new\n"), (["job", "submit", "-"], bulk),
+                       (["job", "submit", "-"], "id: big\nreplicas: 501\n"), (["job", "submit", "-"], WEB),
+                       (["job", "submit", "-"], WEB.replace("replicas: 2", "replicas: 3")),
+                       (["job", "submit", "-"], WEB.replace("64Mi", "128Mi")), (["job", "scale", "web", "3"], None),
+                       (["job", "scale", "web", "1"], None), (["job", "stop", "web"], None)):
+        refused(sched(agent, "-n", a, *args, input=spec), f"Redis user {prefix}-agent, an agent of namespace {a}",
+                "may not submit, scale or stop jobs", f"sched {' '.join(args[:2])}")
+    keys = Keys(a)
+    user = redis.Redis.from_url(agent)
+    enqueue = hashlib.sha1(script_source("enqueue").encode()).hexdigest()
+    for command in (["HSET", keys.job("forged"), "spec", '{"id":"forged"}'], ["HSET", keys.job("web"), "replicas", 9],
+                    ["HSETNX", keys.job("web"), "spec:2", "{}"], ["DEL", keys.job("web")], ["SADD", keys.jobs, "forged"],
+                    ["HSET", keys.job_shares, "forged", "|1|"], ["RPUSH", keys.job_history("web"), "{}"],
+                    ["EVAL", "return 1", 0], ["EVALSHA", enqueue, 1, keys.job("forged")],
+                    ["FCALL", "anything", 0], ["SREM", "sched:namespaces", a], ["DEL", "sched:namespaces"]):
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            user.execute_command(*command)
+    assert stored(admin, a) == before
 
 
 @pytest.mark.parametrize("role", ROLES)

@@ -188,6 +188,7 @@ def scale(store: Store, job_id: str, replicas: int) -> dict:
     if job["status"] != RUNNING_JOB:
         raise SpecError(f"job {job_id} is stopped; submit its spec again to start it before scaling.")
     new_spec = parse_job(dict(job["spec"], replicas=replicas))
+    store.check_enqueue(job_id)  # a user that may not write the count is refused before anything stops
     stopped: list[str] = []
     for _ in range(SCALE_ROUNDS):
         _fields, tasks = job_snapshot(store, job_id)

@@ -232,6 +232,13 @@ class JobStore(NamespaceStore):
         return {job_id: {f: v for f, v in row.items() if f.startswith("filling:") or f in ("status", "version")}
                 for job_id, row in zip(ids, rows)}
 
+    def check_enqueue(self, job_id: str) -> None:
+        """Raise Redis's refusal (``NoPermissionError``) now if this connection's user may
+        not run ``enqueue.lua`` on the job (an agent's may not): a fill call for a version
+        no job has, which writes nothing. A change made of steps (a scale down stops
+        tasks, then writes the job's count) is so refused before its first step."""
+        self._enqueue_script("=", job_id, 0, 0, 0, 0, [], delay_ms=0, retries=0)
+
     def enqueue_fill(self, job_id: str, version: int, priority: int, first_index: int, count: int, *,
                      pins: list[str] | None = None, delay_ms: int = 0, retries: int = 0,
                      attempts: int = 5) -> int | None:
