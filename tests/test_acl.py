@@ -14,6 +14,7 @@ import pytest
 import redis
 from click.testing import CliRunner
 
+from scheduler.state.acl import record_key, rules, scripts_digest, set_user
 from scheduler.state.app import App
 from scheduler.state.embedded import start_server
 from scheduler.state.keys import Keys
@@ -133,6 +134,31 @@ def test_sync_sets_users_again_after_the_server_lost_them(server, names, users):
     ok(sched(users["viewer"], "-n", a, "job", "ls"))
 
 
+def test_sync_sets_todays_rules_on_users_set_by_another_version(server, names, users):
+    """Rules name sched's scripts by SHA1: a user set up by another version of sched is
+    refused them with a sentence that says to sync, and sync sets today's rules (and takes
+    back what older rules gave, such as an agent's writes to a job's hash)."""
+    admin, _ = server
+    a, _, prefix = names
+    client = App(redis_url=admin).client
+    for role in ("submitter", "agent"):
+        name = f"{prefix}-{role}"
+        digest = client.hget(record_key(name), "password_sha256")
+        other = [re.sub(r"evalsha\|[0-9a-f]{40}", "evalsha|" + "0" * 40, rule) for rule in rules(name, a, role, digest)]
+        set_user(client, name, [*other, f"~sched:{{{a}}}:*", "+hset"])
+        client.hset(record_key(name), "scripts", "another")
+    forged = ["HSET", Keys(a).job("forged"), "spec", "{}"]
+    App(redis_url=users["agent"]).client.execute_command(*forged)
+    refused(sched(users["submitter"], "-n", a, "job", "submit", "-", input=WEB), "EVALSHA",
+            "its rules name the scripts of another version of sched: the admin runs sched acl sync")
+
+    ok(sched(admin, "acl", "sync"))
+    assert ok(sched(users["submitter"], "-n", a, "job", "submit", "-", input=WEB)).stdout == "web\n"
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        App(redis_url=users["agent"]).client.execute_command(*forged)
+    assert client.hget(record_key(f"{prefix}-agent"), "scripts") == scripts_digest("agent")
+
+
 # ----------------------------------------------------------------------------- the roles
 def test_a_submitter_works_in_its_namespace_and_is_refused_the_other(server, names, users):
     admin, _ = server
@@ -194,17 +220,18 @@ def test_a_worker_schedules_its_namespace_only(server, names, users):
     assert states == {a: ["assigned", "assigned"], b: ["pending", "pending"]}
 
 
-def refusals(admin: str, user: str) -> list[str]:
-    """What Redis refused ``user`` (its ACL LOG entries: the command, key or channel)."""
-    client = App(redis_url=admin).client
-    return [f"{e['reason']} {e['object']}" for e in client.execute_command("ACL", "LOG") if e["username"] == user]
+def refusals(servers, user: str) -> list[str]:
+    """What Redis refused ``user`` on each of ``servers`` (admin clients): the entries of
+    their ACL LOG, each as its reason and the command, key or channel refused."""
+    return [f"{e['reason']} {e['object']}" for server in servers for e in server.execute_command("ACL", "LOG")
+            if e["username"] == user]
 
 
 def stored(admin: str, namespace: str) -> dict:
     """Every key of the namespace and its value (DUMP), heartbeats left out (they expire)."""
-    client = redis.Redis.from_url(admin)
+    client = App(redis_url=admin).client
     return {key: client.dump(key) for key in client.scan_iter(match=f"sched:{{{namespace}}}:*", count=1000)
-            if not key.endswith(b":heartbeat")}
+            if not key.endswith(":heartbeat")}
 
 
 AGENT_JOBS = [
@@ -220,21 +247,22 @@ AGENT_JOBS = [
 ]
 
 
-def test_an_agent_runs_tasks_and_reaches_no_other_namespace(server, names, users, tmp_path):
-    """Under the agent's role (and a worker's), an agent registers, heartbeats, runs,
-    retries, restarts and health-checks tasks, and Redis refuses it nothing."""
-    admin, _ = server
-    a, b, prefix = names
-    admin_app = App(redis_url=admin, namespace=a)
+def agent_at_work(admin: str, namespace: str, urls: dict, servers, tmp_path, agent_args=()) -> None:
+    """Run an agent under ``urls["agent"]`` and a worker under ``urls["worker"]`` in
+    ``namespace``: they register, heartbeat, run, retry, restart and health-check tasks,
+    also after the servers lost their scripts (redis-py loads them again: SCRIPT LOAD is
+    the roles', EVALSHA of sched's scripts too), and Redis refuses them nothing."""
+    admin_app = App(redis_url=admin, namespace=namespace)
     (tmp_path / "worker").mkdir()
-    agents = Cluster(admin_app, users["agent"], a, tmp_path)
-    workers = Cluster(admin_app, users["worker"], a, tmp_path / "worker")
+    agents = Cluster(admin_app, urls["agent"], namespace, tmp_path)
+    workers = Cluster(admin_app, urls["worker"], namespace, tmp_path / "worker")
     store = admin_app.store
+    user = {role: url.split("//")[1].split(":")[0] for role, url in urls.items()}
     try:
-        agents.agent("n1", cpu="4", slots=4)
+        agents.agent("n1", cpu="4", slots=4, extra=agent_args)
         workers.worker()
         for spec in AGENT_JOBS:
-            ok(sched(admin, "-n", a, "job", "submit", "-", input=spec))
+            ok(sched(urls["submitter"], "-n", namespace, "job", "submit", "-", input=spec))
         agents.wait(lambda: store.get_task("once.0").state == "completed", "the agent to run once.0")
         assert store.task_output("once.0")["stdout"] == "hi\n"
         agents.wait(lambda: [t.state for t in store.tasks(store.job_task_ids("flaky"))] == ["failed", "failed"],
@@ -247,42 +275,58 @@ def test_an_agent_runs_tasks_and_reaches_no_other_namespace(server, names, users
         assert int(again["next_index"]) == len(store.job_task_ids("again"))
         assert int(again["updated"]) >= max(int(store.client.hget(admin_app.keys.task(t), "created"))
                                             for t in store.job_task_ids("again"))
-        refused(sched(users["agent"], "-n", b, "node", "ls"), f"an agent of namespace {a}", f"namespace {b}")
-        assert refusals(admin, f"{prefix}-agent") == [f"key sched:{{{b}}}:nodes"]
-        assert refusals(admin, f"{prefix}-worker") == []
+
+        for server in servers:
+            server.script_flush()
+        ok(sched(urls["submitter"], "-n", namespace, "job", "submit", "-",
+                 input=AGENT_JOBS[0].replace("id: once", "id: after")))
+        agents.wait(lambda: store.get_task("after.0").state == "completed", "after.0 to run on reloaded scripts")
+        for role in ("agent", "worker", "submitter"):
+            assert refusals(servers, user[role]) == [], role
     finally:
         workers.close()
         agents.close()
         admin_app.close()
 
 
-def test_an_agent_cannot_submit_scale_or_stop(server, names, users):
-    """Neither through sched (one sentence, nothing written) nor with Redis commands or
-    Lua of its own can an agent create a job or change one."""
+def test_an_agent_runs_tasks_and_reaches_no_other_namespace(server, names, users, tmp_path):
     admin, _ = server
-    a, _, prefix = names
-    ok(sched(admin, "-n", a, "job", "submit", "-", input=WEB))
-    before = stored(admin, a)
-    agent = users["agent"]
+    a, b, prefix = names
+    agent_at_work(admin, a, users, [App(redis_url=admin).client], tmp_path)
+    refused(sched(users["agent"], "-n", b, "node", "ls"), f"an agent of namespace {a}", f"namespace {b}")
+
+
+def an_agent_cannot_submit(admin: str, namespace: str, agent: str) -> None:
+    """Neither through sched (one sentence, nothing written) nor with Redis commands or
+    Lua of its own can the agent whose URL is ``agent`` create a job or change one."""
+    ok(sched(admin, "-n", namespace, "job", "submit", "-", input=WEB))
+    before = stored(admin, namespace)
+    name = agent.split("//")[1].split(":")[0]
     bulk = '{"id": "b1", "replicas": 1}\n{"id": "b2", "replicas": 1}\n'
     for args, spec in ((["job", "submit", "-"], "id: new\n"), (["job", "submit", "-"], bulk),
                        (["job", "submit", "-"], "id: big\nreplicas: 501\n"), (["job", "submit", "-"], WEB),
                        (["job", "submit", "-"], WEB.replace("replicas: 2", "replicas: 3")),
                        (["job", "submit", "-"], WEB.replace("64Mi", "128Mi")), (["job", "scale", "web", "3"], None),
                        (["job", "scale", "web", "1"], None), (["job", "stop", "web"], None)):
-        refused(sched(agent, "-n", a, *args, input=spec), f"Redis user {prefix}-agent, an agent of namespace {a}",
-                "may not submit, scale or stop jobs", f"sched {' '.join(args[:2])}")
-    keys = Keys(a)
-    user = redis.Redis.from_url(agent)
+        refused(sched(agent, "-n", namespace, *args, input=spec),
+                f"Redis user {name}, an agent of namespace {namespace}", "may not submit, scale or stop jobs",
+                f"sched {' '.join(args[:2])}")
+    keys = Keys(namespace)
+    user = App(redis_url=agent).client
     enqueue = hashlib.sha1(script_source("enqueue").encode()).hexdigest()
     for command in (["HSET", keys.job("forged"), "spec", '{"id":"forged"}'], ["HSET", keys.job("web"), "replicas", 9],
                     ["HSETNX", keys.job("web"), "spec:2", "{}"], ["DEL", keys.job("web")], ["SADD", keys.jobs, "forged"],
                     ["HSET", keys.job_shares, "forged", "|1|"], ["RPUSH", keys.job_history("web"), "{}"],
-                    ["EVAL", "return 1", 0], ["EVALSHA", enqueue, 1, keys.job("forged")],
-                    ["FCALL", "anything", 0], ["SREM", "sched:namespaces", a], ["DEL", "sched:namespaces"]):
+                    ["EVAL", "return 1", 1, keys.job("web")], ["EVALSHA", enqueue, 1, keys.job("forged")],
+                    ["FCALL", "anything", 1, keys.job("web")], ["SREM", "sched:namespaces", namespace],
+                    ["DEL", "sched:namespaces"]):
         with pytest.raises(redis.exceptions.NoPermissionError):
             user.execute_command(*command)
-    assert stored(admin, a) == before
+    assert stored(admin, namespace) == before
+
+
+def test_an_agent_cannot_submit_scale_or_stop(server, names, users):
+    an_agent_cannot_submit(server[0], names[0], users["agent"])
 
 
 @pytest.mark.parametrize("role", ROLES)
@@ -353,3 +397,33 @@ def test_under_sentinel_users_are_on_the_master_and_its_replica(redis_sentinel, 
         sched(admin, "acl", "rm", f"{prefix}-s")
     for server in redis_sentinel.servers.values():
         assert f"{prefix}-s" not in server.client().execute_command("ACL", "USERS")
+
+
+@pytest.mark.slow
+def test_on_a_cluster_an_agent_runs_tasks_and_cannot_submit(redis_cluster, server, names, tmp_path):
+    admin = redis_cluster.url
+    a, _, prefix = names
+    urls = {role: create(admin, f"{prefix}-{role}", a, role) for role in ("submitter", "worker", "agent")}
+    # RQ's keys live on a plain server of their own (rq-on-a-cluster.md), with the agent's user there too.
+    rq_url = create(server[0], f"{prefix}-agent", a, "agent")
+    try:
+        servers = [plain_client(port) for port in redis_cluster.live_ports()] + [App(redis_url=server[0]).client]
+        agent_at_work(admin, a, urls, servers, tmp_path, agent_args=("--rq-url", rq_url))
+        an_agent_cannot_submit(admin, a, urls["agent"])
+    finally:
+        for role in urls:
+            sched(admin, "acl", "rm", f"{prefix}-{role}")
+        sched(server[0], "acl", "rm", f"{prefix}-agent")
+
+
+@pytest.mark.slow
+def test_under_sentinel_an_agent_runs_tasks_and_cannot_submit(redis_sentinel, names, tmp_path):
+    admin = redis_sentinel.url
+    a, _, prefix = names
+    urls = {role: create(admin, f"{prefix}-{role}", a, role) for role in ("submitter", "worker", "agent")}
+    try:
+        agent_at_work(admin, a, urls, [server.client() for server in redis_sentinel.servers.values()], tmp_path)
+        an_agent_cannot_submit(admin, a, urls["agent"])
+    finally:
+        for role in urls:
+            sched(admin, "acl", "rm", f"{prefix}-{role}")

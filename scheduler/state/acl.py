@@ -232,7 +232,7 @@ def _server_like(pool, host: str, port) -> redis.Redis:
 _UNKNOWN_RULE_RE = re.compile(r"modifier '\+([^']+)': Unknown command")
 
 
-def _set_user(server, name: str, user_rules: list[str]) -> None:
+def set_user(server, name: str, user_rules: list[str]) -> None:
     """``ACL SETUSER name rules...``, leaving out commands this server's version does not
     have (``CLIENT SETINFO`` came with Redis 7.2): a client does not send them to it."""
     user_rules = list(user_rules)
@@ -274,7 +274,7 @@ class AclUsers:
                 if user_rules is None:
                     server.execute_command("ACL", "DELUSER", name)
                 else:
-                    _set_user(server, name, user_rules)
+                    set_user(server, name, user_rules)
                 persisted = _persist(server) and persisted
                 done.append(address or "this server")
             except (redis.ConnectionError, redis.TimeoutError) as exc:
