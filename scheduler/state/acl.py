@@ -7,9 +7,12 @@ confined to NS by Redis itself. Each role adds the commands its processes really
 (found by running them under the role; the lists below are the result), never
 ``FLUSHALL``, ``CONFIG``, ``SCRIPT FLUSH``, ``KEYS``, ``SCAN`` or ``ACL`` beyond
 ``WHOAMI``: those stay the admin's (the URL without a user, or any user with ``+@all``).
-Inside its namespace a role is least privilege rather than a wall: a worker or an agent
-requeues tasks with the very script a submit uses, so Redis cannot keep it from
-creating tasks there (docs/security.md says what each role can and cannot do).
+A writing role calls sched's scripts only, each named by its SHA1; an agent only its
+own, and it writes only the keys its processes write, so it cannot create or change a
+job. Inside its namespace a role is least privilege rather than a wall: Redis checks a
+script's commands as the user's own, and a worker reverts deployments with the scripts
+a submit uses, so a worker can submit (docs/security.md says what each role can and
+cannot do).
 
 ACL users live in each server, not in the data: on a Redis Cluster a user is set on
 every master and replica, and on one server also on the replicas it lists (so that a
