@@ -49,6 +49,14 @@ for _ = 1, tonumber(ARGV[4]) do
   local n, count = tonumber(ntxt), tonumber(ARGV[arg + 4])
   local base = (MAX_PRIORITY - tonumber(priority)) * 1e12
   arg = arg + 5
+  -- The group's jobs share their record but for the id (built here as history.lua's
+  -- would be, without JSON parsing): one entry text, and the audit event's tail.
+  local entry, audit = '', ''
+  if by ~= '' then
+    entry = '{"ts":' .. nowtxt .. ',"action":"submit","by":' .. by .. ',"details":{"version":1,"change":"create",' ..
+      '"tasks":' .. ntxt .. '}}'
+    audit = '","by":' .. by .. ',"version":1,"change":"create","tasks":' .. ntxt
+  end
   for _ = 1, count do
     local id = ARGV[arg]
     local job = KEYS[key]
@@ -79,11 +87,9 @@ for _ = 1, tonumber(ARGV[4]) do
         indexes[#indexes + 1] = task
       end
       if n > 0 then redis.call('ZADD', KEYS[key + 1], unpack(indexes)) end
-      if by ~= '' then  -- record's text built here as history.lua's would be, without JSON parsing
-        remember(KEYS[key + 2], keep, '{"ts":' .. nowtxt .. ',"action":"submit","by":' .. by ..
-          ',"details":{"version":1,"change":"create","tasks":' .. ntxt .. '}}')
-        send(events, '"type":"audit","action":"submit","job":"' .. id .. '","by":' .. by ..
-          ',"version":1,"change":"create","tasks":' .. ntxt, nowtxt)
+      if by ~= '' then
+        remember(KEYS[key + 2], keep, entry)
+        send(events, '"type":"audit","action":"submit","job":"' .. id .. audit, nowtxt)
       end
     else
       created[#created + 1] = 0
