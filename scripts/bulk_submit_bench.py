@@ -8,8 +8,9 @@ of the parsed lines), or ``unrecorded``: the JSON lines path without the submit'
 The jobs are ``{"id": "j<i>", "replicas": 1, "resources": {"cpu": 0.1, "memory": "64MiB"}}``,
 written once next to this script's temporary folders. Each run starts its own
 redis-server with the settings sched gives every server it starts (AOF on, unix socket),
-submits in a process of its own, and prints one JSON line: wall seconds, that process's
-CPU seconds, Redis's CPU seconds (``INFO cpu`` before and after) and what was written.
+submits in a process of its own, and prints one JSON line: which checkout's code ran,
+wall seconds, that process's CPU seconds, Redis's CPU seconds (``INFO cpu`` before and
+after) and what was written.
 ``--pythonpath DIR`` runs another checkout's code (``scheduler`` and ``workers`` under
 DIR, with its ``lua`` folder as ``DIR/scheduler/lua``), so old and new can be run in turn.
 """
@@ -70,14 +71,16 @@ def main() -> None:
         client = redis.Redis(unix_socket_path=str(socket), decode_responses=True)
         try:
             cpu = lambda: sum(client.info("cpu")[k] for k in ("used_cpu_sys", "used_cpu_user"))  # noqa: E731
-            code = f"import sys; URL, FILE = {f'unix://{socket}'!r}, {str(data)!r}; " + SUBMIT[options.form]
+            code = f"URL, FILE = {f'unix://{socket}'!r}, {str(data)!r}; " + SUBMIT[options.form]
             env = dict(os.environ, PYTHONPATH=options.pythonpath) if options.pythonpath else None
             redis_before, usage_before, started = cpu(), resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
-            done = subprocess.run([sys.executable, "-c", code], env=env, stdout=subprocess.DEVNULL,
+            # Run from the run's folder: "-c" puts the working folder first on the path.
+            code = "import sys, scheduler; print(scheduler.__file__, file=sys.stderr); " + code  # which code ran
+            done = subprocess.run([sys.executable, "-c", code], env=env, cwd=folder, stdout=subprocess.DEVNULL,
                                   stderr=subprocess.PIPE, text=True)
             wall = time.perf_counter() - started
             usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-            result = {"form": options.form, "jobs": options.jobs, "code": options.pythonpath or "this checkout",
+            result = {"form": options.form, "jobs": options.jobs, "code": str(Path(done.stderr.split("\n", 1)[0]).parent.parent),
                       "exit": done.returncode, "wall_s": round(wall, 3),
                       "client_cpu_s": round(usage.ru_utime + usage.ru_stime
                                             - usage_before.ru_utime - usage_before.ru_stime, 3),
