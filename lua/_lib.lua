@@ -84,6 +84,46 @@ local function emit(events, fields, ts)
   send(events, table.concat(parts, ','), int(ts))
 end
 
+-- Who did what (docs/security.md): an entry at the end of a history list, of which the
+-- list keeps its last `keep` (trimmed only once it has more: most calls are one RPUSH).
+local function remember(key, keep, entry)
+  if redis.call('RPUSH', key, entry) > keep then redis.call('LTRIM', key, -keep, -1) end
+end
+
+-- The record of an action that a call's arguments describe from args[at] on (Record in
+-- scheduler/state/history.py, record_args): how many entries its history keeps, the
+-- action, who did it, what it was done to ("job", "node", or "" for the namespace) and
+-- its name, the details (a JSON object of strings, whole numbers and booleans), and the
+-- number of the details' names that follow, in the order the event lists them.
+-- Returns the record and the index of the first argument after it.
+local function record_at(args, at)
+  local n = tonumber(args[at + 6])
+  local order = {}
+  for i = 1, n do order[i] = args[at + 6 + i] end
+  return {keep = tonumber(args[at]), action = args[at + 1], by = args[at + 2], scope = args[at + 3],
+          name = args[at + 4], details = args[at + 5], order = order}, at + 7 + n
+end
+
+-- Record an action at time ts in the history list `key` and announce it (an "audit"
+-- event: events.md, Audit messages).
+local function record(events, key, r, ts)
+  remember(key, r.keep, '{"ts":' .. int(ts) .. ',"action":' .. cjson.encode(r.action) .. ',"by":' ..
+    cjson.encode(r.by) .. ',"details":' .. r.details .. '}')
+  local fields = {'type', 'audit', 'action', r.action}
+  if r.scope ~= '' then
+    fields[#fields + 1] = r.scope
+    fields[#fields + 1] = r.name
+  end
+  fields[#fields + 1] = 'by'
+  fields[#fields + 1] = r.by
+  local details = cjson.decode(r.details)
+  for _, name in ipairs(r.order) do
+    fields[#fields + 1] = name
+    fields[#fields + 1] = details[name]
+  end
+  emit(events, fields, ts)
+end
+
 -- Give back exactly what commit.lua took for a live task: the allocation and host ports
 -- recorded on the task, its place in the node's task set, and its tallies.
 -- k = {node=, node_tasks=, tally_job=, tally_priority=, changes=, seq=, usage=}.

@@ -21,9 +21,11 @@
 -- KEYS[9] q:wake           LIST  a token for a waiting worker when tasks go to q:active
 -- KEYS[10] stream          STREAM  the namespace's events
 -- KEYS[11] config          HASH  stream_maxlen
--- KEYS[12 ..]              task HASH of each new task (<job>.<first index + i>)
+-- KEYS[12] job:<id>:history LIST  where a first call records the submit
+-- KEYS[13 ..]              task HASH of each new task (<job>.<first index + i>)
 -- ARGV[1] the job as read: "" = must not exist, "<version>|<next_index>|<status>", or
---         "=<version>": a fill call (see above)
+--         "=<version>": a fill call (see above); "=" alone matches no job and writes
+--         nothing (Store.check_enqueue: whether Redis lets the caller run this script)
 -- ARGV[2] events: channel, and the members every event carries (see events_to in _lib.lua)
 -- ARGV[3] job id
 -- ARGV[4] spec version of the tasks
@@ -38,6 +40,9 @@
 -- ARGV[12] the job's replicas, for its event ("" for a global job: none is sent)
 -- ARGV[13] n, then n field/value pairs for the job hash ("updated" and, when the job is
 --          new, "created" are set here to Redis TIME)
+-- then "" (a fill call, or a submit not recorded), or who submitted it and how: the
+--   record of history.lua's ARGV[2..] (record_at in _lib.lua), written to KEYS[12] and
+--   announced (an audit event) after the call's other events, in the same step
 -- then, optionally, one pinned node per task
 -- Returns {0} if the job changed since it was read (read it again), else {1, now, created}.
 
@@ -60,10 +65,12 @@ local job_id, version = ARGV[3], ARGV[4]
 local priority, first = tonumber(ARGV[5]), tonumber(ARGV[6])
 local delay, retries = tonumber(ARGV[7]), ARGV[8]
 local pairs_at = 14 + 2 * tonumber(ARGV[13])
+local submitted, pins_at = nil, pairs_at + 1
+if ARGV[pairs_at] ~= '' then submitted, pins_at = record_at(ARGV, pairs_at) end
 local now = now_ms()
 local new = {}  -- offsets of the tasks to create
-for i = 0, #KEYS - 12 do
-  if not fill or redis.call('EXISTS', KEYS[12 + i]) == 0 then new[#new + 1] = i end
+for i = 0, #KEYS - 13 do
+  if not fill or redis.call('EXISTS', KEYS[13 + i]) == 0 then new[#new + 1] = i end
 end
 local count = #new
 if fill and count == 0 then return {1, now, 0} end
@@ -98,7 +105,7 @@ for n = 1, count do
   local score = int((MAX_PRIORITY - priority) * 1e12 + first_seq + n - 1)
   local task = {'id', id, 'job', job_id, 'version', version, 'state', 'pending', 'priority', ARGV[5],
                 'qscore', score, 'created', int(now), 'attempts', '0', 'index', index, 'retries', retries}
-  local pin = ARGV[pairs_at + i]
+  local pin = ARGV[pins_at + i]
   if pin then
     task[#task + 1] = 'pin'
     task[#task + 1] = pin
@@ -113,10 +120,11 @@ for n = 1, count do
   queued[#queued + 1] = id
   indexes[#indexes + 1] = index
   indexes[#indexes + 1] = id
-  redis.call('HSET', KEYS[12 + i], unpack(task))
+  redis.call('HSET', KEYS[13 + i], unpack(task))
   emit(events, {'type', 'task', 'id', id, 'job', job_id, 'state', 'pending'}, now)
 end
 call_all('ZADD', queue, queued)
 call_all('ZADD', KEYS[6], indexes)
 if count > 0 and delay == 0 then wake(KEYS[9]) end
+if submitted then record(events, KEYS[12], submitted, now) end
 return {1, now, count}

@@ -7,6 +7,11 @@
 -- hashes, queue scores from one enqueue sequence, one "pending" event per task), plus its
 -- jobs:shares entry (Store.mark_job).
 --
+-- Each job it creates is recorded as submitted (docs/security.md, Who did what), in the
+-- same step: an entry at the end of its history and an audit event after its tasks',
+-- as history.lua would write them for {action "submit", details {version 1, change
+-- "create", tasks n}}.
+--
 -- Jobs come in groups whose specs differ only in their id (bulk files are mostly made
 -- from one template): a group's spec text, shares value and size are sent once, and each
 -- job's spec is '{"id":"<id>' followed by the group's rest of the text.
@@ -18,10 +23,12 @@
 -- KEYS[5] q:wake           LIST  a token for a waiting worker
 -- KEYS[6] stream           STREAM  the namespace's events
 -- KEYS[7] config           HASH  stream_maxlen
--- then for each job, in order: job:<id> HASH, job:<id>:tasks ZSET, then its n task
---   HASHes (<job>.<i>, i from 0)
+-- then for each job, in order: job:<id> HASH, job:<id>:tasks ZSET, job:<id>:history
+--   LIST, then its n task HASHes (<job>.<i>, i from 0)
 -- ARGV[1] events: channel, and the members every event carries (see events_to in _lib.lua)
--- ARGV[2] G, the number of groups
+-- ARGV[2] who submitted them, as a JSON string ('"team-a-ci"'); "" records nothing
+-- ARGV[3] how many entries a job's history keeps
+-- ARGV[4] G, the number of groups
 -- then per group: priority, the spec text after the id ('",...}'), shares value
 --   ("tenant|gang|needs"), n (tasks per job), J (jobs), then the J job ids
 -- Returns {now, created}: created has one entry per job, 1 when this call created it,
@@ -35,12 +42,21 @@ local nowtxt = int(now)
 local seq = tonumber(redis.call('GET', KEYS[3]) or '0')
 local first_seq = seq
 local created, members, queued, shares = {}, {}, {}, {}
-local key, arg = 8, 3
-for _ = 1, tonumber(ARGV[2]) do
+local by, keep = ARGV[2], tonumber(ARGV[3])
+local key, arg = 8, 5
+for _ = 1, tonumber(ARGV[4]) do
   local priority, rest, share, ntxt = ARGV[arg], ARGV[arg + 1], ARGV[arg + 2], ARGV[arg + 3]
   local n, count = tonumber(ntxt), tonumber(ARGV[arg + 4])
   local base = (MAX_PRIORITY - tonumber(priority)) * 1e12
   arg = arg + 5
+  -- The group's jobs share their record but for the id (built here as history.lua's
+  -- would be, without JSON parsing): one entry text, and the audit event's tail.
+  local entry, audit = '', ''
+  if by ~= '' then
+    entry = '{"ts":' .. nowtxt .. ',"action":"submit","by":' .. by .. ',"details":{"version":1,"change":"create",' ..
+      '"tasks":' .. ntxt .. '}}'
+    audit = '","by":' .. by .. ',"version":1,"change":"create","tasks":' .. ntxt
+  end
   for _ = 1, count do
     local id = ARGV[arg]
     local job = KEYS[key]
@@ -61,7 +77,7 @@ for _ = 1, tonumber(ARGV[2]) do
         local index = int(i)
         local task = id .. '.' .. index
         local score = int(base + seq)
-        redis.call('HSET', KEYS[key + 2 + i], 'id', task, 'job', id, 'version', '1', 'state', 'pending',
+        redis.call('HSET', KEYS[key + 3 + i], 'id', task, 'job', id, 'version', '1', 'state', 'pending',
           'priority', priority, 'qscore', score, 'created', nowtxt, 'attempts', '0', 'index', index,
           'retries', '0')
         send(events, '"type":"task","id":"' .. task .. '","job":"' .. id .. '","state":"pending"', nowtxt)
@@ -71,10 +87,14 @@ for _ = 1, tonumber(ARGV[2]) do
         indexes[#indexes + 1] = task
       end
       if n > 0 then redis.call('ZADD', KEYS[key + 1], unpack(indexes)) end
+      if by ~= '' then
+        remember(KEYS[key + 2], keep, entry)
+        send(events, '"type":"audit","action":"submit","job":"' .. id .. audit, nowtxt)
+      end
     else
       created[#created + 1] = 0
     end
-    key = key + 2 + n
+    key = key + 3 + n
   end
 end
 

@@ -26,7 +26,7 @@
 
 local MAX_PRIORITY = 1000
 local job = KEYS[12]
-local cur = redis.call('HMGET', job, 'version', 'next_index', 'status')
+local cur = redis.call('HMGET', job, 'version', 'next_index', 'status', 'updated')
 if (cur[1] or '') .. '|' .. (cur[2] or '') .. '|' .. (cur[3] or '') ~= ARGV[2] then return {0} end
 
 local now = now_ms()
@@ -76,7 +76,10 @@ for p = 0, n - 1 do
   end
 end
 if created > 0 then
-  redis.call('HSET', job, 'next_index', int(next_index + created), 'updated', int(now))
+  -- HINCRBY, not HSET: the one write to a job's hash that an agent's Redis user may make
+  -- (it cannot write a spec; docs/security.md).
+  redis.call('HINCRBY', job, 'next_index', created)
+  redis.call('HINCRBY', job, 'updated', int(now - tonumber(cur[4] or '0')))
   if delay == 0 then wake(KEYS[15]) end
 end
 if any_freed then

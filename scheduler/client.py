@@ -39,7 +39,7 @@ from scheduler.model.errors import NotFound, PermissionDenied
 from scheduler.state import acl
 from scheduler.state.app import App, default_namespace
 from scheduler.state.dashboard_users import DashboardUsers
-from scheduler.state.history import Record
+from scheduler.state.history import Record, Submitted
 from scheduler.state.jobs import parse_stored
 from scheduler.state.keys import Keys
 
@@ -257,14 +257,6 @@ class Client:
     def _record(self, action: str, *, job: str = "", node: str = "", **details) -> None:
         self.store.record_history([Record(action, self.actor, job=job, node=node, details=details)])
 
-    def _record_submits(self, results: list[dict], action: str = "submit", **details) -> list[dict]:
-        self.store.record_history([
-            Record(action, self.actor, job=r["id"], details={
-                "version": r["version"], "change": r["changes"]["action"], "tasks": len(r["tasks"]),
-                **({"deployment": r["deployment"]} if r.get("deployment") else {}), **details})
-            for r in results])
-        return results
-
     def audit_trail(self, job: str | None = None, node: str | None = None) -> list[dict]:
         """Who did what, oldest first: to the job, to the node, or (neither given) to the
         namespace's quota and tenants. Each entry is ``{ts, action, by, details}``."""
@@ -342,7 +334,7 @@ class Client:
         ``{id, version, tasks, created}`` (the ``sched job submit --json`` shape), with
         ``unoffered`` when the job asks for resources no node of the namespace has offered."""
         parsed = _spec(spec)  # before connecting: bad input is reported without a Redis
-        results = self._record_submits([reconcile.submit(self.store, parsed)])
+        results = [reconcile.submit(self.store, parsed, Submitted(by=self.actor))]
         return self._note_unoffered(results, [parsed])[0]
 
     def submit_many(self, specs: Iterable[dict | str | JobSpec]) -> list[dict]:
@@ -363,7 +355,7 @@ class Client:
             except SpecError as exc:
                 raise SpecError(f"document {i}: {exc}") from None
             jobs.append((parsed.id, parsed))
-        results = self._record_submits(reconcile.submit_many(self.store, jobs))
+        results = reconcile.submit_many(self.store, jobs, Submitted(by=self.actor))
         return self._note_unoffered(results, [spec for _, spec in jobs])
 
     def submit_text(self, text: str) -> list[dict]:
@@ -371,11 +363,12 @@ class Client:
         lines), as ``sched job submit FILE`` does: one spec as :meth:`submit`, several as
         :meth:`submit_many`. Returns the result of each."""
         jobs = read_specs(text)  # before connecting: bad input is reported without a Redis
+        recorded = Submitted(by=self.actor)
         if len(jobs) == 1:
-            results = [reconcile.submit(self.store, jobs[0][1].with_id(jobs[0][0]))]
+            results = [reconcile.submit(self.store, jobs[0][1].with_id(jobs[0][0]), recorded)]
         else:
-            results = reconcile.submit_many(self.store, jobs)
-        return self._note_unoffered(self._record_submits(results), [spec for _, spec in jobs])
+            results = reconcile.submit_many(self.store, jobs, recorded)
+        return self._note_unoffered(results, [spec for _, spec in jobs])
 
     def _note_unoffered(self, results: list[dict], specs: list[JobSpec]) -> list[dict]:
         """Give each result whose job asks for a resource that no node of the namespace
@@ -414,8 +407,8 @@ class Client:
             raise NotFound(f"job {job_id!r} does not exist.")
         if f"spec:{version}" not in fields:
             raise SpecError(f"job {job_id} has no version {version}; `sched job history {job_id}` lists them.")
-        result = reconcile.submit(self.store, parse_stored(fields[f"spec:{version}"]))
-        return self._record_submits([result], "revert", to=version)[0]
+        return reconcile.submit(self.store, parse_stored(fields[f"spec:{version}"]),
+                                Submitted("revert", self.actor, {"to": version}))
 
     def deployments(self, job: str | None = None, limit: int = 100) -> list[dict]:
         """Deployments, newest first (the job's, or every job's), each with its ``state``."""
@@ -760,7 +753,7 @@ class Client:
     def _check_access(self, namespace: str) -> None:
         """A user whose role does not allow a worker in ``namespace`` hears so before the
         workers start (a NOPERM is not waited out like a Redis that is away)."""
-        acl.check_access(self.app.url, Keys(namespace).active)
+        acl.check_access(self.app.url, Keys(namespace))
 
 
 def _quantities(values: dict) -> str:

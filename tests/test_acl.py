@@ -5,6 +5,7 @@ the admin may run FLUSHALL, CONFIG or SCRIPT FLUSH. The same on a Redis Cluster 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import uuid
@@ -13,8 +14,11 @@ import pytest
 import redis
 from click.testing import CliRunner
 
+from scheduler.state.acl import record_key, rules, scripts_digest, set_user
 from scheduler.state.app import App
 from scheduler.state.embedded import start_server
+from scheduler.state.keys import Keys
+from scheduler.state.scripts import script_source
 from scheduler.tools.cli import main
 
 from redis_topologies import plain_client
@@ -130,6 +134,31 @@ def test_sync_sets_users_again_after_the_server_lost_them(server, names, users):
     ok(sched(users["viewer"], "-n", a, "job", "ls"))
 
 
+def test_sync_sets_todays_rules_on_users_set_by_another_version(server, names, users):
+    """Rules name sched's scripts by SHA1: a user set up by another version of sched is
+    refused them with a sentence that says to sync, and sync sets today's rules (and takes
+    back what older rules gave, such as an agent's writes to a job's hash)."""
+    admin, _ = server
+    a, _, prefix = names
+    client = App(redis_url=admin).client
+    for role in ("submitter", "agent"):
+        name = f"{prefix}-{role}"
+        digest = client.hget(record_key(name), "password_sha256")
+        other = [re.sub(r"evalsha\|[0-9a-f]{40}", "evalsha|" + "0" * 40, rule) for rule in rules(name, a, role, digest)]
+        set_user(client, name, [*other, f"~sched:{{{a}}}:*", "+hset"])
+        client.hset(record_key(name), "scripts", "another")
+    forged = ["HSET", Keys(a).job("forged"), "spec", "{}"]
+    App(redis_url=users["agent"]).client.execute_command(*forged)
+    refused(sched(users["submitter"], "-n", a, "job", "submit", "-", input=WEB), "EVALSHA",
+            "its rules name the scripts of another version of sched: the admin runs sched acl sync")
+
+    ok(sched(admin, "acl", "sync"))
+    assert ok(sched(users["submitter"], "-n", a, "job", "submit", "-", input=WEB)).stdout == "web\n"
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        App(redis_url=users["agent"]).client.execute_command(*forged)
+    assert client.hget(record_key(f"{prefix}-agent"), "scripts") == scripts_digest("agent")
+
+
 # ----------------------------------------------------------------------------- the roles
 def test_a_submitter_works_in_its_namespace_and_is_refused_the_other(server, names, users):
     admin, _ = server
@@ -191,22 +220,113 @@ def test_a_worker_schedules_its_namespace_only(server, names, users):
     assert states == {a: ["assigned", "assigned"], b: ["pending", "pending"]}
 
 
+def refusals(servers, user: str) -> list[str]:
+    """What Redis refused ``user`` on each of ``servers`` (admin clients): the entries of
+    their ACL LOG, each as its reason and the command, key or channel refused."""
+    return [f"{e['reason']} {e['object']}" for server in servers for e in server.execute_command("ACL", "LOG")
+            if e["username"] == user]
+
+
+def stored(admin: str, namespace: str) -> dict:
+    """Every key of the namespace and its value (DUMP), heartbeats left out (they expire)."""
+    client = App(redis_url=admin).client
+    return {key: client.dump(key) for key in client.scan_iter(match=f"sched:{{{namespace}}}:*", count=1000)
+            if not key.endswith(":heartbeat")}
+
+
+AGENT_JOBS = [
+    "id: once\ntype: batch\nresources: {cpu: 0.1}\nrun: {command: [sh, -c, 'echo hi']}\n",
+    # Fails, is retried (replace.lua), fails for good (finish.lua); each failure counted.
+    "id: flaky\ntype: batch\nmax_retries: 1\nrestart_delay: 0\nresources: {cpu: 0.1}\n"
+    "run: {command: [sh, -c, 'exit 3']}\n",
+    # Ends at once and is replaced, again and again (replace.lua moves the job's next_index).
+    "id: again\nrestart_delay: 0.2\nresources: {cpu: 0.1}\nrun: {command: [sh, -c, 'sleep 0.2']}\n",
+    # Checked on a port nothing listens on: unhealthy (task_health.lua), then replaced.
+    "id: sick\nrestart_delay: 0.2\nresources: {cpu: 0.1}\nrun: {command: [sh, -c, 'sleep 60']}\n"
+    "health: {tcp: {port: 9}, interval: 0.1, timeout: 0.5, failures: 2, grace: 0}\n",
+]
+
+
+def agent_at_work(admin: str, namespace: str, urls: dict, servers, tmp_path, agent_args=()) -> None:
+    """Run an agent under ``urls["agent"]`` and a worker under ``urls["worker"]`` in
+    ``namespace``: they register, heartbeat, run, retry, restart and health-check tasks,
+    also after the servers lost their scripts (redis-py loads them again: SCRIPT LOAD is
+    the roles', EVALSHA of sched's scripts too), and Redis refuses them nothing."""
+    admin_app = App(redis_url=admin, namespace=namespace)
+    (tmp_path / "worker").mkdir()
+    agents = Cluster(admin_app, urls["agent"], namespace, tmp_path)
+    workers = Cluster(admin_app, urls["worker"], namespace, tmp_path / "worker")
+    store = admin_app.store
+    user = {role: url.split("//")[1].split(":")[0] for role, url in urls.items()}
+    try:
+        agents.agent("n1", cpu="4", slots=4, extra=agent_args)
+        workers.worker()
+        for spec in AGENT_JOBS:
+            ok(sched(urls["submitter"], "-n", namespace, "job", "submit", "-", input=spec))
+        agents.wait(lambda: store.get_task("once.0").state == "completed", "the agent to run once.0")
+        assert store.task_output("once.0")["stdout"] == "hi\n"
+        agents.wait(lambda: [t.state for t in store.tasks(store.job_task_ids("flaky"))] == ["failed", "failed"],
+                    "flaky to fail twice")
+        assert len(store.client.zrange(admin_app.keys.faults("flaky"), 0, -1)) == 2
+        agents.wait(lambda: len(store.job_task_ids("again")) >= 3, "again to be replaced twice")
+        agents.wait(lambda: any(t.health == "unhealthy" for t in store.tasks(store.job_task_ids("sick"))) and
+                    len(store.job_task_ids("sick")) >= 2, "sick to turn unhealthy and be replaced")
+        again = store.job_fields("again")
+        assert int(again["next_index"]) == len(store.job_task_ids("again"))
+        assert int(again["updated"]) >= max(int(store.client.hget(admin_app.keys.task(t), "created"))
+                                            for t in store.job_task_ids("again"))
+
+        for server in servers:
+            server.script_flush()
+        ok(sched(urls["submitter"], "-n", namespace, "job", "submit", "-",
+                 input=AGENT_JOBS[0].replace("id: once", "id: after")))
+        agents.wait(lambda: store.get_task("after.0").state == "completed", "after.0 to run on reloaded scripts")
+        for role in ("agent", "worker", "submitter"):
+            assert refusals(servers, user[role]) == [], role
+    finally:
+        workers.close()
+        agents.close()
+        admin_app.close()
+
+
 def test_an_agent_runs_tasks_and_reaches_no_other_namespace(server, names, users, tmp_path):
     admin, _ = server
     a, b, prefix = names
-    admin_app = App(redis_url=admin, namespace=a)
-    agents = Cluster(admin_app, users["agent"], a, tmp_path)
-    try:
-        agents.agent("n1")
-        ok(sched(admin, "-n", a, "job", "submit", "-",
-                 input="id: once\ntype: batch\nresources: {cpu: 1}\nrun: {command: [sh, -c, 'echo hi']}\n"))
-        ok(sched(users["worker"], "-n", a, "worker", "--until-idle"))
-        agents.wait(lambda: admin_app.store.get_task("once.0").state == "completed", "the agent to run once.0")
-        assert admin_app.store.task_output("once.0")["stdout"] == "hi\n"
-        refused(sched(users["agent"], "-n", b, "node", "ls"), f"an agent of namespace {a}", f"namespace {b}")
-    finally:
-        agents.close()
-        admin_app.close()
+    agent_at_work(admin, a, users, [App(redis_url=admin).client], tmp_path)
+    refused(sched(users["agent"], "-n", b, "node", "ls"), f"an agent of namespace {a}", f"namespace {b}")
+
+
+def an_agent_cannot_submit(admin: str, namespace: str, agent: str) -> None:
+    """Neither through sched (one sentence, nothing written) nor with Redis commands or
+    Lua of its own can the agent whose URL is ``agent`` create a job or change one."""
+    ok(sched(admin, "-n", namespace, "job", "submit", "-", input=WEB))
+    before = stored(admin, namespace)
+    name = agent.split("//")[1].split(":")[0]
+    bulk = '{"id": "b1", "replicas": 1}\n{"id": "b2", "replicas": 1}\n'
+    for args, spec in ((["job", "submit", "-"], "id: new\n"), (["job", "submit", "-"], bulk),
+                       (["job", "submit", "-"], "id: big\nreplicas: 501\n"), (["job", "submit", "-"], WEB),
+                       (["job", "submit", "-"], WEB.replace("replicas: 2", "replicas: 3")),
+                       (["job", "submit", "-"], WEB.replace("64Mi", "128Mi")), (["job", "scale", "web", "3"], None),
+                       (["job", "scale", "web", "1"], None), (["job", "stop", "web"], None)):
+        refused(sched(agent, "-n", namespace, *args, input=spec),
+                f"Redis user {name}, an agent of namespace {namespace}", "may not submit, scale or stop jobs",
+                f"sched {' '.join(args[:2])}")
+    keys = Keys(namespace)
+    user = App(redis_url=agent).client
+    enqueue = hashlib.sha1(script_source("enqueue").encode()).hexdigest()
+    for command in (["HSET", keys.job("forged"), "spec", '{"id":"forged"}'], ["HSET", keys.job("web"), "replicas", 9],
+                    ["HSETNX", keys.job("web"), "spec:2", "{}"], ["DEL", keys.job("web")], ["SADD", keys.jobs, "forged"],
+                    ["HSET", keys.job_shares, "forged", "|1|"], ["RPUSH", keys.job_history("web"), "{}"],
+                    ["EVAL", "return 1", 1, keys.job("web")], ["EVALSHA", enqueue, 1, keys.job("forged")],
+                    ["FCALL", "anything", 1, keys.job("web")], ["SREM", "sched:namespaces", namespace],
+                    ["DEL", "sched:namespaces"]):
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            user.execute_command(*command)
+    assert stored(admin, namespace) == before
+
+
+def test_an_agent_cannot_submit_scale_or_stop(server, names, users):
+    an_agent_cannot_submit(server[0], names[0], users["agent"])
 
 
 @pytest.mark.parametrize("role", ROLES)
@@ -277,3 +397,33 @@ def test_under_sentinel_users_are_on_the_master_and_its_replica(redis_sentinel, 
         sched(admin, "acl", "rm", f"{prefix}-s")
     for server in redis_sentinel.servers.values():
         assert f"{prefix}-s" not in server.client().execute_command("ACL", "USERS")
+
+
+@pytest.mark.slow
+def test_on_a_cluster_an_agent_runs_tasks_and_cannot_submit(redis_cluster, server, names, tmp_path):
+    admin = redis_cluster.url
+    a, _, prefix = names
+    urls = {role: create(admin, f"{prefix}-{role}", a, role) for role in ("submitter", "worker", "agent")}
+    # RQ's keys live on a plain server of their own (rq-on-a-cluster.md), with the agent's user there too.
+    rq_url = create(server[0], f"{prefix}-agent", a, "agent")
+    try:
+        servers = [plain_client(port) for port in redis_cluster.live_ports()] + [App(redis_url=server[0]).client]
+        agent_at_work(admin, a, urls, servers, tmp_path, agent_args=("--rq-url", rq_url))
+        an_agent_cannot_submit(admin, a, urls["agent"])
+    finally:
+        for role in urls:
+            sched(admin, "acl", "rm", f"{prefix}-{role}")
+        sched(server[0], "acl", "rm", f"{prefix}-agent")
+
+
+@pytest.mark.slow
+def test_under_sentinel_an_agent_runs_tasks_and_cannot_submit(redis_sentinel, names, tmp_path):
+    admin = redis_sentinel.url
+    a, _, prefix = names
+    urls = {role: create(admin, f"{prefix}-{role}", a, role) for role in ("submitter", "worker", "agent")}
+    try:
+        agent_at_work(admin, a, urls, [server.client() for server in redis_sentinel.servers.values()], tmp_path)
+        an_agent_cannot_submit(admin, a, urls["agent"])
+    finally:
+        for role in urls:
+            sched(admin, "acl", "rm", f"{prefix}-{role}")

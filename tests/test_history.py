@@ -10,6 +10,7 @@ import json
 from starlette.testclient import TestClient
 
 from scheduler import Client
+from scheduler.model import parse_job
 from scheduler.state.app import App
 from scheduler.state.history import HISTORY_KEEP, Record
 from scheduler.tools.ui.app import create_app
@@ -121,3 +122,38 @@ def test_a_history_keeps_its_newest_entries(app):
     kept = store.read_history(job="web")
     assert len(kept) == HISTORY_KEEP
     assert [h["details"]["replicas"] for h in kept] == list(range(5, HISTORY_KEEP + 5))
+
+
+def test_a_submit_is_recorded_by_the_call_that_makes_it(app):
+    """A submit that creates tasks writes its record in the same script call (one job, or
+    many in bulk): entries and events shaped as history.lua writes them, timed as the job's
+    creation, a history still bounded; resending a bulk call records nothing twice."""
+    client = Client(app=app, actor="deploy-bot")
+    calls = lambda: app.client.info("commandstats")["cmdstat_evalsha"]["calls"]
+    store = app.store
+    app.scripts.load_all()  # so that each call below is one EVALSHA
+    store.record_history([Record("scale", "default", job="one", details={"replicas": n})
+                          for n in range(HISTORY_KEEP)])
+    with store.subscribe() as subscription:
+        before = calls()
+        client.submit({"id": "one", "replicas": 2})
+        assert calls() == before + 1  # enqueue.lua alone
+        client.submit_many([{"id": f"many{i}", "replicas": 1} for i in range(3)])
+        assert calls() == before + 2  # one enqueue_many.lua call
+        events = audit_events(subscription)
+    assert [(e["job"], e["by"]) for e in events] == [("one", "deploy-bot")] + [(f"many{i}", "deploy-bot")
+                                                                              for i in range(3)]
+    for event in events:
+        assert list(event) == ["type", "action", "job", "by", "version", "change", "tasks", "ts"]
+        assert (event["action"], event["version"], event["change"]) == ("submit", 1, "create")
+        entry = store.read_history(job=event["job"])[-1]
+        assert entry == {"ts": event["ts"], "action": "submit", "by": "deploy-bot",
+                         "details": {"version": 1, "change": "create", "tasks": event["tasks"]}}
+        assert entry["ts"] == client.job(event["job"])["created"]
+    assert events[0]["tasks"] == 2 and events[1]["tasks"] == 1
+    kept = store.read_history(job="one")
+    assert len(kept) == HISTORY_KEEP and kept[0]["details"] == {"replicas": 1}
+
+    spec = parse_job({"id": "many0", "replicas": 1})
+    assert store.enqueue_many([("many0", spec)], by="deploy-bot") == [False]  # as a resent call
+    assert len(store.read_history(job="many0")) == 1

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import logging
 
-from scheduler.control import changes, reconcile
+from scheduler.control import reconcile
 from scheduler.model import FAILED, GLOBAL, PENDING, RUNNING, STOPPED, SchedError, SpecError, Task
 from scheduler.model.update import HEALTHY, START_FIRST, UNHEALTHY
 from scheduler.state.deployments import (AWAITING_PROMOTION, CANCELLED, IN_PROGRESS, PAUSED, REVERTED,
                                          RUNNING as DEPLOYING, SUCCESSFUL, FAILED as DEPLOYMENT_FAILED)
-from scheduler.state.history import Record
+from scheduler.state.history import Submitted
 from scheduler.state.jobs import parse_stored
 from scheduler.state.store import Store
 
@@ -210,11 +210,9 @@ def _revert(store: Store, d: dict, fields: dict) -> str:
         store.set_deployment(d["id"], d["job"], (DEPLOYMENT_FAILED,), fields={
             "revert": "skipped", "message": d["message"] + "; not reverted: the job changed since"})
         return DEPLOYMENT_FAILED
-    result = reconcile.submit(store, parse_stored(spec_text))
-    if result["changes"]["action"] != changes.NONE:  # not a repeat after a crash: record it once
-        store.record_history([Record("revert", None, job=d["job"], details={
-            "version": result["version"], "change": result["changes"]["action"], "tasks": len(result["tasks"]),
-            "to": target, "deployment": d["id"], "auto": True})])
+    # Recorded with the worker's Redis user; a repeat after a crash changes nothing and is not recorded again.
+    result = reconcile.submit(store, parse_stored(spec_text), Submitted(
+        "revert", None, {"to": target, "deployment": d["id"], "auto": True}, unchanged=False))
     note = f"; reverted to version {target}, as version {result['version']}"
     store.set_deployment(d["id"], d["job"], (DEPLOYMENT_FAILED,), REVERTED, {
         "revert": "done", "message": d["message"] + note, "reverted_as": result["version"]})

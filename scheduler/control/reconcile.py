@@ -16,6 +16,7 @@ from scheduler.model import (ACTIVE, BATCH, COMPLETED, FAILED, GLOBAL, LIVE_STAT
                              STOPPED, JobSpec, Task, parse_job)
 from scheduler.control import changes
 from scheduler.state.deployments import deployment_id
+from scheduler.state.history import Submitted
 from scheduler.state.jobs import ENQUEUE_CHUNK, job_state, parse_stored, shares_value
 from scheduler.state.replacement import Successor, end_and_replace
 from scheduler.state.store import Store
@@ -39,8 +40,9 @@ def same_but_replicas(stored: str | None, spec: JobSpec) -> bool:
     return {**old, "replicas": spec.replicas} == orjson.loads(orjson.dumps(spec.raw))
 
 
-def submit(store: Store, spec: JobSpec) -> dict:
-    """Create or update a job and queue its tasks. Returns {id, version, tasks, created,
+def submit(store: Store, spec: JobSpec, recorded: Submitted | None = None) -> dict:
+    """Create or update a job and queue its tasks, recorded in the job's history as
+    ``recorded`` says (None: not recorded). Returns {id, version, tasks, created,
     deployment, changes} (``changes``: :func:`changes.describe`, against the version that
     was running). A running job whose spec changes only in ``replicas`` is scaled, keeping
     its tasks (as a change of count is in Nomad and kube). Any other change is a new
@@ -48,7 +50,8 @@ def submit(store: Store, spec: JobSpec) -> dict:
     the tasks group by group, ``scheduler/control/deployer.py``); without, every open task
     stops at once and the new version's tasks are queued, except that a batch job keeps its
     running tasks (and gets only the tasks that make up its replicas).
-    A new job takes one round trip: ``enqueue.lua`` creates it unless it exists."""
+    A new job takes one round trip: ``enqueue.lua`` creates it unless it exists, and
+    records it in the same call."""
     raw = orjson.dumps(spec.raw).decode()
     pins = None
     if spec.type == GLOBAL:
@@ -61,13 +64,14 @@ def submit(store: Store, spec: JobSpec) -> dict:
         change = changes.describe(current, spec, tasks, len(pins) if pins is not None else None)
         if change["action"] == changes.NONE:
             store.mark_job(spec)
-            return {"id": spec.id, "version": int(current["version"]), "tasks": [], "created": False,
-                    "deployment": None, "changes": change}
+            return _recorded(store, recorded, {"id": spec.id, "version": int(current["version"]), "tasks": [],
+                                               "created": False, "deployment": None, "changes": change})
         if change["action"] == changes.SCALE:
             store.mark_job(spec)  # the gang size may follow the replicas
             scaled = scale(store, spec.id, spec.replicas)
-            return {"id": spec.id, "version": int(current["version"]), "tasks": scaled["added"], "created": False,
-                    "deployment": None, "changes": change}
+            return _recorded(store, recorded, {"id": spec.id, "version": int(current["version"]),
+                                               "tasks": scaled["added"], "created": False, "deployment": None,
+                                               "changes": change})
         version = int(current.get("version", 0)) + 1
         first = int(current.get("next_index", 0))
         fields = {"id": spec.id, "spec": raw, f"spec:{version}": raw, "version": version, "status": RUNNING_JOB}
@@ -78,16 +82,18 @@ def submit(store: Store, spec: JobSpec) -> dict:
                       "to_desired": count}
             if store.open_deployment(spec.id, job_state(current), current.get("deployment", ""), fields, shares,
                                      opened) is not None:
-                return {"id": spec.id, "version": version, "tasks": [], "created": False, "deployment": deployment,
-                        "changes": change}
+                return _recorded(store, recorded, {"id": spec.id, "version": version, "tasks": [], "created": False,
+                                                   "deployment": deployment, "changes": change})
         else:
             if current and pins is None:
                 count = change["start"]
                 fields["stable"] = ""  # not known healthy: a later deployment's revert goes back to this one
             fields["next_index"] = first + count
+            record = None if recorded is None else recorded.record(spec.id, store.who(recorded.by), version,
+                                                                   change["action"], count)
             if store.enqueue(spec.id, job_state(current), fields, version, spec.priority, first, count, pins=pins,
                              is_global=spec.type == GLOBAL, shares=shares, event="updated" if current else "submitted",
-                             replicas=None if spec.type == GLOBAL else spec.replicas) is not None:
+                             replicas=None if spec.type == GLOBAL else spec.replicas, record=record) is not None:
                 break
         current = store.job_fields(spec.id)  # it exists, or changed: read it, decide again
         tasks = open_tasks(store, spec.id) if current else []
@@ -100,16 +106,18 @@ def submit(store: Store, spec: JobSpec) -> dict:
             "changes": change}
 
 
-def submit_many(store: Store, jobs: list[tuple[str, JobSpec]]) -> list[dict]:
+def submit_many(store: Store, jobs: list[tuple[str, JobSpec]], recorded: Submitted | None = None) -> list[dict]:
     """Submit many jobs (already validated), given as (job id, spec) pairs: the spec may be
-    one that jobs differing only in their id share (see :meth:`Store.enqueue_many`).
-    Returns :func:`submit`'s result for each, in order. New jobs of at most
-    ``ENQUEUE_CHUNK`` tasks that are not global are created in bulk, many per round trip
-    (``Store.enqueue_many``); a job that turns out to exist, a global job and a bigger one
-    are then submitted one by one, in their order (so a job id given twice ends as its
-    last spec)."""
+    one that jobs differing only in their id share (see :meth:`Store.enqueue_many`), each
+    recorded as ``recorded`` says (None: not recorded). Returns :func:`submit`'s result
+    for each, in order. New jobs of at most ``ENQUEUE_CHUNK`` tasks that are not global
+    are created in bulk, many per round trip (``Store.enqueue_many``, which records them
+    in the same calls); a job that turns out to exist, a global job and a bigger one are
+    then submitted one by one, in their order (so a job id given twice ends as its last
+    spec)."""
     bulk = [i for i, (_, spec) in enumerate(jobs) if spec.type != GLOBAL and spec.replicas <= ENQUEUE_CHUNK]
-    created = store.enqueue_many([jobs[i] for i in bulk])
+    by = None if recorded is None or not bulk else store.who(recorded.by)
+    created = store.enqueue_many([jobs[i] for i in bulk], by=by)
     results: list[dict | None] = [None] * len(jobs)
     for i, made in zip(bulk, created):
         if made:
@@ -118,8 +126,18 @@ def submit_many(store: Store, jobs: list[tuple[str, JobSpec]]) -> list[dict]:
                           "created": True, "deployment": None, "changes": changes.describe({}, spec, [])}
     for i, (job_id, spec) in enumerate(jobs):
         if results[i] is None:
-            results[i] = submit(store, spec.with_id(job_id))
+            results[i] = submit(store, spec.with_id(job_id), recorded)
     return results
+
+
+def _recorded(store: Store, recorded: Submitted | None, result: dict) -> dict:
+    """``result`` of a submit that queued no task itself (it changed nothing, scaled or
+    opened a deployment), recorded after it as ``recorded`` says (history.lua)."""
+    if recorded is not None and (recorded.unchanged or result["changes"]["action"] != changes.NONE):
+        store.record_history([recorded.record(result["id"], recorded.by, result["version"],
+                                              result["changes"]["action"], len(result["tasks"]),
+                                              result["deployment"])])
+    return result
 
 
 FILL_GRACE_MS = 30_000  # a submit still queueing its tasks after this long is helped (fill calls are idempotent)
@@ -188,6 +206,7 @@ def scale(store: Store, job_id: str, replicas: int) -> dict:
     if job["status"] != RUNNING_JOB:
         raise SpecError(f"job {job_id} is stopped; submit its spec again to start it before scaling.")
     new_spec = parse_job(dict(job["spec"], replicas=replicas))
+    store.check_enqueue(job_id)  # a user that may not write the count is refused before anything stops
     stopped: list[str] = []
     for _ in range(SCALE_ROUNDS):
         _fields, tasks = job_snapshot(store, job_id)

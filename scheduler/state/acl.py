@@ -7,9 +7,12 @@ confined to NS by Redis itself. Each role adds the commands its processes really
 (found by running them under the role; the lists below are the result), never
 ``FLUSHALL``, ``CONFIG``, ``SCRIPT FLUSH``, ``KEYS``, ``SCAN`` or ``ACL`` beyond
 ``WHOAMI``: those stay the admin's (the URL without a user, or any user with ``+@all``).
-Inside its namespace a role is least privilege rather than a wall: a worker or an agent
-requeues tasks with the very script a submit uses, so Redis cannot keep it from
-creating tasks there (docs/security.md says what each role can and cannot do).
+A writing role calls sched's scripts only, each named by its SHA1; an agent only its
+own, and it writes only the keys its processes write, so it cannot create or change a
+job. Inside its namespace a role is least privilege rather than a wall: Redis checks a
+script's commands as the user's own, and a worker reverts deployments with the scripts
+a submit uses, so a worker can submit (docs/security.md says what each role can and
+cannot do).
 
 ACL users live in each server, not in the data: on a Redis Cluster a user is set on
 every master and replica, and on one server also on the replicas it lists (so that a
@@ -34,7 +37,8 @@ from redis.exceptions import NoPermissionError, RedisClusterException, ResponseE
 from scheduler.model.errors import NotFound, SpecError
 from scheduler.model.names import check_namespace
 from scheduler.state.connection import client_for
-from scheduler.state.scripts import SCRIPT_NAMES, script_source
+from scheduler.state.keys import Keys
+from scheduler.state.scripts import SCRIPT_NAMES, ClusterSafeScript, script_source
 
 ROLES = ("viewer", "submitter", "worker", "agent")
 NAMESPACE_REGISTRY = "sched:namespaces"
@@ -54,31 +58,73 @@ _READS = ("get", "exists", "hget", "hgetall", "hmget", "hkeys", "hlen", "smember
           # consumer group's own bookkeeping included.
           "xrange", "xrevrange", "xread", "xlen", "xinfo|stream", "xinfo|groups", "xreadgroup", "xack",
           "xautoclaim", "xgroup|create")
-# What the Lua scripts (lua/*.lua) run: Redis checks every command a script runs against
-# the user, so a role that calls scripts needs their commands too. Read off the scripts
-# themselves, so that a script that starts using a command cannot leave a role behind;
-# WAIT follows durable script calls with --wait-replicas.
-_SCRIPTS = ("wait", *sorted({command.lower() for name in SCRIPT_NAMES + ("_lib",)
-                             for command in re.findall(r"(?:redis\.call|call_all)\('([A-Z]+)'", script_source(name))}))
-_SCRIPT_CALLS = ("evalsha", "eval", "script|load")  # calling them (redis-py loads a script Redis lost)
-# Per role, beyond the reads (and, but for viewers, the scripts).
+# Which of the scheduler's Lua scripts each writing role may call, named by SHA1
+# (``+evalsha|<sha1>``): Redis refuses any other script, and EVAL (Lua of the caller's
+# own, which could also stall the server for every namespace). An agent gets what its
+# processes run: registering its node and setting its status, starting, ending and
+# requeueing the tasks placed on it, their health; and history.lua, so that what it may
+# do to nodes (node_set.lua also pauses and drains) is recorded. Not enqueue.lua,
+# enqueue_many.lua, deployment_open.lua or job_stop.lua, which create, change and stop
+# jobs. A submitter and a worker get every script (a worker opens deployments, reverts
+# them and queues global jobs' tasks with the scripts a submit uses).
+_ROLE_SCRIPTS = {
+    "viewer": (),
+    "submitter": SCRIPT_NAMES,
+    "worker": SCRIPT_NAMES,
+    "agent": ("node_put", "node_set", "start", "task_health", "finish", "replace", "history"),
+}
+_SCRIPT_CALLS = ("script|load",)  # with the EVALSHA rules: redis-py loads a script Redis lost
+
+
+def _script_commands(names) -> set[str]:
+    """What the scripts ``names`` run: Redis checks every command a script runs against the
+    user, so a role that calls a script needs its commands too. Read off the scripts
+    themselves, so that a script that starts using a command cannot leave a role behind."""
+    return {command.lower() for name in (*names, "_lib")
+            for command in re.findall(r"(?:redis\.call|call_all)\('([A-Z]+)'", script_source(name))}
+
+
+def script_shas(role: str) -> list[str]:
+    """The SHA1 of each script ``role`` may call, as this version of sched sends them."""
+    return sorted(hashlib.sha1(script_source(name).encode()).hexdigest() for name in _ROLE_SCRIPTS[role])
+
+
+def scripts_digest(role: str) -> str:
+    """A short name for the scripts a user of ``role`` is set up for, kept in its record:
+    a user set up by another version of sched names other SHA1s (``sched acl sync``)."""
+    return hashlib.sha256(" ".join(script_shas(role)).encode()).hexdigest()[:16] if _ROLE_SCRIPTS[role] else ""
+
+
+# Per role, beyond the reads and its scripts' commands. WAIT follows durable script calls
+# (--wait-replicas).
 _ROLE_COMMANDS = {
     "viewer": (),
-    "submitter": (),
+    "submitter": ("wait",),
     # BLPOP: an idle worker waits on q:wake; DEL: its short locks; MULTI/EXEC: --repair-on-start.
-    "worker": ("blpop", "del", "multi", "exec", "discard"),
-    "agent": ("del",),
+    "worker": ("wait", "blpop", "del", "multi", "exec", "discard"),
+    # ZREMRANGEBYSCORE: a failure's count drops the node's failures older than the window.
+    "agent": ("wait", "zremrangebyscore"),
 }
+# The keys of its namespace an agent may write (directly, and inside its scripts): the
+# queues, tasks (their output and attempts too), nodes, heartbeats, tallies, usage,
+# failures, events and a job's task index. Not the jobs: a job's hash (but HINCRBY, below),
+# the jobs' sets and shares, deployments, config, quota, tenants, histories but a node's.
+_AGENT_WRITES = ("q:*", "task:*", "node:*", "nodes", "nodes:*", "resources", "agents", "agents:*", "tally:*",
+                 "usage", "stream", "faults:*", "job:*:tasks")
+# A requeue (replace.lua) moves a job's next_index and updated with HINCRBY: the one
+# write an agent may make to a job's hash, which cannot write a spec.
+_AGENT_JOB_COMMANDS = ("hincrby",)
 # RQ's own keys and channels (rq:queue:..., rq:job:..., rq:worker:..., rq:pubsub:...) and
 # the commands RQ sends on them: a selector of the agent's, so these commands reach no
 # key of any namespace. RQ's keys are global (one set of workers, queues named
-# sched-<ns>-<node>): agents sharing an execution Redis share them.
+# sched-<ns>-<node>): agents sharing an execution Redis share them. No script: what the
+# agent asks of RQ (enqueue, work, fetch, delete) runs none of RQ's Lua.
 _RQ_COMMANDS = ("get", "set", "del", "exists", "expire", "persist", "rename", "hget", "hgetall", "hmget", "hset",
                 "hsetnx", "hexists", "hincrby", "hincrbyfloat", "hdel", "sadd", "srem", "smembers", "scard", "zadd",
                 "zrem", "zrange", "zrangebyscore", "zremrangebyscore", "zremrangebyrank", "zcard", "zcount", "zscore",
                 "zpopmin", "zincrby", "lpush", "rpush", "lpop", "lrange", "lrem", "llen", "lpos", "lmove", "blmove",
                 "blpop", "xadd", "xrevrange", "xread", "xlen", "watch", "unwatch", "multi", "exec", "discard",
-                "evalsha", "eval", "script|load", "script|exists", "publish", "subscribe", "unsubscribe")
+                "publish", "subscribe", "unsubscribe")
 # RQ asks the server's version (INFO) and its own address (CLIENT INFO) at start.
 _RQ_CONNECTION = ("info", "client|info")
 
@@ -100,29 +146,40 @@ def record_key(name: str) -> str:
     return RECORD_PREFIX + name
 
 
+def _selector(keys: list[str], commands) -> str:
+    """One ACL selector: these commands, on these keys only."""
+    return "(" + " ".join([*keys, *(f"+{command}" for command in commands)]) + ")"
+
+
 def rules(name: str, namespace: str, role: str, password_sha256: str) -> list[str]:
     """The ``ACL SETUSER`` rules of a user of ``role`` in ``namespace`` (after ``reset``,
-    so applying them again gives the same user)."""
+    so applying them again gives the same user).
+
+    Redis allows a command when the user's own rules allow it on every key it names, or
+    one of its selectors does: the user's own rules read the namespace with every command
+    of the role (also each command its scripts run, which Redis checks as any other), and
+    the selectors say where the role may write."""
     prefix = f"sched:{{{namespace}}}:"
-    commands = set(_CONNECTION) | set(_READS) | set(_ROLE_COMMANDS[role])
-    if role != "viewer":
-        commands |= set(_SCRIPTS)
+    commands = set(_CONNECTION) | set(_READS) | set(_ROLE_COMMANDS[role]) | _script_commands(_ROLE_SCRIPTS[role])
     out = ["reset", "on", f"#{password_sha256}", "resetchannels", f"&{prefix}*", f"%R~{record_key(name)}",
-           f"%R~{prefix}*"]
-    if role != "viewer":  # every key but quota and tenants (the admin's limits), which they only read
+           f"%R~{prefix}*", *(f"+{command}" for command in sorted(commands))]
+    if role == "viewer":
+        return out
+    if role == "agent":
+        out.append(_selector([f"~{prefix}{pattern}" for pattern in _AGENT_WRITES], sorted(commands - set(_CONNECTION))))
+        out.append(_selector([f"~{prefix}job:*"], _AGENT_JOB_COMMANDS))
+    else:  # every key but quota and tenants (the admin's limits), which they only read
         out += [f"~{prefix}{pattern}" for pattern in ("q:*", "ta*", "[^qt]*")]
-        # Write only: a process registers its namespace (SADD) without learning the others'.
-        out.append(f"%W~{NAMESPACE_REGISTRY}")
-    out += [f"+{command}" for command in sorted(commands)]
-    if role != "viewer":
-        # A script call names its keys (KEYS), which Redis checks for reading and writing:
-        # these commands may name any key of the namespace (commit.lua is given the quota,
-        # claim.lua the tenants' weights), while each command a script then runs is
-        # checked against the rules above.
-        out.append("(" + " ".join([f"~{prefix}*", *(f"+{c}" for c in _SCRIPT_CALLS)]) + ")")
+    # A process registers its namespace (SADD) without learning, or removing, the others'.
+    out.append(_selector([f"%W~{NAMESPACE_REGISTRY}"], ["sadd"]))
+    # A script call names its keys (KEYS), which Redis checks for reading and writing:
+    # these calls may name any key of the namespace (commit.lua is given the quota,
+    # claim.lua the tenants' weights), while each command a script then runs is checked
+    # against the rules above.
+    out.append(_selector([f"~{prefix}*"], [*(f"evalsha|{sha}" for sha in script_shas(role)), *_SCRIPT_CALLS]))
     if role == "agent":
         out += [f"+{command}" for command in _RQ_CONNECTION]
-        out.append("(" + " ".join(["~rq:*", "&rq:*", *(f"+{c}" for c in _RQ_COMMANDS)]) + ")")
+        out.append(_selector(["~rq:*", "&rq:*"], _RQ_COMMANDS))
     return out
 
 
@@ -178,7 +235,7 @@ def _server_like(pool, host: str, port) -> redis.Redis:
 _UNKNOWN_RULE_RE = re.compile(r"modifier '\+([^']+)': Unknown command")
 
 
-def _set_user(server, name: str, user_rules: list[str]) -> None:
+def set_user(server, name: str, user_rules: list[str]) -> None:
     """``ACL SETUSER name rules...``, leaving out commands this server's version does not
     have (``CLIENT SETINFO`` came with Redis 7.2): a client does not send them to it."""
     user_rules = list(user_rules)
@@ -220,7 +277,7 @@ class AclUsers:
                 if user_rules is None:
                     server.execute_command("ACL", "DELUSER", name)
                 else:
-                    _set_user(server, name, user_rules)
+                    set_user(server, name, user_rules)
                 persisted = _persist(server) and persisted
                 done.append(address or "this server")
             except (redis.ConnectionError, redis.TimeoutError) as exc:
@@ -239,6 +296,7 @@ class AclUsers:
         digest = _sha256(password)
         result = self._apply(name, rules(name, namespace, role, digest))
         self.client.hset(record_key(name), mapping={"namespace": namespace, "role": role, "password_sha256": digest,
+                                                    "scripts": scripts_digest(role),
                                                     "created": int(time.time() * 1000)})
         return {"name": name, "namespace": namespace, "role": role, "password": password, **result}
 
@@ -277,21 +335,24 @@ class AclUsers:
             fields = self.client.hgetall(record_key(record["name"]))
             user_rules = rules(record["name"], fields["namespace"], fields["role"], fields["password_sha256"])
             out.append({"name": record["name"], **self._apply(record["name"], user_rules)})
+            self.client.hset(record_key(record["name"]), "scripts", scripts_digest(fields["role"]))
         return out
 
 
-def check_access(url: str, key: str) -> None:
-    """Raise Redis's refusal now if the user of ``url`` may not read and write ``key``'s
-    namespace through a script, as a scheduler worker does, rather than in every turn of
-    a long-running loop. Writes nothing, on a connection of its own. Anything else (a
-    Redis not up yet, a refused password) is left to the workers, which wait for Redis
-    or say why they cannot reach it."""
+def check_access(url: str, keys: Keys) -> None:
+    """Raise Redis's refusal now if the user of ``url`` may not run a scheduler worker's
+    scripts on ``keys``' namespace, rather than in every turn of a long-running loop: one
+    call of ``tallies.lua``, which only reads, on a connection of its own. Anything else (a
+    Redis not up yet, a refused password) is left to the workers, which wait for Redis or
+    say why they cannot reach it."""
     try:
         client = client_for(url, retrying=False)
     except (redis.RedisError, RedisClusterException):
         return
     try:
-        client.eval("return 0", 1, key)
+        probe = "access-check"  # a job id like any: its keys are only read
+        ClusterSafeScript(client, script_source("tallies"))(
+            keys=[keys.tally_job(probe), keys.faults(probe), keys.job(probe)], args=[0])
     except (redis.RedisError, RedisClusterException) as exc:
         if is_refusal(exc):
             raise
@@ -315,23 +376,26 @@ def is_refusal(exc: BaseException) -> bool:
 
 
 def whoami(client) -> dict:
-    """``{user, namespace, role}`` of the client's Redis user (namespace and role empty
-    when sched did not make it or they cannot be read)."""
+    """``{user, namespace, role, scripts}`` of the client's Redis user (all but ``user``
+    empty when sched did not make it or they cannot be read; ``scripts``: the
+    :func:`scripts_digest` its rules were set with)."""
     try:
         user = client.execute_command("ACL", "WHOAMI")
     except redis.RedisError:
-        return {"user": "", "namespace": "", "role": ""}
+        return {"user": "", "namespace": "", "role": "", "scripts": ""}
     try:
         fields = client.hgetall(record_key(user)) if user not in _RESERVED else {}
     except redis.RedisError:
         fields = {}
-    return {"user": user, "namespace": fields.get("namespace", ""), "role": fields.get("role", "")}
+    return {"user": user, "namespace": fields.get("namespace", ""), "role": fields.get("role", ""),
+            "scripts": fields.get("scripts", "")}
 
 
 _ROLE_DOES = {"viewer": "a viewer only reads",
               "submitter": "a submitter submits, scales and stops jobs, and may not change quotas or tenant weights",
               "worker": "a worker runs sched worker, and may not change quotas or tenant weights",
-              "agent": "an agent runs sched agent, and may not change quotas or tenant weights"}
+              "agent": "an agent runs sched agent (it starts, ends and requeues the tasks placed on its node), and "
+                       "may not submit, scale or stop jobs, nor change quotas or tenant weights"}
 
 
 def refusal_sentence(client, exc: BaseException, namespace: str, doing: str) -> str:
@@ -347,7 +411,13 @@ def refusal_sentence(client, exc: BaseException, namespace: str, doing: str) -> 
         what = f"read or write namespace {namespace} (keys sched:{{{namespace}}}:*)"
         hint = f"use credentials for {namespace}"
     else:
-        if command is not None:
+        hint = _ROLE_DOES.get(me["role"], "the admin's URL may")
+        if command is not None and command.group(1).lower() in ("evalsha", "eval"):
+            what = "run that scheduler script (EVALSHA)"
+            if me["role"] in ROLES and me["scripts"] != scripts_digest(me["role"]):
+                # Rules name scripts by SHA1: this sched's differ from those the user was set up with.
+                hint = "its rules name the scripts of another version of sched: the admin runs sched acl sync"
+        elif command is not None:
             what = f"run {command.group(1).upper()}"
         elif _SCRIPT_COMMAND_RE.search(text):
             what = "run a command that a scheduler script runs"
@@ -357,5 +427,4 @@ def refusal_sentence(client, exc: BaseException, namespace: str, doing: str) -> 
             what = f"make that change in namespace {namespace}"
         else:
             what = f"use a key outside namespace {me['namespace'] or namespace}"
-        hint = _ROLE_DOES.get(me["role"], "the admin's URL may")
     return f"{who} may not {what}, which {doing} needs: {hint} (NOPERM; docs/security.md lists what each role may do)."

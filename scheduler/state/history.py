@@ -1,16 +1,19 @@
 """Who did what: the audit trail of jobs, nodes and the namespace.
 
 Each action a person or a tool takes (submit, scale, stop, revert, drain, pause,
-activate, quota and tenant changes...) is recorded once it has succeeded, by
-``history.lua``: one JSON entry ``{ts, action, by, details}`` at the end of a bounded
-list (``job:<id>:history``, ``node:<name>:history``, or the namespace's ``history``) and
-one ``audit`` event, in one atomic step. ``by`` is the caller's: the Redis user this
-connection signed in as (``ACL WHOAMI``, asked once per Store), or what the caller acts
-for (``ui:<name>`` from the dashboard).
+activate, quota and tenant changes...) is recorded once it has succeeded: one JSON entry
+``{ts, action, by, details}`` at the end of a bounded list (``job:<id>:history``,
+``node:<name>:history``, or the namespace's ``history``) and one ``audit`` event, in one
+atomic step. ``by`` is the caller's: the Redis user this connection signed in as (``ACL
+WHOAMI``, asked once per Store), or what the caller acts for (``ui:<name>`` from the
+dashboard).
 
-A record is written after its action, on the client that never resends (a resent
-``RPUSH`` would record the action twice), and its failure does not undo or hide the
-action: it is logged, and the action's result stands.
+A submit that creates tasks is recorded by the script call that makes it
+(``enqueue.lua``, ``enqueue_many.lua``: :class:`Submitted` says how), so the record and
+the submit happen together or not at all, for no extra call. Every other action is
+recorded after it, by ``history.lua`` (:meth:`HistoryStore.record_history`), on the
+client that never resends (a resent ``RPUSH`` would record the action twice); its
+failure does not undo or hide the action: it is logged, and the action's result stands.
 """
 
 from __future__ import annotations
@@ -42,6 +45,36 @@ class Record:
     job: str = ""
     node: str = ""
     details: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """How to record a submit: as ``action`` (``submit``, or ``revert``), done ``by``
+    someone (None: the connection's Redis user), with ``details`` beyond what every submit
+    records (``version``, ``change``, ``tasks``, ``deployment``), and whether a submit that
+    changed nothing is recorded too (``unchanged``)."""
+
+    action: str = "submit"
+    by: str | None = None
+    details: dict = field(default_factory=dict)
+    unchanged: bool = True
+
+    def record(self, job: str, by: str | None, version: int, change: str, tasks: int,
+               deployment: str | None = None) -> Record:
+        details = {"version": version, "change": change, "tasks": tasks}
+        if deployment and "deployment" not in self.details:
+            details["deployment"] = deployment
+        return Record(self.action, by, job=job, details={**details, **self.details})
+
+
+def record_args(record: Record, by: str) -> list:
+    """The record as the scripts read it (``record_at`` in ``lua/_lib.lua``)."""
+    clash = _EVENT_FIELDS & record.details.keys()
+    if clash:
+        raise ValueError(f"history details may not be named {', '.join(sorted(clash))}")
+    scope, name = ("job", record.job) if record.job else ("node", record.node) if record.node else ("", "")
+    details = orjson.dumps(record.details).decode()
+    return [HISTORY_KEEP, record.action, by, scope, name, details, len(record.details), *record.details]
 
 
 class HistoryStore(NamespaceStore):
@@ -86,19 +119,14 @@ class HistoryStore(NamespaceStore):
             log.warning("%d action(s) done but not recorded in their history (%s)", len(records) - written, exc)
         return written
 
+    def who(self, by: str | None) -> str:
+        """``by``, or (None) this Store's Redis user: who an action is recorded as done by."""
+        return by or self.redis_user()
+
     def _history_call(self, record: Record, by: str) -> tuple[list[str], list]:
-        clash = _EVENT_FIELDS & record.details.keys()
-        if clash:
-            raise ValueError(f"history details may not be named {', '.join(sorted(clash))}")
         k = self.keys
-        if record.job:
-            key, scope, name = k.job_history(record.job), "job", record.job
-        elif record.node:
-            key, scope, name = k.node_history(record.node), "node", record.node
-        else:
-            key, scope, name = k.history, "", ""
-        details = orjson.dumps(record.details).decode()
-        return [key, k.stream, k.config], [self.events_arg, HISTORY_KEEP, record.action, by, scope, name, details, *record.details]
+        key = k.job_history(record.job) if record.job else k.node_history(record.node) if record.node else k.history
+        return [key, k.stream, k.config], [self.events_arg, *record_args(record, by)]
 
     def read_history(self, *, job: str | None = None, node: str | None = None) -> list[dict]:
         """The history of a job, a node, or (neither given) the namespace: entries

@@ -21,6 +21,7 @@ from redis.exceptions import NoScriptError
 from scheduler.model import JobSpec, check_job_id, parse_job
 from scheduler.model.errors import NotFound, RedisUnavailable
 from scheduler.model.names import is_job_id
+from scheduler.state.history import HISTORY_KEEP, Record, record_args
 from scheduler.state.namespace import NamespaceStore
 
 ENQUEUE_CHUNK = 500  # tasks per enqueue.lua call: each call takes a few ms (docs/reliability.md)
@@ -165,7 +166,8 @@ class JobStore(NamespaceStore):
 
     def enqueue(self, job_id: str, read: str, job_fields: dict, version: int, priority: int, first_index: int,
                 count: int, *, pins: list[str] | None = None, delay_ms: int = 0, retries: int = 0,
-                is_global: bool = False, shares: str = "", event: str = "", replicas: int | None = None) -> int | None:
+                is_global: bool = False, shares: str = "", event: str = "", replicas: int | None = None,
+                record: Record | None = None) -> int | None:
         """``enqueue.lua``: write ``job_fields`` to the job's hash and queue ``count`` new
         pending tasks (``<job>.<first_index + i>``), created now (Redis TIME), if the job is
         still as ``read`` (:func:`job_state`; "" = it must not exist). ``pins`` fixes each
@@ -174,7 +176,9 @@ class JobStore(NamespaceStore):
         given, is written as the job's ``jobs:shares`` entry (:meth:`mark_job`) with its
         hash. ``event``, if given, is the job event the call announces before its tasks'
         (``submitted``, ``updated``, ``scaled``; with ``replicas``, unless the job is global).
-        Returns the creation time (ms), or None when the job changed since it was read.
+        ``record`` (its ``by`` given), if given, is written to the job's history and
+        announced in the same step (history.py). Returns the creation time (ms), or None
+        when the job changed since it was read (nothing written, nothing recorded).
 
         No call blocks Redis for long: the first call (job hash and the first
         ``ENQUEUE_CHUNK`` tasks) is the compare-and-set; the other tasks follow in fill
@@ -195,7 +199,8 @@ class JobStore(NamespaceStore):
         try:
             reply = self._enqueue_script(read, job_id, version, priority, first_index, head, (pins or [])[:head],
                                          delay_ms=delay_ms, retries=retries, job_fields=job_fields,
-                                         is_global=is_global, shares=shares, event=event, replicas=replicas)
+                                         is_global=is_global, shares=shares, event=event, replicas=replicas,
+                                         record=record)
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             raise RedisUnavailable(
                 f"Redis did not answer while job {job_id!r} was being written ({str(exc).rstrip('.')}); it may or "
@@ -231,6 +236,13 @@ class JobStore(NamespaceStore):
             rows = pipe.execute()
         return {job_id: {f: v for f, v in row.items() if f.startswith("filling:") or f in ("status", "version")}
                 for job_id, row in zip(ids, rows)}
+
+    def check_enqueue(self, job_id: str) -> None:
+        """Raise Redis's refusal (``NoPermissionError``) now if this connection's user may
+        not run ``enqueue.lua`` on the job (an agent's may not): a fill call for a version
+        no job has, which writes nothing. A change made of steps (a scale down stops
+        tasks, then writes the job's count) is so refused before its first step."""
+        self._enqueue_script("=", job_id, 0, 0, 0, 0, [], delay_ms=0, retries=0)
 
     def enqueue_fill(self, job_id: str, version: int, priority: int, first_index: int, count: int, *,
                      pins: list[str] | None = None, delay_ms: int = 0, retries: int = 0,
@@ -280,10 +292,11 @@ class JobStore(NamespaceStore):
                 self.filled(job_id, None)
         return completed
 
-    def enqueue_many(self, jobs: list[tuple[str, JobSpec]], attempts: int = 5) -> list[bool]:
+    def enqueue_many(self, jobs: list[tuple[str, JobSpec]], attempts: int = 5, by: str | None = None) -> list[bool]:
         """``enqueue_many.lua``: create new jobs (version 1) with their pending tasks, many
         per call, up to ``ENQUEUE_CHUNK`` tasks (and at most that many jobs) per call; each
-        job only if it does not exist yet. ``jobs`` are (job id, spec) pairs: the spec may
+        job only if it does not exist yet, recorded as submitted ``by`` that user (None:
+        not recorded) in the same step. ``jobs`` are (job id, spec) pairs: the spec may
         be one shared by jobs that differ only in their id (its own id is then ignored), and
         runs of jobs sharing a spec send its text once. Returns, per job in order, True when
         this created it, False when it existed (nothing written: submit it the ordinary
@@ -328,7 +341,7 @@ class JobStore(NamespaceStore):
         sender.start()
         try:
             calls = []
-            for call in self._enqueue_many_calls(jobs):
+            for call in self._enqueue_many_calls(jobs, by):
                 calls.append(call)
                 if len(calls) == _PIPELINED:
                     if failure:
@@ -344,14 +357,16 @@ class JobStore(NamespaceStore):
             raise failure[0]
         return [flag == 1 for reply in replies for flag in reply[1]]
 
-    def _enqueue_many_calls(self, jobs: list[tuple[str, JobSpec]]):
+    def _enqueue_many_calls(self, jobs: list[tuple[str, JobSpec]], by: str | None):
         """(first job id, last job id, keys, args) of each ``enqueue_many.lua`` call."""
         k = self.keys
         fixed = [k.jobs, k.active, k.enqueue_seq, k.job_shares, k.wake, k.stream, k.config]
         task_key = k.task
         rests: dict[int, str] = {}
+        who = "" if by is None else orjson.dumps(by).decode()
         for chunk in _chunks(jobs, ENQUEUE_CHUNK):
-            keys, args = list(fixed), [self.events_arg, 0]
+            keys, args = list(fixed), [self.events_arg, who, HISTORY_KEEP, 0]
+            groups_at = len(args) - 1
             shared, count_at = None, 0
             for job_id, spec in chunk:
                 if spec is not shared:  # a new group: its spec text after the id, once
@@ -361,29 +376,31 @@ class JobStore(NamespaceStore):
                         rest = rests[id(spec)] = _text_after_id(spec)
                     args += [spec.priority, rest, shares_value(spec), spec.replicas, 0]
                     count_at = len(args) - 1
-                    args[1] += 1
+                    args[groups_at] += 1
                 args[count_at] += 1
                 args.append(job_id)
-                keys += [k.job(job_id), k.job_tasks(job_id)]
+                keys += [k.job(job_id), k.job_tasks(job_id), k.job_history(job_id)]
                 keys += [task_key(f"{job_id}.{i}") for i in range(spec.replicas)]
             yield chunk[0][0], chunk[-1][0], keys, args
 
     def _enqueue_script(self, read: str, job_id: str, version: int, priority: int, first_index: int, count: int,
                         pins: list[str], *, delay_ms: int, retries: int, job_fields: dict | None = None,
                         is_global: bool = False, shares: str = "", event: str = "",
-                        replicas: int | None = None) -> list:
+                        replicas: int | None = None, record: Record | None = None) -> list:
         """The one call of ``enqueue.lua`` (its header lays out KEYS and ARGV): a first call
-        (``read`` as :func:`job_state` says, with ``job_fields``) or a fill call (``read``
-        ``=<version>``, no fields), creating the tasks ``<job>.<first_index + i>``."""
+        (``read`` as :func:`job_state` says, with ``job_fields`` and maybe a ``record``) or a
+        fill call (``read`` ``=<version>``, no fields), creating the tasks
+        ``<job>.<first_index + i>``."""
         k = self.keys
         fields = job_fields or {}
         args = [read, self.events_arg, job_id, version, priority, first_index, delay_ms, retries, int(is_global),
                 shares, event, "" if replicas is None else replicas, len(fields)]
         for field, value in fields.items():
             args += [field, value]
+        args += record_args(record, record.by) if record is not None else [""]
         args += pins
         keys = [k.job(job_id), k.jobs, k.global_jobs, k.active, k.backoff, k.job_tasks(job_id), k.enqueue_seq,
-                k.job_shares, k.wake, k.stream, k.config,
+                k.job_shares, k.wake, k.stream, k.config, k.job_history(job_id),
                 *(k.task(f"{job_id}.{first_index + i}") for i in range(count))]
         return self.scripts.enqueue(keys=keys, args=args)
 
