@@ -9,6 +9,7 @@ including the RQ workers and work horses an agent forked). Waits are liveness bo
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 import os
 import signal
 import subprocess
@@ -683,38 +684,55 @@ def test_a_stopped_task_stops_running_although_its_rq_worker_died(cluster, app):
     assert node_is_empty(app, "a")
 
 
-def test_a_run_that_ends_while_redis_is_away_is_recorded_as_it_ended(tmp_path):
-    """Redis (scheduling state and RQ alike) is SIGKILLed while a batch command runs, and
-    comes back from its append-only file 6 s later, after the command ended: the run is
-    recorded completed, as it ended, and not run again."""
+@contextmanager
+def own_redis_cluster(tmp_path, namespace: str):
+    """(server, app, cluster) on a redis-server of the test's own, which it may kill or pause."""
     server = RestartableRedis(tmp_path / "redis")
     server.start()
-    app = App(redis_url=server.url, namespace="away")
+    app = App(redis_url=server.url, namespace=namespace)
     logs = tmp_path / "logs"
     logs.mkdir()
-    ledger = tmp_path / "ledger"
-    cluster = Cluster(app, server.url, "away", logs)
+    cluster = Cluster(app, server.url, namespace, logs)
     try:
-        cluster.agent("a", heartbeat="3.0")  # a TTL of 9 s: its tasks outlive the outage
-        cluster.worker()
-        script = (f'echo "start $SCHED_TASK_ID 0" >> "{ledger}"; sleep 2; '
-                  f'echo "end $SCHED_TASK_ID 0" >> "{ledger}"')
-        job_id = submit(app, {"id": "once", "type": "batch", "max_retries": 2, "restart_delay": 0, "resources": SMALL,
-                              "run": {"command": ["sh", "-c", script]}})
-        cluster.wait(lambda: states(job_tasks(app, job_id)) == ["running"] and ledger.exists(), "the command to run")
-        server.kill()
-        time.sleep(6)
-        assert [line.split()[0] for line in ledger.read_text().splitlines()] == ["start", "end"]  # it ended
-        server.start()
-        cluster.wait(lambda: all(t.terminal for t in job_tasks(app, job_id)), "the task's end to be recorded", 60)
-        assert states(job_tasks(app, job_id)) == ["completed"], cluster.snapshot()
-        assert [line.split()[0] for line in ledger.read_text().splitlines()] == ["start", "end"]
-        report = audit(app.store)
-        assert report.ok, report.problems
+        yield server, app, cluster
     finally:
         cluster.close()
         app.close()
         server.stop()
+
+
+def _run_once(app, cluster, ledger, middle: str) -> str:
+    """Submit a batch job whose one command writes start, runs ``middle``, writes end; wait
+    until it runs. Its task id."""
+    script = f'echo "start $SCHED_TASK_ID 0" >> "{ledger}"; {middle}; echo "end $SCHED_TASK_ID 0" >> "{ledger}"'
+    job_id = submit(app, {"id": "once", "type": "batch", "max_retries": 2, "restart_delay": 0, "resources": SMALL,
+                          "run": {"command": ["sh", "-c", script]}})
+    cluster.wait(lambda: states(job_tasks(app, job_id)) == ["running"] and ledger.exists(), "the command to run")
+    return job_id
+
+
+def _ran_once_and_completed(app, cluster, ledger, job_id: str) -> None:
+    cluster.wait(lambda: all(t.terminal for t in job_tasks(app, job_id)), "the task's end to be recorded", 60)
+    assert states(job_tasks(app, job_id)) == ["completed"], cluster.snapshot()
+    assert [line.split()[0] for line in ledger.read_text().splitlines()] == ["start", "end"]
+
+
+def test_a_run_that_ends_while_redis_is_away_is_recorded_as_it_ended(tmp_path):
+    """Redis (scheduling state and RQ alike) is SIGKILLed while a batch command runs, and
+    comes back from its append-only file 6 s later, after the command ended: the run is
+    recorded completed, as it ended, and not run again."""
+    ledger = tmp_path / "ledger"
+    with own_redis_cluster(tmp_path, "away") as (server, app, cluster):
+        cluster.agent("a", heartbeat="3.0")  # a TTL of 9 s: its tasks outlive the outage
+        cluster.worker()
+        job_id = _run_once(app, cluster, ledger, "sleep 2")
+        server.kill()
+        time.sleep(6)
+        assert [line.split()[0] for line in ledger.read_text().splitlines()] == ["start", "end"]  # it ended
+        server.start()
+        _ran_once_and_completed(app, cluster, ledger, job_id)
+        report = audit(app.store)
+        assert report.ok, report.problems
 
 
 def test_a_run_that_exits_while_redis_is_paused_past_the_ttl_is_recorded_as_it_ended(tmp_path):
@@ -723,34 +741,18 @@ def test_a_run_that_exits_while_redis_is_paused_past_the_ttl_is_recorded_as_it_e
     once the TTL has passed without a heartbeat, but this one was over by then: it is
     recorded completed, as it ended, and not run again (its exit is journalled at once, not
     after its output has been written to Redis)."""
-    server = RestartableRedis(tmp_path / "redis")
-    server.start()
-    app = App(redis_url=server.url, namespace="paused")
-    logs = tmp_path / "logs"
-    logs.mkdir()
     ledger = tmp_path / "ledger"
-    cluster = Cluster(app, server.url, "paused", logs)
-    try:
+    with own_redis_cluster(tmp_path, "paused") as (server, app, cluster):
         cluster.agent("a", heartbeat="1.0")  # a TTL of 3 s, shorter than the pause
         cluster.worker()
-        script = (f'echo "start $SCHED_TASK_ID 0" >> "{ledger}"; '
-                  'i=0; while [ $i -lt 30 ]; do echo "line $i"; sleep 0.1; i=$((i+1)); done; '
-                  f'echo "end $SCHED_TASK_ID 0" >> "{ledger}"')
-        job_id = submit(app, {"id": "once", "type": "batch", "max_retries": 2, "restart_delay": 0, "resources": SMALL,
-                              "run": {"command": ["sh", "-c", script]}})
-        cluster.wait(lambda: states(job_tasks(app, job_id)) == ["running"] and ledger.exists(), "the command to run")
+        job_id = _run_once(app, cluster, ledger,
+                           'i=0; while [ $i -lt 30 ]; do echo "line $i"; sleep 0.1; i=$((i+1)); done')
         time.sleep(1.5)  # output has been written to Redis at least once: the next write will wait
         server.pause()
         time.sleep(5)
         assert [line.split()[0] for line in ledger.read_text().splitlines()] == ["start", "end"]  # it ended
         server.resume()
-        cluster.wait(lambda: all(t.terminal for t in job_tasks(app, job_id)), "the task's end to be recorded", 60)
-        assert states(job_tasks(app, job_id)) == ["completed"], cluster.snapshot()
-        assert [line.split()[0] for line in ledger.read_text().splitlines()] == ["start", "end"]
-    finally:
-        cluster.close()
-        app.close()
-        server.stop()
+        _ran_once_and_completed(app, cluster, ledger, job_id)
 
 
 def _replaced_on_b(cluster, app, job_id: str, original: str) -> str:
