@@ -66,8 +66,10 @@ class NodeTable:
 
     def replaced(self, names) -> None:
         """Rows of these nodes take the new objects now in the list last synced (a list
-        its owner updates in place, telling us which entries it replaced)."""
+        its owner updates in place, telling us which entries it replaced), or, for an
+        object that is still the same, its changed values (allocation, task count)."""
         source = self._source
+        changed = []
         for name in names:
             i = self.rows.get(name)
             if i is None or source is None or i >= len(source) or source[i].name != name:
@@ -79,6 +81,9 @@ class NodeTable:
                     self._ids = np.fromiter(map(id, source), dtype=np.int64, count=len(source))
                     return
                 self._ids[i] = id(source[i])
+            else:
+                changed.append(i)
+        self.write_rows(changed)
 
     def _replace(self, i: int, new: Node) -> bool:
         """Put a new object for row ``i``; False if it brings a resource the table lacks."""
@@ -87,6 +92,8 @@ class NodeTable:
         if _description(self.nodes[i]) != _description(new):
             self.epoch += 1
         self.nodes[i] = new
+        for resource, column in self.capacity.items():
+            column[i] = new.capacity.get(resource, 0)
         self.write(i)
         return True
 
@@ -106,11 +113,12 @@ class NodeTable:
         self.touched.clear()
 
     def write(self, row: int) -> None:
-        """Copy one node's changing values (allocation, task count, usability) into its row."""
+        """Copy one node's changing values (allocation, task count, usability) into its row
+        (its capacity changes only with a new object: :meth:`_replace`)."""
         node = self.nodes[row]
+        allocated = node.allocated
         for resource, column in self.allocated.items():
-            column[row] = node.allocated.get(resource, 0)
-            self.capacity[resource][row] = node.capacity.get(resource, 0)
+            column[row] = allocated.get(resource, 0)
         self.tasks[row] = node.tasks
         self.touched.add(row)
         self.usable[row] = node.status == READY and node.availability == ACTIVE
@@ -118,6 +126,26 @@ class NodeTable:
             self._nominated.add(row)
         else:
             self._nominated.discard(row)
+
+    def write_rows(self, rows: list[int]) -> None:
+        """:meth:`write` for many rows: one numpy assignment per column instead of one per
+        value (a few rows are written one by one, where that is cheaper)."""
+        if len(rows) < 16:
+            for row in rows:
+                self.write(row)
+            return
+        nodes = [self.nodes[row] for row in rows]
+        for resource, column in self.allocated.items():
+            column[rows] = [node.allocated.get(resource, 0) for node in nodes]
+        self.tasks[rows] = [node.tasks for node in nodes]
+        self.usable[rows] = [node.status == READY and node.availability == ACTIVE for node in nodes]
+        self.touched.update(rows)
+        nominated = self._nominated
+        for row, node in zip(rows, nodes):
+            if node.nominations:
+                nominated.add(row)
+            elif row in nominated:
+                nominated.discard(row)
 
     def room(self, needs: dict[str, int]) -> np.ndarray:
         """Usable nodes with room for ``needs`` in every resource (nominations aside)."""

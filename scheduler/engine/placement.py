@@ -43,6 +43,7 @@ from heapq import heappop, heapreplace
 from typing import Mapping, Sequence
 
 import numpy as np
+import numpy.random  # noqa: F401  imported here, before worker processes fork, not lazily in each
 
 from scheduler.engine.fewest import FewestTasks
 from scheduler.engine.filters import Pipeline, filter_pipeline
@@ -133,8 +134,9 @@ class Placer:
         return explain(nodes, job, job_counts)
 
     def replaced(self, names) -> None:
-        """The caller replaced these nodes' objects in the list it keeps passing: a list
-        passed again is otherwise taken to hold the same objects as before."""
+        """The caller replaced these nodes' objects in the list it keeps passing, or
+        changed them in place: a list passed again is otherwise taken to hold the same
+        objects, unchanged but by this placer's own placements."""
         self._table.replaced(names)
         if self._placed_with_noise >= NOISE_TASKS:
             self._noise_for = None  # new tie-breaks from the next call
@@ -187,8 +189,8 @@ class Placer:
 
         if vector:
             table = self._table
-            for name in {name for _, name in assignments}:
-                table.write(table.rows[name])
+            rows = table.rows
+            table.write_rows([rows[name] for name in {name for _, name in assignments}])
         elif len(facts) > total + CACHED_SPECS and scanned == total:
             self._forget_removed(facts)
         self._placed_with_noise += len(assignments)

@@ -15,6 +15,7 @@ import orjson
 
 from scheduler.model import ACTIVE, AVAILABILITIES, DOWN, READY, Node, check_node_name
 from scheduler.model.errors import NotFound, SpecError
+from scheduler.state.hashes import hgetall_many
 from scheduler.state.namespace import NamespaceStore
 from scheduler.state.nominations import parse_nomination
 
@@ -121,10 +122,7 @@ class NodeStore(NamespaceStore):
 
     def nodes(self, names: list[str] | None = None) -> list[Node]:
         names = self.node_names() if names is None else names
-        with self.client.pipeline(transaction=False) as pipe:
-            for name in names:
-                pipe.hgetall(self.keys.node(name))
-            replies = pipe.execute()
+        replies = hgetall_many(self.client, [self.keys.node(name) for name in names])
         return [node_from_hash(fields) for fields in replies if fields]
 
     def _set_node(self, name: str, field: str, value: str) -> str:
