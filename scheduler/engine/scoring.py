@@ -182,6 +182,9 @@ class Ranking:
 
     def bind(self, ctx: Context) -> KeyFn:
         """The sort key for this batch: a tuple of negated tier scores, lower is better."""
+        if self is _SPREAD and not faulty_nodes(ctx):
+            # The usual key, written out (the same values): tasks of the job, then tasks.
+            return _spread_key
         tiers = []
         for tier in self.tiers:
             parts = [(fn, weight) for scorer, weight in tier if (fn := scorer.bind(ctx)) is not None]
@@ -200,6 +203,10 @@ _SPREAD = Ranking((_FAULTY, ((JobSpread(), 1),), ((LeastTasks(), 1),)))
 # Fill the fullest node; among equally full ones (a job asking no cpu or memory) fall
 # back to spreading, so such a job does not pile onto one node.
 _BINPACK = Ranking((_FAULTY, ((BinPack(), 1),), ((JobSpread(), 1),), ((LeastTasks(), 1),)))
+
+
+def _spread_key(node: Node, job_on_node: int) -> tuple:
+    return (job_on_node, node.tasks)
 
 
 def _weighted(parts: list[tuple[ScoreFn, float]]) -> ScoreFn:
