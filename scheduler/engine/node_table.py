@@ -26,7 +26,7 @@ def _description(node: Node) -> tuple:
 
 
 class NodeTable:
-    def __init__(self):
+    def __init__(self) -> None:
         self.nodes: list[Node] = []
         self.rows: dict[str, int] = {}
         self.epoch = 0  # bumped when any node's description (what static filters read) changes
@@ -53,7 +53,7 @@ class NodeTable:
         same_shape = len(nodes) == len(self.nodes)
         if same_shape:
             changed = np.flatnonzero(ids != self._ids)
-            if any(nodes[i].name != self.nodes[i].name for i in changed):
+            if any(nodes[i].name != self.nodes[i].name for i in changed.tolist()):
                 same_shape = False
         if not same_shape:
             self._build(nodes)
@@ -166,7 +166,7 @@ class NodeTable:
             reasons = np.array([check(node) for node in self.nodes] or [None], dtype=object)[: len(self.nodes)]
             if len(self._static) > 64:
                 self._static.clear()
-            cached = self._static[key] = (self.epoch, reasons, np.equal(reasons, None))
+            cached = self._static[key] = (self.epoch, reasons, np.equal(reasons, None))  # type: ignore[call-overload]
         return cached[1], cached[2]
 
     def nominated(self) -> np.ndarray:

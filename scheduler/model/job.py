@@ -9,6 +9,7 @@ import difflib
 import math
 import re
 from dataclasses import dataclass, field, fields
+from typing import Any, Callable
 
 from scheduler.model.constraints import Constraint, attribute_getter, parse_constraints
 from scheduler.model.errors import SpecError
@@ -24,7 +25,7 @@ class Preference:
     """``{spread: node.labels.zone}``: equalise task counts across the label's values."""
 
     spread: str
-    get: object = field(compare=False, repr=False)
+    get: Callable[[Any], str] = field(compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

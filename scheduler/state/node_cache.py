@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import gc
 from contextlib import contextmanager
-from typing import Callable
+from typing import Callable, Iterator
 
 from redis.client import Pipeline
 from redis.exceptions import NoScriptError
@@ -80,7 +80,7 @@ class NodeCache:
             self.store.scripts.load_all()
             return self._refresh_with(now_ms, also)
 
-    def _refresh_with(self, now_ms, also):
+    def _refresh_with(self, now_ms: int | None, also: Callable[[Pipeline], None] | None) -> tuple[dict[str, Node], list]:
         keys, client = self.store.keys, self.store.client
         replies: list = []
         if self.seq < 0 and also is not None:
@@ -209,7 +209,7 @@ def _count_ready(total: dict[str, int], node: Node, sign: int) -> None:
 
 
 @contextmanager
-def _collection_paused():
+def _collection_paused() -> Iterator[None]:
     """No garbage collection while thousands of nodes are built at once: they are all
     kept, and a full collection among them only walks a heap that is growing."""
     enabled = gc.isenabled()
