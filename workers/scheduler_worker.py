@@ -296,17 +296,17 @@ class SchedulerWorker:
     def _view(self, nodes: dict[str, Node]) -> list[Node]:
         """Every node as one list, kept across rounds and updated in place: the placer's
         columns then rewrite only the rows of the nodes that changed."""
-        replaced = self.cache.take_replaced()
+        replaced, changed = self.cache.take_replaced(), self.cache.take_changed()
         if (self._membership != self.cache.membership or len(self._everywhere) != len(nodes)
                 or not replaced <= self._rows.keys()):
             self._membership = self.cache.membership
             self._everywhere = list(nodes.values())
             self._rows = {node.name: i for i, node in enumerate(self._everywhere)}
-            replaced = set()  # a new list: the placer compares it object by object
+            replaced = changed = set()  # a new list: the placer lays it out anew
         else:
             for name in replaced:
                 self._everywhere[self._rows[name]] = nodes[name]
-        self.placer.replaced(replaced)
+        self.placer.replaced(replaced, changed)
         return self._everywhere
 
     def _place(self, group: Group, nodes: dict[str, Node], everywhere: list[Node], job_counts: dict[str, int],

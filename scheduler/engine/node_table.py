@@ -50,7 +50,7 @@ class NodeTable:
             return
         self._source = nodes
         ids = np.fromiter(map(id, nodes), dtype=np.int64, count=len(nodes))
-        same_shape = len(nodes) == len(self.nodes)
+        same_shape = len(nodes) == len(self.nodes) == len(self._ids)
         if same_shape:
             changed = np.flatnonzero(ids != self._ids)
             if any(nodes[i].name != self.nodes[i].name for i in changed.tolist()):
@@ -66,14 +66,12 @@ class NodeTable:
 
     def replaced(self, names) -> None:
         """Rows of these nodes take the new objects now in the list last synced (a list
-        its owner updates in place, telling us which entries it replaced), or, for an
-        object that is still the same, its changed values (allocation, task count)."""
+        its owner updates in place, telling us which entries it replaced)."""
         source = self._source
-        changed = []
         for name in names:
             i = self.rows.get(name)
             if i is None or source is None or i >= len(source) or source[i].name != name:
-                self._source = None  # not a replacement in place: the next sync starts over
+                self._start_over()
                 return
             if source[i] is not self.nodes[i]:
                 if not self._replace(i, source[i]):
@@ -81,9 +79,20 @@ class NodeTable:
                     self._ids = np.fromiter(map(id, source), dtype=np.int64, count=len(source))
                     return
                 self._ids[i] = id(source[i])
-            else:
-                changed.append(i)
-        self.write_rows(changed)
+
+    def changed(self, names) -> None:
+        """Rows of these nodes take their values again: the same objects, changed in place."""
+        rows, source = self.rows, self._source
+        found = [rows.get(name) for name in names]
+        if source is None or None in found:
+            self._start_over()
+            return
+        self.write_rows(found)  # type: ignore[arg-type]
+
+    def _start_over(self) -> None:
+        """The next sync lays every row out anew: comparing objects cannot find what changed in place."""
+        self._source = None
+        self._ids = np.zeros(0, dtype=np.int64)
 
     def _replace(self, i: int, new: Node) -> bool:
         """Put a new object for row ``i``; False if it brings a resource the table lacks."""

@@ -133,11 +133,12 @@ class Placer:
     def explain(self, nodes: Sequence[Node], job: JobSpec, job_counts: Mapping[str, int]) -> Explanation:
         return explain(nodes, job, job_counts)
 
-    def replaced(self, names) -> None:
-        """The caller replaced these nodes' objects in the list it keeps passing, or
-        changed them in place: a list passed again is otherwise taken to hold the same
-        objects, unchanged but by this placer's own placements."""
+    def replaced(self, names, changed=()) -> None:
+        """The caller replaced these nodes' objects in the list it keeps passing, and
+        changed those of ``changed`` in place: a list passed again is otherwise taken to
+        hold the same objects, unchanged but by this placer's own placements."""
         self._table.replaced(names)
+        self._table.changed(changed)
         if self._placed_with_noise >= NOISE_TASKS:
             self._noise_for = None  # new tie-breaks from the next call
             self._placed_with_noise = 0

@@ -46,7 +46,8 @@ class NodeCache:
         self._own: dict[str, int] = {}  # node -> change sequence of our own commit, already in the copy
         self.reads = 0  # node hashes read, for the benchmark's cost accounting
         self.applied = 0  # other workers' commits applied from their deltas instead
-        self.replaced: set[str] = set()  # nodes given a new object, or changed in place, since take_replaced()
+        self.replaced: set[str] = set()  # nodes given a new object since take_replaced()
+        self.changed: set[str] = set()  # nodes changed in place (their deltas) since take_changed()
         self.membership = 0  # bumped whenever a node joins or leaves the copy
         # The ready nodes' total capacity per resource (the measure of tenants' shares in a
         # claim), kept as nodes are read: deltas change neither capacity nor status.
@@ -123,7 +124,8 @@ class NodeCache:
         deltas: dict[str, list[list[str]]] = {}
         for member in delta_lines:  # one member per commit call, one line per node
             for line in member.split(" "):
-                fields = line.split("|")
+                # seq, previous, node, and the rest: split further only if the node is followed
+                fields = line.split("|", 3)
                 lines = deltas.get(fields[2])
                 if lines is None:
                     deltas[fields[2]] = [fields]
@@ -140,7 +142,7 @@ class NodeCache:
             # the last we knew of, else up to the sequence seen before this refresh.
             node = self.nodes.get(name)
             if node is not None and _follow(node, deltas.get(name, ()), own if own is not None else seen, latest):
-                self.replaced.add(name)
+                self.changed.add(name)
                 self.applied += 1
             else:
                 names.add(name)
@@ -172,10 +174,15 @@ class NodeCache:
         return queued
 
     def take_replaced(self) -> set[str]:
-        """The nodes given a new object, or changed in place by their deltas, since the
-        last call (joins and leaves show in :attr:`membership` instead)."""
+        """The nodes given a new object since the last call (joins and leaves show in
+        :attr:`membership` instead)."""
         replaced, self.replaced = self.replaced, set()
         return replaced
+
+    def take_changed(self) -> set[str]:
+        """The nodes changed in place by their deltas since the last call."""
+        changed, self.changed = self.changed, set()
+        return changed
 
     def committed(self, changes: dict[str, tuple[int, int]], seen: int) -> None:
         """Our commit changed these nodes (node -> (sequence, previous sequence)); the
@@ -229,7 +236,7 @@ def _pairs(reply: list) -> list:
 
 
 def _follow(node: Node, lines, base: int, latest: int) -> bool:
-    """Apply ``node``'s deltas (each a line split at ``|``) to it in place, if they lead
+    """Apply ``node``'s deltas (each a line split at its first three ``|``) to it in place, if they lead
     without a gap from ``base`` to ``latest``; False, leaving it untouched, when they do
     not (the node must be read). In place rather than a new object: the placer's columns
     and cached static verdicts stay keyed to the same object, and only the changing
@@ -247,7 +254,8 @@ def _follow(node: Node, lines, base: int, latest: int) -> bool:
     if at != latest or not chain:
         return False
     allocated, ports = node.allocated, node.ports
-    for _seq, _previous, _name, count, allocs, added in chain:
+    for fields in chain:
+        count, allocs, added = fields[3].split("|")
         node.tasks = int(count)
         if allocs:
             for pair in allocs.split(","):
