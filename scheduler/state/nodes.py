@@ -22,19 +22,25 @@ from scheduler.state.nominations import parse_nomination
 _DESCRIPTION = ("hostname", "role", "os", "arch")
 
 
+_PLAIN = frozenset(("name", "availability", "status", "tasks", "hostname", "role", "os", "arch", "labels",
+                    "engine_labels", "plugins"))
+
+
 def node_from_hash(fields: dict[str, str]) -> Node:
     """Decode a node hash (see :func:`node_fields`) into a :class:`Node`."""
     capacity, allocated, ports, nominations = {}, {}, {}, {}
     for field, value in fields.items():
-        kind = field[:4]
-        if kind == "cap:":
-            capacity[field[4:]] = int(value)
-        elif kind == "allo":
-            allocated[field[6:]] = int(value)
+        if field in _PLAIN:  # most fields: read by name below
+            continue
+        kind, _, rest = field.partition(":")
+        if kind == "cap":
+            capacity[rest] = int(value)
+        elif kind == "alloc":
+            allocated[rest] = int(value)
         elif kind == "port":
-            ports[int(field[5:])] = value
-        elif kind == "nom:":
-            nominations[field[4:]] = parse_nomination(field[4:], value)
+            ports[int(rest)] = value
+        elif kind == "nom":
+            nominations[rest] = parse_nomination(rest, value)
     get = fields.get
     return Node(
         name=fields["name"],
