@@ -3,9 +3,9 @@ ask for no resources, placed by ``sched worker --concurrency 2 --until-idle``: t
 SwarmKit's scheduler benchmark (BenchmarkScheduler1kNodes10kTasks), through the Python API
 and the worker command. Prints one JSON line: placements per second from the worker
 command's start (Redis TIME just before it) to the last placement, and the command's own
-wall time. Run against a private redis-server:
+wall time. Without a URL it starts a private redis-server, as ``sched bench`` does:
 
-    .venv/bin/python scripts/one_task_services.py unix:///path/redis.sock [NODES] [TASKS]
+    .venv/bin/python scripts/one_task_services.py [URL] [NODES] [TASKS]
 """
 
 from __future__ import annotations
@@ -16,8 +16,10 @@ import subprocess
 import sys
 import time
 
+from scheduler import native
 from scheduler.client import Client
 from scheduler.model import make_node
+from scheduler.tools.bench.harness import redis_server
 
 NAMESPACE = "shape"
 
@@ -40,9 +42,11 @@ def main(url: str, nodes: int, tasks: int) -> dict:
     app.store.clear_namespace()
     return {"nodes": nodes, "tasks": tasks, "assigned": len(assigned),
             "placements_per_s": round(len(assigned) / ((last_ms - start_ms) / 1000), 1),
-            "worker_command_s": round(wall, 3)}
+            "worker_command_s": round(wall, 3), "hot_path": native.STATE}
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 1000,
-                          int(sys.argv[3]) if len(sys.argv) > 3 else 10_000)))
+    args = sys.argv[1:]
+    url = args.pop(0) if args and "://" in args[0] else None
+    with redis_server(url) as server:
+        print(json.dumps(main(server, int(args[0]) if args else 1000, int(args[1]) if len(args) > 1 else 10_000)))
