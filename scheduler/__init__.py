@@ -12,6 +12,8 @@ The package is layered (``docs/architecture.md``): ``model`` (the nouns), ``engi
 
 from __future__ import annotations
 
+from scheduler import native  # noqa: F401  decides, before any of them is imported, whether the hot path runs compiled
+
 __all__ = ["Client", "WaitTimeout", "SchedError", "SpecError", "NotFound", "RedisUnavailable", "Task", "Node",
            "JobSpec"]
 

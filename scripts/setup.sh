@@ -2,9 +2,11 @@
 # Idempotent developer/CI setup.
 #
 #   scripts/setup.sh           everything: what the demo needs, and what only the tests need
-#                              (redis-sentinel, chromium, the project's test extras)
+#                              (redis-sentinel, chromium, the project's test extras), and the
+#                              compiled hot path (mypyc; gcc and the Python headers with apt-get
+#                              when missing; ~25 s, again only when its sources change)
 #   scripts/setup.sh --demo    only what the demo needs: redis-server, and a .venv (Python
-#                              3.11+) with an editable install of the project
+#                              3.11+) with an editable install of the project (pure Python)
 #
 # Quiet when nothing needs doing; otherwise one "setup: ..." line per step it takes, and
 # a step's captured output only when it fails.
@@ -138,4 +140,20 @@ if [ "$SATISFIED" -eq 0 ] || [ ! -x "$VENV/bin/sched" ]; then
         quiet "$VENV/bin/python" -m pip install --disable-pip-version-check -q --no-compile -e "$ROOT"
     fi
     echo "$WANTED" >"$STAMP"
+fi
+
+# --- the compiled hot path (scheduler/native.py): tests' setup only ------------
+# Built beside its sources when they changed since the last build; without a compiler,
+# headers or a build that works, one line says so and sched runs as pure Python.
+if [ "$FOR_TESTS" -eq 1 ]; then
+    has_headers() {
+        "$VENV/bin/python" -c 'import os, sys, sysconfig; sys.exit(0 if os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")) else 1)' >/dev/null 2>&1
+    }
+    if ! command -v gcc >/dev/null 2>&1 && ! (ensure_apt_package gcc gcc "compiling the hot path"); then
+        echo "setup: no C compiler: sched runs as pure Python"
+    elif ! has_headers && ! (apt_install python3-dev "compiling the hot path needs the Python headers" && has_headers); then
+        echo "setup: no Python headers for $("$VENV/bin/python" -V 2>&1): sched runs as pure Python"
+    else
+        "$VENV/bin/python" "$ROOT/scripts/build_native.py"
+    fi
 fi

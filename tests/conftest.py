@@ -10,9 +10,14 @@ import uuid
 import pytest
 from click.testing import CliRunner
 
+from scheduler import native
 from scheduler.state.app import App
 from scheduler.state.embedded import start_server
 from scheduler.tools.cli import main
+
+
+def pytest_report_header(config):
+    return f"sched hot path: {native.STATE}"
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -211,7 +211,7 @@ batch_plans = st.lists(
 def test_lua_commit_agrees_with_misfit_across_a_batch(app, two, plans, requests, max_per_node):
     import dataclasses
 
-    from scheduler.engine.placement import _apply
+    from scheduler.engine.fill import apply as _apply
 
     k, client = app.keys, app.client
     client.delete(*(key for name in ("n0", "n1") for key in (k.node(name), k.node_tasks(name))),

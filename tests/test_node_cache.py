@@ -13,7 +13,7 @@ from scheduler.state.commit import Planned, commit
 from scheduler.engine.fit import misfit
 from scheduler.model import STOPPED, make_node, parse_job
 from scheduler.state.node_cache import NodeCache
-from scheduler.engine.placement import _apply
+from scheduler.engine.fill import apply as _apply
 from scheduler.state.store import Store
 
 NODES = ("n0", "n1", "n2")

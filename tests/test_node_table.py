@@ -1,6 +1,6 @@
 """The placer's node columns follow the nodes they were built from: a new list is
 compared object by object; a list kept by its owner and updated in place is followed
-through the names the owner says it replaced."""
+through the names the owner says it replaced or changed in place."""
 
 from __future__ import annotations
 
@@ -47,3 +47,19 @@ def test_a_name_that_is_not_in_place_makes_the_next_sync_start_over():
     table.replaced({"elsewhere"})
     table.sync(nodes)
     assert table.allocated["cpu"][0] == 4000
+
+
+def test_entries_changed_in_place_are_rewritten_and_an_unknown_one_starts_over():
+    """Another worker's commit is applied to the same node object (its deltas): the row
+    takes the new values; a name the table does not know lays every row out anew, since
+    comparing objects cannot find changes made in place."""
+    nodes = cluster()
+    table = NodeTable()
+    table.sync(nodes)
+    nodes[1].allocated["cpu"], nodes[1].tasks = 2000, 2
+    table.changed({"n1"})
+    assert table.allocated["cpu"].tolist() == [0, 2000, 0, 0] and table.tasks[1] == 2
+    nodes[3].allocated["cpu"] = 1000
+    table.changed({"n3", "elsewhere"})
+    table.sync(nodes)
+    assert table.allocated["cpu"].tolist() == [0, 2000, 0, 1000]

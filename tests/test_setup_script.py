@@ -1,7 +1,7 @@
 """scripts/setup.sh: quiet when nothing needs doing; one "setup: ..." line per step it
 takes; python3-venv installed with apt-get when ``python3 -m venv`` is unavailable; with
 ``--demo`` only what the demo needs (redis-server, the package), without it also what
-only the tests need (redis-sentinel, chromium, the test extras).
+only the tests need (redis-sentinel, chromium, the test extras) and the compiled hot path.
 
 The other tests run a copy of the script in a scratch folder with stand-ins for python3,
 apt-get, sudo and redis-server first on PATH (apt-get "installs" a package by adding a
@@ -25,6 +25,8 @@ case "$*" in
   "-m pip "*) echo "pip $*" >> "$STUBS/calls"
               case "$*" in *"[test]"*) touch "$(dirname "$0")/pytest" && chmod +x "$(dirname "$0")/pytest" ;; esac ;;
   -V) echo "Python 3.11.2" ;;
+  *Python.h*) exit 0 ;;
+  *build_native.py*) echo "build $*" >> "$STUBS/calls" ;;
   *) exit 1 ;;
 esac
 """
@@ -104,6 +106,7 @@ def test_the_demo_setup_installs_only_what_the_demo_needs_and_the_tests_the_rest
     calls = (stubs / "calls").read_text()
     assert "apt-get" not in calls, calls  # redis-server is there; nothing else is wanted
     assert "pip install" in calls and "[test]" not in calls, calls
+    assert "build_native.py" not in calls, calls  # the demo runs pure Python: nothing compiled
     assert not (stubs / "chromium").exists() and not (stubs / "redis-sentinel").exists()
     assert any("installing the project into .venv" in line for line in demo.stdout.splitlines()), demo.stdout
     again = run_setup(project, env, "--demo")
@@ -115,6 +118,7 @@ def test_the_demo_setup_installs_only_what_the_demo_needs_and_the_tests_the_rest
     calls = (stubs / "calls").read_text()
     assert "apt-get install -y redis-sentinel" in calls and "apt-get install -y chromium" in calls, calls
     assert "[test]" in calls and "creating the virtualenv" not in tests.stdout, (calls, tests.stdout)
+    assert "build_native.py" in calls and "apt-get install -y gcc" in calls, calls  # the compiled hot path
     for setup_args in ((), ("--demo",)):  # the tests' install serves the demo too
         quiet = run_setup(project, env, *setup_args)
         assert quiet.returncode == 0 and quiet.stdout == "" and quiet.stderr == "", (setup_args, quiet)

@@ -23,10 +23,10 @@ log = logging.getLogger("sched.worker")
 
 
 def run_one(url: str, namespace: str, config: WorkerConfig, queue_config: QueueConfig | None = None,
-            nodes: tuple[int, dict[str, Node]] | None = None) -> dict:
+            nodes: tuple[int, dict[str, Node], dict[str, int]] | None = None) -> dict:
     """One worker loop in this process (several cells when ``namespace`` is a list) until
-    SIGTERM or Ctrl-C (or idle, if configured); returns its stats. ``nodes``: every node as read by the parent, and the change
-    sequence that copy is current at (see :meth:`NodeCache.adopt`)."""
+    SIGTERM or Ctrl-C (or idle, if configured); returns its stats. ``nodes``: every node as read by the parent, the change
+    sequence that copy is current at and the ready nodes' capacity (see :meth:`NodeCache.adopt`)."""
     if not isinstance(namespace, str):  # several cells (a list; empty = every namespace): workers/cells.py
         return run_cells(url, namespace, config, queue_config)
     if not redis_answered(url):

@@ -30,7 +30,7 @@ from scheduler.control import deployer, heartbeat, reconcile
 from scheduler.control.preemptor import Preemptor
 from scheduler.control.worker_config import WorkerConfig
 from scheduler.engine.placement import Placement, Placer, gang_waits_message
-from scheduler.model import READY, STOPPED, JobSpec, Node, reasons
+from scheduler.model import STOPPED, JobSpec, Node, reasons
 from scheduler.model.errors import NotFound
 from scheduler.state.app import App
 from scheduler.state.commit import Planned, commit
@@ -69,8 +69,6 @@ class SchedulerWorker:
         self._rows: dict[str, int] = {}
         self._membership = -1
         self._ahead: Future | None = None  # the next batch, claimed while this one commits
-        self._total_capacity: dict[str, int] = {}
-        self._capacity_at: tuple[int, float] = (-1, 0.0)  # (cache membership, when) it was summed
         self._committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{self.name}-commit")
         self._unreported: dict[str, int] = defaultdict(int)  # counts not yet in the stats hash
         self._last_report = time.monotonic()
@@ -283,18 +281,9 @@ class SchedulerWorker:
                                         capacity=self._capacity(), window=cfg.fair_window)
 
     def _capacity(self) -> dict[str, int]:
-        """The ready nodes' total capacity, the measure of tenants' shares in a claim:
-        summed again when nodes join or leave and at most once per health check (a
-        status change shows within a second), not per claim (O(nodes) each time)."""
-        now = time.monotonic()
-        if self._capacity_at[0] != self.cache.membership or now - self._capacity_at[1] >= self.config.health_every_s:
-            capacity: dict[str, int] = {}
-            for node in list(self.cache.nodes.values()):
-                if node.status == READY:
-                    for resource, amount in node.capacity.items():
-                        capacity[resource] = capacity.get(resource, 0) + amount
-            self._total_capacity, self._capacity_at = capacity, (self.cache.membership, now)
-        return self._total_capacity
+        """The ready nodes' total capacity, the measure of tenants' shares in a claim
+        (kept by the node cache as it reads nodes)."""
+        return self.cache.ready_capacity
 
     def _release_ahead(self) -> None:
         """Hand back a batch claimed ahead that will not be worked on (the worker stops)."""
@@ -307,17 +296,17 @@ class SchedulerWorker:
     def _view(self, nodes: dict[str, Node]) -> list[Node]:
         """Every node as one list, kept across rounds and updated in place: the placer's
         columns then rewrite only the rows of the nodes that changed."""
-        replaced = self.cache.take_replaced()
+        replaced, changed = self.cache.take_replaced(), self.cache.take_changed()
         if (self._membership != self.cache.membership or len(self._everywhere) != len(nodes)
                 or not replaced <= self._rows.keys()):
             self._membership = self.cache.membership
             self._everywhere = list(nodes.values())
             self._rows = {node.name: i for i, node in enumerate(self._everywhere)}
-            replaced = set()  # a new list: the placer compares it object by object
+            replaced = changed = set()  # a new list: the placer lays it out anew
         else:
             for name in replaced:
                 self._everywhere[self._rows[name]] = nodes[name]
-        self.placer.replaced(replaced)
+        self.placer.replaced(replaced, changed)
         return self._everywhere
 
     def _place(self, group: Group, nodes: dict[str, Node], everywhere: list[Node], job_counts: dict[str, int],

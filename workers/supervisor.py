@@ -86,7 +86,7 @@ def _read_nodes(url: str, namespace: str) -> tuple[tuple[int, dict] | None, floa
         try:
             cache = NodeCache(app.store)
             cache.refresh()
-            nodes = cache.seq, cache.nodes
+            nodes = cache.seq, cache.nodes, cache.ready_capacity
         finally:
             app.close()
     except (RedisError, RedisUnavailable):

@@ -26,7 +26,7 @@ PATIENCE = 16  # calls with the same tie-breaks before sorting (a sort costs abo
 
 
 class FewestTasks:
-    def __init__(self):
+    def __init__(self) -> None:
         self._noise: np.ndarray | None = None  # the tie-breaks the order was sorted with
         self._builds = -1  # the table's layout the order was sorted for
         self._order: list[int] = []

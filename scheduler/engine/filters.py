@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping
 
+from mypy_extensions import mypyc_attr
+
 from scheduler.model import reasons
 from scheduler.engine.fit import misfit
 from scheduler.model import JobSpec, Node
@@ -27,6 +29,7 @@ _NOTHING: dict[str, int] = {}  # no resources: lets a filter ask misfit about on
 PLATFORM_KEYS = frozenset({"node.platform.os", "node.platform.arch"})
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # an extension point, compiled or not
 class Filter:
     """One check. ``set_task`` returns False when the job asks nothing of this filter."""
 

@@ -26,7 +26,7 @@ def _description(node: Node) -> tuple:
 
 
 class NodeTable:
-    def __init__(self):
+    def __init__(self) -> None:
         self.nodes: list[Node] = []
         self.rows: dict[str, int] = {}
         self.epoch = 0  # bumped when any node's description (what static filters read) changes
@@ -50,10 +50,10 @@ class NodeTable:
             return
         self._source = nodes
         ids = np.fromiter(map(id, nodes), dtype=np.int64, count=len(nodes))
-        same_shape = len(nodes) == len(self.nodes)
+        same_shape = len(nodes) == len(self.nodes) == len(self._ids)
         if same_shape:
             changed = np.flatnonzero(ids != self._ids)
-            if any(nodes[i].name != self.nodes[i].name for i in changed):
+            if any(nodes[i].name != self.nodes[i].name for i in changed.tolist()):
                 same_shape = False
         if not same_shape:
             self._build(nodes)
@@ -71,7 +71,7 @@ class NodeTable:
         for name in names:
             i = self.rows.get(name)
             if i is None or source is None or i >= len(source) or source[i].name != name:
-                self._source = None  # not a replacement in place: the next sync starts over
+                self._start_over()
                 return
             if source[i] is not self.nodes[i]:
                 if not self._replace(i, source[i]):
@@ -80,6 +80,20 @@ class NodeTable:
                     return
                 self._ids[i] = id(source[i])
 
+    def changed(self, names) -> None:
+        """Rows of these nodes take their values again: the same objects, changed in place."""
+        rows, source = self.rows, self._source
+        found = [rows.get(name) for name in names]
+        if source is None or None in found:
+            self._start_over()
+            return
+        self.write_rows(found)  # type: ignore[arg-type]
+
+    def _start_over(self) -> None:
+        """The next sync lays every row out anew: comparing objects cannot find what changed in place."""
+        self._source = None
+        self._ids = np.zeros(0, dtype=np.int64)
+
     def _replace(self, i: int, new: Node) -> bool:
         """Put a new object for row ``i``; False if it brings a resource the table lacks."""
         if set(new.capacity) - set(self.capacity):
@@ -87,6 +101,8 @@ class NodeTable:
         if _description(self.nodes[i]) != _description(new):
             self.epoch += 1
         self.nodes[i] = new
+        for resource, column in self.capacity.items():
+            column[i] = new.capacity.get(resource, 0)
         self.write(i)
         return True
 
@@ -106,11 +122,12 @@ class NodeTable:
         self.touched.clear()
 
     def write(self, row: int) -> None:
-        """Copy one node's changing values (allocation, task count, usability) into its row."""
+        """Copy one node's changing values (allocation, task count, usability) into its row
+        (its capacity changes only with a new object: :meth:`_replace`)."""
         node = self.nodes[row]
+        allocated = node.allocated
         for resource, column in self.allocated.items():
-            column[row] = node.allocated.get(resource, 0)
-            self.capacity[resource][row] = node.capacity.get(resource, 0)
+            column[row] = allocated.get(resource, 0)
         self.tasks[row] = node.tasks
         self.touched.add(row)
         self.usable[row] = node.status == READY and node.availability == ACTIVE
@@ -118,6 +135,26 @@ class NodeTable:
             self._nominated.add(row)
         else:
             self._nominated.discard(row)
+
+    def write_rows(self, rows: list[int]) -> None:
+        """:meth:`write` for many rows: one numpy assignment per column instead of one per
+        value (a few rows are written one by one, where that is cheaper)."""
+        if len(rows) < 16:
+            for row in rows:
+                self.write(row)
+            return
+        nodes = [self.nodes[row] for row in rows]
+        for resource, column in self.allocated.items():
+            column[rows] = [node.allocated.get(resource, 0) for node in nodes]
+        self.tasks[rows] = [node.tasks for node in nodes]
+        self.usable[rows] = [node.status == READY and node.availability == ACTIVE for node in nodes]
+        self.touched.update(rows)
+        nominated = self._nominated
+        for row, node in zip(rows, nodes):
+            if node.nominations:
+                nominated.add(row)
+            elif row in nominated:
+                nominated.discard(row)
 
     def room(self, needs: dict[str, int]) -> np.ndarray:
         """Usable nodes with room for ``needs`` in every resource (nominations aside)."""
@@ -138,7 +175,7 @@ class NodeTable:
             reasons = np.array([check(node) for node in self.nodes] or [None], dtype=object)[: len(self.nodes)]
             if len(self._static) > 64:
                 self._static.clear()
-            cached = self._static[key] = (self.epoch, reasons, np.equal(reasons, None))
+            cached = self._static[key] = (self.epoch, reasons, np.equal(reasons, None))  # type: ignore[call-overload]
         return cached[1], cached[2]
 
     def nominated(self) -> np.ndarray:

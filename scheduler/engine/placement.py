@@ -39,12 +39,13 @@ from __future__ import annotations
 import random
 from collections import OrderedDict
 from dataclasses import dataclass
-from heapq import heappop, heapreplace
 from typing import Mapping, Sequence
 
 import numpy as np
+import numpy.random  # noqa: F401  imported here, before worker processes fork, not lazily in each
 
 from scheduler.engine.fewest import FewestTasks
+from scheduler.engine.fill import Fill
 from scheduler.engine.filters import Pipeline, filter_pipeline
 from scheduler.engine.fit import misfit
 from scheduler.model import BINPACK, JobSpec, Node
@@ -75,7 +76,7 @@ class PlacementOptions:
     seed: int | None = None  # seeds the random tie-break, so a run can be replayed; None = random
     vector_min_nodes: int | None = 512  # from this many nodes, narrow candidates with numpy; None = never
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         pct = self.percentage_of_nodes_to_score
         if pct is not None and not 0 <= pct <= 100:
             raise ValueError(f"percentage_of_nodes_to_score must be from 0 to 100, not {pct}.")
@@ -118,7 +119,7 @@ class Placer:
         self._np_random = np.random.default_rng(self.options.seed)
         self._table = NodeTable()
         self._pipelines: dict[int, Pipeline] = {}
-        self._noise_for = None
+        self._noise_for: Sequence[Node] | None = None
         self._noise_values = np.zeros(0)
         self._placed_with_noise = 0  # tasks placed since the tie-breaks were drawn
         self._members: tuple = (None, [])  # (group codes, rows of each group) for _fewest_tasks
@@ -132,10 +133,12 @@ class Placer:
     def explain(self, nodes: Sequence[Node], job: JobSpec, job_counts: Mapping[str, int]) -> Explanation:
         return explain(nodes, job, job_counts)
 
-    def replaced(self, names) -> None:
-        """The caller replaced these nodes' objects in the list it keeps passing: a list
-        passed again is otherwise taken to hold the same objects as before."""
+    def replaced(self, names, changed=()) -> None:
+        """The caller replaced these nodes' objects in the list it keeps passing, and
+        changed those of ``changed`` in place: a list passed again is otherwise taken to
+        hold the same objects, unchanged but by this placer's own placements."""
         self._table.replaced(names)
+        self._table.changed(changed)
         if self._placed_with_noise >= NOISE_TASKS:
             self._noise_for = None  # new tie-breaks from the next call
             self._placed_with_noise = 0
@@ -153,20 +156,21 @@ class Placer:
         ctx = Context(job, faults or {}, self.options.faulty_threshold)
         bad = faulty_nodes(ctx)
         penalised = (lambda node: node.name in bad) if bad else None
-        batch = _Batch(job, job_counts, ranking(job).bind(ctx), counted=not independent)
+        batch = Fill(job, job_counts, ranking(job).bind(ctx), counted=not independent)
         facts = self._facts_for(job, pipeline)
         self._stamp += 1
 
         total = len(nodes)
         # A sampled scan looks for at least one fitting node per task; each can take one,
         # so a scan that stops early never leaves a task unplaced.
-        limit: int | None = max(nodes_to_find(total, self.options.percentage_of_nodes_to_score), len(tasks))
+        wanted = max(nodes_to_find(total, self.options.percentage_of_nodes_to_score), len(tasks))
+        limit: int | None = None
         order = nodes
-        if limit < total:  # sampled: start where the last sampled scan stopped
+        start = 0
+        if wanted < total:  # sampled: start where the last sampled scan stopped
+            limit = wanted
             start = self._next_start % total
             order = [*nodes[start:], *nodes[:start]]
-        else:
-            limit = None
         path_of = _path_getter(job)
         vector = limit is None and self.options.vector_min_nodes is not None and total >= self.options.vector_min_nodes
         if vector:
@@ -187,8 +191,8 @@ class Placer:
 
         if vector:
             table = self._table
-            for name in {name for _, name in assignments}:
-                table.write(table.rows[name])
+            rows = table.rows
+            table.write_rows([rows[name] for name in {name for _, name in assignments}])
         elif len(facts) > total + CACHED_SPECS and scanned == total:
             self._forget_removed(facts)
         self._placed_with_noise += len(assignments)
@@ -234,7 +238,7 @@ class Placer:
         return facts
 
     def _scan(self, order: Sequence[Node], limit: int | None, pipeline: Pipeline,
-              facts: dict[str, list], batch: "_Batch", path_of) -> tuple[dict[tuple, list], int]:
+              facts: dict[str, list], batch: Fill, path_of) -> tuple[dict[tuple, list], int]:
         """Leaf entries of the eligible nodes in ``order``, by preference path, and how many
         nodes were scanned. With a ``limit`` (a sampled scan) fit is checked here and
         the scan stops after ``limit`` nodes that fit; without, fit is left to the heaps."""
@@ -291,7 +295,7 @@ class Placer:
             cached = self._pipelines[id(job)] = filter_pipeline(job)
         return cached
 
-    def _candidates(self, nodes: Sequence[Node], wanted: int, pipeline: Pipeline, batch: "_Batch", path_of,
+    def _candidates(self, nodes: Sequence[Node], wanted: int, pipeline: Pipeline, batch: Fill, path_of,
                     ctx: Context) -> tuple[dict[tuple, list], dict[tuple, int]]:
         """Leaf entries from the node table: per preference group, the ``wanted`` best nodes
         that fit (or all that fit); and the job's task counts per path prefix."""
@@ -304,9 +308,9 @@ class Placer:
         decided = not ports and not max_per_node
         by_tasks = decided and not table._nominated and self._ranks_by_tasks_alone(batch, ctx)
         if by_tasks and wanted <= FEWEST_WALK_MAX:
-            leaves = self._first_fewest(pipeline, wanted, batch, path_of)
-            if leaves is not None:
-                return leaves, {}
+            fewest = self._first_fewest(pipeline, wanted, batch, path_of)
+            if fewest is not None:
+                return fewest, {}
         mask = table.room(job.resources)
         if pipeline.static:
             mask &= table.static(_static_key(job), pipeline.static_check)[1]
@@ -326,6 +330,7 @@ class Placer:
         noise = self._noise(len(table.nodes))[rows]
         composite = _fold(columns, noise)
         depth = len(job.preferences)
+        groups: list[tuple[tuple, np.ndarray | None]]
         if depth:  # positions (into rows) of each preference group, groups in code order
             codes, paths = table.groups(tuple(p.spread for p in job.preferences), path_of)
             group_of = codes[rows]
@@ -369,12 +374,12 @@ class Placer:
         return leaves, counts
 
     @staticmethod
-    def _ranks_by_tasks_alone(batch: "_Batch", ctx: Context) -> bool:
+    def _ranks_by_tasks_alone(batch: Fill, ctx: Context) -> bool:
         """Whether the ranking comes down to the fewest tasks on the node: spread, no task
         of the job placed yet (or the tasks are independent), no recent failures."""
         return not batch.job_counts and not ctx.faults and batch.job.strategy != BINPACK
 
-    def _first_fewest(self, pipeline: Pipeline, wanted: int, batch: "_Batch", path_of) -> dict[tuple, list] | None:
+    def _first_fewest(self, pipeline: Pipeline, wanted: int, batch: Fill, path_of) -> dict[tuple, list] | None:
         """:meth:`_fewest_tasks` from the rows kept in order of task count
         (:class:`FewestTasks`): a few rows looked at instead of passes over all; None when
         the nodes that qualify are too rare for that (the caller scans)."""
@@ -399,7 +404,7 @@ class Placer:
         return {paths[g]: [(key(nodes[row], 0), rnd(), row, nodes[row]) for row in rows]
                 for g, rows in best.items() if rows}
 
-    def _fewest_tasks(self, mask: np.ndarray, wanted: int, path_of, batch: "_Batch") -> dict[tuple, list]:
+    def _fewest_tasks(self, mask: np.ndarray, wanted: int, path_of, batch: Fill) -> dict[tuple, list]:
         """:meth:`_candidates` where the ranking comes down to the fewest tasks on the node
         (spread, no task of the job placed yet, no faulty node) and every row of ``mask``
         fits (no host ports, max_per_node or nominations): per preference group, the
@@ -517,38 +522,6 @@ class Placer:
             del facts[name]
 
 
-class _Batch:
-    """The leaf step of the fill: keep heaps settled, place the current task on a top node."""
-
-    __slots__ = ("job", "job_counts", "key", "task_id", "counted")
-
-    def __init__(self, job: JobSpec, job_counts: dict[str, int], key: KeyFn, counted: bool = True):
-        self.job, self.job_counts, self.key = job, job_counts, key
-        self.counted = counted  # whether a placement counts toward the next task's job counts
-        self.task_id = ""
-
-    def settle(self, heap: list) -> None:
-        """Pop top nodes until the top can take the task (now)."""
-        job, counts = self.job, self.job_counts
-        while heap:
-            node = heap[0][3]
-            if misfit(node, job.resources, job.ports, job.max_per_node, counts.get(node.name, 0),
-                      job.priority, job.id) is None:
-                return
-            heappop(heap)
-
-    def pick(self, heap: list) -> Node | None:
-        """Place the task on the top node. The heap is settled (at build and after each
-        pick) and its nodes are in no other heap, so the top still fits."""
-        if not heap:
-            return None
-        _, rank, index, node = heap[0]
-        _apply(node, self.job, self.task_id, self.job_counts if self.counted else None)
-        heapreplace(heap, (self.key(node, self.job_counts.get(node.name, 0)), rank, index, node))
-        self.settle(heap)
-        return node
-
-
 def _fold(columns, noise: np.ndarray) -> np.ndarray | None:
     """The ranking's tiers folded into one number per row, ties broken by ``noise``: each
     tier a whole number below 2^16 after shifting, so one sort key orders rows exactly as
@@ -557,7 +530,7 @@ def _fold(columns, noise: np.ndarray) -> np.ndarray | None:
     if columns.fractional or not noise.size:
         return None
     composite, tiers = None, 0
-    for column in columns:
+    for column in columns.items:
         low, high = column.min(), column.max()
         if high == low:
             continue
@@ -576,8 +549,8 @@ def _ordered(positions: np.ndarray | None, columns, noise: np.ndarray, composite
     sorted whole)."""
     if composite is None:
         if positions is None:
-            return np.lexsort([noise, *reversed(columns)])
-        return positions[np.lexsort([noise[positions], *(column[positions] for column in reversed(columns))])]
+            return np.lexsort([noise, *reversed(columns.items)])
+        return positions[np.lexsort([noise[positions], *(column[positions] for column in reversed(columns.items))])]
     keys = composite if positions is None else composite[positions]
     if best is not None and keys.size > 2 * best + 32:
         part = np.argpartition(keys, best)[:best]
@@ -608,16 +581,3 @@ def _path_getter(job: JobSpec):
         (get,) = getters
         return lambda node: (get(node),)
     return lambda node: tuple([get(node) for get in getters])
-
-
-def _apply(node: Node, job: JobSpec, task_id: str, job_counts: dict[str, int] | None) -> None:
-    """Record the placement on the worker's own copy (SwarmKit's local state), and in the
-    job's counts when given."""
-    allocated = node.allocated
-    for resource, amount in job.resources.items():
-        allocated[resource] = allocated.get(resource, 0) + amount
-    for port in job.ports:
-        node.ports[port] = task_id
-    node.tasks += 1
-    if job_counts is not None:
-        job_counts[node.name] = job_counts.get(node.name, 0) + 1

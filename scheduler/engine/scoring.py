@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 import numpy as np
+from mypy_extensions import mypyc_attr
 
 from scheduler.model import BINPACK, JobSpec, Node
 from scheduler.model.quantities import CPU, MEMORY
@@ -51,6 +52,7 @@ def faulty_nodes(ctx: Context) -> frozenset[str]:
     return frozenset(name for name, failures in ctx.faults.items() if failures >= limit)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # an extension point, compiled or not
 class Scorer:
     """``bind`` returns the per-node score function for a batch, or None to sit this job out.
     ``vector`` scores many nodes at once from a :class:`~scheduler.node_table.NodeTable`
@@ -152,10 +154,12 @@ class BinPack(Scorer):
 Tier = tuple[tuple[Scorer, float], ...]
 
 
-class Columns(list):
-    """Key columns, primary first; ``fractional`` when some tier is not whole numbers."""
+class Columns:
+    """Key columns, primary first (``items``); ``fractional`` when some tier is not whole numbers."""
 
-    fractional = False
+    def __init__(self) -> None:
+        self.items: list[np.ndarray] = []
+        self.fractional = False
 
 
 @dataclass(frozen=True)
@@ -167,21 +171,24 @@ class Ranking:
     def names(self) -> list[list[str]]:
         return [[scorer.name for scorer, _ in tier] for tier in self.tiers]
 
-    def columns(self, ctx: Context, table, rows: np.ndarray, job_on: np.ndarray) -> list[np.ndarray]:
+    def columns(self, ctx: Context, table, rows: np.ndarray, job_on: np.ndarray) -> Columns:
         """The same key as :meth:`bind`, as one column per tier (primary first), for the
         nodes at ``rows`` of a node table: what ``np.lexsort`` needs."""
         columns = Columns()
         for tier in self.tiers:
             parts = [(scorer, weight) for scorer, weight in tier if scorer.bind(ctx) is not None]
             if len(parts) == 1 and parts[0][1] == 1:
-                columns.append(-parts[0][0].vector(ctx, table, rows, job_on))
+                columns.items.append(-parts[0][0].vector(ctx, table, rows, job_on))
             elif parts:
-                columns.append(-sum(weight * scorer.vector(ctx, table, rows, job_on) for scorer, weight in parts))
+                columns.items.append(-sum(weight * scorer.vector(ctx, table, rows, job_on) for scorer, weight in parts))  # type: ignore[arg-type]
                 columns.fractional |= any(not scorer.whole or weight != int(weight) for scorer, weight in parts)
         return columns
 
     def bind(self, ctx: Context) -> KeyFn:
         """The sort key for this batch: a tuple of negated tier scores, lower is better."""
+        if self is _SPREAD and not faulty_nodes(ctx):
+            # The usual key, written out (the same values): tasks of the job, then tasks.
+            return _spread_key
         tiers = []
         for tier in self.tiers:
             parts = [(fn, weight) for scorer, weight in tier if (fn := scorer.bind(ctx)) is not None]
@@ -200,6 +207,10 @@ _SPREAD = Ranking((_FAULTY, ((JobSpread(), 1),), ((LeastTasks(), 1),)))
 # Fill the fullest node; among equally full ones (a job asking no cpu or memory) fall
 # back to spreading, so such a job does not pile onto one node.
 _BINPACK = Ranking((_FAULTY, ((BinPack(), 1),), ((JobSpread(), 1),), ((LeastTasks(), 1),)))
+
+
+def _spread_key(node: Node, job_on_node: int) -> tuple:
+    return (job_on_node, node.tasks)
 
 
 def _weighted(parts: list[tuple[ScoreFn, float]]) -> ScoreFn:

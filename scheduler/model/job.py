@@ -9,6 +9,7 @@ import difflib
 import math
 import re
 from dataclasses import dataclass, field, fields
+from typing import Any, Callable
 
 from scheduler.model.constraints import Constraint, attribute_getter, parse_constraints
 from scheduler.model.errors import SpecError
@@ -24,7 +25,7 @@ class Preference:
     """``{spread: node.labels.zone}``: equalise task counts across the label's values."""
 
     spread: str
-    get: object = field(compare=False, repr=False)
+    get: Callable[[Any], str] = field(compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,17 +67,24 @@ class JobSpec:
         from one template are validated once and share the rest."""
         if self.id == job_id:
             return self
-        # A field-by-field copy: dataclasses.replace runs the frozen __init__, twice the
-        # cost, and this runs once per job of a bulk submission or a batch.
-        copy = object.__new__(JobSpec)
-        for name in _SPEC_FIELDS:
-            object.__setattr__(copy, name, getattr(self, name))
-        object.__setattr__(copy, "id", job_id)
-        object.__setattr__(copy, "raw", {**self.raw, "id": job_id})
-        return copy
+        return _copy_with_id(self, job_id)
 
 
-_SPEC_FIELDS = tuple(f.name for f in fields(JobSpec))
+def _copier():
+    """``_copy_with_id(spec, job_id)``: a field-by-field copy, written out for the fields
+    of :class:`JobSpec` through their slots (dataclasses.replace runs the frozen
+    ``__init__``, five times the cost, and a worker does this once per one-task job)."""
+    names = [f.name for f in fields(JobSpec)]
+    setters = {f"set_{name}": getattr(JobSpec, name).__set__ for name in names}
+    lines = [f"    set_{name}(copy, self.{name})" for name in names if name not in ("id", "raw")]
+    source = (f"def _copy_with_id(self, job_id):\n    copy = new(JobSpec)\n" + "\n".join(lines) +
+              "\n    set_id(copy, job_id)\n    set_raw(copy, {**self.raw, 'id': job_id})\n    return copy\n")
+    scope = {"new": object.__new__, "JobSpec": JobSpec, **setters}
+    exec(source, scope)
+    return scope["_copy_with_id"]
+
+
+_copy_with_id = _copier()
 
 
 _JOB_FIELDS = {

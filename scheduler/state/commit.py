@@ -7,6 +7,7 @@ those that still hold; this module lays out its KEYS and ARGV and reads its answ
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from scheduler.state.keys import Keys
 from scheduler.model import JobSpec
@@ -14,8 +15,10 @@ from scheduler.state.scripts import Scripts
 from scheduler.state.stream import events_argument
 
 
-@dataclass(frozen=True)
-class Planned:
+class Planned(NamedTuple):
+    """One placement to commit (a tuple: a worker makes one per placement, and a frozen
+    dataclass costs several times as much to build)."""
+
     task_id: str
     node: str
     job: JobSpec

@@ -24,12 +24,14 @@ registration) breaks the chain and the node is read whole, as before.
 
 from __future__ import annotations
 
-from typing import Callable
+import gc
+from contextlib import contextmanager
+from typing import Callable, Iterator
 
 from redis.client import Pipeline
 from redis.exceptions import NoScriptError
 
-from scheduler.model import Node
+from scheduler.model import READY, Node
 from scheduler.state.nodes import node_from_hash
 from scheduler.state.store import Store
 
@@ -45,16 +47,23 @@ class NodeCache:
         self.reads = 0  # node hashes read, for the benchmark's cost accounting
         self.applied = 0  # other workers' commits applied from their deltas instead
         self.replaced: set[str] = set()  # nodes given a new object since take_replaced()
+        self.changed: set[str] = set()  # nodes changed in place (their deltas) since take_changed()
         self.membership = 0  # bumped whenever a node joins or leaves the copy
+        # The ready nodes' total capacity per resource (the measure of tenants' shares in a
+        # claim), kept as nodes are read: deltas change neither capacity nor status.
+        self.ready_capacity: dict[str, int] = {}
 
-    def adopt(self, seq: int, nodes: dict[str, Node]) -> None:
+    def adopt(self, seq: int, nodes: dict[str, Node], ready_capacity: dict[str, int] | None = None) -> None:
         """Start from a copy of every node read elsewhere, current at change sequence
-        ``seq`` (a parent reads them once for all the worker processes it forks); the
-        feed brings it up to date from there, as after a load of its own."""
+        ``seq`` (a parent reads them once for all the worker processes it forks), with
+        their :attr:`ready_capacity` if the reader summed it; the feed brings it up to
+        date from there, as after a load of its own. The node objects become this copy's
+        (it changes them in place)."""
         self.seq, self.nodes = seq, dict(nodes)
         self.membership += 1
         self._dirty.clear()
         self._nominated = {name for name, node in self.nodes.items() if node.nominations}
+        self.ready_capacity = dict(ready_capacity) if ready_capacity is not None else _ready_capacity(self.nodes)
 
     def refresh(self, now_ms: int | None = None) -> dict[str, Node]:
         """Bring the copy up to date; returns the name -> Node mapping. With ``now_ms``,
@@ -72,7 +81,7 @@ class NodeCache:
             self.store.scripts.load_all()
             return self._refresh_with(now_ms, also)
 
-    def _refresh_with(self, now_ms, also):
+    def _refresh_with(self, now_ms: int | None, also: Callable[[Pipeline], None] | None) -> tuple[dict[str, Node], list]:
         keys, client = self.store.keys, self.store.client
         replies: list = []
         if self.seq < 0 and also is not None:
@@ -83,7 +92,9 @@ class NodeCache:
             # Read the sequence first: anything that changes during the full load shows
             # up in the feed again, so the copy can only be too fresh, never stale.
             self.seq = int(client.get(keys.node_seq) or 0)
-            self.nodes = {node.name: node for node in self.store.nodes()}
+            with _collection_paused():
+                self.nodes = {node.name: node for node in self.store.nodes()}
+            self.ready_capacity = _ready_capacity(self.nodes)
             self.membership += 1
             self.reads += len(self.nodes)
             self._dirty.clear()
@@ -110,10 +121,16 @@ class NodeCache:
                 also(pipe)
             changed, delta_lines, *queued = pipe.execute()
         seen = self.seq
-        deltas: dict[str, list[str]] = {}
+        deltas: dict[str, list[list[str]]] = {}
         for member in delta_lines:  # one member per commit call, one line per node
             for line in member.split(" "):
-                deltas.setdefault(line.split("|", 3)[2], []).append(line)
+                # seq, previous, node, and the rest: split further only if the node is followed
+                fields = line.split("|", 3)
+                lines = deltas.get(fields[2])
+                if lines is None:
+                    deltas[fields[2]] = [fields]
+                else:
+                    lines.append(fields)
         names = set(self._dirty)
         for name, score in _pairs(changed):
             latest = int(score)
@@ -124,10 +141,8 @@ class NodeCache:
             # The copy holds every change of this node up to our own commit, if it was
             # the last we knew of, else up to the sequence seen before this refresh.
             node = self.nodes.get(name)
-            updated = node and self._follow(node, deltas.get(name, ()), own if own is not None else seen, latest)
-            if updated:
-                self.nodes[name] = updated
-                self.replaced.add(name)
+            if node is not None and _follow(node, deltas.get(name, ()), own if own is not None else seen, latest):
+                self.changed.add(name)
                 self.applied += 1
             else:
                 names.add(name)
@@ -142,53 +157,32 @@ class NodeCache:
             replies = pipe.execute()
         self.reads += len(ordered)
         for name, fields in zip(ordered, replies):
+            old = self.nodes.get(name)
+            if old is not None:
+                _count_ready(self.ready_capacity, old, -1)
             if fields:
-                if name not in self.nodes:
+                if old is None:
                     self.membership += 1
                 node = self.nodes[name] = node_from_hash(fields)
+                _count_ready(self.ready_capacity, node, 1)
                 self.replaced.add(name)
                 if node.nominations:
                     self._nominated.add(name)
-            elif self.nodes.pop(name, None) is not None:
+            elif old is not None:
+                del self.nodes[name]
                 self.membership += 1
         return queued
-
-    @staticmethod
-    def _follow(node: Node, lines: list[str], base: int, latest: int) -> Node | None:
-        """``node`` with its deltas applied, if they lead without a gap from ``base`` to
-        ``latest``; None when they do not (the node must be read)."""
-        at = base
-        allocated, ports, tasks = None, None, node.tasks
-        for line in lines:
-            seq, previous, _name, count, allocs, added = line.split("|")
-            seq = int(seq)
-            if seq <= at:
-                continue  # our own commit's, already in the copy
-            if int(previous) > at:
-                return None  # a change that left no delta came first
-            if allocated is None:
-                allocated, ports = dict(node.allocated), dict(node.ports)
-            tasks = int(count)
-            for pair in filter(None, allocs.split(",")):
-                resource, amount = pair.split("=")
-                allocated[resource] = int(amount)
-            for pair in filter(None, added.split(",")):
-                port, task_id = pair.split("=")
-                ports[int(port)] = task_id
-            at = seq
-        if at != latest or allocated is None:
-            return None
-        # A delta is written only for a node without nominations: none to carry over.
-        return Node(name=node.name, capacity=node.capacity, allocated=allocated, labels=node.labels,
-                    engine_labels=node.engine_labels, hostname=node.hostname, role=node.role, os=node.os,
-                    arch=node.arch, plugins=node.plugins, availability=node.availability, status=node.status,
-                    ports=ports, tasks=tasks, nominations={})
 
     def take_replaced(self) -> set[str]:
         """The nodes given a new object since the last call (joins and leaves show in
         :attr:`membership` instead)."""
         replaced, self.replaced = self.replaced, set()
         return replaced
+
+    def take_changed(self) -> set[str]:
+        """The nodes changed in place by their deltas since the last call."""
+        changed, self.changed = self.changed, set()
+        return changed
 
     def committed(self, changes: dict[str, tuple[int, int]], seen: int) -> None:
         """Our commit changed these nodes (node -> (sequence, previous sequence)); the
@@ -203,8 +197,74 @@ class NodeCache:
         self._dirty.update(names)
 
 
+def _ready_capacity(nodes: dict[str, Node]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for node in nodes.values():
+        _count_ready(total, node, 1)
+    return total
+
+
+def _count_ready(total: dict[str, int], node: Node, sign: int) -> None:
+    """Add (``sign`` 1) or take away (-1) ``node``'s capacity, if it is ready."""
+    if node.status == READY:
+        for resource, amount in node.capacity.items():
+            left = total.get(resource, 0) + sign * amount
+            if left:
+                total[resource] = left
+            else:
+                total.pop(resource, None)
+
+
+@contextmanager
+def _collection_paused() -> Iterator[None]:
+    """No garbage collection while thousands of nodes are built at once: they are all
+    kept, and a full collection among them only walks a heap that is growing."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def _pairs(reply: list) -> list:
     """(member, score) pairs of a raw WITHSCORES reply: nested over RESP3, flat over RESP2."""
     if reply and not isinstance(reply[0], list):
         return list(zip(reply[::2], reply[1::2]))
     return reply
+
+
+def _follow(node: Node, lines, base: int, latest: int) -> bool:
+    """Apply ``node``'s deltas (each a line split at its first three ``|``) to it in place, if they lead
+    without a gap from ``base`` to ``latest``; False, leaving it untouched, when they do
+    not (the node must be read). In place rather than a new object: the placer's columns
+    and cached static verdicts stay keyed to the same object, and only the changing
+    values are rewritten."""
+    at = base
+    chain = []
+    for fields in lines:
+        seq = int(fields[0])
+        if seq <= at:
+            continue  # our own commit's, already in the copy
+        if int(fields[1]) > at:
+            return False  # a change that left no delta came first
+        chain.append(fields)
+        at = seq
+    if at != latest or not chain:
+        return False
+    allocated, ports = node.allocated, node.ports
+    for fields in chain:
+        count, allocs, added = fields[3].split("|")
+        node.tasks = int(count)
+        if allocs:
+            for pair in allocs.split(","):
+                resource, _, amount = pair.partition("=")
+                allocated[resource] = int(amount)
+        if added:
+            for pair in added.split(","):
+                port, _, task_id = pair.partition("=")
+                ports[int(port)] = task_id
+    if node.nominations:  # a delta is written only for a node without nominations
+        node.nominations = {}
+    return True

@@ -15,25 +15,32 @@ import orjson
 
 from scheduler.model import ACTIVE, AVAILABILITIES, DOWN, READY, Node, check_node_name
 from scheduler.model.errors import NotFound, SpecError
+from scheduler.state.hashes import hgetall_many
 from scheduler.state.namespace import NamespaceStore
 from scheduler.state.nominations import parse_nomination
 
 _DESCRIPTION = ("hostname", "role", "os", "arch")
 
 
+_PLAIN = frozenset(("name", "availability", "status", "tasks", "hostname", "role", "os", "arch", "labels",
+                    "engine_labels", "plugins"))
+
+
 def node_from_hash(fields: dict[str, str]) -> Node:
     """Decode a node hash (see :func:`node_fields`) into a :class:`Node`."""
     capacity, allocated, ports, nominations = {}, {}, {}, {}
     for field, value in fields.items():
-        kind = field[:4]
-        if kind == "cap:":
-            capacity[field[4:]] = int(value)
-        elif kind == "allo":
-            allocated[field[6:]] = int(value)
+        if field in _PLAIN:  # most fields: read by name below
+            continue
+        kind, _, rest = field.partition(":")
+        if kind == "cap":
+            capacity[rest] = int(value)
+        elif kind == "alloc":
+            allocated[rest] = int(value)
         elif kind == "port":
-            ports[int(field[5:])] = value
-        elif kind == "nom:":
-            nominations[field[4:]] = parse_nomination(field[4:], value)
+            ports[int(rest)] = value
+        elif kind == "nom":
+            nominations[rest] = parse_nomination(rest, value)
     get = fields.get
     return Node(
         name=fields["name"],
@@ -121,10 +128,7 @@ class NodeStore(NamespaceStore):
 
     def nodes(self, names: list[str] | None = None) -> list[Node]:
         names = self.node_names() if names is None else names
-        with self.client.pipeline(transaction=False) as pipe:
-            for name in names:
-                pipe.hgetall(self.keys.node(name))
-            replies = pipe.execute()
+        replies = hgetall_many(self.client, [self.keys.node(name) for name in names])
         return [node_from_hash(fields) for fields in replies if fields]
 
     def _set_node(self, name: str, field: str, value: str) -> str:

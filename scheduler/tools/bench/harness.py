@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
+from scheduler import native
 from scheduler.control.processes import process
 from scheduler.control.worker_config import WorkerConfig
 from scheduler.engine.placement import PlacementOptions
@@ -70,9 +71,10 @@ def redis_info(app: App) -> dict:
 
 
 def machine() -> dict:
-    """What the numbers were measured on: CPUs, and the load (other processes compete for them)."""
+    """What the numbers were measured on: CPUs, the load (other processes compete for them)
+    and whether the hot path ran compiled (:mod:`scheduler.native`)."""
     load = os.getloadavg() if hasattr(os, "getloadavg") else (0.0, 0.0, 0.0)
-    return {"cpus": os.cpu_count(), "loadavg_1m": round(load[0], 2)}
+    return {"cpus": os.cpu_count(), "loadavg_1m": round(load[0], 2), "hot_path": native.STATE}
 
 
 def redis_now_ms(app: App) -> int:
