@@ -91,8 +91,11 @@ def work_started_during_failover(url: str, namespace: str, kill, rq_url: str, tm
         app.store.put_node(make_node(f"s{i}", cpu="64", memory="256GiB", labels=["kind=static"]))
     ledger = tmp_path / "ledger"
     logs = {name: tmp_path / f"{name}.log" for name in ("agent", "w1", "w2")}
+    # A heartbeat TTL of 15 s, past the failover bound (11 s under Sentinel here): the runs
+    # outlive the failover however slowly a loaded machine goes through it (a node cut off
+    # for longer than its TTL stops its runs by design: docs/reliability.md, "No split brain").
     agent = start(url, "-n", namespace, "agent", "a1", "--cpu", "4", "--memory", "8GiB", "--label", "kind=agent",
-                  "--rq-url", rq_url, "--slots", "2", "--heartbeat", "2", env=env, log=logs["agent"])
+                  "--rq-url", rq_url, "--slots", "2", "--heartbeat", "5", env=env, log=logs["agent"])
     workers = [start(url, "worker", "--namespace", namespace, env=env, log=logs[name]) for name in ("w1", "w2")]
     processes = [agent, *workers]
     try:
