@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -103,8 +104,26 @@ def test_worker_serves_its_placements_and_logs_json(app, redis_url, namespace, p
         json.loads(line)
 
 
+def free_port_pair() -> int:
+    """A port that is free now with the one after it (bind(0) guarantees one port only,
+    and its neighbour is often some connection's own)."""
+    while True:
+        port = random.randint(20000, 30000)  # below the ephemeral ports of outgoing connections
+        if all(_free(p) for p in (port, port + 1)):
+            return port
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 def test_worker_concurrency_serves_one_port_per_process(app, redis_url, namespace, processes):
-    port = free_port()
+    port = free_port_pair()
     worker, log = processes(redis_url, namespace, "worker", "--concurrency", "2", "--metrics-port", str(port))
     for i in range(2):
         url = f"http://127.0.0.1:{port + i}/metrics"
