@@ -375,9 +375,13 @@ class Client:
         has offered an ``unoffered`` list naming those (a job may rightly wait for nodes
         yet to come, so this is said, not refused). Every node has a cpu and a memory, so
         only other resources are looked up: one read of the namespace's resource names."""
-        wanted = [{name for name, amount in spec.resources.items() if amount > 0 and name not in (CPU, MEMORY)}
-                  for spec in specs]
-        if any(wanted):
+        asked: dict[int, set[str]] = {}  # per spec: jobs made from one template share theirs
+        for spec in specs:
+            if id(spec) not in asked:
+                asked[id(spec)] = {name for name, amount in spec.resources.items()
+                                   if amount > 0 and name not in (CPU, MEMORY)}
+        wanted = [asked[id(spec)] for spec in specs]
+        if any(asked.values()):
             offered = set(self.store.resource_names())
             for result, names in zip(results, wanted):
                 if names - offered:

@@ -88,6 +88,14 @@ def test_a_chunk_sent_twice_creates_nothing_more(app):
     assert app.client.zcard(app.keys.active) == before == 20
 
 
+def test_a_job_given_twice_in_a_call_of_new_jobs_is_made_once(app):
+    first, second = parse_job({"id": "twice", "replicas": 1}), parse_job({"id": "twice", "replicas": 3})
+    assert app.store.enqueue_many([("a", first), ("twice", first), ("twice", second)]) == [True, True, False]
+    assert app.store.job_task_ids("twice") == ["twice.0"]
+    assert app.client.zcard(app.keys.active) == 2
+    assert app.client.llen(app.keys.job_history("twice")) == 0  # not recorded: no one given
+
+
 def test_each_task_has_its_pending_event(redis_url, namespace, app):
     client = Client(redis_url, namespace)
     pubsub = app.client.pubsub(ignore_subscribe_messages=True)
