@@ -27,7 +27,8 @@ from scheduler.state.namespace import NamespaceStore
 ENQUEUE_CHUNK = 500  # tasks per enqueue.lua call: each call takes a few ms (docs/reliability.md)
 # Jobs per enqueue_many.lua call. Redis keeps every write of a script call for the AOF
 # until the call ends; at 500 one-task jobs (about 5,000 writes) that outgrows the CPU's
-# caches, and the same jobs cost Redis 10-15% more CPU than in calls of 100 (benchmarks.md).
+# caches, and the same jobs cost Redis about a quarter more CPU than in calls of 100
+# (the same instructions: benchmarks.md).
 BULK_JOBS = 100
 _PIPELINED = 4  # enqueue_many.lua calls per round trip
 
