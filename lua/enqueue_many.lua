@@ -72,8 +72,8 @@ for _ = 1, tonumber(ARGV[4]) do
   local base = (MAX_PRIORITY - tonumber(priority)) * 1e12
   arg = arg + 5
   -- The group's jobs share their record but for the id (built here as history.lua's
-  -- would be, without JSON parsing): one entry text, and the audit event's tail; and so
-  -- the tail of their job event.
+  -- would be, without JSON parsing): one entry text, the audit event's tail, and their
+  -- job event's tail.
   local entry, audit = '', ''
   if by ~= '' then
     entry = '{"ts":' .. nowtxt .. ',"action":"submit","by":' .. by .. ',"details":{"version":1,"change":"create",' ..
