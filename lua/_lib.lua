@@ -58,9 +58,8 @@ local function events_to(spec, stream, config)
           common = ',' .. string.sub(spec, bar + 1)}
 end
 
--- Announce one event: head is its JSON members before "ts" (no braces), ts its time as text.
-local function send(events, head, ts)
-  local text = '{' .. head .. events.common .. ',"ts":' .. ts .. '}'
+-- Announce one event given as its whole JSON text (send builds it from its members).
+local function announce(events, text)
   redis.call('PUBLISH', events.channel, text)
   local bound = events.bound
   if not bound then
@@ -70,6 +69,11 @@ local function send(events, head, ts)
   elseif bound > 0 then
     redis.call('XADD', events.stream, '*', 'event', text)
   end
+end
+
+-- Announce one event: head is its JSON members before "ts" (no braces), ts its time as text.
+local function send(events, head, ts)
+  announce(events, '{' .. head .. events.common .. ',"ts":' .. ts .. '}')
 end
 
 -- Announce one event given as name/value pairs in the order they appear (ids and names are

@@ -39,10 +39,32 @@ local MAX_PRIORITY = 1000
 local events = events_to(ARGV[1], KEYS[6], KEYS[7])
 local now = now_ms()
 local nowtxt = int(now)
+local tail = events.common .. ',"ts":' .. nowtxt .. '}'  -- how every event of the call ends
 local seq = tonumber(redis.call('GET', KEYS[3]) or '0')
 local first_seq = seq
 local created, members, queued, shares = {}, {}, {}, {}
 local by, keep = ARGV[2], tonumber(ARGV[3])
+
+-- Mostly every job a call is given is new: one EXISTS of all their hashes says so, and
+-- then no job is looked up alone.
+local jobkeys = {}
+do
+  local key, arg = 8, 5
+  for _ = 1, tonumber(ARGV[4]) do
+    local n, count = tonumber(ARGV[arg + 3]), tonumber(ARGV[arg + 4])
+    arg = arg + 5 + count
+    for _ = 1, count do
+      jobkeys[#jobkeys + 1] = KEYS[key]
+      key = key + 3 + n
+    end
+  end
+end
+local existing = 0
+for i = 1, #jobkeys, 4000 do
+  existing = existing + redis.call('EXISTS', unpack(jobkeys, i, math.min(i + 3999, #jobkeys)))
+end
+local made = {}
+
 local key, arg = 8, 5
 for _ = 1, tonumber(ARGV[4]) do
   local priority, rest, share, ntxt = ARGV[arg], ARGV[arg + 1], ARGV[arg + 2], ARGV[arg + 3]
@@ -50,23 +72,29 @@ for _ = 1, tonumber(ARGV[4]) do
   local base = (MAX_PRIORITY - tonumber(priority)) * 1e12
   arg = arg + 5
   -- The group's jobs share their record but for the id (built here as history.lua's
-  -- would be, without JSON parsing): one entry text, and the audit event's tail.
+  -- would be, without JSON parsing): one entry text, the audit event's tail, and their
+  -- job event's tail.
   local entry, audit = '', ''
   if by ~= '' then
     entry = '{"ts":' .. nowtxt .. ',"action":"submit","by":' .. by .. ',"details":{"version":1,"change":"create",' ..
       '"tasks":' .. ntxt .. '}}'
-    audit = '","by":' .. by .. ',"version":1,"change":"create","tasks":' .. ntxt
+    audit = '","by":' .. by .. ',"version":1,"change":"create","tasks":' .. ntxt .. tail
   end
+  local submitted = '","event":"submitted","version":1,"replicas":' .. ntxt .. tail
   for _ = 1, count do
     local id = ARGV[arg]
     local job = KEYS[key]
     arg = arg + 1
-    -- A job id given twice in one call: the second finds the first's hash and is reported.
-    if redis.call('EXISTS', job) == 0 then
+    -- A job id given twice in one call: the second finds the first's hash (or its mark in
+    -- `made`) and is reported.
+    local new
+    if existing == 0 then new = not made[job] else new = redis.call('EXISTS', job) == 0 end
+    if new then
+      made[job] = true
       local spec = '{"id":"' .. id .. rest
       redis.call('HSET', job, 'id', id, 'spec', spec, 'spec:1', spec, 'version', '1', 'status', 'running',
         'next_index', ntxt, 'updated', nowtxt, 'created', nowtxt)
-      send(events, '"type":"job","id":"' .. id .. '","event":"submitted","version":1,"replicas":' .. ntxt, nowtxt)
+      announce(events, '{"type":"job","id":"' .. id .. submitted)
       created[#created + 1] = 1
       members[#members + 1] = id
       shares[#shares + 1] = id
@@ -80,7 +108,7 @@ for _ = 1, tonumber(ARGV[4]) do
         redis.call('HSET', KEYS[key + 3 + i], 'id', task, 'job', id, 'version', '1', 'state', 'pending',
           'priority', priority, 'qscore', score, 'created', nowtxt, 'attempts', '0', 'index', index,
           'retries', '0')
-        send(events, '"type":"task","id":"' .. task .. '","job":"' .. id .. '","state":"pending"', nowtxt)
+        announce(events, '{"type":"task","id":"' .. task .. '","job":"' .. id .. '","state":"pending"' .. tail)
         queued[#queued + 1] = score
         queued[#queued + 1] = task
         indexes[#indexes + 1] = index
@@ -89,7 +117,7 @@ for _ = 1, tonumber(ARGV[4]) do
       if n > 0 then redis.call('ZADD', KEYS[key + 1], unpack(indexes)) end
       if by ~= '' then
         remember(KEYS[key + 2], keep, entry)
-        send(events, '"type":"audit","action":"submit","job":"' .. id .. audit, nowtxt)
+        announce(events, '{"type":"audit","action":"submit","job":"' .. id .. audit)
       end
     else
       created[#created + 1] = 0

@@ -10,7 +10,10 @@ written once next to this script's temporary folders. Each run starts its own
 redis-server with the settings sched gives every server it starts (AOF on, unix socket),
 submits in a process of its own, and prints one JSON line: which checkout's code ran,
 wall seconds, that process's CPU seconds, Redis's CPU seconds (``INFO cpu`` before and
-after) and what was written.
+after), the AOF rewrites Redis started meanwhile (a fresh server rewrites its AOF once it
+passes 64 MB, and again each time it doubles) and their CPU (a forked child's, read once
+they are over), the script calls' mean duration and how many took over 10 ms (``SLOWLOG``),
+and what was written.
 ``--pythonpath DIR`` runs another checkout's code (``scheduler`` and ``workers`` under
 DIR, with its ``lua`` folder as ``DIR/scheduler/lua``), so old and new can be run in turn.
 """
@@ -70,6 +73,7 @@ def main() -> None:
         server = start_server(Path(folder), socket, daemonize=False)
         client = redis.Redis(unix_socket_path=str(socket), decode_responses=True)
         try:
+            client.config_set("slowlog-max-len", 100000)  # every call over 10 ms counted
             cpu = lambda: sum(client.info("cpu")[k] for k in ("used_cpu_sys", "used_cpu_user"))  # noqa: E731
             code = f"URL, FILE = {f'unix://{socket}'!r}, {str(data)!r}; " + SUBMIT[options.form]
             env = dict(os.environ, PYTHONPATH=options.pythonpath) if options.pythonpath else None
@@ -80,11 +84,22 @@ def main() -> None:
                                   stderr=subprocess.PIPE, text=True)
             wall = time.perf_counter() - started
             usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+            redis_cpu = cpu() - redis_before
+            for _ in range(600):  # a rewrite's CPU is counted once its child has ended
+                if not client.info("persistence")["aof_rewrite_in_progress"]:
+                    break
+                time.sleep(0.1)
+            calls = client.info("commandstats").get("cmdstat_evalsha", {})
             result = {"form": options.form, "jobs": options.jobs, "code": str(Path(done.stderr.split("\n", 1)[0]).parent.parent),
                       "exit": done.returncode, "wall_s": round(wall, 3),
                       "client_cpu_s": round(usage.ru_utime + usage.ru_stime
                                             - usage_before.ru_utime - usage_before.ru_stime, 3),
-                      "redis_cpu_s": round(cpu() - redis_before, 3),
+                      "redis_cpu_s": round(redis_cpu, 3),
+                      "aof_rewrites": client.info("persistence")["aof_rewrites"],
+                      "rewrite_cpu_s": round(sum(client.info("cpu")[k] for k in ("used_cpu_sys_children",
+                                                                                  "used_cpu_user_children")), 3),
+                      "script_calls": calls.get("calls", 0), "ms_per_call": round(calls.get("usec_per_call", 0) / 1000, 2),
+                      "calls_over_10ms": client.slowlog_len(),
                       "queued": client.zcard("sched:{bulk}:q:active"),
                       "recorded": client.exists(*(f"sched:{{bulk}}:job:j{i}:history" for i in range(min(options.jobs, 100))))}
             if done.returncode:

@@ -5,6 +5,7 @@ each task's pending event is published; a bad document writes nothing."""
 
 from __future__ import annotations
 
+import gc
 import json
 
 import orjson
@@ -86,6 +87,33 @@ def test_a_chunk_sent_twice_creates_nothing_more(app):
     before = app.client.zcard(app.keys.active)
     assert app.store.enqueue_many(parsed) == [False] * 10
     assert app.client.zcard(app.keys.active) == before == 20
+
+
+def test_a_job_given_twice_in_a_call_of_new_jobs_is_made_once(app):
+    first, second = parse_job({"id": "twice", "replicas": 1}), parse_job({"id": "twice", "replicas": 3})
+    assert app.store.enqueue_many([("a", first), ("twice", first), ("twice", second)]) == [True, True, False]
+    assert app.store.job_task_ids("twice") == ["twice.0"]
+    assert app.client.zcard(app.keys.active) == 2
+    assert app.client.llen(app.keys.job_history("twice")) == 0  # not recorded: no one given
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_cyclic_collector_waits_while_jobs_are_submitted_in_bulk(redis_url, namespace, enabled):
+    seen = []
+
+    def specs():
+        for i in range(3):
+            seen.append(gc.isenabled())
+            yield {"id": f"g{i}", "replicas": 1}
+
+    was = gc.isenabled()
+    (gc.enable if enabled else gc.disable)()
+    try:
+        results = Client(redis_url, namespace).submit_many(specs())
+        assert seen == [False] * 3 and gc.isenabled() == enabled  # paused, then as it was
+    finally:
+        (gc.enable if was else gc.disable)()
+    assert [r["created"] for r in results] == [True] * 3
 
 
 def test_each_task_has_its_pending_event(redis_url, namespace, app):

@@ -119,11 +119,16 @@ def submit_many(store: Store, jobs: list[tuple[str, JobSpec]], recorded: Submitt
     by = None if recorded is None or not bulk else store.who(recorded.by)
     created = store.enqueue_many([jobs[i] for i in bulk], by=by)
     results: list[dict | None] = [None] * len(jobs)
+    described: dict[int, dict] = {}  # a new job's change, described once per shared spec
     for i, made in zip(bulk, created):
         if made:
             job_id, spec = jobs[i]
+            change = described.get(id(spec))
+            if change is None:
+                change = described[id(spec)] = changes.describe({}, spec, [])
             results[i] = {"id": job_id, "version": 1, "tasks": [f"{job_id}.{n}" for n in range(spec.replicas)],
-                          "created": True, "deployment": None, "changes": changes.describe({}, spec, [])}
+                          "created": True, "deployment": None,
+                          "changes": {**change, "fields": [], "stop": [], "kept": []}}
     for i, (job_id, spec) in enumerate(jobs):
         if results[i] is None:
             results[i] = submit(store, spec.with_id(job_id), recorded)

@@ -25,6 +25,11 @@ from scheduler.state.history import HISTORY_KEEP, Record, record_args
 from scheduler.state.namespace import NamespaceStore
 
 ENQUEUE_CHUNK = 500  # tasks per enqueue.lua call: each call takes a few ms (docs/reliability.md)
+# Jobs per enqueue_many.lua call. Redis keeps every write of a script call for the AOF
+# until the call ends; at 500 one-task jobs (about 5,000 writes) that outgrows the CPU's
+# caches, and the same jobs cost Redis about a quarter more CPU than in calls of 100
+# (the same instructions: benchmarks.md).
+BULK_JOBS = 100
 _PIPELINED = 4  # enqueue_many.lua calls per round trip
 
 
@@ -41,14 +46,14 @@ def job_state(fields: dict) -> str:
     return f"{fields.get('version', '')}|{fields.get('next_index', '')}|{fields.get('status', '')}"
 
 
-def _chunks(jobs: list[tuple[str, JobSpec]], limit: int):
-    """(job id, spec) pairs in runs of at most ``limit`` tasks and ``limit`` jobs (a job of
-    more than ``limit`` tasks alone)."""
+def _chunks(jobs: list[tuple[str, JobSpec]], limit: int, most_jobs: int):
+    """(job id, spec) pairs in runs of at most ``limit`` tasks and ``most_jobs`` jobs (a job
+    of more than ``limit`` tasks alone)."""
     chunk: list[tuple[str, JobSpec]] = []
     tasks = 0
     for job in jobs:
         replicas = job[1].replicas
-        if chunk and (tasks + replicas > limit or len(chunk) >= limit):
+        if chunk and (tasks + replicas > limit or len(chunk) >= most_jobs):
             yield chunk
             chunk, tasks = [], 0
         chunk.append(job)
@@ -294,7 +299,7 @@ class JobStore(NamespaceStore):
 
     def enqueue_many(self, jobs: list[tuple[str, JobSpec]], attempts: int = 5, by: str | None = None) -> list[bool]:
         """``enqueue_many.lua``: create new jobs (version 1) with their pending tasks, many
-        per call, up to ``ENQUEUE_CHUNK`` tasks (and at most that many jobs) per call; each
+        per call, up to ``ENQUEUE_CHUNK`` tasks and ``BULK_JOBS`` jobs per call; each
         job only if it does not exist yet, recorded as submitted ``by`` that user (None:
         not recorded) in the same step. ``jobs`` are (job id, spec) pairs: the spec may
         be one shared by jobs that differ only in their id (its own id is then ignored), and
@@ -364,7 +369,7 @@ class JobStore(NamespaceStore):
         task_key = k.task
         rests: dict[int, str] = {}
         who = "" if by is None else orjson.dumps(by).decode()
-        for chunk in _chunks(jobs, ENQUEUE_CHUNK):
+        for chunk in _chunks(jobs, ENQUEUE_CHUNK, BULK_JOBS):
             keys, args = list(fixed), [self.events_arg, who, HISTORY_KEEP, 0]
             groups_at = len(args) - 1
             shared, count_at = None, 0
