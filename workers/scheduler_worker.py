@@ -119,10 +119,15 @@ class SchedulerWorker:
 
     def _load_nodes(self) -> None:
         """Read every node before claiming anything (kube-scheduler's cache sync): the
-        first batch's leases should not run while the whole cluster is being read."""
-        if self.cache.seq >= 0:
-            return
+        first batch's leases should not run while the whole cluster is being read. The
+        script each refresh queues is loaded here too."""
         try:
+            # Queued by its SHA on every refresh: loaded first, or the first refresh fails
+            # and redis-py's error text alone (the whole command, a few keys per job) costs
+            # milliseconds.
+            self.app.scripts.load("tallies")
+            if self.cache.seq >= 0:
+                return
             self.cache.refresh()
         except Exception:  # Redis not there yet: the first batch loads them instead
             log.exception("%s: could not read the nodes", self.name)

@@ -234,6 +234,12 @@ class Scripts:
         routes a raw EVALSHA by its keys, like any other command."""
         pipe.execute_command("EVALSHA", getattr(self, name).sha, len(keys), *keys, *args)
 
+    def load(self, *names: str) -> None:
+        """Load these scripts now (on a cluster, on every master): those a caller will queue
+        by SHA, whose first pipeline would otherwise fail and be sent again."""
+        for name in names:
+            self.client.script_load(getattr(self, name).script)
+
     def load_all(self) -> None:
         """Load every script (on a cluster, on every master)."""
         for name in SCRIPT_NAMES:
