@@ -223,7 +223,9 @@ class SchedulerWorker:
                 for task_id, node in result.assignments:  # as the commit will: its room is no longer held
                     nodes[node].nominations.pop(task_id, None)
                 gang = need > 0
-                plans += [_planned(Planned, (task_id, node, spec, gang)) for task_id, node in result.assignments]
+                # Each task's own spec: one-task jobs of one shape are placed as one group.
+                plans += [_planned(Planned, (task_id, node, group_of[task_id].spec, gang))
+                          for task_id, node in result.assignments]
                 for task_id in result.unplaced:
                     failures[task_id] = _explanation(result.explanation, len(nodes))
                     conflicts.discard(task_id)
