@@ -128,3 +128,40 @@ def test_an_adopted_copy_follows_the_feed_from_its_sequence(app):
     assert set(child.nodes) == {"n1"}
     assert set(child.refresh()) == {"n1", "n2"}
     assert child.reads == 1  # only the node that joined
+
+
+def test_deltas_alone_while_every_change_left_one_and_the_feed_after_one_that_did_not(app):
+    """Change sequences have no gaps: while the deltas account for every change since the
+    copy, the feed is not read; a release (no delta) sends the next refresh to the feed,
+    and the one after finds the deltas complete again."""
+    token, specs = setup_cluster(app)
+    a, b = NodeCache(app.store), NodeCache(app.store)
+    a.refresh(), b.refresh()
+    assert place(app, a, token, "web.0", "n0", specs["web.0"])
+    assert place(app, a, token, "api.0", "n1", specs["api.0"])
+    assert_current(app, b)
+    assert b.feed_reads == 0 and b.applied == 2
+    app.store.finish_ids(["web.0"], STOPPED)
+    assert_current(app, b)
+    assert b.feed_reads == 1  # n0 read whole: its release left no delta
+    assert place(app, a, token, "web.1", "n2", specs["web.1"])
+    assert_current(app, b)
+    assert b.feed_reads == 2  # read at once after the last one found a gap, and found none
+    assert place(app, a, token, "web.2", "n2", specs["web.2"])
+    assert_current(app, b)
+    assert b.feed_reads == 2
+
+
+def test_own_commits_in_a_row_on_one_node_are_not_read_back(app):
+    """Two commits of one worker on the same node between two refreshes: the second's
+    previous change is the first, so the copy holds both and nothing is read or applied."""
+    token, specs = setup_cluster(app)
+    a = NodeCache(app.store)
+    nodes = a.refresh()
+    seen, reads = a.seq, a.reads
+    for task_id in ("web.0", "web.1"):
+        _apply(nodes["n0"], specs[task_id], task_id, None)
+        outcome = commit(app.scripts, app.keys, token, [Planned(task_id, "n0", specs[task_id])])
+        a.committed(outcome.changes, seen)
+    assert_current(app, a)
+    assert (a.applied, a.reads, a.feed_reads) == (0, reads, 0)

@@ -68,3 +68,14 @@ def test_tasks_whose_job_is_gone_are_stopped_with_a_reason(app):
         task = app.store.get_task(task_id)
         assert task.state == "stopped" and "its job no longer exists" in task.message, task
     assert app.queue.counts() == {"active": 0, "backoff": 0, "unschedulable": 0, "inflight": 0}
+
+
+def test_a_worker_loads_the_script_its_refreshes_queue_before_its_first_batch(app):
+    """tallies.lua goes by its SHA on the refresh's pipeline: loaded at start, the first
+    refresh does not fail with NOSCRIPT and go again."""
+    setup(app, replicas=3)
+    app.client.script_flush()
+    worker = SchedulerWorker(app, WorkerConfig())
+    worker._load_nodes()
+    assert app.client.script_exists(app.scripts.tallies.sha) == [True]
+    assert worker.step() == 3

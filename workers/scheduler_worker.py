@@ -44,6 +44,10 @@ from workers.stats import WorkerStats
 
 __all__ = ["SchedulerWorker", "WorkerConfig"]
 
+# Planned(...) runs a generated __new__ (defaults, keywords); a worker makes one per
+# placement, and building the tuple directly costs half as much.
+_planned = tuple.__new__
+
 log = logging.getLogger("sched.worker")
 
 
@@ -115,10 +119,15 @@ class SchedulerWorker:
 
     def _load_nodes(self) -> None:
         """Read every node before claiming anything (kube-scheduler's cache sync): the
-        first batch's leases should not run while the whole cluster is being read."""
-        if self.cache.seq >= 0:
-            return
+        first batch's leases should not run while the whole cluster is being read. The
+        script each refresh queues is loaded here too."""
         try:
+            # Queued by its SHA on every refresh: loaded first, or the first refresh fails
+            # and redis-py's error text alone (the whole command, a few keys per job) costs
+            # milliseconds.
+            self.app.scripts.load("tallies")
+            if self.cache.seq >= 0:
+                return
             self.cache.refresh()
         except Exception:  # Redis not there yet: the first batch loads them instead
             log.exception("%s: could not read the nodes", self.name)
@@ -213,7 +222,9 @@ class SchedulerWorker:
                 admission.use(usage, spec, len(result.assignments))
                 for task_id, node in result.assignments:  # as the commit will: its room is no longer held
                     nodes[node].nominations.pop(task_id, None)
-                plans += [Planned(task_id, node, group_of[task_id].spec, need > 0)
+                gang = need > 0
+                # Each task's own spec: one-task jobs of one shape are placed as one group.
+                plans += [_planned(Planned, (task_id, node, group_of[task_id].spec, gang))
                           for task_id, node in result.assignments]
                 for task_id in result.unplaced:
                     failures[task_id] = _explanation(result.explanation, len(nodes))
@@ -233,10 +244,14 @@ class SchedulerWorker:
             retry: list[tuple[Planned, str]] = []
             for outcome in outcomes:
                 placed += len(outcome.accepted)
-                for plan in outcome.accepted:  # refused in an earlier round, placed now: not a failure
-                    failures.pop(plan.task_id, None)
-                    conflicts.discard(plan.task_id)
-                    nominated = group_of[plan.task_id].nomination(plan.task_id)
+                for plan in outcome.accepted:
+                    if failures or conflicts:  # refused in an earlier round, placed now: not a failure
+                        failures.pop(plan.task_id, None)
+                        conflicts.discard(plan.task_id)
+                    of = group_of[plan.task_id]
+                    if not of.nominated and not of.nominated_of:
+                        continue
+                    nominated = of.nomination(plan.task_id)
                     if nominated and nominated != plan.node:  # placed elsewhere: the room it held is free
                         self.app.store.unnominate(plan.task_id, nominated)
                 refused_total += len(outcome.refused)
@@ -347,7 +362,20 @@ class SchedulerWorker:
         groups: dict[tuple, Group] = {}
         orphans = []
         run, tenant = 0, None  # runs of one tenant in claim order (claim.lua's fair order)
+        # A claim takes a job's tasks together: a task like the one before it (same job,
+        # version, pin and nomination) joins that task's group without looking it up again.
+        last: tuple = ()
+        last_group: Group | None = None
         for task_id, (job_id, version, pin, nominated, raw) in zip(task_ids, rows):
+            if (job_id, version, pin, nominated) == last and not raw:
+                if last_group is None:
+                    orphans.append(task_id)
+                    continue
+                if last_group.nominated_of is not None and nominated:
+                    last_group.nominated_of[task_id] = nominated
+                last_group.task_ids.append(task_id)
+                continue
+            last, last_group = (job_id, version, pin, nominated), None
             if raw and job_id == task_id.rpartition(".")[0] and (job_id, int(version)) not in self._specs:
                 self._keep(job_id, version, parse_stored(raw))
             spec = self._spec(job_id, version) if job_id and version else None
@@ -367,7 +395,8 @@ class SchedulerWorker:
                 key = (run, job_id, int(version), pin or "", nominated or "")
                 if key not in groups:
                     groups[key] = Group(spec, pin or "", nominated or "", [])
-            groups[key].task_ids.append(task_id)
+            last_group = groups[key]
+            last_group.task_ids.append(task_id)
         if orphans:
             store.finish_ids(orphans, STOPPED, "its job no longer exists")
         return list(groups.values())

@@ -420,24 +420,23 @@ class Placer:
             groups = [(paths[code], members) for code, members in enumerate(self._members[1])]
         else:
             groups = [((), None)]
-        key, rnd = batch.key, self._random.random
+        key, rnd, nodes = batch.key, self._random.random, table.nodes
         leaves: dict[tuple, list] = {}
         for path, members in groups:
             group_keys = keys if members is None else keys[members]
+            if not group_keys.size:
+                continue
             if wanted == 1:
-                best = [int(np.argmin(group_keys))] if group_keys.size else []
+                best = np.argmin(group_keys).reshape(1)
             elif group_keys.size > wanted:
                 part = np.argpartition(group_keys, wanted - 1)[:wanted]
-                best = part[np.argsort(group_keys[part], kind="stable")].tolist()
+                best = part[np.argsort(group_keys[part], kind="stable")]
             else:
-                best = np.argsort(group_keys, kind="stable").tolist()
-            entries = []
-            for position in best:
-                if group_keys[position] == np.inf:
-                    break
-                row = position if members is None else int(members[position])
-                node = table.nodes[row]
-                entries.append((key(node, 0), rnd(), row, node))
+                best = np.argsort(group_keys, kind="stable")
+            best = best[np.isfinite(group_keys[best])]  # rows without room sort last: a tail
+            # The rows' entries in one pass over plain ints (numpy scalars cost more each).
+            entries = [(key(nodes[row], 0), rnd(), row, nodes[row])
+                       for row in (best if members is None else members[best]).tolist()]
             if entries:
                 leaves[path] = entries
         return leaves

@@ -25,6 +25,7 @@ import os
 import re
 import sys
 import time
+from functools import cache
 from urllib.parse import parse_qsl, unquote, urlencode
 
 import redis
@@ -48,6 +49,19 @@ _QUERY_PASSWORD_RE = re.compile(r"(?i)([?&][^=&#]*password=)[^&#]*")
 CONNECT_TIMEOUT_S = 5  # a machine that is gone must not hang a connect for the OS's minutes
 # What a call may raise when Redis is away or failing over, on any topology.
 REDIS_ERRORS = (redis.RedisError, RedisClusterException, RedisUnavailable)
+
+
+@cache
+def _driver() -> dict:
+    """redis-py's ``driver_info`` (what ``CLIENT SETINFO`` sends), made once per process and
+    shared by its clients: without it each client reads redis-py's version from the
+    installed package's metadata again (about 1 ms each, a few per worker process). Empty
+    for a redis-py that does not take it."""
+    try:
+        from redis.driver_info import DriverInfo
+    except ImportError:
+        return {}
+    return {"driver_info": DriverInfo()}
 
 
 def resolve_url(explicit: str | None = None) -> str | None:
@@ -107,7 +121,7 @@ def client_for(url: str, *, decode_responses: bool = True, retrying: bool = True
             if _split(url)[2] is None and os.environ.get(PASSWORD_ENV):
                 extra["password"] = os.environ[PASSWORD_ENV]
             client = redis.Redis.from_url(url, decode_responses=decode_responses, retry=_retry(retrying, bound),
-                                          health_check_interval=30, **extra)
+                                          health_check_interval=30, **extra, **_driver())
         else:
             client = None
     except (ValueError, TypeError) as exc:  # a malformed URL: parse_url's words, without the URL
@@ -361,7 +375,7 @@ def failover_bound_s(url: str) -> float:
 def _probe(host: str, port: int, **options) -> redis.Redis:
     options.update(socket_timeout=PROBE_TIMEOUT_S, socket_connect_timeout=PROBE_TIMEOUT_S,
                    retry=Retry(NoBackoff(), 0), decode_responses=True)
-    return redis.Redis(host=host, port=port, **options)
+    return redis.Redis(host=host, port=port, **options, **_driver())
 
 
 def _cluster_node_timeout_ms(url: str) -> int | None:

@@ -94,11 +94,11 @@ class Keys:
         return self._key("resources")
 
     def node(self, name: str) -> str:
-        return self._key("node", name)
+        return f"{self.prefix}node:{name}"  # written out: a few calls per placement
 
     def node_tasks(self, name: str) -> str:
         """SET of the live (assigned or running) task ids on a node."""
-        return self._key("node", name, "tasks")
+        return f"{self.prefix}node:{name}:tasks"
 
     @cached_property
     def agents(self) -> str:
@@ -141,7 +141,7 @@ class Keys:
         return self._key("jobs", "filling")
 
     def job(self, job_id: str) -> str:
-        return self._key("job", job_id)
+        return f"{self.prefix}job:{job_id}"
 
     def job_tasks(self, job_id: str) -> str:
         """ZSET task id -> its index in the job (scale down stops the newest first)."""
@@ -152,7 +152,7 @@ class Keys:
         return self._key("job", job_id, "history")
 
     def task(self, task_id: str) -> str:
-        return self._key("task", task_id)
+        return f"{self.prefix}task:{task_id}"
 
     def task_output(self, task_id: str) -> str:
         """HASH of what the task printed (see scheduler/control/output.py)."""
@@ -183,11 +183,11 @@ class Keys:
 
     def faults(self, job_id: str) -> str:
         """ZSET "node|task" -> failure time (ms): faulty-node detection per job."""
-        return self._key("faults", job_id)
+        return f"{self.prefix}faults:{job_id}"
 
     # Tallies kept by the Lua commit and release.
     def tally_job(self, job_id: str) -> str:
-        return self._key("tally", "job", job_id)
+        return f"{self.prefix}tally:job:{job_id}"
 
     @cached_property
     def tally_priority(self) -> str:

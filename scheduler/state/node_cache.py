@@ -20,6 +20,15 @@ one member per commit call holds the lines of all its nodes).
 When a node's deltas since our copy form an unbroken chain up to its latest change, they
 are applied to the copy; any other change in between (a release, a drain, a nomination, a
 registration) breaks the chain and the node is read whole, as before.
+
+Change sequences are handed out one per node change, without gaps, so when the delta
+lines since our copy number exactly ``nodes:seq`` minus our sequence, every change since
+then left a delta: the refresh then reads the deltas and ``nodes:seq`` alone, not the
+feed (about two entries per placement, most of them echoes of this worker's own
+commits). When they do not (a release, a drain...), the feed is read too, in a second
+round trip, and in the first one of the refreshes after it, until a refresh finds the
+deltas complete again. The members of this worker's own commits are not split at all
+when the copy already holds every node they name (:meth:`committed`).
 """
 
 from __future__ import annotations
@@ -44,6 +53,9 @@ class NodeCache:
         self._dirty: set[str] = set()
         self._nominated: set[str] = set()  # nodes holding room for a preemptor
         self._own: dict[str, int] = {}  # node -> change sequence of our own commit, already in the copy
+        self._own_members: set[int] = set()  # last change sequences of own commits whose every node is in _own
+        self._feed_needed = False  # the last refresh found a change that left no delta: read the feed at once
+        self.feed_reads = 0  # refreshes that read the change feed (the others read the deltas alone)
         self.reads = 0  # node hashes read, for the benchmark's cost accounting
         self.applied = 0  # other workers' commits applied from their deltas instead
         self.replaced: set[str] = set()  # nodes given a new object since take_replaced()
@@ -111,18 +123,58 @@ class NodeCache:
         return self.nodes, replies
 
     def _read_changes(self, also: Callable[[Pipeline], None] | None) -> list:
-        """Apply the change feed; returns the replies to what ``also`` queued."""
+        """Apply what changed since :attr:`seq`: from the deltas alone when they account
+        for every change, else from the feed; returns the replies to what ``also`` queued."""
         keys, client = self.store.keys, self.store.client
+        seen = self.seq
+        feed = self._feed_needed
         with client.pipeline(transaction=False) as pipe:
+            if feed:
+                self._queue_feed(pipe, seen)
             # Sent raw: redis-py's withscores=True re-encodes every score to bytes and back.
-            pipe.execute_command("ZRANGEBYSCORE", keys.node_changes, f"({self.seq}", "+inf", "WITHSCORES")
-            pipe.zrangebyscore(keys.node_deltas, f"({self.seq}", "+inf")
+            pipe.execute_command("ZRANGEBYSCORE", keys.node_deltas, f"({seen}", "+inf", "WITHSCORES")
+            if not feed:
+                pipe.get(keys.node_seq)  # after the deltas: a commit in between only sends us to the feed
             if also is not None:
                 also(pipe)
-            changed, delta_lines, *queued = pipe.execute()
-        seen = self.seq
+            replies = pipe.execute()
+        names: set[str] | None
+        if feed:
+            changed, members, *queued = replies
+            names = self._apply_feed(changed, members, seen)
+        else:
+            members, horizon, *queued = replies
+            names = self._apply_deltas(members, seen, int(horizon or 0))
+            if names is None:  # a change without a delta: the feed says which nodes to read
+                with client.pipeline(transaction=False) as pipe:
+                    self._queue_feed(pipe, seen)
+                    pipe.execute_command("ZRANGEBYSCORE", keys.node_deltas, f"({seen}", "+inf", "WITHSCORES")
+                    changed, members = pipe.execute()
+                names = self._apply_feed(changed, members, seen)
+        self._dirty.clear()
+        self._own.clear()
+        self._own_members.clear()
+        if names:
+            self._read_nodes(sorted(names))
+        return queued
+
+    def _queue_feed(self, pipe: Pipeline, seen: int) -> None:
+        pipe.execute_command("ZRANGEBYSCORE", self.store.keys.node_changes, f"({seen}", "+inf", "WITHSCORES")
+
+    def _split_deltas(self, members: list, horizon: int) -> tuple[dict[str, list[list[str]]], int]:
+        """The delta lines of the members up to ``horizon``, by node (each split at its
+        first three ``|``), and how many lines those members hold. Members of our own
+        commits whose nodes the copy already holds are counted, not split."""
         deltas: dict[str, list[list[str]]] = {}
-        for member in delta_lines:  # one member per commit call, one line per node
+        count = 0
+        own = self._own_members
+        for member, score in _pairs(members):  # one member per commit call, one line per node
+            last = int(score)
+            if last > horizon:
+                continue
+            count += member.count(" ") + 1
+            if last in own:
+                continue
             for line in member.split(" "):
                 # seq, previous, node, and the rest: split further only if the node is followed
                 fields = line.split("|", 3)
@@ -131,11 +183,49 @@ class NodeCache:
                     deltas[fields[2]] = [fields]
                 else:
                     lines.append(fields)
+        return deltas, count
+
+    def _apply_deltas(self, members: list, seen: int, horizon: int) -> set[str] | None:
+        """Bring the copy to ``horizon`` from the deltas, if they hold every change since
+        ``seen``; returns the nodes to read, or None (nothing applied) when some change
+        left no delta."""
+        deltas, count = self._split_deltas(members, horizon)
+        if count != horizon - seen:
+            self._feed_needed = True
+            return None
+        self.seq = max(self.seq, horizon)
         names = set(self._dirty)
-        for name, score in _pairs(changed):
+        for name, lines in deltas.items():
+            if name in names:
+                continue
+            latest = int(lines[-1][0])
+            own = self._own.get(name)
+            if own is not None and own >= latest:
+                continue  # our own commit was the last: already in the copy
+            node = self.nodes.get(name)
+            if node is not None and _follow(node, lines, own if own is not None else seen, latest):
+                self.changed.add(name)
+                self.applied += 1
+            else:
+                names.add(name)
+        return names
+
+    def _apply_feed(self, changed: list, members: list, seen: int) -> set[str]:
+        """Bring the copy up to date from the feed (and the deltas, where they reach);
+        returns the nodes to read. The next refresh reads the deltas alone if they held
+        every change this time."""
+        self.feed_reads += 1
+        pairs = _pairs(changed)
+        horizon = seen
+        for _, score in pairs:
+            horizon = max(horizon, int(score))
+        deltas, count = self._split_deltas(members, horizon)
+        self._feed_needed = count != horizon - seen
+        names = set(self._dirty)
+        for name, score in pairs:
             latest = int(score)
             self.seq = max(self.seq, latest)
-            own = self._own.pop(name, None)
+            own = self._own.get(name)
             if own == latest or name in names:
                 continue
             # The copy holds every change of this node up to our own commit, if it was
@@ -146,11 +236,11 @@ class NodeCache:
                 self.applied += 1
             else:
                 names.add(name)
-        self._dirty.clear()
-        self._own.clear()
-        if not names:
-            return queued
-        ordered = sorted(names)
+        return names
+
+    def _read_nodes(self, ordered: list[str]) -> None:
+        """Read these nodes whole (new, changed without a delta, or removed)."""
+        keys, client = self.store.keys, self.store.client
         with client.pipeline(transaction=False) as pipe:
             for name in ordered:
                 pipe.hgetall(keys.node(name))
@@ -171,7 +261,6 @@ class NodeCache:
             elif old is not None:
                 del self.nodes[name]
                 self.membership += 1
-        return queued
 
     def take_replaced(self) -> set[str]:
         """The nodes given a new object since the last call (joins and leaves show in
@@ -187,10 +276,18 @@ class NodeCache:
     def committed(self, changes: dict[str, tuple[int, int]], seen: int) -> None:
         """Our commit changed these nodes (node -> (sequence, previous sequence)); the
         placements are already in the copy, which was current at sequence ``seen``. A node
-        nobody else changed since then need not be read back."""
+        nobody else changed since then (or since our own previous commit) need not be read
+        back, and a commit all of whose nodes are such leaves a delta member that the
+        next refresh need not split."""
+        held = True
+        own = self._own
         for name, (seq, before) in changes.items():
-            if before <= seen and name not in self._dirty:
-                self._own[name] = seq
+            if (before <= seen or before == own.get(name)) and name not in self._dirty:
+                own[name] = seq
+            else:
+                held = False
+        if held and changes:
+            self._own_members.add(max(seq for seq, _ in changes.values()))
 
     def invalidate(self, names) -> None:
         """Re-read these nodes on the next refresh, whatever the feed says."""

@@ -22,6 +22,11 @@ import time
 
 import redis
 from redis.client import Pipeline
+
+try:
+    from hiredis import pack_command
+except ImportError:  # redis-py packs without it
+    pack_command = None
 from redis.cluster import ClusterPipeline, RedisCluster
 from redis.commands.core import Script
 from redis.exceptions import (AskError, ClusterDownError, NoScriptError, RedisClusterException, TryAgainError)
@@ -64,6 +69,9 @@ class ClusterSafeScript(Script):
             keys = list(keys or [])
             return client.execute_command("EVAL", self.script, len(keys), *keys, *(args or []))
         target = client if client is not None else self.registered_client
+        if (pack_command is not None and isinstance(target, redis.Redis) and not isinstance(target, Pipeline)
+                and target.connection is None):
+            return self._direct(target, list(keys or ()), args or ())
         if isinstance(target, RedisCluster) and keys:
             # On NOSCRIPT, redis-py's SCRIPT LOAD goes to every master, and fails while any
             # one is down: load the script only where the keys live.
@@ -74,6 +82,37 @@ class ClusterSafeScript(Script):
                 target.get_redis_connection(target.get_node_from_key(keys[0])).script_load(self.script)
                 return target.evalsha(self.sha, len(keys), *keys, *(args or []))
         return super().__call__(keys, args, client)
+
+
+    def _direct(self, client: redis.Redis, keys: list, args) -> object:
+        """EVALSHA packed by hiredis in one call and its reply read straight off a
+        connection: redis-py's own path checks and converts each argument in Python first,
+        which costs about as much again for the thousands a commit or a claim carries.
+        The connection's retry resends it as redis-py would; NOSCRIPT loads the script."""
+        try:
+            packed = [pack_command(("EVALSHA", self.sha, len(keys), *keys, *args))]
+        except TypeError:  # an argument hiredis does not pack (redis-py says which)
+            return super().__call__(keys, args, client)
+        pool = client.connection_pool
+        connection = pool.get_connection()
+
+        def send_and_read():
+            connection.send_packed_command(packed)
+            return connection.read_response()
+
+        try:
+            try:
+                return connection.retry.call_with_retry(send_and_read, lambda _error: connection.disconnect())
+            except NoScriptError:
+                client.script_load(self.script)
+                return connection.retry.call_with_retry(send_and_read, lambda _error: connection.disconnect())
+        except redis.ResponseError:
+            raise  # the script's own error: the connection is in step
+        except BaseException:
+            connection.disconnect()  # a reply may be left unread
+            raise
+        finally:
+            pool.release(connection)
 
 
 # Acknowledged writes that matter after a failover: placements, submissions, task ends
@@ -194,6 +233,12 @@ class Scripts:
         Sent as a raw command: a cluster pipeline refuses ``pipe.evalsha`` by name but
         routes a raw EVALSHA by its keys, like any other command."""
         pipe.execute_command("EVALSHA", getattr(self, name).sha, len(keys), *keys, *args)
+
+    def load(self, *names: str) -> None:
+        """Load these scripts now (on a cluster, on every master): those a caller will queue
+        by SHA, whose first pipeline would otherwise fail and be sent again."""
+        for name in names:
+            self.client.script_load(getattr(self, name).script)
 
     def load_all(self) -> None:
         """Load every script (on a cluster, on every master)."""
