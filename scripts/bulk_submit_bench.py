@@ -41,7 +41,7 @@ SUBMIT = {
             "'submit', FILE]; run()",
     "api": "import orjson; from scheduler import Client; "
            "Client(URL, 'bulk').submit_many([orjson.loads(line) for line in open(FILE)])",
-    "unrecorded": "from pathlib import Path; from scheduler.client import read_specs; "
+    "unrecorded": "from pathlib import Path; from scheduler.model.spec_text import read_specs; "
                   "from scheduler.control import reconcile; from scheduler.state.app import App; "
                   "reconcile.submit_many(App(redis_url=URL, namespace='bulk').store, read_specs(Path(FILE).read_text()))",
 }

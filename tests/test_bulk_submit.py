@@ -12,7 +12,8 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from scheduler.client import Client, load_specs, read_specs
+from scheduler.client import Client
+from scheduler.model.spec_text import load_specs, read_specs
 from scheduler.model import SpecError, parse_job
 from scheduler.state.jobs import ENQUEUE_CHUNK
 from scheduler.tools.cli import main

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from scheduler.client import load_specs
+from scheduler.model.spec_text import load_specs
 from scheduler.control import changes
 from scheduler.model import SpecError
 from scheduler.tools.cli.common import json_option, pass_app
