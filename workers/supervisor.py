@@ -76,10 +76,11 @@ def _context():
     return multiprocessing.get_context("spawn")
 
 
-def _read_nodes(url: str, namespace: str) -> tuple[tuple[int, dict] | None, float]:
-    """Every node of the namespace with its change sequence, read once here for all the
-    children to fork with (each would otherwise read them all itself), and the CPU it
-    took; None when Redis does not answer yet (each child then waits and reads)."""
+def _read_nodes(url: str, namespace: str) -> tuple[tuple[int, dict, dict] | None, float]:
+    """Every node of the namespace with its change sequence and the ready nodes' capacity,
+    read once here for all the children to fork with (each would otherwise read them all
+    itself), and the CPU it took; None when Redis does not answer yet (each child then
+    waits and reads)."""
     before = _cpu_s()
     try:
         app = App(redis_url=url, namespace=namespace)
