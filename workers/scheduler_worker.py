@@ -57,6 +57,7 @@ class SchedulerWorker:
         self.config = config or WorkerConfig()
         self.name = name or f"worker-{os.getpid()}"
         self.cache = NodeCache(app.store)
+        self._loaded = False  # the refresh's script loaded and every node read (_load_nodes)
         self.placer = Placer(self.config.placement)
         self.preemptor = Preemptor(app.store, self._spec, self.config.preemption_margin) \
             if self.config.preemption else None
@@ -120,15 +121,18 @@ class SchedulerWorker:
     def _load_nodes(self) -> None:
         """Read every node before claiming anything (kube-scheduler's cache sync): the
         first batch's leases should not run while the whole cluster is being read. The
-        script each refresh queues is loaded here too."""
+        script each refresh queues is loaded here too. Once: a worker's process calls it
+        before :meth:`run` does."""
+        if self._loaded:
+            return
         try:
             # Queued by its SHA on every refresh: loaded first, or the first refresh fails
             # and redis-py's error text alone (the whole command, a few keys per job) costs
             # milliseconds.
             self.app.scripts.load("tallies")
-            if self.cache.seq >= 0:
-                return
-            self.cache.refresh()
+            if self.cache.seq < 0:
+                self.cache.refresh()
+            self._loaded = True
         except Exception:  # Redis not there yet: the first batch loads them instead
             log.exception("%s: could not read the nodes", self.name)
 
