@@ -131,8 +131,7 @@ class NodeCache:
         with client.pipeline(transaction=False) as pipe:
             if feed:
                 self._queue_feed(pipe, seen)
-            # Sent raw: redis-py's withscores=True re-encodes every score to bytes and back.
-            pipe.execute_command("ZRANGEBYSCORE", keys.node_deltas, f"({seen}", "+inf", "WITHSCORES")
+            self._queue_deltas(pipe, seen)
             if not feed:
                 pipe.get(keys.node_seq)  # after the deltas: a commit in between only sends us to the feed
             if also is not None:
@@ -148,7 +147,7 @@ class NodeCache:
             if names is None:  # a change without a delta: the feed says which nodes to read
                 with client.pipeline(transaction=False) as pipe:
                     self._queue_feed(pipe, seen)
-                    pipe.execute_command("ZRANGEBYSCORE", keys.node_deltas, f"({seen}", "+inf", "WITHSCORES")
+                    self._queue_deltas(pipe, seen)
                     changed, members = pipe.execute()
                 names = self._apply_feed(changed, members, seen)
         self._dirty.clear()
@@ -158,8 +157,12 @@ class NodeCache:
             self._read_nodes(sorted(names))
         return queued
 
+    # Both sent raw: redis-py's withscores=True re-encodes every score to bytes and back.
     def _queue_feed(self, pipe: Pipeline, seen: int) -> None:
         pipe.execute_command("ZRANGEBYSCORE", self.store.keys.node_changes, f"({seen}", "+inf", "WITHSCORES")
+
+    def _queue_deltas(self, pipe: Pipeline, seen: int) -> None:
+        pipe.execute_command("ZRANGEBYSCORE", self.store.keys.node_deltas, f"({seen}", "+inf", "WITHSCORES")
 
     def _split_deltas(self, members: list, horizon: int) -> tuple[dict[str, list[list[str]]], int]:
         """The delta lines of the members up to ``horizon``, by node (each split at its

@@ -22,8 +22,7 @@ from scheduler.state.nominations import parse_nomination
 _DESCRIPTION = ("hostname", "role", "os", "arch")
 
 
-_PLAIN = frozenset(("name", "availability", "status", "tasks", "hostname", "role", "os", "arch", "labels",
-                    "engine_labels", "plugins"))
+_PLAIN = frozenset(("name", "availability", "status", "tasks", *_DESCRIPTION, "labels", "engine_labels", "plugins"))
 
 
 def node_from_hash(fields: dict[str, str]) -> Node:

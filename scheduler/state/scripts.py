@@ -242,5 +242,4 @@ class Scripts:
 
     def load_all(self) -> None:
         """Load every script (on a cluster, on every master)."""
-        for name in SCRIPT_NAMES:
-            self.client.script_load(getattr(self, name).script)
+        self.load(*SCRIPT_NAMES)
