@@ -27,6 +27,8 @@ case "$*" in
   -V) echo "Python 3.11.2" ;;
   *Python.h*) exit 0 ;;
   *build_native.py*) echo "build $*" >> "$STUBS/calls" ;;
+  *purelib*) echo "$STUBS/site-packages" ;;
+  "-m compileall "*) echo "compileall ${*##* }" >> "$STUBS/calls" ;;
   *) exit 1 ;;
 esac
 """
@@ -89,12 +91,18 @@ def test_setup_installs_python3_venv_and_says_each_step(tmp_path):
     assert any("installing python3-venv" in line for line in lines), lines
     assert any("creating the virtualenv" in line for line in lines), lines
     assert any("installing the project and its test tools" in line for line in lines), lines
+    assert any("caching the installed packages' bytecode" in line for line in lines), lines
     calls = (stubs / "calls").read_text()
     assert "apt-get install -y python3-venv" in calls and "pip install" in calls and "[test]" in calls
+    assert f"compileall {stubs}/site-packages" in calls, calls
 
+    (stubs / "calls").unlink()
     again = run_setup(project, env)
     assert again.returncode == 0 and again.stdout == "" and again.stderr == "", again
     assert os.path.exists(project / ".venv" / ".sched-install-stamp")
+    # Once per install: a later run compiles only the project's own modules (those changed).
+    calls = (stubs / "calls").read_text()
+    assert "site-packages" not in calls and f"compileall {project}/workers" in calls, calls
 
 
 def test_the_demo_setup_installs_only_what_the_demo_needs_and_the_tests_the_rest(tmp_path):
