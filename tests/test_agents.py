@@ -684,6 +684,17 @@ def test_a_stopped_task_stops_running_although_its_rq_worker_died(cluster, app):
     assert node_is_empty(app, "a")
 
 
+def test_the_rq_workers_of_an_agent_killed_outright_stop_on_their_own(cluster, app, namespace):
+    """An agent SIGKILLed cannot stop its RQ workers: idle, they see it gone and stop
+    themselves, rather than wait for work on a node that nobody supervises."""
+    agent = cluster.agent("a")
+    workers = cluster.wait(lambda: [pid for pid in namespace_pids(namespace, "rq-worker") if parent(pid) == agent.pid],
+                           "the agent's RQ workers to start")
+    os.kill(agent.pid, signal.SIGKILL)
+    agent.wait(timeout=STOP_TIMEOUT_S)
+    cluster.wait(lambda: not any(alive(pid) for pid in workers), "its RQ workers to stop")
+
+
 @contextmanager
 def own_redis_cluster(tmp_path, namespace: str):
     """(server, app, cluster) on a redis-server of the test's own, which it may kill or pause."""

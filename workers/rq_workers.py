@@ -30,8 +30,10 @@ from scheduler.control.journal import Journal
 
 log = logging.getLogger("sched.agent")
 URL_ENV = "SCHED_RQ_URL"
+AGENT_PID_ENV = "SCHED_AGENT_PID"  # the agent that started the worker (it may be gone before the worker runs)
 SHORT_LIFE_S = 10.0  # a worker that quits sooner than this makes the next start wait
 MAX_PAUSE_S = 10.0
+AGENT_CHECK_S = 0.5  # how often a worker looks whether its agent still runs
 
 
 class RQWorkers:
@@ -76,8 +78,8 @@ class RQWorkers:
         while not self.stopping and len(self._processes) < self.slots and now >= self._next_start:
             name = f"{self.queue_name}-{uuid.uuid4().hex[:8]}"
             argv = [sys.executable, "-P", "-m", "workers.rq_workers", *self.labels, "rq-worker", name, self.queue_name]
-            process = subprocess.Popen(argv, env=dict(os.environ, **{URL_ENV: self.rq_url}), stdin=subprocess.DEVNULL,
-                                       process_group=0)
+            env = dict(os.environ, **{URL_ENV: self.rq_url, AGENT_PID_ENV: str(os.getpid())})
+            process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, process_group=0)
             with self._lock:
                 self._processes[name] = process
             self._started_at[name] = now
@@ -110,9 +112,24 @@ def main(argv: list[str]) -> None:
     from scheduler.state.connection import client_for
 
     name, queue_name = argv[-2], argv[-1]
+    agent_pid = int(os.environ.get(AGENT_PID_ENV) or os.getppid())
+    if os.getppid() != agent_pid:
+        return  # the agent died while this worker started: nobody would supervise it
     connection = client_for(os.environ[URL_ENV], decode_responses=False)
     worker = Worker([Queue(queue_name, connection=connection)], connection=connection, name=name)
+    threading.Thread(target=_stop_without_agent, args=(agent_pid,), name="agent-watch", daemon=True).start()
     worker.work(burst=False, logging_level="WARNING", with_scheduler=False)
+
+
+def _stop_without_agent(agent_pid: int) -> None:
+    """Stop this worker (RQ's warm shutdown: after its current job) once its agent is gone.
+    An agent killed outright (SIGKILL, the OOM killer) cannot stop its workers, and one
+    left running would take new work for a node nobody supervises, or retry a Redis that
+    is gone for good. Its work horse lives on as before, for the node's next agent to adopt
+    or stop through the journal."""
+    while os.getppid() == agent_pid:
+        time.sleep(AGENT_CHECK_S)
+    os.kill(os.getpid(), signal.SIGINT)
 
 
 if __name__ == "__main__":
