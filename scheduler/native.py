@@ -34,6 +34,7 @@ COMPILED = (
     "scheduler.engine.filters",
     "scheduler.engine.fill",
     "scheduler.state.node_cache",
+    "scheduler.model.node",
 )
 GROUP = "scheduler._native"  # the build's shared library: scheduler/_native__mypyc.*.so
 PURE_ENV = "SCHED_PURE"
