@@ -11,7 +11,8 @@ second and starts another in its place (after a pause that grows, up to 10 s, wh
 workers keep quitting soon after they start: a Redis that is away is not hammered). Each
 is recorded in the node's journal, so that the next agent of the node, after this one
 died, stops the ones it left behind (their work horses lead groups of their own and live
-on: the agent adopts or stops them through the journal like any execution).
+on: the agent adopts or stops them through the journal like any execution). Meanwhile a
+worker whose agent is gone stops itself, after its current job: nothing supervises it.
 """
 
 from __future__ import annotations
