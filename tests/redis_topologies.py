@@ -33,7 +33,7 @@ START_TIMEOUT_S = 30  # generous deadlines: only a broken set-up should reach th
 FAILOVER_TIMEOUT_S = 60
 
 
-def _port_free(port: int) -> bool:
+def port_free(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         try:
             probe.bind((HOST, port))
@@ -51,7 +51,7 @@ def free_ports(count: int, *, bus: bool = False) -> list[int]:
         port = random.randint(PORT_LOW, PORT_HIGH)
         if port in chosen or (bus and port + 10000 in chosen) or any(p + 10000 == port for p in chosen):
             continue
-        if _port_free(port) and (not bus or _port_free(port + 10000)):
+        if port_free(port) and (not bus or port_free(port + 10000)):
             chosen.append(port)
     return chosen
 

@@ -20,6 +20,7 @@ from scheduler.control import reconcile
 from scheduler.model import make_node, parse_job
 from scheduler.tools.ui.server import Background
 
+from redis_topologies import port_free
 from worker_harness import wait_until
 
 SCHED = str(Path(sys.executable).parent / "sched")
@@ -109,17 +110,8 @@ def free_port_pair() -> int:
     and its neighbour is often some connection's own)."""
     while True:
         port = random.randint(20000, 30000)  # below the ephemeral ports of outgoing connections
-        if all(_free(p) for p in (port, port + 1)):
+        if port_free(port) and port_free(port + 1):
             return port
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def test_worker_concurrency_serves_one_port_per_process(app, redis_url, namespace, processes):
