@@ -11,11 +11,18 @@ import re
 from functools import lru_cache
 
 import orjson
-import yaml
 
 from scheduler.model.errors import SpecError
 from scheduler.model.job import JobSpec, parse_job
 from scheduler.model.names import is_job_id
+
+
+def _yaml():
+    """PyYAML, imported when a text is first read as YAML: a process that never reads
+    one (a worker, an agent) starts without it."""
+    import yaml
+
+    return yaml
 
 
 def load_specs(text: str) -> list[dict]:
@@ -45,6 +52,7 @@ def load_specs(text: str) -> list[dict]:
                 except orjson.JSONDecodeError:
                     raise SpecError(f"document {len(documents) + 1} (line {number}) is not valid JSON.") from None
             return documents
+    yaml = _yaml()
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when built with it: about 5x faster
     documents = []
     try:
@@ -140,17 +148,18 @@ class _Templates:
 
 
 def _yaml_load(text: str):
+    yaml = _yaml()
     return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
 @lru_cache(maxsize=1)
 def _yaml_resolver():
-    return yaml.SafeLoader("")
+    return _yaml().SafeLoader("")
 
 
 def _yaml_string(value: str) -> bool:
     """Whether YAML reads ``value``, written plain, as that string (not 1_000, a date, yes...)."""
-    return _yaml_resolver().resolve(yaml.ScalarNode, value, (True, False)) == "tag:yaml.org,2002:str"
+    return _yaml_resolver().resolve(_yaml().ScalarNode, value, (True, False)) == "tag:yaml.org,2002:str"
 
 
 def read_specs(text: str) -> list[tuple[str, JobSpec]]:
@@ -174,10 +183,13 @@ def read_specs(text: str) -> list[tuple[str, JobSpec]]:
         elif _YAML_DOCUMENT.search(text) and not _YAML_UNUSUAL.search(text):
             # Several YAML documents, each read on its own (a "---" line always ends one).
             templates = _Templates(_yaml_load, _YAML_ID, _yaml_string)
-            jobs = [job for piece in _YAML_DOCUMENT.split(text) if (job := templates.job(piece)) is not None]
+            try:
+                jobs = [job for piece in _YAML_DOCUMENT.split(text) if (job := templates.job(piece)) is not None]
+            except _yaml().YAMLError:
+                jobs = []
             if jobs:
                 return jobs
-    except (SpecError, yaml.YAMLError):
+    except SpecError:
         pass  # read again as a whole, below: the error is then said as it always was
     documents = load_specs(text)
     jobs = []

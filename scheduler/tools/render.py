@@ -7,9 +7,6 @@ import sys
 from datetime import datetime
 
 import orjson
-import yaml
-from rich.console import Console
-from rich.table import Table
 
 from scheduler.model.quantities import CPU, MEMORY, format_memory_exact, format_quantity
 
@@ -19,6 +16,11 @@ def print_json(value) -> None:
 
 
 def print_table(columns: list[str], rows: list[list], title: str | None = None) -> None:
+    # rich is imported here, not with the module: commands that print no table (a
+    # worker, any --json) start without it.
+    from rich.console import Console
+    from rich.table import Table
+
     table = Table(title=title, header_style="bold", box=None, pad_edge=False)
     for column in columns:
         table.add_column(column)
@@ -67,5 +69,7 @@ def history_text(entries: list[dict]) -> str:
 
 def job_text(job: dict) -> str:
     """What ``sched job show`` prints: status and version, then the spec, in YAML."""
+    import yaml  # only here, like rich in print_table
+
     return yaml.safe_dump({"status": job["status"], "version": job["version"], **spec_for_people(job["spec"])},
                           sort_keys=False).rstrip()

@@ -6,11 +6,14 @@ JSON on stdout. Errors a user can cause print one sentence and exit 2.
 
 Each command, or group of subcommands, lives in the module of its name (``sched node``
 in ``node.py``; ``sched ui`` in ``scheduler/tools/ui/command.py``); ``common.py`` holds
-what they share.
+what they share. A command's module is imported only when that command runs (or help
+lists it): ``sched worker`` does not load the dashboard's web stack or the tables' renderer,
+and every process start pays only for what it uses.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 
 import click
@@ -20,16 +23,26 @@ from scheduler.client import Client
 from scheduler.model import SchedError
 from scheduler.state.acl import is_refusal
 from scheduler.state.app import App, default_namespace
-from scheduler.tools.cli import (acl, agent, audit, bench, demo, deployment, events, job, node, queue, quota, server,
-                                 task, tenant, worker)
-from scheduler.tools.ui.command import ui
-
+# Command name -> the module that defines it (as an attribute of the same name).
+COMMANDS = {name: f"scheduler.tools.cli.{name}" for name in (
+    "acl", "node", "job", "task", "queue", "quota", "tenant", "events", "worker", "audit", "agent", "server", "demo",
+    "bench", "deployment")}
+COMMANDS["ui"] = "scheduler.tools.ui.command"
 
 _PATH = "sched.command_path"  # ctx.meta: the subcommands named, for a refusal's sentence
 
 
 class SchedGroup(click.Group):
-    """Turns the scheduler's own errors into one line on stderr and a non-zero exit."""
+    """Turns the scheduler's own errors into one line on stderr and a non-zero exit, and
+    imports each command's module when the command is first asked for (:data:`COMMANDS`)."""
+
+    def list_commands(self, ctx):
+        return sorted({*self.commands, *COMMANDS})
+
+    def get_command(self, ctx, name):
+        if name not in self.commands and name in COMMANDS:
+            self.add_command(getattr(importlib.import_module(COMMANDS[name]), name))
+        return self.commands.get(name)
 
     def invoke(self, ctx):
         try:
@@ -52,10 +65,11 @@ class SchedGroup(click.Group):
         """Note the subcommands named (``sched job submit``), for the sentence above."""
         words, command = ["sched"], self
         for arg in args:
-            if not isinstance(command, click.Group) or arg not in command.commands:
+            found = command.get_command(ctx, arg) if isinstance(command, click.Group) else None
+            if found is None:
                 break
             words.append(arg)
-            command = command.commands[arg]
+            command = found
         ctx.meta[_PATH] = " ".join(words)
         return super().resolve_command(ctx, args)
 
@@ -93,11 +107,6 @@ def main(ctx, redis_url, namespace, wait_replicas, on_missing_replicas):
         os.environ["SCHED_ON_MISSING_REPLICAS"] = on_missing_replicas
     ctx.obj = Client(app=App(redis_url=redis_url, namespace=default_namespace() if namespace is None else namespace,
                              wait_replicas=wait_replicas, on_missing_replicas=on_missing_replicas))
-
-
-for command in (acl.acl, node.node, job.job, task.task, queue.queue, quota.quota, tenant.tenant, events.events,
-                worker.worker, audit.audit, agent.agent, server.server, demo.demo, bench.bench, deployment.deployment, ui):
-    main.add_command(command)
 
 
 def run():
