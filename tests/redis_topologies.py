@@ -56,6 +56,11 @@ def free_ports(count: int, *, bus: bool = False) -> list[int]:
     return chosen
 
 
+def free_port() -> int:
+    """One TCP port that is free now (see :func:`free_ports`)."""
+    return free_ports(1)[0]
+
+
 def wait_until(condition, timeout_s: float, what: str, interval_s: float = 0.05):
     """Poll ``condition`` until it returns something true; fail after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s

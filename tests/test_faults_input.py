@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ from scheduler.state.jobs import parse_stored
 from scheduler.tools.cli import main
 
 from commits import commit_one
+from redis_topologies import free_port
 
 SECRET = "s3cretPW"
 SCHED = str(Path(sys.executable).with_name("sched"))
@@ -52,12 +52,6 @@ def test_mask_url(url, masked):
 
 
 # ----------------------------------------------------------------------------- secrets in errors
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def password_server(tmp_path_factory):
     """A redis-server on a free TCP port that wants the password 'rightpw'."""

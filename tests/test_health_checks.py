@@ -26,16 +26,11 @@ from scheduler.model.update import HealthCheck
 from workers.health import HealthChecks, check
 from workers.scheduler_worker import SchedulerWorker, WorkerConfig
 
+from redis_topologies import free_port
 from test_agents import Cluster, cluster  # noqa: F401 (the fixture)
 from worker_harness import wait_until
 
 LIVENESS_S = 30.0  # a bound for a check to come round on a shared machine, not a target
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def answers(port: int) -> bool:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -20,17 +19,11 @@ from scheduler.control import reconcile
 from scheduler.model import make_node, parse_job
 from scheduler.tools.ui.server import Background
 
-from redis_topologies import port_free
+from redis_topologies import free_port, port_free
 from worker_harness import wait_until
 
 SCHED = str(Path(sys.executable).parent / "sched")
 LIVENESS_S = 30.0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def scrape(url: str) -> dict[tuple[str, tuple], float]:
