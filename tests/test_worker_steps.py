@@ -1,5 +1,6 @@
 """One worker's steps: a deep queue is claimed one batch ahead (and handed back if the
-worker stops before working on it); a Redis that lost its scripts is served again."""
+worker stops before working on it); a Redis that lost its scripts is served again; no
+commit carries more than a chunk of placements, but a gang goes in one."""
 
 from __future__ import annotations
 
@@ -79,3 +80,44 @@ def test_a_worker_loads_the_script_its_refreshes_queue_before_its_first_batch(ap
     worker._load_nodes()
     assert app.client.script_exists(app.scripts.tallies.sha) == [True]
     assert worker.step() == 3
+
+
+def commits_of(worker) -> list[list[str]]:
+    """Record the task ids of each commit call the worker makes (its own method, wrapped:
+    the calls still go to Redis)."""
+    calls: list[list[str]] = []
+    commit = worker._commit
+
+    def recording(token, plans):
+        calls.append([plan.task_id for plan in plans])
+        return commit(token, plans)
+
+    worker._commit = recording
+    return calls
+
+
+def test_one_task_jobs_of_one_shape_are_committed_a_chunk_at_a_time(app):
+    """Placed as one group of the whole batch, committed in calls of at most commit_chunk
+    placements (a long script call would hold Redis for every other client)."""
+    app.store.put_node(make_node("n1", cpu="16", memory="16GiB"))
+    for i in range(10):
+        reconcile.submit(app.store, parse_job({"id": f"one{i}", "replicas": 1, "resources": {"cpu": 0.5}}))
+    worker = SchedulerWorker(app, WorkerConfig(batch_size=10, commit_chunk=4))
+    calls = commits_of(worker)
+    assert worker.step() == 10
+    assert sorted(len(call) for call in calls) == [2, 4, 4]  # the last from the worker's own thread
+    assert sorted(task for call in calls for task in call) == sorted(f"one{i}.0" for i in range(10))
+    assert all(app.store.get_task(f"one{i}.0").state == "assigned" for i in range(10))
+
+
+def test_a_gang_larger_than_a_chunk_is_committed_in_one_call(app):
+    app.store.put_node(make_node("n1", cpu="16", memory="16GiB"))
+    reconcile.submit(app.store, parse_job({"id": "one", "replicas": 1, "resources": {"cpu": 0.5}}))
+    reconcile.submit(app.store, parse_job({"id": "train", "replicas": 6, "gang": True, "resources": {"cpu": 0.5}}))
+    worker = SchedulerWorker(app, WorkerConfig(batch_size=7, commit_chunk=4))
+    calls = commits_of(worker)
+    assert worker.step() == 7
+    gang = {f"train.{i}" for i in range(6)}
+    assert [call for call in calls if gang & set(call)] == [call for call in calls if gang <= set(call)]
+    assert sum(1 for call in calls if gang & set(call)) == 1
+    assert worker.stats.placed == 7

@@ -233,9 +233,14 @@ class SchedulerWorker:
                 for task_id in result.unplaced:
                     failures[task_id] = _explanation(result.explanation, len(nodes))
                     conflicts.discard(task_id)
-                if len(plans) >= cfg.commit_chunk:
-                    sent.append(self._committer.submit(self._commit, claim.token, plans))
-                    plans = []
+                # At most commit_chunk placements per call, so that no commit holds Redis for
+                # long (one-task jobs of one shape are one group of a whole batch). What was
+                # waiting is under a chunk, so the first chunk holds it whole; a gang is kept
+                # in one call with what waited before it.
+                chunk = len(plans) if gang else cfg.commit_chunk
+                while len(plans) >= cfg.commit_chunk:
+                    sent.append(self._committer.submit(self._commit, claim.token, plans[:chunk]))
+                    plans = plans[chunk:]
             if not sent and not plans:
                 break
             if attempt == 0 and claim.waiting >= 2 * cfg.batch_size and not self._stopping:
