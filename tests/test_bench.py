@@ -3,6 +3,7 @@ check that the benchmark runs, reports every field, and that its invariants hold
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 
 import orjson
@@ -10,11 +11,13 @@ import pytest
 from click.testing import CliRunner
 
 from scheduler.tools import bench
+from scheduler.tools.bench import progress as bench_progress
 from scheduler.control import reconcile
 from scheduler.state.app import App
 from scheduler.tools.cli import main
 from scheduler.model.errors import SpecError
 from scheduler.model import Task, make_node, parse_job
+from workers.supervisor import _context
 
 from commits import commit_one
 
@@ -23,6 +26,7 @@ BATCH_KEYS = {
     "us_per_placement", "window_s",
     "window", "p50_ms", "p99_ms", "commit_rejections", "overcommits", "invariants_ok", "problems", "spread_skew",
     "zone_spread_skew", "redis_bytes_per_task", "worker_cpu_s", "redis_cpu_s", "workers", "states", "machine",
+    "node_read_cpu_s", "worker_loop_cpu_us_per_placement",
 }
 
 
@@ -53,6 +57,10 @@ def test_batch_run(app, redis_url):
     assert report["mode"] == "batch"
     assert report["spread_skew"] is not None and report["zone_spread_skew"] is not None
     assert report["worker_cpu_s"] > 0
+    # The parent's read of the nodes (none when it spawned them) is part of the workers' CPU.
+    assert 0 <= report["node_read_cpu_s"] <= report["worker_cpu_s"]
+    loop_s = report["worker_loop_cpu_us_per_placement"] * report["assigned"] / 1e6
+    assert abs(loop_s + report["node_read_cpu_s"] - report["worker_cpu_s"]) < 0.01
     # The data stays for inspection: every task is in the namespace.
     assert len(app.store.all_task_ids()) == scenario.tasks
 
@@ -244,3 +252,14 @@ def test_percentile_nearest_rank():
     assert bench.percentile(values, 0.99) == 99
     assert bench.percentile([7], 0.99) == 7
     assert bench.percentile([], 0.5) is None
+
+
+def test_the_progress_bars_run_no_thread_so_workers_are_forked():
+    """With its bars (not --json) a run must start its workers as it does without them:
+    a process running another thread spawns them instead of forking."""
+    with bench_progress.Progress(True) as progress:
+        update = progress.phase("placing", total=10)
+        update(completed=5, note="halfway")
+        assert threading.active_count() == 1
+        assert _context().get_start_method() == "fork"
+        update(completed=10)

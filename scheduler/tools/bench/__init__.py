@@ -59,7 +59,9 @@ Measures (see :data:`report.DEFINITIONS`, which the JSON carries too):
   (zones with at least one eligible node with room).
 - ``redis_bytes_per_task``: Redis ``used_memory`` after the run minus before submitting,
   per task (``redis_bytes_per_task_pending``: right after submitting).
-- ``worker_cpu_s``: user + system CPU of the worker processes while they ran.
+- ``worker_cpu_s``: user + system CPU of the worker processes while they ran, with
+  ``node_read_cpu_s``, the parent's read of every node before it forks them
+  (``worker_loop_cpu_us_per_placement`` leaves that out).
 - ``redis_cpu_s``: user + system CPU of redis-server (``INFO cpu``) while the workers ran.
 
 The package: ``scenario`` (the synthetic nodes and jobs), ``harness`` (Redis, namespace,

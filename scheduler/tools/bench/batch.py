@@ -121,6 +121,9 @@ def _run_batch(app: App, scenario: Scenario, bar: Progress, clear: bool, private
         "redis_bytes_per_node": _per(info_nodes["used_memory"] - info_empty["used_memory"], len(nodes)),
         "worker_cpu_s": round(worker_cpu, 3),
         "worker_cpu_us_per_placement": _round(1e6 * worker_cpu / len(assigned) if assigned else None, 1),
+        "node_read_cpu_s": round(pool.read_cpu_s, 3),
+        "worker_loop_cpu_us_per_placement": _round(1e6 * (worker_cpu - pool.read_cpu_s) / len(assigned)
+                                                   if assigned else None, 1),
         "redis_cpu_s": round(info_end["cpu_s"] - info_submitted["cpu_s"], 3),
         "redis_cpu_us_per_placement": _round(1e6 * (info_end["cpu_s"] - info_submitted["cpu_s"]) / len(assigned)
                                              if assigned else None, 1),

@@ -1,8 +1,17 @@
-"""The live view of a ``sched bench`` run: one progress bar per phase on stderr."""
+"""The live view of a ``sched bench`` run: one progress bar per phase on stderr.
+
+Redrawn by the bench's own calls (at most every 0.1 s), not by rich's refresh thread: a
+process running a thread spawns its worker processes instead of forking them
+(``workers/supervisor.py``), and the run with bars must start its workers as the run
+without them (``--json``) does.
+"""
 
 from __future__ import annotations
 
+import time
 from typing import Callable
+
+REDRAW_S = 0.1
 
 
 class Progress:
@@ -17,7 +26,8 @@ class Progress:
 
             self.bar = RichProgress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                     TimeElapsedColumn(), TextColumn("{task.fields[note]}"),
-                                    console=Console(stderr=True), transient=False)
+                                    console=Console(stderr=True), transient=False, auto_refresh=False)
+        self._drawn = 0.0
 
     def __enter__(self):
         if self.bar:
@@ -42,5 +52,9 @@ class Progress:
                 kwargs["completed"] = completed
             if advance:
                 kwargs["advance"] = advance
-            self.bar.update(task, **kwargs)
+            now = time.monotonic()
+            redraw = now - self._drawn >= REDRAW_S or (completed is not None and completed >= total)
+            if redraw:
+                self._drawn = now
+            self.bar.update(task, refresh=redraw, **kwargs)
         return update
