@@ -165,12 +165,15 @@ end
 
 -- End one task from wherever it is (finish.lua's step, shared with replace.lua). A pending
 -- task leaves every queue and loses its lease; a live one gives back what it held
--- (release). k = {task=, node=, node_tasks=, tally_job=, queues={4 queue keys}, leases=,
--- tally_priority=, changes=, seq=, usage=}. expected: the node the caller saw it on (""
--- while pending); events: where the end is announced (events_to). Returns what finish.lua reports for it (the state it left, "absent",
--- "terminal:<state>" or "elsewhere") and whether it freed room on a node.
+-- (release), and one that failed on its node is counted in faults:<job> in the same step
+-- ("<node>|<task>|<version>"), dropping the entries older than k.fault_window ms.
+-- k = {task=, node=, node_tasks=, tally_job=, faults=, fault_window=, queues={4 queue
+-- keys}, leases=, tally_priority=, changes=, seq=, usage=}. expected: the node the caller
+-- saw it on ("" while pending); events: where the end is announced (events_to). Returns
+-- what finish.lua reports for it (the state it left, "absent", "terminal:<state>" or
+-- "elsewhere") and whether it freed room on a node.
 local function end_task(id, state, message, expected, k, events, now)
-  local cur = redis.call('HMGET', k.task, 'state', 'node', 'alloc', 'ports', 'job', 'priority', 'tenant')
+  local cur = redis.call('HMGET', k.task, 'state', 'node', 'alloc', 'ports', 'job', 'priority', 'tenant', 'version')
   local was, on = cur[1], cur[2] or ''
   if not was then return 'absent', false end
   if was ~= 'pending' and was ~= 'assigned' and was ~= 'running' then return 'terminal:' .. was, false end
@@ -182,6 +185,10 @@ local function end_task(id, state, message, expected, k, events, now)
   else
     release(id, on, cur[3], cur[4], cur[6], k, cur[7] or nil)
     freed = true
+    if state == 'failed' then
+      redis.call('ZADD', k.faults, int(now), on .. '|' .. id .. '|' .. (cur[8] or ''))
+      redis.call('ZREMRANGEBYSCORE', k.faults, '-inf', int(now - k.fault_window))
+    end
   end
   redis.call('HSET', k.task, 'state', state, 'ended_at', int(now), 'message', message)
   emit(events, {'type', 'task', 'id', id, 'job', cur[5] or '', 'state', state, 'node', on}, now)

@@ -14,6 +14,11 @@ THRESHOLD = PlacementOptions().faulty_threshold
 WINDOW_MS = 300_000
 
 
+def failed(app, job_id, node, task_id, version):
+    """What ending a task of ``version`` as failed on ``node`` records (end_task in lua/_lib.lua)."""
+    app.client.zadd(app.keys.faults(job_id), {f"{node}|{task_id}|{version}": app.store.now_ms()})
+
+
 def faults_seen(app, job_id):
     """What a worker reads for the job: node -> failures that count."""
     store = app.store
@@ -28,8 +33,8 @@ def test_faults_count_only_for_the_current_version(app):
     store.put_node(make_node("n2", cpu=4, memory="8GiB"))
     assert reconcile.submit(store, parse_job({"id": "flaky", "replicas": 1, "run": {"command": ["echo", "v1"]}}))["version"] == 1
     for i in range(THRESHOLD):
-        store.record_fault("flaky", "n1", f"flaky.{i}", 1, WINDOW_MS)
-    store.record_fault("flaky", "n2", "flaky.9", 1, WINDOW_MS)
+        failed(app, "flaky", "n1", f"flaky.{i}", 1)
+    failed(app, "flaky", "n2", "flaky.9", 1)
     members = app.client.zrange(app.keys.faults("flaky"), 0, -1)
     assert sorted(members)[0] == "n1|flaky.0|1"  # node|task|version
     assert faults_seen(app, "flaky") == {"n1": THRESHOLD, "n2": 1}
@@ -37,7 +42,7 @@ def test_faults_count_only_for_the_current_version(app):
     # The fix: a new version. Its own failures start from none.
     assert reconcile.submit(store, parse_job({"id": "flaky", "replicas": 1, "run": {"command": ["echo", "v2"]}}))["version"] == 2
     assert faults_seen(app, "flaky") == {}
-    store.record_fault("flaky", "n1", "flaky.20", 2, WINDOW_MS)
+    failed(app, "flaky", "n1", "flaky.20", 2)
     assert faults_seen(app, "flaky") == {"n1": 1}
 
 
@@ -46,7 +51,7 @@ def test_worker_places_the_fixed_version_on_the_node_the_old_one_failed_on(app):
     store.put_node(make_node("n1", cpu=4, memory="8GiB"))
     reconcile.submit(store, parse_job({"id": "flaky", "replicas": 1, "run": {"command": ["echo", "v1"]}}))
     for i in range(THRESHOLD):
-        store.record_fault("flaky", "n1", f"flaky.{i}", 1, WINDOW_MS)
+        failed(app, "flaky", "n1", f"flaky.{i}", 1)
     worker = SchedulerWorker(app, WorkerConfig())
     now = store.now_ms()
     assert worker._refresh({"flaky"}, now)[2] == {"flaky": {"n1": THRESHOLD}}  # v1: n1 is faulty

@@ -19,6 +19,7 @@ from scheduler.control.audit import audit
 from scheduler.model.errors import SpecError
 from scheduler.control.execution import execute, run_task
 from scheduler.model import LIVE_STATES, make_node, parse_job
+from scheduler.state.tallies import FAULT_WINDOW_MS
 from workers.scheduler_worker import SchedulerWorker, WorkerConfig
 
 SCHED = str(Path(sys.executable).parent / "sched")
@@ -159,6 +160,30 @@ def test_batch_failures_are_retried_up_to_max_retries(app, redis_url, namespace)
     assert sorted(app.client.zrange(app.keys.faults(job_id), 0, -1)) == sorted(f"n1|{t.id}|{t.version}" for t in tasks)
     assert app.client.zrange(app.keys.faults(once), 0, -1) == ["n1|once.0|1"]
     assert_released(app)
+
+
+def test_a_failure_is_counted_in_the_step_that_ends_the_task(app):
+    """finish.lua and replace.lua record a live task's failure themselves: no second call
+    that a crash in between could lose. Nothing else counts, and old entries are dropped."""
+    add_nodes(app, "n1")
+    job_id = submit(app, {"id": "svc", "replicas": 3, "restart_delay": 0, "resources": SMALL})
+    settle(app)
+    first, second, third = tasks_of(app, job_id)
+    old = f"n1|{job_id}.99|1"  # a failure from before the window
+    app.client.zadd(app.keys.faults(job_id), {old: app.store.now_ms() - FAULT_WINDOW_MS - 1_000})
+    pending = submit(app, {"id": "later", "replicas": 1, "resources": {"cpu": 64}})  # never fits
+
+    assert app.store.finish([first], "failed", "exited with code 1") == ["assigned"]  # finish.lua alone
+    assert app.store.finish([second], "stopped", "stopped") == ["assigned"]
+    assert app.store.finish(app.store.tasks([f"{pending}.0"]), "failed", "gave up") == ["pending"]
+    ended = int(app.store.get_task(first.id).ended_ms)
+    assert app.client.zrange(app.keys.faults(job_id), 0, -1, withscores=True) == [(f"n1|{first.id}|1", ended)]
+    assert app.client.zcard(app.keys.faults(pending)) == 0
+
+    result = reconcile.task_ended(app.store, third, False, "exited with code 2")  # replace.lua
+    assert result["state"] == "failed" and len(result["replacement"]) == 1
+    assert sorted(app.client.zrange(app.keys.faults(job_id), 0, -1)) == [f"n1|{first.id}|1", f"n1|{third.id}|1"]
+    assert_audit_ok(app)
 
 
 def test_batch_task_that_succeeds_on_retry_is_done(app, redis_url, namespace, tmp_path):

@@ -22,7 +22,6 @@ from scheduler.state.replacement import Successor, end_and_replace
 from scheduler.state.store import Store
 
 RUNNING_JOB = "running"
-FAULT_WINDOW_MS = 300_000  # failures of a job on a node count towards "faulty" for 5 minutes
 
 
 def global_targets(spec: JobSpec, nodes) -> set[str]:
@@ -302,8 +301,8 @@ def task_ended(store: Store, task: Task, succeeded: bool, message: str) -> dict:
 
     A service keeps its replicas: any ended task is replaced after ``restart_delay``. A
     batch task that failed is retried (up to ``max_retries``); one that completed is done.
-    A global task is restarted on the same node. Failures also count towards faulty-node
-    detection for the job's version on that node.
+    A global task is restarted on the same node. A failure also counts towards faulty-node
+    detection for the job's version on that node, in the same step (``faults:<job>``).
     """
     state = COMPLETED if succeeded else FAILED
 
@@ -318,8 +317,6 @@ def task_ended(store: Store, task: Task, succeeded: bool, message: str) -> dict:
                                                restart_delay=True).get(task.id, ("absent", ""))
     if result not in LIVE_STATES:
         return {"state": result, "replacement": []}  # stopped, lost or replaced meanwhile
-    if not succeeded:
-        store.record_fault(task.job, task.node, task.id, task.version, FAULT_WINDOW_MS)
     return {"state": state, "replacement": [replacement] if replacement else []}
 
 

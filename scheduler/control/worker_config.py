@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from scheduler.control.reconcile import FAULT_WINDOW_MS
 from scheduler.engine.placement import PlacementOptions
 from scheduler.engine.preemption import DEFAULT_MARGIN
+from scheduler.state.tallies import FAULT_WINDOW_MS
 
 
 @dataclass

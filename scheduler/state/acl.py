@@ -102,8 +102,7 @@ _ROLE_COMMANDS = {
     "submitter": ("wait",),
     # BLPOP: an idle worker waits on q:wake; DEL: its short locks; MULTI/EXEC: --repair-on-start.
     "worker": ("wait", "blpop", "del", "multi", "exec", "discard"),
-    # ZREMRANGEBYSCORE: a failure's count drops the node's failures older than the window.
-    "agent": ("wait", "zremrangebyscore"),
+    "agent": ("wait",),
 }
 # The keys of its namespace an agent may write (directly, and inside its scripts): the
 # queues, tasks (their output and attempts too), nodes, heartbeats, tallies, usage,

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from scheduler.model import Task
 from scheduler.state.store import Store
+from scheduler.state.tallies import FAULT_WINDOW_MS
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,11 +45,11 @@ def end_and_replace(store: Store, job_id: str, read: str, next_index: int, *, ve
     keys = [k.active, k.backoff, k.unschedulable, k.inflight, k.leases, k.node_changes, k.node_seq, k.cycle,
             k.move_cycle, k.tally_priority, k.usage, k.job(job_id), k.job_tasks(job_id), k.enqueue_seq, k.wake,
             k.stream, k.config]
-    args = [store.events_arg, read, job_id, version, priority, delay_ms]
+    args = [store.events_arg, read, job_id, version, priority, delay_ms, FAULT_WINDOW_MS]
     wanted = 0
     for task, successor in ends:
         node = task.node if task.live else ""
-        keys += [k.task(task.id), k.node(node), k.node_tasks(node), k.tally_job(task.job)]
+        keys += [k.task(task.id), k.node(node), k.node_tasks(node), k.tally_job(task.job), k.faults(task.job)]
         args += [task.id, state, message, node]
         args += ["", ""] if successor is None else [successor.retries, successor.pin]
         wanted += successor is not None

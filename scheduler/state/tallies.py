@@ -9,6 +9,11 @@ import dataclasses
 
 from scheduler.state.namespace import NamespaceStore
 
+# A failure of a job's task on a node counts towards "faulty" for 5 minutes: the step that
+# ends a task as failed records it in faults:<job> and drops the older entries (end_task
+# in lua/_lib.lua).
+FAULT_WINDOW_MS = 300_000
+
 
 @dataclasses.dataclass
 class Tallies:
@@ -47,15 +52,6 @@ class TallyStore(NamespaceStore):
     def job_tally(self, job_id: str) -> dict[str, int]:
         """Node -> the job's live tasks there (``tally:job:<id>``)."""
         return {name: int(n) for name, n in self.client.zrange(self.keys.tally_job(job_id), 0, -1, withscores=True)}
-
-    def record_fault(self, job_id: str, node: str, task_id: str, version: int, window_ms: int) -> None:
-        """A task of the job's ``version`` failed on ``node``: it counts towards "faulty"
-        for ``window_ms``, while the job stays at that version (``tallies.lua``)."""
-        faults, now = self.keys.faults(job_id), self.now_ms()
-        with self.client.pipeline(transaction=False) as pipe:
-            pipe.zadd(faults, {f"{node}|{task_id}|{version}": now})
-            pipe.zremrangebyscore(faults, "-inf", now - window_ms)  # older ones no longer count
-            pipe.execute()
 
     def queue_job_tallies(self, pipe, job_ids: list[str], faults_since_ms: int) -> None:
         """Queue ``tallies.lua`` on ``pipe`` (by SHA: see :meth:`Scripts.queue`): each job's

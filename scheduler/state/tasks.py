@@ -8,6 +8,7 @@ from __future__ import annotations
 from scheduler.model import LIVE_STATES, STOPPED, Task
 from scheduler.model.errors import NotFound
 from scheduler.state.namespace import NamespaceStore
+from scheduler.state.tallies import FAULT_WINDOW_MS
 
 
 class TaskStore(NamespaceStore):
@@ -40,14 +41,15 @@ class TaskStore(NamespaceStore):
 
     def finish(self, tasks: list[Task], state: str, message: str = "") -> list[str]:
         """End tasks (read with :meth:`tasks`) in ``state``: pending ones leave the queue, live
-        ones give their resources back. Returns, per task, what finish.lua reported."""
+        ones give their resources back (and, ended as failed, count in ``faults:<job>``).
+        Returns, per task, what finish.lua reported."""
         k = self.keys
         keys = [k.active, k.backoff, k.unschedulable, k.inflight, k.leases, k.node_changes,
                 k.node_seq, k.cycle, k.move_cycle, k.tally_priority]
-        args = [self.events_arg]
+        args = [self.events_arg, FAULT_WINDOW_MS]
         for task in tasks:
             node = task.node if task.live else ""
-            keys += [k.task(task.id), k.node(node), k.node_tasks(node), k.tally_job(task.job)]
+            keys += [k.task(task.id), k.node(node), k.node_tasks(node), k.tally_job(task.job), k.faults(task.job)]
             args += [task.id, state, message, node]
         keys += [k.stream, k.config, k.usage]
         return self.scripts.finish(keys=keys, args=args) if tasks else []
