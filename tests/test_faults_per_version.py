@@ -8,10 +8,10 @@ from scheduler.control import reconcile
 from scheduler.engine.placement import PlacementOptions
 from scheduler.model import make_node, parse_job
 from scheduler.state.node_cache import NodeCache
+from scheduler.state.tallies import FAULT_WINDOW_MS
 from workers.scheduler_worker import SchedulerWorker, WorkerConfig
 
 THRESHOLD = PlacementOptions().faulty_threshold
-WINDOW_MS = 300_000
 
 
 def failed(app, job_id, node, task_id, version):
@@ -23,7 +23,7 @@ def faults_seen(app, job_id):
     """What a worker reads for the job: node -> failures that count."""
     store = app.store
     now = store.now_ms()
-    _, (reply,) = NodeCache(store).refresh_with(now, lambda pipe: store.queue_job_tallies(pipe, [job_id], now - WINDOW_MS))
+    _, (reply,) = NodeCache(store).refresh_with(now, lambda pipe: store.queue_job_tallies(pipe, [job_id], now - FAULT_WINDOW_MS))
     return store.read_job_tallies([job_id], reply)[1].get(job_id, {})
 
 

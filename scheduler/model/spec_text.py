@@ -183,13 +183,10 @@ def read_specs(text: str) -> list[tuple[str, JobSpec]]:
         elif _YAML_DOCUMENT.search(text) and not _YAML_UNUSUAL.search(text):
             # Several YAML documents, each read on its own (a "---" line always ends one).
             templates = _Templates(_yaml_load, _YAML_ID, _yaml_string)
-            try:
-                jobs = [job for piece in _YAML_DOCUMENT.split(text) if (job := templates.job(piece)) is not None]
-            except _yaml().YAMLError:
-                jobs = []
+            jobs = [job for piece in _YAML_DOCUMENT.split(text) if (job := templates.job(piece)) is not None]
             if jobs:
                 return jobs
-    except SpecError:
+    except (SpecError, _yaml().YAMLError):  # (PyYAML imported only once something failed)
         pass  # read again as a whole, below: the error is then said as it always was
     documents = load_specs(text)
     jobs = []
