@@ -20,6 +20,7 @@ declare it down and start their replacements elsewhere.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import logging
 import os
@@ -49,8 +50,14 @@ WATCH_EVERY_S = 0.25  # how often a run looks at its agent's last heartbeat
 
 
 def rq_job_id(namespace: str, task_id: str) -> str:
-    """RQ accepts letters, digits, '_' and '-' in job ids; task ids also have a '.'."""
-    return re.sub(r"[^A-Za-z0-9_-]", "_", f"sched-{namespace}-{task_id}")
+    """RQ accepts letters, digits, '_' and '-' in job ids; task ids also have a '.', and
+    those of a periodic or dispatched launch a '/'. Such an id gets a digest of the task id
+    after it, so that ``a/periodic-1.0`` and a job named ``a_periodic-1`` never share one
+    (an id without '/' keeps the form it always had: ``..._<index>``, never ``-<digest>``)."""
+    plain = re.sub(r"[^A-Za-z0-9_-]", "_", f"sched-{namespace}-{task_id}")
+    if "/" not in task_id:
+        return plain
+    return f"{plain}-{hashlib.sha256(task_id.encode()).hexdigest()[:8]}"
 
 
 def execute(run: dict | None, output: Output | None = None, task_id: str | None = None,

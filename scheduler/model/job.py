@@ -16,8 +16,12 @@ from scheduler.model.errors import SpecError
 from scheduler.model.names import check_job_id, check_tenant, new_job_id, parse_plugins
 from scheduler.model.quantities import CPU, MEMORY, lookalike, parse_resources
 from scheduler.model.update import HealthCheck, UpdatePolicy, health_raw, parse_health, parse_update, update_raw
-from scheduler.model.states import (BATCH, GLOBAL, JOB_TYPES, MAX_PRIORITY, MAX_REPLICAS, MIN_PRIORITY, SERVICE,
-                                    SPREAD, STRATEGIES)
+from scheduler.model.states import (BATCH, GLOBAL, JOB_TYPES, MAX_PRIORITY, MAX_REPLICAS, MIN_PRIORITY,
+                                    PER_NODE_TYPES, RUN_TO_COMPLETION, SERVICE, SPREAD, STRATEGIES)
+from scheduler.model.dependencies import After, after_raw, parse_after
+from scheduler.model.parameterized import Parameterized, parameterized_raw, parse_parameterized
+from scheduler.model.periodic import Periodic, parse_periodic, periodic_raw
+from scheduler.model.reschedule import Reschedule, parse_reschedule, reschedule_raw
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +60,32 @@ class JobSpec:
     # Seconds a task runs on while its agent cannot renew its heartbeat: None for the
     # agent's heartbeat TTL (the default), math.inf to keep running ("never").
     stop_after_disconnect: float | None = None
+    periodic: Periodic | None = None  # launched on a schedule: the job itself runs no task
+    parameterized: Parameterized | None = None  # launched by dispatch: the job itself runs no task
+    after: tuple[After, ...] = ()  # jobs whose state its tasks wait for
+    parallelism: int = 0  # at most this many live tasks at once (0: no limit)
+    deadline: float = 0.0  # seconds a batch job may run before it is stopped and failed (0: none)
+    reschedule: Reschedule | None = None  # what follows a failed task (None: the shorthands' policy)
+    meta: dict | None = None  # key -> text, seen by its commands as SCHED_META_<KEY>
+
+    @property
+    def launcher(self) -> bool:
+        """A periodic or parameterized job: it launches child jobs and runs no task itself."""
+        return self.periodic is not None or self.parameterized is not None
+
+    @property
+    def per_node(self) -> bool:
+        """One task on every eligible node (global, sysbatch), not a count of replicas."""
+        return self.type in PER_NODE_TYPES
+
+    @property
+    def policy(self) -> Reschedule:
+        """What follows a failed task: the ``reschedule`` block, or what ``restart_delay``
+        and ``max_retries`` stand for."""
+        if self.reschedule is not None:
+            return self.reschedule
+        return Reschedule(delay=self.restart_delay, attempts=self.max_retries,
+                          unlimited=self.type not in RUN_TO_COMPLETION)
 
     @property
     def gang(self) -> int:
@@ -91,7 +121,10 @@ _JOB_FIELDS = {
     "id", "type", "priority", "replicas", "resources", "constraints", "preferences", "ports",
     "plugins", "strategy", "max_per_node", "run", "preemptible", "preempt", "max_retries",
     "restart_delay", "gang", "min_available", "tenant", "update", "health", "disconnect",
+    "periodic", "parameterized", "after", "parallelism", "deadline", "reschedule", "meta",
 }
+MAX_DEADLINE_S = 30 * 86_400
+_ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 MAX_STOP_AFTER_S = 86_400
 
 
@@ -109,7 +142,7 @@ def _parse_run(run, job: str) -> dict | None:
         return None
     if not isinstance(run, dict):
         raise SpecError(f"job {job}: run must be {{func: 'module:function'}} or {{command: [...]}}.")
-    unknown = set(run) - {"func", "args", "kwargs", "command", "timeout"}
+    unknown = set(run) - {"func", "args", "kwargs", "command", "timeout", "env"}
     if unknown:
         raise SpecError(f"job {job}: run has unknown field {sorted(unknown)[0]!r}.")
     if ("func" in run) == ("command" in run):
@@ -126,10 +159,44 @@ def _parse_run(run, job: str) -> dict | None:
                 or not all(isinstance(part, (str, int, float)) and not isinstance(part, bool) for part in command)):
             raise SpecError(f"job {job}: run.command must be a non-empty list of strings such as ['sleep', '1'].")
         run = {**run, "command": [str(part) for part in command]}
+    if "env" in run:
+        run = {**run, "env": _parse_env(run["env"], job)}
     timeout = run.get("timeout")
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
         raise SpecError(f"job {job}: run.timeout must be a positive number of seconds.")
     return dict(run)
+
+
+def _parse_env(env, job: str) -> dict[str, str]:
+    """``run.env``: variables the command or function gets beside the agent's own."""
+    if not isinstance(env, dict):
+        raise SpecError(f"job {job}: run.env must be a mapping of variable names to values, such as {{LEVEL: debug}}.")
+    out = {}
+    for name, value in env.items():
+        if not isinstance(name, str) or not _ENV_NAME_RE.fullmatch(name):
+            raise SpecError(f"job {job}: run.env name {name!r} must be letters, digits and _, not starting with a "
+                            f"digit.")
+        if name.startswith("SCHED_"):
+            raise SpecError(f"job {job}: run.env cannot set {name}: the agent sets the SCHED_ variables itself.")
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise SpecError(f"job {job}: run.env value of {name} must be a string or a number.")
+        out[name] = str(value)
+    return out
+
+
+def _parse_meta(meta, job: str) -> dict[str, str] | None:
+    if meta is None:
+        return None
+    if not isinstance(meta, dict):
+        raise SpecError(f"job {job}: meta must be a mapping of keys to text, such as {{customer: acme}}.")
+    out = {}
+    for key, value in meta.items():
+        if not isinstance(key, str) or not _ENV_NAME_RE.fullmatch(key):
+            raise SpecError(f"job {job}: meta key {key!r} must be letters, digits and _, not starting with a digit.")
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)) or len(str(value)) > 1024:
+            raise SpecError(f"job {job}: meta {key} must be text of at most 1024 characters.")
+        out[key] = str(value)
+    return out
 
 
 def _parse_disconnect(raw, job: str) -> float | None:
@@ -213,16 +280,16 @@ def parse_job(raw) -> JobSpec:
     restart_delay = raw.get("restart_delay", 1.0)
     if isinstance(restart_delay, bool) or not isinstance(restart_delay, (int, float)) or not 0 <= restart_delay <= 3600:
         raise SpecError(f"job {job}: restart_delay must be a number of seconds from 0 to 3600.")
-    if job_type == GLOBAL and "replicas" in raw:
-        raise SpecError(f"job {job}: a global job runs one task per eligible node and takes no replicas.")
+    if job_type in PER_NODE_TYPES and "replicas" in raw:
+        raise SpecError(f"job {job}: a {job_type} job runs one task per eligible node and takes no replicas.")
     resources = parse_resources(raw.get("resources"), f"job {job} resources")
     gang = raw.get("gang", False)
     if not isinstance(gang, bool):
         raise SpecError(f"job {job}: gang must be true or false.")
-    replicas = 0 if job_type == GLOBAL else _int_field(raw, "replicas", 1, 0, MAX_REPLICAS, job)
+    replicas = 0 if job_type in PER_NODE_TYPES else _int_field(raw, "replicas", 1, 0, MAX_REPLICAS, job)
     min_available = _int_field(raw, "min_available", 0, 0, MAX_REPLICAS, job)
-    if (gang or min_available) and job_type == GLOBAL:
-        raise SpecError(f"job {job}: a global job cannot be a gang (gang or min_available).")
+    if (gang or min_available) and job_type in PER_NODE_TYPES:
+        raise SpecError(f"job {job}: a {job_type} job cannot be a gang (gang or min_available).")
     if min_available > replicas:
         raise SpecError(f"job {job}: min_available ({min_available}) cannot exceed replicas ({replicas}).")
     if gang:
@@ -236,7 +303,33 @@ def parse_job(raw) -> JobSpec:
                         f"tasks when it changes.")
     if update is not None and update.canary and job_type == GLOBAL:
         raise SpecError(f"job {job}: a global job runs one task per node and cannot have canary tasks.")
+    if update is not None and job_type not in (SERVICE, GLOBAL):
+        raise SpecError(f"job {job}: update applies to service and global jobs; a {job_type} job runs to completion.")
     health = parse_health(raw.get("health"), job)
+    periodic = parse_periodic(raw.get("periodic"), job)
+    parameterized = parse_parameterized(raw.get("parameterized"), job)
+    for name, block in (("periodic", periodic), ("parameterized", parameterized)):
+        if block is not None and job_type not in RUN_TO_COMPLETION:
+            raise SpecError(f"job {job}: {name} applies to batch and sysbatch jobs; a {job_type} job runs all the "
+                            f"time.")
+    if periodic is not None and parameterized is not None:
+        raise SpecError(f"job {job}: a job is periodic or parameterized, not both.")
+    parallelism = _int_field(raw, "parallelism", 1, 1, MAX_REPLICAS, job) if "parallelism" in raw else 0
+    if parallelism and job_type != BATCH:
+        raise SpecError(f"job {job}: parallelism applies to batch jobs (a {job_type} job runs all its tasks at once).")
+    if parallelism and min_available > parallelism:
+        raise SpecError(f"job {job}: a gang of {min_available} cannot start with parallelism {parallelism}.")
+    deadline = raw.get("deadline", 0)
+    if "deadline" in raw and (isinstance(deadline, bool) or not isinstance(deadline, (int, float))
+                              or math.isnan(deadline) or not 0 < deadline <= MAX_DEADLINE_S):
+        raise SpecError(f"job {job}: deadline must be a number of seconds above 0 and at most {MAX_DEADLINE_S}, "
+                        f"not {deadline!r}.")
+    if deadline and job_type not in RUN_TO_COMPLETION:
+        raise SpecError(f"job {job}: deadline applies to batch and sysbatch jobs (a {job_type} job runs all the "
+                        f"time).")
+    max_retries = _int_field(raw, "max_retries", 3, 0, 1000, job)
+    reschedule = parse_reschedule(raw["reschedule"], job, restart_delay=float(restart_delay), max_retries=max_retries,
+                                  unlimited=job_type not in RUN_TO_COMPLETION) if "reschedule" in raw else None
     spec = JobSpec(
         id=job,
         type=job_type,
@@ -252,7 +345,7 @@ def parse_job(raw) -> JobSpec:
         run=_parse_run(raw.get("run"), job),
         preemptible=preemptible,
         preempt=preempt,
-        max_retries=_int_field(raw, "max_retries", 3, 0, 1000, job),
+        max_retries=max_retries,
         restart_delay=float(restart_delay),
         raw={},
         min_available=min_available,
@@ -260,6 +353,13 @@ def parse_job(raw) -> JobSpec:
         update=update,
         health=health,
         stop_after_disconnect=_parse_disconnect(raw.get("disconnect"), job),
+        periodic=periodic,
+        parameterized=parameterized,
+        after=parse_after(raw.get("after"), job),
+        parallelism=parallelism,
+        deadline=float(deadline),
+        reschedule=reschedule,
+        meta=_parse_meta(raw.get("meta"), job),
     )
     normalised = {
         "id": spec.id, "type": spec.type, "priority": spec.priority, "replicas": spec.replicas,
@@ -269,7 +369,7 @@ def parse_job(raw) -> JobSpec:
         "run": spec.run, "preemptible": spec.preemptible, "preempt": spec.preempt,
         "max_retries": spec.max_retries, "restart_delay": spec.restart_delay,
     }
-    if job_type == GLOBAL:
+    if job_type in PER_NODE_TYPES:
         del normalised["replicas"]
     if gang:
         normalised["gang"] = True
@@ -284,6 +384,21 @@ def parse_job(raw) -> JobSpec:
     if spec.stop_after_disconnect is not None:
         after = spec.stop_after_disconnect
         normalised["disconnect"] = {"stop_after": "never" if after == math.inf else after}
+    # Fields that appear only when set, so a spec without them keeps its stored form.
+    if periodic is not None:
+        normalised["periodic"] = periodic_raw(periodic)
+    if parameterized is not None:
+        normalised["parameterized"] = parameterized_raw(parameterized)
+    if spec.after:
+        normalised["after"] = after_raw(spec.after)
+    if parallelism:
+        normalised["parallelism"] = parallelism
+    if spec.deadline:
+        normalised["deadline"] = spec.deadline
+    if reschedule is not None:
+        normalised["reschedule"] = reschedule_raw(reschedule)
+    if spec.meta is not None:
+        normalised["meta"] = spec.meta
     spec.raw.update(normalised)
     return spec
 
