@@ -7,7 +7,8 @@
 -- Compare and set on the job, as enqueue.lua: unless the job is still as the caller read
 -- it ("<version>|<next_index>|<status>"), nothing is done (read again, call again). The
 -- replacements take indexes from next_index on, in the order of the tasks asking for one,
--- each recording the task it replaces (`replaces`). A task that this call does not end
+-- each recording the task it replaces (`replaces`) and keeping its slot (`slot`: the index
+-- of the slot's first task, what SCHED_TASK_INDEX shows). A task that this call does not end
 -- from a live state (it ended already, or is elsewhere) gets none.
 --
 -- KEYS[1..10] as finish.lua: q:active q:backoff q:unschedulable q:inflight q:leases
@@ -22,7 +23,8 @@
 -- ARGV[4] the replacements' spec version  ARGV[5] their priority  ARGV[6] their backoff (ms, "0": none)
 -- ARGV[7] how long a failure counts in faults:<job> (ms)
 -- then per task: id, new state, message, its node, the replacement's retries ("" for no
--- replacement), the replacement's pinned node ("" for none)
+-- replacement), the replacement's pinned node ("" for none), the slot's recent failures
+-- the replacement carries ("" for none: the times, in ms, that reschedule.interval counts)
 -- Returns {0} when the job changed since it was read; else {1, then per task what
 -- finish.lua reports, then per task the id of its replacement ("" for none)}.
 
@@ -35,13 +37,13 @@ local now = now_ms()
 local events, job_id, version = events_to(ARGV[1], KEYS[16], KEYS[17]), ARGV[3], ARGV[4]
 local priority, delay, fault_window = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local next_index = tonumber(cur[2] or '0')
-local n = (#ARGV - 7) / 6
+local n = (#ARGV - 7) / 7
 local first_new = 18 + 5 * n
 local results, made = {}, {}
 local any_freed, created = false, 0
 for p = 0, n - 1 do
-  local a, base = 8 + 6 * p, 18 + 5 * p
-  local id, retries, pin = ARGV[a], ARGV[a + 4], ARGV[a + 5]
+  local a, base = 8 + 7 * p, 18 + 5 * p
+  local id, retries, pin, failures = ARGV[a], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6]
   local result, freed = end_task(id, ARGV[a + 1], ARGV[a + 2], ARGV[a + 3],
     {task = KEYS[base], node = KEYS[base + 1], node_tasks = KEYS[base + 2], tally_job = KEYS[base + 3],
      faults = KEYS[base + 4], fault_window = fault_window,
@@ -53,11 +55,16 @@ for p = 0, n - 1 do
     -- The fields enqueue.lua gives a new pending task, plus the task it replaces.
     local index = int(next_index + created)
     local new_id = job_id .. '.' .. index
+    local slot = redis.call('HGET', KEYS[base], 'slot') or redis.call('HGET', KEYS[base], 'index') or index
     local seq = redis.call('INCR', KEYS[14])
     local score = int((MAX_PRIORITY - priority) * 1e12 + seq)
     local task = {'id', new_id, 'job', job_id, 'version', version, 'state', 'pending', 'priority', ARGV[5],
                   'qscore', score, 'created', int(now), 'attempts', '0', 'index', index, 'retries', retries,
-                  'replaces', id}
+                  'replaces', id, 'slot', slot}
+    if failures ~= '' then
+      task[#task + 1] = 'failures'
+      task[#task + 1] = failures
+    end
     if pin ~= '' then
       task[#task + 1] = 'pin'
       task[#task + 1] = pin

@@ -30,9 +30,10 @@ import shutil
 import signal
 import sqlite3
 import subprocess
+import tempfile
 import threading
 import traceback
-from contextlib import redirect_stderr, redirect_stdout
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 
 import redis
 
@@ -60,19 +61,37 @@ def rq_job_id(namespace: str, task_id: str) -> str:
     return f"{plain}-{hashlib.sha256(task_id.encode()).hexdigest()[:8]}"
 
 
+def task_environment(task, spec, payload_path: str | None = None) -> dict[str, str]:
+    """What a task's command (or function) finds in its environment beside the agent's
+    own: ``run.env``, then ``SCHED_TASK_ID``, ``SCHED_JOB_ID``, ``SCHED_TASK_INDEX`` (its
+    slot: the same for a task and its retries), ``SCHED_META_<KEY>`` for each key of the
+    job's meta (a dispatch's included) and ``SCHED_PAYLOAD`` (the file holding a
+    dispatch's payload), which the spec cannot override."""
+    env = dict((spec.run or {}).get("env") or {})
+    for key, value in (spec.meta or {}).items():
+        env[f"SCHED_META_{key.upper()}"] = value
+    env.update(SCHED_TASK_ID=task.id, SCHED_JOB_ID=task.job, SCHED_TASK_INDEX=str(task.slot))
+    if payload_path is not None:
+        env["SCHED_PAYLOAD"] = payload_path
+    return env
+
+
 def execute(run: dict | None, output: Output | None = None, task_id: str | None = None,
-            watchdog: Watchdog | None = None) -> tuple[bool, str]:
+            watchdog: Watchdog | None = None, env: dict[str, str] | None = None) -> tuple[bool, str]:
     """Run a task's ``run`` spec; returns (succeeded, message). What it prints (and a
     function's return value or traceback) goes to ``output`` as it comes. A command gets
-    the task's id in its environment as ``SCHED_TASK_ID``, and runs in a session (so a
-    process group) of its own: a timeout stops the whole group, and whatever the command
-    leaves running in it is stopped when it exits. With a ``watchdog``, nothing starts once
-    it has stopped the run, and a command starts only after its group is in the journal
-    (``_launch``)."""
+    ``env`` (:func:`task_environment`; by default the task's id as ``SCHED_TASK_ID``) in
+    its environment, and runs in a session (so a process group) of its own: a timeout
+    stops the whole group, and whatever the command leaves running in it is stopped when
+    it exits. A function runs with ``env`` set in this process's environment meanwhile.
+    With a ``watchdog``, nothing starts once it has stopped the run, and a command starts
+    only after its group is in the journal (``_launch``)."""
     output = output or Output(lambda fields: None)
+    if env is None:
+        env = {"SCHED_TASK_ID": task_id} if task_id else {}
     try:
         with output.flushing():
-            succeeded, message = _execute(run, output, task_id, watchdog)
+            succeeded, message = _execute(run, output, env, watchdog)
         if watchdog is not None:  # in the journal before anything waits for Redis
             succeeded, message = watchdog.finished(succeeded, message)
         return succeeded, message
@@ -80,7 +99,23 @@ def execute(run: dict | None, output: Output | None = None, task_id: str | None 
         output.flush()
 
 
-def _execute(run: dict | None, output: Output, task_id: str | None, watchdog: Watchdog | None) -> tuple[bool, str]:
+@contextmanager
+def _environment(extra: dict[str, str]):
+    """``extra`` in this process's environment while a function task runs (its RQ work
+    horse is a process of its own), as it was afterwards."""
+    before = {name: os.environ.get(name) for name in extra}
+    os.environ.update(extra)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _execute(run: dict | None, output: Output, extra: dict[str, str], watchdog: Watchdog | None) -> tuple[bool, str]:
     if run is None:
         return True, "nothing to run"
     if watchdog is not None and watchdog.check():
@@ -89,14 +124,15 @@ def _execute(run: dict | None, output: Output, task_id: str | None, watchdog: Wa
         module_name, _, func_name = run["func"].partition(":")
         try:
             func = getattr(importlib.import_module(module_name), func_name)
-            with redirect_stdout(StreamWriter(output, "stdout")), redirect_stderr(StreamWriter(output, "stderr")):
+            with redirect_stdout(StreamWriter(output, "stdout")), redirect_stderr(StreamWriter(output, "stderr")), \
+                    _environment(extra):
                 value = func(*run.get("args", []), **run.get("kwargs", {}))
         except Exception as exc:  # the task's own failure, reported as such
             output.note(traceback=traceback.format_exc())
             return False, f"{run['func']} raised {type(exc).__name__}: {exc}"
         output.note(result=repr(value))
         return True, f"{run['func']} returned {value!r}"[:500]
-    env = dict(os.environ, SCHED_TASK_ID=task_id) if task_id else dict(os.environ)
+    env = {**os.environ, **extra}
     if shutil.which(run["command"][0], path=env.get("PATH")) is None:
         return False, f"command not found: {run['command'][0]}"
     try:
@@ -205,11 +241,15 @@ def run_task(url: str, namespace: str, node: str, task_id: str, rq_url: str | No
         watchdog = Watchdog(record, task_id, spec.stop_after_disconnect, spec.run is not None and "func" in spec.run)
         watchdog.start()
     output = Output(lambda fields: _quietly(app.store.save_output, task_id, fields))
+    payload = _payload_file(app, task, journal)
     try:
-        succeeded, message = execute(spec.run, output, task_id, watchdog)  # (journalled by the watchdog)
+        env = task_environment(task, spec, payload)
+        succeeded, message = execute(spec.run, output, task_id, watchdog, env)  # (journalled by the watchdog)
     finally:
         if watchdog is not None:
             watchdog.stop()
+        if payload is not None:
+            shutil.rmtree(os.path.dirname(payload), ignore_errors=True)
     try:
         ended = reconcile.task_ended(app.store, app.store.get_task(task_id), succeeded, message)
     except (redis.RedisError, SchedError):
@@ -241,6 +281,22 @@ def _begin(app: App, node: str, task_id: str, record: Journal | None):
     if not store.start_task(task_id, node, token=secrets.token_hex(8)):
         return None
     return task, spec
+
+
+def _payload_file(app: App, task, journal: str | None) -> str | None:
+    """The dispatch payload of the task's job written to a file of its own (in the agent's
+    state folder, beside its journal), for ``SCHED_PAYLOAD``; None when there is none."""
+    try:
+        payload = app.store.job_payload(task.job)
+    except (redis.RedisError, SchedError):
+        payload = None
+    if payload is None:
+        return None
+    folder = tempfile.mkdtemp(prefix="payload-", dir=os.path.dirname(journal) if journal else None)
+    path = os.path.join(folder, "payload")
+    with open(path, "wb") as handle:
+        handle.write(payload)
+    return path
 
 
 def _quietly(save, task_id: str, fields: dict) -> None:

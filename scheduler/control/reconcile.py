@@ -12,8 +12,8 @@ from __future__ import annotations
 import orjson
 
 from scheduler.model.errors import RedisUnavailable, SpecError
-from scheduler.model import (ACTIVE, BATCH, COMPLETED, FAILED, GLOBAL, LIVE_STATES, LOST, PENDING, READY, SERVICE,
-                             STOPPED, JobSpec, Task, parse_job)
+from scheduler.model import (ACTIVE, BATCH, COMPLETED, FAILED, GLOBAL, LIVE_STATES, LOST, PENDING, READY,
+                             RUN_TO_COMPLETION, STOPPED, JobSpec, Task, parse_job)
 from scheduler.control import changes
 from scheduler.state.deployments import deployment_id
 from scheduler.state.history import Submitted
@@ -262,9 +262,10 @@ def _end_with_successors(store: Store, job_id: str, tasks: list[Task], state: st
         ends = [(task, successor(spec, task)) for task in tasks] if spec is not None else []
         if fields.get("status", RUNNING_JOB) != RUNNING_JOB or not any(s for _, s in ends):
             return {task.id: (result, "") for task, result in zip(tasks, store.finish(tasks, state, message))}
+        delays = [s.delay_ms for _, s in ends if s and s.delay_ms is not None]
+        delay_ms = max(delays) if delays else int(spec.restart_delay * 1000) if restart_delay else 0
         done = end_and_replace(store, job_id, job_state(fields), int(fields.get("next_index", 0)),
-                               version=int(fields["version"]), priority=spec.priority,
-                               delay_ms=int(spec.restart_delay * 1000) if restart_delay else 0,
+                               version=int(fields["version"]), priority=spec.priority, delay_ms=delay_ms,
                                ends=ends, state=state, message=message)
         if done is not None:
             return {task.id: pair for task, pair in zip(tasks, zip(done.results, done.successors))}
@@ -299,25 +300,52 @@ def task_ended(store: Store, task: Task, succeeded: bool, message: str) -> dict:
     """Record the end of a task that ran on its node, and queue what the job needs next,
     in the same step (``end_and_replace``).
 
-    A service keeps its replicas: any ended task is replaced after ``restart_delay``. A
-    batch task that failed is retried (up to ``max_retries``); one that completed is done.
-    A global task is restarted on the same node. A failure also counts towards faulty-node
-    detection for the job's version on that node, in the same step (``faults:<job>``).
+    A service keeps its replicas: a task that completed is replaced after
+    ``restart_delay``, one that failed as its reschedule policy says (by default the same).
+    A batch or sysbatch task that completed is done; one that failed is retried as the
+    policy says (``reschedule``, or ``max_retries`` retries after ``restart_delay``). A
+    global task is restarted on the same node, a sysbatch one retried there. A failure also
+    counts towards faulty-node detection for the job's version on that node, in the same
+    step (``faults:<job>``).
     """
     state = COMPLETED if succeeded else FAILED
+    clock: list[int] = []  # Redis time, read once and only for a policy with an interval
+
+    def now_ms() -> int:
+        if not clock:
+            clock.append(store.now_ms())
+        return clock[0]
 
     def successor(spec: JobSpec, ended: Task) -> Successor | None:
-        if spec.type == SERVICE or (spec.type == BATCH and not succeeded and ended.retries < spec.max_retries):
-            return Successor(retries=ended.retries + 1)
-        if spec.type == GLOBAL and ended.pin:
-            return Successor(retries=ended.retries + 1, pin=ended.pin)
-        return None
+        pin = ended.pin if spec.per_node else ""
+        if spec.per_node and not pin:
+            return None
+        if succeeded:
+            return None if spec.type in RUN_TO_COMPLETION else Successor(retries=ended.retries + 1, pin=pin)
+        return next_attempt(spec.policy, ended, pin, now_ms)
 
     result, replacement = _end_with_successors(store, task.job, [task], state, message, successor,
                                                restart_delay=True).get(task.id, ("absent", ""))
     if result not in LIVE_STATES:
         return {"state": result, "replacement": []}  # stopped, lost or replaced meanwhile
     return {"state": state, "replacement": [replacement] if replacement else []}
+
+
+def next_attempt(policy, ended: Task, pin: str, now_ms) -> Successor | None:
+    """The replacement of a task that failed, as its job's reschedule policy says: None
+    once the slot has failed more than ``attempts`` times (inside ``interval``, or over the
+    job's life without one) and the policy is not ``unlimited``; else a successor that
+    waits the policy's delay for that many failures."""
+    if policy.interval:
+        since = now_ms() - int(policy.interval * 1000)
+        recent = tuple(t for t in ended.failures if t > since) + (now_ms(),)
+        count = len(recent)
+        kept = recent[-min(policy.attempts + 1, 1000):]
+    else:
+        count, kept = ended.retries + 1, ()
+    if not policy.allows(count):
+        return None
+    return Successor(retries=ended.retries + 1, pin=pin, failures=kept, delay_ms=int(policy.delay_s(count) * 1000))
 
 
 def node_lost(store: Store, name: str) -> dict:

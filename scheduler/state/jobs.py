@@ -8,6 +8,7 @@ have in common.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import queue
 import threading
@@ -94,6 +95,11 @@ class JobStore(NamespaceStore):
     def job_fields(self, job_id: str) -> dict[str, str]:
         """The job's hash as stored (empty when there is no such job)."""
         return self.client.hgetall(self.keys.job(job_id))
+
+    def job_payload(self, job_id: str) -> bytes | None:
+        """The payload a dispatch gave the job (its hash's ``payload``, base64), or None."""
+        text = self.client.hget(self.keys.job(job_id), "payload")
+        return None if text is None else base64.b64decode(text)
 
     def stop_job(self, job_id: str) -> bool:
         """``job_stop.lua``: mark the job stopped and announce it (a ``job`` event). Returns

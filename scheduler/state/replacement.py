@@ -18,11 +18,14 @@ from scheduler.state.tallies import FAULT_WINDOW_MS
 
 @dataclass(frozen=True, slots=True)
 class Successor:
-    """What the replacement of one task is: the slot's retries so far, and its pinned node
-    (a global job's task restarts on its node)."""
+    """What the replacement of one task is: the slot's retries so far, its pinned node (a
+    global job's task restarts on its node), and the times of the slot's failures that
+    ``reschedule.interval`` still counts (ms, oldest first)."""
 
     retries: int = 0
     pin: str = ""
+    failures: tuple[int, ...] = ()
+    delay_ms: int | None = None  # how long it waits in backoff (None: as the caller's call says)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +54,8 @@ def end_and_replace(store: Store, job_id: str, read: str, next_index: int, *, ve
         node = task.node if task.live else ""
         keys += [k.task(task.id), k.node(node), k.node_tasks(node), k.tally_job(task.job), k.faults(task.job)]
         args += [task.id, state, message, node]
-        args += ["", ""] if successor is None else [successor.retries, successor.pin]
+        args += ["", "", ""] if successor is None else [successor.retries, successor.pin,
+                                                          ",".join(map(str, successor.failures))]
         wanted += successor is not None
     keys += [k.task(f"{job_id}.{next_index + i}") for i in range(wanted)]
     reply = store.scripts.replace(keys=keys, args=args)
