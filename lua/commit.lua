@@ -40,6 +40,8 @@
 -- then N, then N node names
 -- then G, then per group: job id, max_per_node, priority, tenant, gang (1: all or none), n, n x (resource index (1-based,
 --   into the names), amount), m, m x host port, k, k x (task id, node index (1-based))
+-- then (optional) P, then P x (job id, parallelism): jobs with at most that many live tasks
+--   at once (their live tasks are the sum of their tally:job, read once per call)
 -- Returns {now, results, changes}: results has one entry per placement, 1 when assigned,
 -- else the reason it was refused (the words scheduler/reasons.py uses); changes lists
 -- node name, new change sequence, previous change sequence for every node this call
@@ -101,6 +103,19 @@ for g = 1, G do
     a = a + 2
   end
   groups[g] = group
+end
+-- parallelism: a job's live tasks (the sum of its tally:job, whose members are at most that
+-- many), read on first use and kept with this call's placements.
+local parallelism = {}
+local P = tonumber(ARGV[a] or '0')
+for i = 1, P do parallelism[ARGV[a + 2 * i - 1]] = tonumber(ARGV[a + 2 * i]) end
+local function live_of(job)
+  if job.live == nil then
+    local on = redis.call('ZRANGE', job.tally, 0, -1, 'WITHSCORES')
+    job.live = 0
+    for i = 2, #on, 2 do job.live = job.live + tonumber(on[i]) end
+  end
+  return job.live
 end
 if #ids == 0 then return {now, {}, {}} end
 local leases = call_all('HMGET', KEYS[2], ids)
@@ -190,6 +205,10 @@ local function refusal(group, node, lease)
     end
     if group.on[node] >= group.max_per_node then return 'max_per_node reached' end
   end
+  local limit = parallelism[group.job]
+  if limit and live_of(jobs[group.job]) >= limit then
+    return 'job ' .. group.job .. ' runs its parallelism of ' .. limit
+  end
   if next(quota) then  -- the rule of fit.over_quota
     for _, ra in ipairs(group.req) do
       local r, amount = names[ra[1]], ra[2]
@@ -219,6 +238,8 @@ local function stage(group, node, id, sign)
   node.tasks = node.tasks + sign
   if sign > 0 then node.placed[#node.placed + 1] = id else table.remove(node.placed) end
   if group.on[node] then group.on[node] = group.on[node] + sign end
+  local job = jobs[group.job]
+  if job.live ~= nil then job.live = job.live + sign end
   group.placed[node] = (group.placed[node] or 0) + sign
   if group.placed[node] == 0 then group.placed[node] = nil end
 end

@@ -32,12 +32,16 @@ class Preemption:
         preemptor = self.preemptor
         lowest = preemptor.lowest_live_priority()
         now = time.monotonic()
+        waiting = {t for t, explanation in failures.items() if explanation.get("parallelism")}  # their turn comes
         for task_id, explanation in list(failures.items()):  # no live task is low enough: say so
             spec = group_of[task_id].spec
+            if task_id in waiting:
+                continue
             if task_id not in conflicts and spec.preempt != "never" and not preemptor.worth_trying(spec, lowest):
                 failures[task_id] = _noted(explanation, f"preemption tried: no task runs at priority "
                                                         f"{spec.priority - preemptor.margin} or lower.")
-        todo = [t for t in failures if t not in conflicts and preemptor.worth_trying(group_of[t].spec, lowest)
+        todo = [t for t in failures if t not in conflicts and t not in waiting
+                and preemptor.worth_trying(group_of[t].spec, lowest)
                 and self._hopeless.get(_hope_key(group_of[t]), 0) <= now]
         gangs: dict[str, list[str]] = {}  # job -> its members that wait whole (in claim order)
         for task_id in todo:

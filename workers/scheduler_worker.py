@@ -199,6 +199,11 @@ class SchedulerWorker:
                         conflicts.add(task_id)
                     continue
                 admitted, over = admission.admit(self.app.keys.namespace, spec, len(group.task_ids), usage, quota)
+                waits_its_turn = False
+                if spec.parallelism and not independent:  # at most so many live at once: the rest wait
+                    allowed, why = admission.within_parallelism(spec, admitted, sum(job_counts.values()))
+                    if allowed < admitted:
+                        admitted, over, waits_its_turn = allowed, why, True
                 if need > 0 and admitted < need:
                     for task_id in group.task_ids:
                         failures[task_id] = _gang_waits(spec, need, over, len(nodes), {over.split(":")[0]: len(nodes) or 1})
@@ -208,6 +213,8 @@ class SchedulerWorker:
                 for task_id in refused_by_quota:
                     failures[task_id] = {"nodes_evaluated": max(len(nodes), 1), "reasons": {over.split(":")[0]: max(len(nodes), 1)},
                                          "message": over}
+                    if waits_its_turn:  # no eviction would let it run sooner
+                        failures[task_id]["parallelism"] = spec.parallelism
                     conflicts.discard(task_id)
                 if not todo:
                     continue

@@ -74,6 +74,11 @@ def commit(scripts: Scripts, keys: Keys, token: str, plans: list[Planned], event
         for plan in group:
             argv += [plan.task_id, nodes[plan.node]]
         ordered += group
+    limited = {group[0].job.id: group[0].job.parallelism for group in groups if group[0].job.parallelism}
+    if limited:  # jobs with at most so many live tasks at once (none: nothing is sent)
+        argv.append(len(limited))
+        for job_id, limit in limited.items():
+            argv += [job_id, limit]
     reply = scripts.commit(
         keys=[keys.inflight, keys.leases, keys.node_changes, keys.node_seq, keys.tally_priority,
               keys.node_deltas, keys.stream, keys.config, *node_keys,

@@ -114,15 +114,17 @@ class SchedulingQueue:
     def fail(self, token: str, failures: list[tuple[str, dict]], conflicts=frozenset()) -> list[str]:
         """Requeue claimed tasks that did not fit, each with its explanation (a dict).
         Tasks in ``conflicts`` were refused at commit by a race, not for lack of room: they
-        back off rather than wait for a cluster event."""
+        back off rather than wait for a cluster event. A task whose explanation says it
+        waits for its job's ``parallelism`` has no backoff window: the end of one of the
+        job's tasks (a cluster event) brings it back at once."""
         k, c = self.keys, self.config
         results: list[str] = []
         for chunk in _chunks(failures):
             args = [token, self._now_arg(), c.initial_backoff_ms, c.max_backoff_ms, events_argument(k), ATTEMPTS_KEPT]
             keys = [k.inflight, k.leases, k.backoff, k.unschedulable, k.move_cycle, k.stream, k.config]
             for task_id, explanation in chunk:
-                args += [task_id, orjson.dumps(explanation), "1" if task_id in conflicts else "0",
-                         explanation.get("gang") or ""]
+                flag = "1" if task_id in conflicts else "2" if explanation.get("parallelism") else "0"
+                args += [task_id, orjson.dumps(explanation), flag, explanation.get("gang") or ""]
                 keys += [k.task(task_id), k.task_attempts(task_id)]
             results += self.scripts.fail(keys=keys, args=args)
         return results
