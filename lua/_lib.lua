@@ -167,8 +167,9 @@ end
 -- task leaves every queue and loses its lease; a live one gives back what it held
 -- (release), and one that failed on its node is counted in faults:<job> in the same step
 -- ("<node>|<task>|<version>"), dropping the entries older than k.fault_window ms.
--- k = {task=, node=, node_tasks=, tally_job=, faults=, fault_window=, queues={4 queue
--- keys}, leases=, tally_priority=, changes=, seq=, usage=}. expected: the node the caller
+-- k = {task=, node=, node_tasks=, tally_job=, faults=, fault_window=, queues={the 5 queue
+-- keys: active, backoff, unschedulable, inflight, waiting}, leases=, tally_priority=, changes=,
+-- seq=, usage=}. expected: the node the caller
 -- saw it on ("" while pending); events: where the end is announced (events_to). Returns
 -- what finish.lua reports for it (the state it left, "absent", "terminal:<state>" or
 -- "elsewhere") and whether it freed room on a node.
@@ -180,7 +181,7 @@ local function end_task(id, state, message, expected, k, events, now)
   if (was == 'pending' and expected ~= '') or (was ~= 'pending' and on ~= expected) then return 'elsewhere', false end
   local freed = false
   if was == 'pending' then
-    for q = 1, 4 do redis.call('ZREM', k.queues[q], id) end
+    for q = 1, #k.queues do redis.call('ZREM', k.queues[q], id) end
     redis.call('HDEL', k.leases, id)
   else
     release(id, on, cur[3], cur[4], cur[6], k, cur[7] or nil)

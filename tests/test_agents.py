@@ -366,7 +366,7 @@ def test_failing_batch_task_is_retried_up_to_max_retries(cluster, app):
         assert (logs["stdout"], logs["stderr"], logs["exit_code"]) == ("", "bad input\n", 3), logs
     for retry in tasks[1:]:  # each retry waited for the restart delay before it was placed
         assert retry.assigned_ms >= int(app.client.hget(app.keys.task(retry.id), "backoff_until"))
-    assert app.queue.counts() == {"active": 0, "backoff": 0, "unschedulable": 0, "inflight": 0}
+    assert app.queue.counts() == {"active": 0, "backoff": 0, "unschedulable": 0, "inflight": 0, "waiting": 0}
 
     # Faulty-node detection: one entry per failure, naming the node, the task and its version.
     faults = app.client.zrange(app.keys.faults(job_id), 0, -1, withscores=True)

@@ -73,7 +73,7 @@ def assert_released(app) -> None:
         assert app.store.node_task_ids(node.name) == []
     for job_id in app.store.job_ids():
         assert all(score == 0 for _, score in client.zrange(k.tally_job(job_id), 0, -1, withscores=True)), job_id
-    assert app.queue.counts() == {"active": 0, "backoff": 0, "unschedulable": 0, "inflight": 0}
+    assert app.queue.counts() == {"active": 0, "backoff": 0, "unschedulable": 0, "inflight": 0, "waiting": 0}
     assert_audit_ok(app)
 
 
@@ -468,7 +468,7 @@ def test_scale_down_stops_pending_tasks_before_live_ones(app):
     assert reconcile.scale(app.store, job_id, 3)["stopped"] == ["web.3"]
     assert reconcile.scale(app.store, job_id, 1)["stopped"] == ["web.2", "web.1"]
     assert [t.id for t in live(app, job_id)] == ["web.0"]
-    assert app.queue.counts() == {"active": 0, "backoff": 0, "unschedulable": 0, "inflight": 0}
+    assert app.queue.counts() == {"active": 0, "backoff": 0, "unschedulable": 0, "inflight": 0, "waiting": 0}
     assert_audit_ok(app)
 
 

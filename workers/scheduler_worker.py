@@ -26,7 +26,8 @@ from functools import partial
 
 import redis
 
-from scheduler.control import deployer, heartbeat, reconcile
+from scheduler.control import deadlines, dependencies, deployer, heartbeat, periodic, reconcile
+from scheduler.control.outcomes import Outcomes
 from scheduler.control.preemptor import Preemptor
 from scheduler.control.worker_config import WorkerConfig
 from scheduler.engine.placement import Placement, Placer, gang_waits_message
@@ -78,6 +79,7 @@ class SchedulerWorker:
         self._unreported: dict[str, int] = defaultdict(int)  # counts not yet in the stats hash
         self._last_report = time.monotonic()
         self._summary = Summary(log, f"{self.name}: scheduling")
+        self._outcomes = Outcomes()  # what jobs came to, for dependencies, deadlines and periodic overlap
 
     def stop(self, *_args) -> None:
         """Finish the batch in hand (commit or requeue it), then return from :meth:`run`."""
@@ -137,12 +139,14 @@ class SchedulerWorker:
             log.exception("%s: could not read the nodes", self.name)
 
     def maintain(self, force: bool = False) -> None:
-        """Queue upkeep about every 100 ms; node health and global jobs about every second."""
+        """Queue upkeep and periodic launches about every 100 ms; node health, global jobs,
+        dependencies and deadlines about every second."""
         now = time.monotonic()
         if force or now - self._last_maintain >= self.config.maintain_every_s:
             self._last_maintain = now
             self.app.queue.maintain()
             deployer.advance_all(self.app.store)
+            periodic.launch_due(self.app.store, self._outcomes)
         if force or now - self._last_health >= self.config.health_every_s:
             self._last_health = now
             for name in heartbeat.check(self.app.store, self._watch):
@@ -156,6 +160,8 @@ class SchedulerWorker:
             if epoch != self._seen_epoch:
                 self._seen_epoch = epoch
                 reconcile.reconcile_global(self.app.store)
+            dependencies.release(self.app.store, self._outcomes)
+            deadlines.expire(self.app.store, self._outcomes)
 
     def idle(self) -> bool:
         """Nothing left that a worker could schedule: no active, backoff or in-flight tasks."""

@@ -83,6 +83,11 @@ def audit(store: Store) -> AuditReport:
         count = len(live_ids[name])
         if node.tasks != count or set(members) != live_ids[name]:
             report.problem(f"node {name} task count {node.tasks}, set {len(members)}, but {count} live tasks")
+    held = store.held_job_ids()
+    for task_id in tallies.queues.get("waiting", ()):
+        job = task_id.rpartition(".")[0]
+        if job not in held:
+            report.problem(f"task {task_id} waits in q:waiting but job {job} is not held by its dependencies")
     by_priority = Counter(t.priority for t in tasks if t.live)
     recorded_priority = {p: c for p, c in tallies.priority.items() if c}
     if recorded_priority != dict(by_priority):
@@ -128,7 +133,8 @@ def repair(store: Store) -> dict:
     nodes = {n.name: n for n in store.nodes()}
     tasks = store.tasks(store.all_task_ids())
     tallies = store.tallies(list(nodes), store.job_ids())
-    queue_order = ("active", "backoff", "unschedulable", "inflight")
+    queue_order = ("active", "backoff", "unschedulable", "inflight", "waiting")
+    held = store.held_job_ids()
     book = {name: {"capacity": dict(n.capacity), "allocated": Counter(), "ports": {}, "tasks": []}
             for name, n in nodes.items()}
     jobs: dict[str, Counter] = {job_id: Counter() for job_id in tallies.jobs}
@@ -141,7 +147,7 @@ def repair(store: Store) -> dict:
         where = [name for name in queue_order if task.id in tallies.queues[name]]
         if task.state == PENDING:
             if not where:
-                requeue.append((task.id, task.priority))
+                requeue.append((task.id, task.priority, task.job in held))
             for name in where[1:]:  # kept in the first (active before backoff ...)
                 stale[name].append(task.id)
             continue

@@ -9,12 +9,15 @@ stopping ends every task.
 
 from __future__ import annotations
 
+import math
+
 import orjson
 
 from scheduler.model.errors import RedisUnavailable, SpecError
-from scheduler.model import (ACTIVE, BATCH, COMPLETED, FAILED, GLOBAL, LIVE_STATES, LOST, PENDING, READY,
-                             RUN_TO_COMPLETION, STOPPED, JobSpec, Task, parse_job)
-from scheduler.control import changes
+from scheduler.model.names import parent_of
+from scheduler.model import (ACTIVE, BATCH, COMPLETED, FAILED, LIVE_STATES, LOST, PENDING, PER_NODE_TYPES, READY,
+                             RUN_TO_COMPLETION, STOPPED, SYSBATCH, JobSpec, Task, parse_job)
+from scheduler.control import changes, deadlines, dependencies, periodic
 from scheduler.state.deployments import deployment_id
 from scheduler.state.history import Submitted
 from scheduler.state.jobs import ENQUEUE_CHUNK, job_state, parse_stored, shares_value
@@ -51,11 +54,12 @@ def submit(store: Store, spec: JobSpec, recorded: Submitted | None = None) -> di
     running tasks (and gets only the tasks that make up its replicas).
     A new job takes one round trip: ``enqueue.lua`` creates it unless it exists, and
     records it in the same call."""
+    check_submittable(store, spec)
     raw = orjson.dumps(spec.raw).decode()
     pins = None
-    if spec.type == GLOBAL:
+    if spec.per_node and not spec.launcher:
         pins = sorted(global_targets(spec, store.nodes()))
-    count = len(pins) if pins is not None else spec.replicas
+    count = 0 if spec.launcher else len(pins) if pins is not None else spec.replicas
     shares = shares_value(spec)  # tenant and gang size, for claim.lua: written with the job
     current: dict = {}
     tasks: list[Task] = []
@@ -88,11 +92,14 @@ def submit(store: Store, spec: JobSpec, recorded: Submitted | None = None) -> di
                 count = change["start"]
                 fields["stable"] = ""  # not known healthy: a later deployment's revert goes back to this one
             fields["next_index"] = first + count
+            starts = not current or current.get("status") != RUNNING_JOB
+            fields.update(_timing_fields(store, spec, current, starts))
             record = None if recorded is None else recorded.record(spec.id, store.who(recorded.by), version,
                                                                    change["action"], count)
             if store.enqueue(spec.id, job_state(current), fields, version, spec.priority, first, count, pins=pins,
-                             is_global=spec.type == GLOBAL, shares=shares, event="updated" if current else "submitted",
-                             replicas=None if spec.type == GLOBAL else spec.replicas, record=record) is not None:
+                             is_global=spec.per_node, shares=shares, event="updated" if current else "submitted",
+                             replicas=None if spec.per_node else spec.replicas, record=record) is not None:
+                _started(store, spec, fields)
                 break
         current = store.job_fields(spec.id)  # it exists, or changed: read it, decide again
         tasks = open_tasks(store, spec.id) if current else []
@@ -105,6 +112,46 @@ def submit(store: Store, spec: JobSpec, recorded: Submitted | None = None) -> di
             "changes": change}
 
 
+def check_submittable(store: Store, spec: JobSpec) -> None:
+    """Refuse, in one sentence, what a person may not submit: an id that names a launch of
+    a periodic or parameterized job, or ``after`` dependencies on jobs that do not exist or
+    that would close a cycle."""
+    parent = parent_of(spec.id)
+    if parent is not None:
+        raise SpecError(f"job id {spec.id!r} names a launch of job {parent}; launches are made by sched (submit "
+                        f"{parent} itself, or `sched job launch|dispatch {parent}`).")
+    if spec.after:
+        dependencies.check(store, spec)
+
+
+def _timing_fields(store: Store, spec: JobSpec, current: dict, starts: bool) -> dict:
+    """The job hash's fields for its dependencies and schedule, written with a new version:
+    ``held`` when a submit that starts it has ``after`` dependencies (its tasks wait),
+    ``next_launch`` and ``anchor`` of a periodic job (its schedule starts over), and an
+    empty ``failure`` (a job failed before runs again)."""
+    fields: dict = {}
+    if spec.after and starts:
+        store.hold(spec.id)  # listed first: the upkeep drops an entry whose job is not held
+        fields["held"] = "1"
+    if current.get("failure"):
+        fields["failure"] = ""
+    if spec.periodic is not None:
+        now = store.now_ms()
+        first = periodic.first_launch(spec.periodic, now)
+        fields.update(anchor=now, next_launch="+inf" if first == math.inf else first,
+                      suspended="1" if spec.periodic.suspend else "0")
+    return fields
+
+
+def _started(store: Store, spec: JobSpec, fields: dict) -> None:
+    """After a new version is written: a periodic job enters the launcher's heap; a batch
+    job that is not held starts counting its deadline."""
+    if spec.periodic is not None:
+        store.set_launcher(spec.id, float(fields["next_launch"]))
+    elif "held" not in fields and not spec.launcher:
+        deadlines.start(store, spec.id, spec)
+
+
 def submit_many(store: Store, jobs: list[tuple[str, JobSpec]], recorded: Submitted | None = None) -> list[dict]:
     """Submit many jobs (already validated), given as (job id, spec) pairs: the spec may be
     one that jobs differing only in their id share (see :meth:`Store.enqueue_many`), each
@@ -114,7 +161,13 @@ def submit_many(store: Store, jobs: list[tuple[str, JobSpec]], recorded: Submitt
     in the same calls); a job that turns out to exist, a global job and a bigger one are
     then submitted one by one, in their order (so a job id given twice ends as its last
     spec)."""
-    bulk = [i for i, (_, spec) in enumerate(jobs) if spec.type != GLOBAL and spec.replicas <= ENQUEUE_CHUNK]
+    for job_id, spec in jobs:
+        if parent_of(job_id) is not None:
+            check_submittable(store, spec.with_id(job_id))
+    # In bulk: plain new jobs only (not those placed per node, held, launched on a schedule
+    # or by dispatch, or with a deadline to start: submitted one by one below).
+    bulk = [i for i, (_, spec) in enumerate(jobs) if not spec.per_node and spec.replicas <= ENQUEUE_CHUNK
+            and not spec.after and not spec.launcher and not spec.deadline]
     by = None if recorded is None or not bulk else store.who(recorded.by)
     created = store.enqueue_many([jobs[i] for i in bulk], by=by)
     results: list[dict | None] = [None] * len(jobs)
@@ -205,8 +258,12 @@ def scale(store: Store, job_id: str, replicas: int) -> dict:
     job's open tasks never exceed the count it is written with (a replacement is queued
     in the same step as the end of the task it replaces, so it never adds to the count)."""
     job = store.get_job(job_id)
-    if job["spec"]["type"] == GLOBAL:
-        raise SpecError(f"job {job_id} is global: it runs one task per eligible node and cannot be scaled.")
+    if job["spec"]["type"] in PER_NODE_TYPES:
+        raise SpecError(f"job {job_id} is {job['spec']['type']}: it runs one task per eligible node and cannot be "
+                        f"scaled.")
+    if "periodic" in job["spec"] or "parameterized" in job["spec"]:
+        raise SpecError(f"job {job_id} runs no task itself (its launches do): submit it with the replicas its "
+                        f"launches should have.")
     if job["status"] != RUNNING_JOB:
         raise SpecError(f"job {job_id} is stopped; submit its spec again to start it before scaling.")
     new_spec = parse_job(dict(job["spec"], replicas=replicas))
@@ -241,7 +298,7 @@ def _replace(store: Store, tasks: list[Task], state: str, message: str) -> tuple
     replaced: dict[str, list[str]] = {}
     for job_id, group in by_job.items():
         ended = _end_with_successors(store, job_id, group, state, message,
-                                     lambda spec, task: None if spec.type == GLOBAL else Successor())
+                                     lambda spec, task: None if spec.per_node else Successor())
         stopped += [task_id for task_id, (result, _) in ended.items() if result in LIVE_STATES]
         successors = [successor for _, successor in ended.values() if successor]
         if successors:
@@ -355,11 +412,14 @@ def node_lost(store: Store, name: str) -> dict:
     return replace(store, tasks, LOST, f"node {name} is down")
 
 
-def reconcile_global(store: Store) -> dict:
-    """Give every running global job one task on each node it wants, and stop its tasks on
-    nodes that no longer qualify (constraints changed, drained, down, removed). Runs under
-    a short lock, since any worker may call it after a node change."""
-    global_jobs = store.global_job_ids()
+def reconcile_global(store: Store, only: list[str] | None = None) -> dict:
+    """Give every running global and sysbatch job (or those of ``only``) one task on each
+    node it wants, and stop its open tasks on nodes that no longer qualify (constraints
+    changed, drained, down, removed). A sysbatch job runs once per node: a node whose task
+    completed or failed for good gets none again; one whose task was lost or stopped (the
+    node went down, was drained) gets another when it qualifies again. Runs under a short
+    lock, since any worker may call it after a node change."""
+    global_jobs = store.global_job_ids() if only is None else only
     if not global_jobs:
         return {}  # nothing to do, and no need to read every node
     if not store.take_lock("reconcile-global", 10_000):
@@ -369,14 +429,19 @@ def reconcile_global(store: Store) -> dict:
         added: dict[str, list[str]] = {}
         for job_id in global_jobs:
             job = store.get_job(job_id)
-            if job["status"] != RUNNING_JOB or job["spec"]["type"] != GLOBAL:
+            kind = job["spec"]["type"]
+            if job["status"] != RUNNING_JOB or kind not in PER_NODE_TYPES:
                 continue
             wanted = global_targets(store.job_spec(job_id), nodes.values())
-            tasks = open_tasks(store, job_id)
-            unwanted = [t.id for t in tasks if t.pin not in wanted]
+            tasks = store.tasks(store.job_task_ids(job_id))
+            current = [t for t in tasks if not t.terminal]
+            unwanted = [t.id for t in current if t.pin not in wanted]
             if unwanted:
-                store.finish_ids(unwanted, STOPPED, "node no longer eligible for this global job")
-            missing = sorted(wanted - {t.pin for t in tasks})
+                store.finish_ids(unwanted, STOPPED, f"node no longer eligible for this {kind} job")
+            covered = {t.pin for t in current}
+            if kind == SYSBATCH:  # once per node: what ran to its end there is not run again
+                covered |= {t.pin for t in tasks if t.version == job["version"] and t.state in (COMPLETED, FAILED)}
+            missing = sorted(wanted - covered)
             if missing:
                 added[job_id] = add_tasks(store, job_id, len(missing), pins=missing)
         return added
@@ -396,7 +461,7 @@ def preempted(store: Store, victims: list[tuple[str, str, str]]) -> dict[str, li
         job = store.get_job(job_id)
         if job["status"] != RUNNING_JOB:
             continue
-        if job["spec"]["type"] == GLOBAL:
+        if job["spec"]["type"] in PER_NODE_TYPES:
             added[job_id] = add_tasks(store, job_id, len(nodes), pins=nodes)
         else:
             added[job_id] = add_tasks(store, job_id, len(nodes))

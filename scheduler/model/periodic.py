@@ -80,16 +80,16 @@ class Periodic:
         return _next_cron(self, after_ms)
 
     def ticks(self, after_ms: int, until_ms: int, anchor_ms: int = 0, limit: int = 1000) -> list[int]:
-        """Ticks in (after_ms, until_ms], at most ``limit`` of them (the latest are kept)."""
+        """Ticks in (after_ms, until_ms], the first ``limit`` of them."""
         out: list[int] = []
         at = after_ms
-        while len(out) <= 100_000:
+        while len(out) < limit:
             tick = self.next_after(at, anchor_ms)
             if tick is None or tick > until_ms:
                 break
             out.append(tick)
             at = tick
-        return out[-limit:]
+        return out
 
 
 def _next_cron(periodic: Periodic, after_ms: int) -> int | None:

@@ -96,6 +96,21 @@ class JobStore(NamespaceStore):
         """The job's hash as stored (empty when there is no such job)."""
         return self.client.hgetall(self.keys.job(job_id))
 
+    def set_failure(self, job_id: str, reason: str) -> None:
+        """Record why the job ended as failed (its deadline passed, a dependency could not
+        hold): its status then reads ``failed``. A new version clears it."""
+        self.client.hset(self.keys.job(job_id), "failure", reason)
+
+    def set_deadline(self, job_id: str, at_ms: int) -> None:
+        """The job fails if it still runs at ``at_ms`` (``jobs:deadlines``)."""
+        self.client.zadd(self.keys.deadlines, {job_id: at_ms})
+
+    def due_deadlines(self, now_ms: int, limit: int = 100) -> list[str]:
+        return self.client.zrangebyscore(self.keys.deadlines, "-inf", now_ms, start=0, num=limit)
+
+    def clear_deadline(self, job_id: str) -> None:
+        self.client.zrem(self.keys.deadlines, job_id)
+
     def job_payload(self, job_id: str) -> bytes | None:
         """The payload a dispatch gave the job (its hash's ``payload``, base64), or None."""
         text = self.client.hget(self.keys.job(job_id), "payload")
@@ -127,6 +142,11 @@ class JobStore(NamespaceStore):
 
     def job_task_ids(self, job_id: str) -> list[str]:
         return self.client.zrange(self.keys.job_tasks(job_id), 0, -1)
+
+    def job_task_ids_after(self, job_id: str, index: int) -> list[tuple[str, int]]:
+        """(task id, index) of the job's tasks with an index above ``index``."""
+        return [(task_id, int(i)) for task_id, i in
+                self.client.zrangebyscore(self.keys.job_tasks(job_id), f"({index}", "+inf", withscores=True)]
 
     def job_snapshot(self, job_id: str) -> tuple[str, dict[str, tuple[str, str]]]:
         """``snapshot.lua``: (the stream's last entry id, task id -> (state, node)) of the
@@ -283,6 +303,12 @@ class JobStore(NamespaceStore):
                                  delay_ms=delay_ms, retries=retries) is None:
                 break
 
+    def fill_launched(self, job_id: str, priority: int, count: int) -> None:
+        """Create the ``count`` tasks of a job that ``launch.lua`` created with its hash only
+        (marked ``filling:1:0``), then drop the mark."""
+        self._fill(job_id, 1, priority, 0, count)
+        self.filled(job_id, "filling:1:0")
+
     def complete_fills(self, before_ms: int) -> list[str]:
         """Create the missing tasks of submits that began before ``before_ms`` and stopped
         part way: a job of more tasks than one call takes is marked until its last fill call
@@ -411,7 +437,7 @@ class JobStore(NamespaceStore):
         args += record_args(record, record.by) if record is not None else [""]
         args += pins
         keys = [k.job(job_id), k.jobs, k.global_jobs, k.active, k.backoff, k.job_tasks(job_id), k.enqueue_seq,
-                k.job_shares, k.wake, k.stream, k.config, k.job_history(job_id),
+                k.job_shares, k.wake, k.stream, k.config, k.job_history(job_id), k.waiting,
                 *(k.task(f"{job_id}.{first_index + i}") for i in range(count))]
         return self.scripts.enqueue(keys=keys, args=args)
 

@@ -38,6 +38,12 @@ class Keys:
         return self._key("q", "inflight")
 
     @cached_property
+    def waiting(self) -> str:
+        """ZSET of the pending tasks of jobs held by their ``after`` dependencies, scored as
+        in ``q:active`` (where they go, unchanged, once the dependencies hold)."""
+        return self._key("q", "waiting")
+
+    @cached_property
     def leases(self) -> str:
         """HASH task id -> fencing token of the claim that holds it."""
         return self._key("q", "leases")
@@ -139,6 +145,31 @@ class Keys:
         """ZSET job id -> when a submit began queueing more tasks than one call takes (ms);
         the job hash holds a ``filling:<version>:<first index>`` field until they all exist."""
         return self._key("jobs", "filling")
+
+    @cached_property
+    def held(self) -> str:
+        """ZSET job id -> when it began waiting for its ``after`` dependencies (ms): the
+        jobs the workers' upkeep checks (control/dependencies.py)."""
+        return self._key("jobs", "held")
+
+    @cached_property
+    def deadlines(self) -> str:
+        """ZSET job id -> when its ``deadline`` passes (ms): batch jobs stopped then if still running."""
+        return self._key("jobs", "deadlines")
+
+    @cached_property
+    def launchers(self) -> str:
+        """ZSET periodic job id -> its next launch (ms; +inf while suspended or when its
+        schedule has no more ticks): the launcher's heap (control/periodic.py)."""
+        return self._key("jobs", "periodic")
+
+    def job_children(self, job_id: str) -> str:
+        """ZSET child job id -> when it was launched (ms): a periodic or parameterized job's launches."""
+        return self._key("job", job_id, "children")
+
+    def dispatch_tokens(self, job_id: str) -> str:
+        """HASH idempotency token -> the child job a dispatch with it made."""
+        return self._key("job", job_id, "tokens")
 
     def job(self, job_id: str) -> str:
         return f"{self.prefix}job:{job_id}"

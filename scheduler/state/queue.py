@@ -1,6 +1,6 @@
 """The scheduling queue: kube-scheduler's PriorityQueue, as Redis sorted sets and Lua.
 
-Every pending task is in exactly one of four sorted sets:
+Every pending task is in exactly one of five sorted sets, four of them here:
 
 ``q:active``         ready to be scheduled. Score = priority band, then enqueue order, so
                      ``ZRANGE q:active 0 0`` is the next task (higher priority, then older).
@@ -11,6 +11,12 @@ Every pending task is in exactly one of four sorted sets:
 ``q:unschedulable``  failed while nothing in the cluster changed. Score = when it entered.
                      A cluster event (node added or made available, resources freed) moves
                      them all back; leftovers older than 60 s move back anyway.
+
+A fifth set holds pending tasks that may not be scheduled yet, whatever the cluster:
+
+``q:waiting``        tasks of a job whose ``after`` dependencies do not hold yet. Score =
+                     the task's active-queue score; ``unhold.lua`` moves them, unchanged, to
+                     ``q:active`` once they hold (control/dependencies.py).
 
 The choice between backoff and unschedulable is kube's moveRequestCycle rule: each claim
 takes a new value of the scheduling-cycle counter (also its fencing token); each cluster
@@ -243,7 +249,8 @@ class SchedulingQueue:
     def counts(self) -> dict[str, int]:
         k = self.keys
         with self.client.pipeline(transaction=False) as pipe:
-            for key in (k.active, k.backoff, k.unschedulable, k.inflight):
+            for key in (k.active, k.backoff, k.unschedulable, k.inflight, k.waiting):
                 pipe.zcard(key)
-            active, backoff, unschedulable, inflight = pipe.execute()
-        return {"active": active, "backoff": backoff, "unschedulable": unschedulable, "inflight": inflight}
+            active, backoff, unschedulable, inflight, waiting = pipe.execute()
+        return {"active": active, "backoff": backoff, "unschedulable": unschedulable, "inflight": inflight,
+                "waiting": waiting}

@@ -47,7 +47,7 @@ def end_and_replace(store: Store, job_id: str, read: str, next_index: int, *, ve
     k = store.keys
     keys = [k.active, k.backoff, k.unschedulable, k.inflight, k.leases, k.node_changes, k.node_seq, k.cycle,
             k.move_cycle, k.tally_priority, k.usage, k.job(job_id), k.job_tasks(job_id), k.enqueue_seq, k.wake,
-            k.stream, k.config]
+            k.stream, k.config, k.waiting]
     args = [store.events_arg, read, job_id, version, priority, delay_ms, FAULT_WINDOW_MS]
     wanted = 0
     for task, successor in ends:

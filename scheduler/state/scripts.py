@@ -38,7 +38,7 @@ log = logging.getLogger("sched.replication")
 SCRIPT_NAMES = ("enqueue", "enqueue_many", "claim", "reclaim", "fail", "move", "commit", "finish", "start", "preempt",
                 "preempt_gang", "unnominate", "claimed", "tallies", "node_put", "node_set", "node_rm", "job_stop",
                 "snapshot", "deployment_open", "deployment_set", "task_health", "history",
-                "replace")
+                "replace", "unhold", "launch")
 
 
 @cache
@@ -52,7 +52,7 @@ def script_source(name: str) -> str:
 # Scripts whose calls must not be resent blindly after a timeout or a lost connection (the
 # first may have run): they are called on a client that never retries, and their wrappers
 # in Store decide (enqueue's fill calls are idempotent and resent; its first call is not).
-ONCE_SCRIPTS = ("enqueue", "deployment_open", "history")
+ONCE_SCRIPTS = ("enqueue", "deployment_open", "history", "launch")
 
 
 class ClusterSafeScript(Script):
@@ -118,7 +118,7 @@ class ClusterSafeScript(Script):
 # Acknowledged writes that matter after a failover: placements, submissions, task ends
 # (and starts, preemptions, requeues with their explanation). With ``wait_replicas`` > 0
 # each call of these returns only once that many replicas have it, or the timeout passed.
-DURABLE_SCRIPTS = ("commit", "enqueue", "finish", "start", "preempt", "fail", "replace")
+DURABLE_SCRIPTS = ("commit", "enqueue", "finish", "start", "preempt", "fail", "replace", "launch", "unhold")
 
 
 class DurableScript(ClusterSafeScript):

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from scheduler.state.deployments import DeploymentStore
 from scheduler.state.history import HistoryStore
+from scheduler.state.holds import HoldStore
+from scheduler.state.launches import LaunchStore
 from scheduler.state.jobs import JobStore
 from scheduler.state.nodes import NodeStore
 from scheduler.state.nominations import NominationStore
@@ -24,5 +26,5 @@ from scheduler.state.tasks import TaskStore
 
 
 class Store(NodeStore, JobStore, TaskStore, NominationStore, TallyStore, QuotaStore, DeploymentStore,
-            HistoryStore):
+            HistoryStore, HoldStore, LaunchStore):
     """``Store(client, keys, scripts)``: every noun's reads and writes of one namespace."""
