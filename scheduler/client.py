@@ -26,13 +26,15 @@ from typing import Iterable, Iterator
 
 import orjson
 
-from scheduler.control import changes, deployer, feed, reconcile
+from scheduler.control import changes, dependencies, deployer, feed, periodic, reconcile, schedule
+from scheduler.control.dispatch import dispatch as dispatch_job
+from scheduler.control.outcomes import Outcomes
 from scheduler.control.feed import EventFilter, TaskState
 from scheduler.control.plan import plan as plan_job
 from scheduler.control.processes import process
 from scheduler.control.worker_config import WorkerConfig
-from scheduler.model import (BATCH, LIVE_STATES, PENDING, TASK_STATES, TERMINAL_STATES, JobSpec, Node, SchedError, SpecError, Task,
-                             make_node)
+from scheduler.model import (BATCH, COMPLETED, LIVE_STATES, PENDING, RUN_TO_COMPLETION, TASK_STATES, TERMINAL_STATES,
+                             JobSpec, Node, SchedError, SpecError, Task, make_node)
 from scheduler.model.quantities import CPU, MEMORY, format_quantity
 from scheduler.model.spec_text import as_spec, from_template, read_specs
 from scheduler.model.errors import NotFound, PermissionDenied
@@ -295,22 +297,64 @@ class Client:
 
     def job(self, job_id: str) -> dict:
         """``{id, version, status, created, spec}``. ``status`` is ``running``, ``stopped``,
-        or ``complete`` for a batch job none of whose tasks is pending or live any more."""
+        ``complete`` for a batch job none of whose tasks is pending or live any more (and
+        enough of them completed), or ``failed`` (some failed for good, its deadline passed
+        or a dependency could not hold: ``failure`` says why). A job held by its ``after``
+        dependencies has ``waiting_for``; a periodic job ``next_launch`` (ISO 8601, UTC;
+        None while suspended), ``suspended`` and its last ``launches``; a launch names its
+        ``parent``."""
         job = self.store.get_job(job_id)
-        states = Counter(task.state for task in self.store.tasks(self.store.job_task_ids(job_id)))
-        return {**job, "status": job_status(job, states)}
+        fields = self.store.job_fields(job_id)
+        tasks = self.store.tasks(self.store.job_task_ids(job_id))
+        states = Counter(task.state for task in tasks)
+        record = {**job, "status": job_status({**job, "failure": fields.get("failure", "")}, states, tasks)}
+        record.update(schedule.details(self.store, job_id, fields))
+        return record
 
     def jobs(self) -> list[dict]:
-        """Every job with its task counts by state (the ``sched job ls --json`` records)."""
+        """Every job with its task counts by state (the ``sched job ls --json`` records);
+        a periodic job's record has ``next_launch`` (ISO 8601, UTC; None while suspended)."""
         records = []
-        for job in self.store.job_summaries():  # two round trips for every job together
+        summaries = self.store.job_summaries()  # two round trips for every job together
+        launches = self.store.next_launches([job.id for job in summaries if "periodic" in job.spec])
+        for job in summaries:
             counts = Counter(job.task_states)
             spec = job.spec
-            records.append({"id": job.id, "type": spec["type"], "priority": spec["priority"],
-                            "replicas": spec.get("replicas"), "version": job.version,
-                            "status": job_status({"status": job.status, "spec": spec}, counts),
-                            "tasks": dict(counts)})
+            record = {"id": job.id, "type": spec["type"], "priority": spec["priority"],
+                      "replicas": spec.get("replicas"), "version": job.version,
+                      "status": job_status({"status": job.status, "spec": spec, "failure": job.failure}, counts),
+                      "tasks": dict(counts)}
+            if job.id in launches:
+                record["next_launch"] = schedule.iso(launches[job.id])
+            records.append(record)
         return records
+
+    # Launches: periodic and parameterized jobs.
+    def launch(self, job_id: str) -> dict:
+        """Launch a periodic job now, outside its schedule (``sched job launch``; Nomad's
+        ``periodic force``): ``{id, launched}`` (the child job's id)."""
+        result = periodic.force(self.store, Outcomes(), job_id, self.by)
+        return result
+
+    def suspend(self, job_id: str) -> dict:
+        """Launch no tick of a periodic job until :meth:`resume`: ``{id, suspended, next_launch}``."""
+        result = periodic.suspend(self.store, job_id, True)
+        self._record("suspend", job=job_id)
+        return {**result, "next_launch": schedule.iso(result["next_launch"])}
+
+    def resume(self, job_id: str) -> dict:
+        """Launch a suspended periodic job's ticks again, from the next one on."""
+        result = periodic.suspend(self.store, job_id, False)
+        self._record("resume", job=job_id)
+        return {**result, "next_launch": schedule.iso(result["next_launch"])}
+
+    def dispatch(self, job_id: str, meta: dict | None = None, payload: bytes | str | None = None,
+                 idempotency_token: str | None = None) -> dict:
+        """Launch a parameterized job with its input (``sched job dispatch``): ``{id,
+        dispatched, created}``, ``dispatched`` the child job's id; with a token the job has
+        seen, the child that dispatch made (``created`` False)."""
+        data = payload.encode() if isinstance(payload, str) else payload
+        return dispatch_job(self.store, job_id, meta or {}, data, idempotency_token, self.by)
 
     # Tasks.
     def task(self, task_id: str) -> Task:
@@ -340,6 +384,11 @@ class Client:
                   "nodes_evaluated": explanation["nodes_evaluated"] if explanation else 0,
                   "reasons": explanation["reasons"] if explanation else {},
                   "message": explain_message(task, explanation)}
+        if task.state == PENDING and self.store.is_waiting(task.id):  # held by its job's dependencies
+            spec = self._job_spec_or_none(task.job)
+            waits = dependencies.waiting_for(self.store, spec) if spec is not None else []
+            record.update(queue="waiting", waiting_for=waits, reasons={"waiting for dependencies": 1},
+                          message=(" and ".join(waits) or "waiting for its dependencies to be checked") + ".")
         if task.nominated_node:
             record["nominated_node"] = task.nominated_node
         if task.health:  # a running task its agent has looked at
@@ -607,12 +656,25 @@ def _quantities(values: dict) -> str:
     return ",".join(f"{k}={v if k == 'tasks' else format_quantity(k, v)}" for k, v in sorted(values.items()))
 
 
-def job_status(job: dict, states: Counter) -> str:
-    """The stored status, except that a running batch job whose tasks have all ended (none
-    pending or live) is ``complete``. Computed when read, so scaling it up again simply
-    makes it running again."""
-    if (job["status"] == "running" and job["spec"]["type"] == BATCH and states
-            and all(state in TERMINAL_STATES for state in states)):
+def job_status(job: dict, states: Counter, tasks: list[Task] | None = None) -> str:
+    """The stored status, except that a job failed with a reason (its deadline passed, a
+    dependency could not hold) is ``failed``, and a running batch or sysbatch job whose
+    tasks have all ended (none pending or live) is ``complete`` when at least
+    ``replicas`` of them completed (a sysbatch job: the last on each node), else
+    ``failed``. Computed when read, so scaling it up again simply makes it running again."""
+    if job.get("failure"):
+        return "failed"
+    spec = job["spec"]
+    if (job["status"] == "running" and spec["type"] in RUN_TO_COMPLETION and "periodic" not in spec
+            and "parameterized" not in spec and states and all(state in TERMINAL_STATES for state in states)):
+        if spec["type"] == BATCH:
+            return "complete" if states.get(COMPLETED, 0) >= spec.get("replicas", 1) else "failed"
+        if tasks is not None:
+            last: dict[str, Task] = {}
+            for task in tasks:
+                if task.index >= last.get(task.pin, task).index:
+                    last[task.pin] = task
+            return "complete" if all(task.state == COMPLETED for task in last.values()) else "failed"
         return "complete"
     return job["status"]
 

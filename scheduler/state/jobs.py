@@ -81,6 +81,7 @@ class JobSummary:
     created_ms: int
     spec: dict
     task_states: list[str]
+    failure: str = ""  # why it ended as failed (its deadline passed, a dependency could not hold)
 
 
 class JobStore(NamespaceStore):
@@ -171,15 +172,15 @@ class JobStore(NamespaceStore):
         ids = self.job_ids()
         with self.client.pipeline(transaction=False) as pipe:
             for job_id in ids:
-                pipe.hmget(k.job(job_id), "version", "status", "created", "spec")
+                pipe.hmget(k.job(job_id), "version", "status", "created", "spec", "failure")
                 pipe.zrange(k.job_tasks(job_id), 0, -1)
             replies = pipe.execute()
         found, task_ids = [], []
-        for job_id, (version, status, created, spec), ids_of_job in zip(ids, replies[::2], replies[1::2]):
+        for job_id, (version, status, created, spec, failure), ids_of_job in zip(ids, replies[::2], replies[1::2]):
             if spec is None:
                 continue  # removed between the two reads
             found.append(JobSummary(job_id, int(version or 0), status or "running", int(created or 0),
-                                    orjson.loads(spec), []))
+                                    orjson.loads(spec), [], failure or ""))
             task_ids.append(ids_of_job)
         with self.client.pipeline(transaction=False) as pipe:
             for ids_of_job in task_ids:

@@ -109,6 +109,10 @@ class LaunchStore(NamespaceStore):
         return [(child, int(ms)) for child, ms in self.client.zrange(self.keys.job_children(job_id), 0, -1,
                                                                      withscores=True)]
 
+    def dispatched(self, job_id: str, token: str) -> str | None:
+        """The child a dispatch with ``token`` made, while it is kept."""
+        return self.client.hget(self.keys.dispatch_tokens(job_id), token)
+
     def forget_children(self, job_id: str, children: list[str]) -> None:
         if children:
             self.client.zrem(self.keys.job_children(job_id), *children)
