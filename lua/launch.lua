@@ -81,10 +81,7 @@ if ARGV[12] ~= '' then
   emit(events, {'type', 'job', 'id', parent_id, 'event', 'missed', 'reason', reason, 'first', tonumber(first),
     'last', tonumber(last), 'count', tonumber(count)}, now)
 end
-if not create then
-  if ARGV[5] ~= '' then redis.call('HSET', parent, 'last_tick', ARGV[5]) end
-  return {3, now}
-end
+if not create then return {3, now} end
 
 local fields = {}
 local n = tonumber(ARGV[16])
@@ -103,7 +100,6 @@ if ARGV[11] == '1' then redis.call('ZADD', KEYS[9], 'NX', now, child_id) end
 if ARGV[8] ~= '' then redis.call('HSET', KEYS[8], ARGV[8], child_id) end
 local launches = redis.call('HINCRBY', parent, 'launches', 1)
 redis.call('HSET', parent, 'last_child', child_id, 'last_launch', int(now))
-if ARGV[5] ~= '' then redis.call('HSET', parent, 'last_tick', ARGV[5]) end
 emit(events, {'type', 'job', 'id', child_id, 'event', 'launched', 'parent', parent_id, 'how', how,
   'version', 1}, now)
 remember(KEYS[13], keep, '{"ts":' .. int(now) .. ',"action":"launch","by":' .. cjson.encode(ARGV[14]) ..

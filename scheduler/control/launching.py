@@ -27,9 +27,11 @@ def child_spec(parent: JobSpec, child_id: str, meta: dict[str, str] | None = Non
 
 
 def launch(store: Store, parent: JobSpec, child: JobSpec, *, how: str, payload: bytes | None = None,
-           tick: int | None = None, launches: int | None = None, next_launch: float | None = None, token: str = "",
-           skipped: tuple[str, int, int, int] | None = None, by: str = "sched", create: bool = True) -> Launched:
-    """Create ``child`` (``launch.lua``: exactly once, see its header), then its tasks:
+           tick: int | None = None, at: int | None = None, launches: int | None = None,
+           next_launch: float | None = None, token: str = "", skipped: tuple[str, int, int, int] | None = None,
+           by: str = "sched", create: bool = True) -> Launched:
+    """Create ``child`` (``launch.lua``: exactly once, see its header; ``tick`` the
+    parent's next launch it claims, ``at`` the tick it runs for), then its tasks:
     its replicas through fill calls (a worker finishes them if this process dies first),
     or one per eligible node. A child that waits for dependencies is held; a batch child
     that does not starts counting its deadline."""
@@ -43,8 +45,8 @@ def launch(store: Store, parent: JobSpec, child: JobSpec, *, how: str, payload: 
         fields["held"] = "1"
     if payload is not None:
         fields["payload"] = base64.b64encode(payload).decode()
-    if tick is not None:
-        fields["tick"] = tick
+    if at is not None:
+        fields["tick"] = at
     result = store.launch(parent.id, child.id, how=how, tick=tick, launches=launches, next_launch=next_launch,
                           token=token, shares=shares_value(child), per_node=child.per_node, held=bool(child.after),
                           skipped=skipped, by=by, create=create, fields=fields)

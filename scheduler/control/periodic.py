@@ -83,12 +83,8 @@ def launch_tick(store: Store, outcomes: Outcomes, job_id: str, now: int) -> Laun
     skipped = (LATE, due[0], due[-2], len(due) - 1) if len(due) > 1 else None
     launches = int(fields.get("launches", 0)) if periodic.overlap != "allow" else None
     child = launching.child_spec(spec, f"{job_id}/periodic-{latest // 1000}")
-    result = launching.launch(store, spec, child, how="tick", tick=tick, launches=launches, next_launch=following,
-                              skipped=skipped)
-    if result.refused == "exists":  # a forced launch took this second's name: the tick still runs, just after it
-        child = launching.child_spec(spec, f"{job_id}/periodic-{latest // 1000 + 1}")
-        result = launching.launch(store, spec, child, how="tick", tick=tick, launches=launches,
-                                  next_launch=following, skipped=skipped)
+    result = launching.launch(store, spec, child, how="tick", tick=tick, at=latest, launches=launches,
+                              next_launch=following, skipped=skipped)
     if result.created:
         trim_history(store, outcomes, spec)
     _tend_last(store, spec, fields)
