@@ -12,6 +12,7 @@ import redis
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -23,14 +24,32 @@ from scheduler.tools.ui.inputs import BadInput
 from scheduler.tools.ui.security import Security
 from scheduler.tools.ui.templates import Pages
 
+class _IdConvertor(Convertor):
+    """A path segment, or a launch's id with its one "/" (``nightly/periodic-1700000000``):
+    ``/api/jobs/web/stop`` stays the stop action, never job ``web/stop``."""
+
+    def __init__(self, regex: str):
+        self.regex = regex
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+_LAUNCH = r"(?:/(?:periodic-[0-9]+|dispatch-[0-9]+-[0-9a-f]+))?"
+register_url_convertor("job", _IdConvertor(r"[^/]+" + _LAUNCH))
+register_url_convertor("task", _IdConvertor(r"[^/]+" + _LAUNCH + r"(?:\.[^/]+)?"))
+
 ROUTES = [
     Route("/", pages.overview, name="overview"),
     Route("/nodes", pages.nodes, name="nodes"),
     Route("/nodes/{name}", pages.node, name="node"),
     Route("/jobs", pages.jobs, name="jobs"),
     # Ids may hold a "/" (a launch of a periodic or parameterized job: nightly/periodic-1700000000).
-    Route("/jobs/{job_id:path}", pages.job, name="job"),
-    Route("/tasks/{task_id:path}", pages.task, name="task"),
+    Route("/jobs/{job_id:job}", pages.job, name="job"),
+    Route("/tasks/{task_id:task}", pages.task, name="task"),
     Route("/activity", activity.page, name="activity"),
     Route("/api/namespaces", api.namespaces),
     Route("/api/overview", api.overview),
@@ -38,13 +57,13 @@ ROUTES = [
     Route("/api/nodes/{name}", api.node),
     Route("/api/nodes/{name}/availability", api.set_availability, methods=["POST"]),
     Route("/api/jobs", api.jobs),
-    Route("/api/jobs/{job_id:path}/scale", api.scale, methods=["POST"]),
-    Route("/api/jobs/{job_id:path}/stop", api.stop, methods=["POST"]),
-    Route("/api/jobs/{job_id:path}/revert", api.revert, methods=["POST"]),
-    Route("/api/jobs/{job_id:path}", api.job),
+    Route("/api/jobs/{job_id:job}", api.job),
+    Route("/api/jobs/{job_id:job}/scale", api.scale, methods=["POST"]),
+    Route("/api/jobs/{job_id:job}/stop", api.stop, methods=["POST"]),
+    Route("/api/jobs/{job_id:job}/revert", api.revert, methods=["POST"]),
     Route("/api/deployments", api.deployments),
     Route("/api/deployments/{deployment_id}/{action}", api.deployment_action, methods=["POST"]),
-    Route("/api/tasks/{task_id:path}", api.task),
+    Route("/api/tasks/{task_id:task}", api.task),
     Route("/api/events", events.stream),
     Route("/api/activity", activity.api_rows),
     Route("/metrics", metrics.endpoint),
