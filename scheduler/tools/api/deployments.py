@@ -8,27 +8,27 @@ from scheduler.tools.api.route import SUBMITTER, Call, Param, get, post
 
 
 def list_deployments(call: Call):
-    return call.client.deployments(call.query["job"], call.query["limit"])
+    return call.sched.deployments(call.query["job"], call.query["limit"])
 
 
 def show_deployment(call: Call):
-    return call.client.deployment(call.path["deployment_id"])
+    return call.sched.deployment(call.path["deployment_id"])
 
 
 def promote_deployment(call: Call):
-    return call.client.promote(call.path["deployment_id"])
+    return call.sched.promote(call.path["deployment_id"])
 
 
 def pause_deployment(call: Call):
-    return call.client.pause_deployment(call.path["deployment_id"])
+    return call.sched.pause_deployment(call.path["deployment_id"])
 
 
 def resume_deployment(call: Call):
-    return call.client.resume_deployment(call.path["deployment_id"])
+    return call.sched.resume_deployment(call.path["deployment_id"])
 
 
 def fail_deployment(call: Call):
-    return call.client.fail_deployment(call.path["deployment_id"])
+    return call.sched.fail_deployment(call.path["deployment_id"])
 
 
 def _action(verb: str, run, summary: str):

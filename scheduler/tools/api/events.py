@@ -28,14 +28,14 @@ POLL_S = 1.0
 class EventSource:
     """The events of one client's stream (see the module's docstring)."""
 
-    def __init__(self, client, since: str | None, types=(), jobs=(), nodes=()):
-        self.client, self.filters = client, {"types": types, "job": jobs, "node": nodes}
+    def __init__(self, sched, since: str | None, types=(), jobs=(), nodes=()):
+        self.sched, self.filters = sched, {"types": types, "job": jobs, "node": nodes}
         self.feed = self.subscription = None
-        if since is None and not (types or jobs or nodes) and client.store.stream.maxlen() == 0:
-            self.subscription = client.store.subscribe()
+        if since is None and not (types or jobs or nodes) and sched.store.stream.maxlen() == 0:
+            self.subscription = sched.store.subscribe()
             self.position = None
         else:
-            self.feed = client.events(since=since or "now", timeout=POLL_S, **self.filters)
+            self.feed = sched.events(since=since or "now", timeout=POLL_S, **self.filters)
             self.position = self.feed.follower.after
 
     def next(self) -> list[tuple[str | None, dict]]:
@@ -46,7 +46,7 @@ class EventSource:
         try:
             return [next(self.feed)]
         except StopIteration:  # quiet for a while: go on after the last entry read
-            self.feed = self.client.events(since=self.feed.follower.after, timeout=POLL_S, **self.filters)
+            self.feed = self.sched.events(since=self.feed.follower.after, timeout=POLL_S, **self.filters)
             return []
 
     def close(self) -> None:
@@ -61,18 +61,18 @@ def follow_events(call: Call):
             after_id(since, 0)
         except SpecError as exc:
             raise Problem(400, str(exc)) from None
-    source = EventSource(call.client, since, call.query["type"], call.query["job"], call.query["node"])
-    return sse.Stream(source, {"namespace": call.client.namespace, "since": source.position})
+    source = EventSource(call.sched, since, call.query["type"], call.query["job"], call.query["node"])
+    return sse.Stream(source, {"namespace": call.sched.namespace, "since": source.position})
 
 
 def stream_info(call: Call):
-    return call.client.stream_info()
+    return call.sched.stream_info()
 
 
 def keep_events(call: Call):
     with unprocessable():
-        call.client.keep_events(call.body["entries"])
-    return call.client.stream_info()
+        call.sched.keep_events(call.body["entries"])
+    return call.sched.stream_info()
 
 
 ROUTES = [

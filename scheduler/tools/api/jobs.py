@@ -18,18 +18,18 @@ SUBMISSION = {"anyOf": [JOB_SPEC, s.array(JOB_SPEC)],
 
 
 def list_jobs(call: Call):
-    return call.client.jobs()
+    return call.sched.jobs()
 
 
 def submit_jobs(call: Call):
     body = call.body
     with unprocessable():
         if isinstance(body, dict):
-            results = [call.client.submit(body)]
+            results = [call.sched.submit(body)]
         elif isinstance(body, list):
-            results = call.client.submit_many(body)
+            results = call.sched.submit_many(body)
         elif isinstance(body, str):
-            results = call.client.submit_text(body)
+            results = call.sched.submit_text(body)
         else:
             raise Problem(422, "the request body must be a job spec (a JSON object) or a list of them.")
     status = 201 if all(result["created"] for result in results) else 200
@@ -38,44 +38,44 @@ def submit_jobs(call: Call):
 
 def plan_job(call: Call):
     with unprocessable():
-        return call.client.plan(call.body)
+        return call.sched.plan(call.body)
 
 
 def show_job(call: Call):
     job_id = call.path["job_id"]
-    return {**call.client.job(job_id), "history": call.client.audit_trail(job=job_id)}
+    return {**call.sched.job(job_id), "history": call.sched.audit_trail(job=job_id)}
 
 
 def job_history(call: Call):
-    return call.client.history(call.path["job_id"])
+    return call.sched.history(call.path["job_id"])
 
 
 def scale_job(call: Call):
     replicas = call.body["replicas"]
     if not 0 <= replicas <= MAX_REPLICAS:
         raise Problem(422, f"replicas must be a whole number from 0 to {MAX_REPLICAS}.")
-    return call.client.scale(call.path["job_id"], replicas)
+    return call.sched.scale(call.path["job_id"], replicas)
 
 
 def stop_job(call: Call):
-    return call.client.stop(call.path["job_id"])
+    return call.sched.stop(call.path["job_id"])
 
 
 def revert_job(call: Call):
     if call.body["version"] < 1:
         raise Problem(422, "version must be a job version, a whole number from 1.")
     with unprocessable():  # a version the job never had
-        return call.client.revert(call.path["job_id"], call.body["version"])
+        return call.sched.revert(call.path["job_id"], call.body["version"])
 
 
 def wait_job(call: Call):
     job_id, state, count, timeout = (call.path["job_id"], call.query["state"], call.query["count"],
                                      call.query["timeout"])
-    wanted = count if count is not None else (call.client.job(job_id)["spec"].get("replicas") or 1)
+    wanted = count if count is not None else (call.sched.job(job_id)["spec"].get("replicas") or 1)
     try:
-        tasks, reached, message = call.client.wait(job_id, state, count, timeout), True, None
+        tasks, reached, message = call.sched.wait(job_id, state, count, timeout), True, None
     except WaitTimeout as exc:
-        tasks, reached, message = call.client.tasks(job=job_id, state=state), False, str(exc)
+        tasks, reached, message = call.sched.tasks(job=job_id, state=state), False, str(exc)
     record = {"job": job_id, "state": state, "wanted": wanted, "reached": reached,
               "tasks": [task_record(t) for t in tasks]}
     return record if message is None else {**record, "message": message}

@@ -22,11 +22,11 @@ NODE_SPEC = s.named("NodeSpec", {
 
 
 def list_nodes(call: Call):
-    return [node_record(n, n.tasks) for n in call.client.nodes()]
+    return [node_record(n, n.tasks) for n in call.sched.nodes()]
 
 
 def show_node(call: Call):
-    found = call.client.node(call.path["name"])
+    found = call.sched.node(call.path["name"])
     return node_record(found, found.tasks)
 
 
@@ -40,31 +40,31 @@ def register_node(call: Call):
                          engine_labels=body.get("engine_labels"), os=body.get("os", "linux"),
                          arch=body.get("arch", "amd64"), role=body.get("role", "worker"),
                          plugins=body.get("plugins") or [])
-    created = call.client.put_node(node)
-    found = call.client.node(name)
+    created = call.sched.put_node(node)
+    found = call.sched.node(name)
     return Answer(201 if created else 200, {"created": created, "node": node_record(found, found.tasks)})
 
 
 def drain_node(call: Call):
-    return call.client.drain_report(call.path["name"])
+    return call.sched.drain_report(call.path["name"])
 
 
 def pause_node(call: Call):
-    return {"node": call.path["name"], "before": call.client.pause(call.path["name"]), "availability": "pause"}
+    return {"node": call.path["name"], "before": call.sched.pause(call.path["name"]), "availability": "pause"}
 
 
 def activate_node(call: Call):
-    return {"node": call.path["name"], "before": call.client.activate(call.path["name"]), "availability": "active"}
+    return {"node": call.path["name"], "before": call.sched.activate(call.path["name"]), "availability": "active"}
 
 
 def remove_node(call: Call):
-    call.client.remove_node(call.path["name"])
+    call.sched.remove_node(call.path["name"])
     return {"name": call.path["name"], "removed": True}
 
 
 def node_history(call: Call):
-    call.client.node(call.path["name"])  # 404 for a node that does not exist
-    return call.client.audit_trail(node=call.path["name"])
+    call.sched.node(call.path["name"])  # 404 for a node that does not exist
+    return call.sched.audit_trail(node=call.path["name"])
 
 
 ROUTES = [

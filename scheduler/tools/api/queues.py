@@ -7,7 +7,7 @@ from scheduler.tools.api.route import Call, get
 
 
 def queue_counts(call: Call):
-    return call.client.queue_counts()
+    return call.sched.queue_counts()
 
 
 ROUTES = [get("/v1/queues", queue_counts, "Count the tasks in each queue", s.QUEUES)]

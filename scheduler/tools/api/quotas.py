@@ -19,26 +19,26 @@ QUOTA_LIMITS = s.named("QuotaLimits", {
 
 
 def show_quota(call: Call):
-    return call.client.quota()
+    return call.sched.quota()
 
 
 def set_quota(call: Call):
     body = call.body
     with unprocessable():
-        return call.client.set_quota(cpu=body.get("cpu"), memory=body.get("memory"), tasks=body.get("tasks"),
+        return call.sched.set_quota(cpu=body.get("cpu"), memory=body.get("memory"), tasks=body.get("tasks"),
                                      resources=body.get("resources"))
 
 
 def remove_quota(call: Call):
-    return {"namespace": call.client.namespace, "removed": call.client.remove_quota()}
+    return {"namespace": call.sched.namespace, "removed": call.sched.remove_quota()}
 
 
 def list_quotas(call: Call):
-    return call.client.quotas()
+    return call.sched.quotas()
 
 
 def quota_history(call: Call):
-    return call.client.audit_trail()
+    return call.sched.audit_trail()
 
 
 ROUTES = [

@@ -119,7 +119,7 @@ class Call:
     """One request, checked: a Client of its namespace acting as its token, and its
     path parameters, query and body."""
 
-    client: Client
+    sched: Client
     path: dict[str, str]
     query: dict[str, Any]
     body: Any

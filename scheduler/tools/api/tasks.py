@@ -11,19 +11,19 @@ from scheduler.tools.cli.task import task_record
 
 def list_tasks(call: Call):
     q = call.query
-    return [task_record(t) for t in call.client.tasks(job=q["job"], state=q["state"], node=q["node"])]
+    return [task_record(t) for t in call.sched.tasks(job=q["job"], state=q["state"], node=q["node"])]
 
 
 def show_task(call: Call):
-    return task_record(call.client.task(call.path["task_id"]))
+    return task_record(call.sched.task(call.path["task_id"]))
 
 
 def explain_task(call: Call):
-    return call.client.explain(call.path["task_id"])
+    return call.sched.explain(call.path["task_id"])
 
 
 def task_logs(call: Call):
-    return call.client.logs(call.path["task_id"])
+    return call.sched.logs(call.path["task_id"])
 
 
 ROUTES = [

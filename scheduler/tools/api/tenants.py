@@ -9,16 +9,16 @@ from scheduler.tools.api.route import OPERATOR, Call, delete, get, put
 
 
 def list_tenants(call: Call):
-    return call.client.tenants()
+    return call.sched.tenants()
 
 
 def set_tenant(call: Call):
     with unprocessable():
-        return call.client.set_tenant(call.path["tenant"], call.body["weight"])
+        return call.sched.set_tenant(call.path["tenant"], call.body["weight"])
 
 
 def remove_tenant(call: Call):
-    return {"name": call.path["tenant"], "removed": call.client.remove_tenant(call.path["tenant"])}
+    return {"name": call.path["tenant"], "removed": call.sched.remove_tenant(call.path["tenant"])}
 
 
 ROUTES = [
