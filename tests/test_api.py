@@ -8,10 +8,16 @@ Last-Event-ID and filtered; nothing written by a refused request, for any body
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import shutil
+import subprocess
 import threading
 import time
+import urllib.request
 import uuid
+from pathlib import Path
 
 import orjson
 import pytest
@@ -28,6 +34,8 @@ from scheduler.tools.api.app import DOCUMENT, create_api
 from scheduler.tools.cli import main
 from scheduler.tools.ui.server import Background
 
+from redis_topologies import free_port
+from test_agents import cluster  # noqa: F401 - a fixture
 from test_ui import snapshot
 
 SPEC = {"id": "web", "replicas": 2, "resources": {"cpu": 0.5, "memory": "256MiB"}}
@@ -442,3 +450,63 @@ def _every_token(tokens) -> str:
     if id(tokens) not in _EVERY:
         _EVERY[id(tokens)] = tokens("operator", every=True)
     return _EVERY[id(tokens)]
+
+
+# ----------------------------------------------------------------------------- a client in another language
+NODE = shutil.which("node")
+
+
+@pytest.mark.skipif(NODE is None, reason="node is not installed")
+def test_a_node_client_submits_waits_reads_logs_and_stops(cluster, app, tokens, tmp_path):
+    """`sched api` as a process, a real agent and worker, and Node's fetch as the client."""
+    port = free_port()
+    server = cluster._start("api", "api", "--port", str(port))
+    base = f"http://127.0.0.1:{port}"
+    cluster.agent("n1")
+    cluster.worker()
+    token = tokens("submitter")
+
+    def up():
+        assert server.poll() is None, cluster.logs_text()
+        try:
+            return urllib.request.urlopen(f"{base}/v1/openapi.json", timeout=2).status == 200
+        except OSError:
+            return False
+
+    cluster.wait(up, "sched api to listen")
+    done = subprocess.run([NODE, str(Path(__file__).with_name("api_client.mjs")), base, "hello"],
+                          env={**os.environ, "SCHED_TOKEN": token}, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr + cluster.snapshot()
+    seen = json.loads(done.stdout)
+    assert seen["without_token"] == [401, "application/problem+json", "Unauthorized"]
+    assert seen["submitted"] == [201, "hello", ["hello.0"]]
+    assert seen["states"][-1] == "running" and re.fullmatch(r"\d+-\d+", seen["running_event_id"])
+    assert seen["waited"] == [True, [["hello.0", "running", "n1"]]]
+    assert "hello from node" in seen["stdout"]
+    assert seen["stopped"] == ["hello.0"] and seen["status"] == "stopped"
+    name = tokens.names[-1]
+    assert seen["history"] == [["submit", f"token:{name}"], ["stop", f"token:{name}"]]
+    cluster.wait(lambda: app.store.get_task("hello.0").state == "stopped", "the task to stop")
+
+
+def test_curl_submits_yaml_and_gets_problems(cluster, app, tokens):
+    """The docs' curl examples, against `sched api` as a process."""
+    port = free_port()
+    server = cluster._start("api", "api", "--port", str(port))
+    base, token = f"http://127.0.0.1:{port}", tokens("submitter")
+
+    def curl(*args: str) -> tuple[int, str]:
+        done = subprocess.run(["curl", "-sS", "-w", "\n%{http_code}", "-H", f"Authorization: Bearer {token}", *args],
+                              capture_output=True, text=True, timeout=30)
+        body, _, status = done.stdout.rpartition("\n")
+        return int(status or 0), body
+
+    cluster.wait(lambda: server.poll() is None and curl(f"{base}/v1/token")[0] == 200, "sched api to listen")
+    status, body = curl("-H", "Content-Type: application/yaml", "--data-binary",
+                        "id: web\nreplicas: 2\nresources: {cpu: 0.5, memory: 256MiB}\n", f"{base}/v1/jobs")
+    assert status == 201 and json.loads(body)["tasks"] == ["web.0", "web.1"]
+    status, body = curl("-X", "POST", "-H", "Content-Type: application/json", "-d", '{"replicas": -1}',
+                        f"{base}/v1/jobs/web/scale")
+    assert status == 422 and json.loads(body)["detail"] == "replicas must be a whole number from 0 to 1000000."
+    status, body = curl(f"{base}/v1/tasks?job=web&state=pending")
+    assert status == 200 and [t["id"] for t in json.loads(body)] == ["web.0", "web.1"]
