@@ -7,6 +7,7 @@ import click
 from scheduler.model.spec_text import load_specs
 from scheduler.control import changes
 from scheduler.model import SpecError
+from scheduler.tools.cli import complete
 from scheduler.tools.cli.common import json_option, pass_app
 from scheduler.tools.render import history_text, job_text, print_json, print_table
 
@@ -112,7 +113,7 @@ def job_ls(app, as_json):
 
 
 @job.command("show")
-@click.argument("job_id", metavar="ID")
+@click.argument("job_id", metavar="ID", shell_complete=complete.job_ids)
 @json_option
 @pass_app
 def job_show(app, job_id, as_json):
@@ -125,7 +126,7 @@ def job_show(app, job_id, as_json):
 
 
 @job.command("scale")
-@click.argument("job_id", metavar="ID")
+@click.argument("job_id", metavar="ID", shell_complete=complete.job_ids)
 @click.argument("replicas", type=click.IntRange(0, 1_000_000))
 @json_option
 @pass_app
@@ -168,7 +169,7 @@ def job_plan(app, file, as_json):
 
 
 @job.command("history")
-@click.argument("job_id", metavar="ID")
+@click.argument("job_id", metavar="ID", shell_complete=complete.job_ids)
 @json_option
 @pass_app
 def job_history(app, job_id, as_json):
@@ -185,7 +186,7 @@ def job_history(app, job_id, as_json):
 
 
 @job.command("revert")
-@click.argument("job_id", metavar="ID")
+@click.argument("job_id", metavar="ID", shell_complete=complete.job_ids)
 @click.argument("version", type=click.IntRange(1, None))
 @json_option
 @pass_app
@@ -199,7 +200,7 @@ def job_revert(app, job_id, version, as_json):
 
 
 @job.command("stop")
-@click.argument("job_id", metavar="ID")
+@click.argument("job_id", metavar="ID", shell_complete=complete.job_ids)
 @pass_app
 def job_stop(app, job_id):
     """Stop every task of a job and release what they hold."""
