@@ -79,7 +79,19 @@ class ApiTokens:
 
     def check(self, token: str) -> dict | None:
         """The record of a live token, or None."""
-        raw = self.client.get(TOKEN_PREFIX + digest(token))
+        return self._record(self.client.get(TOKEN_PREFIX + digest(token)))
+
+    def admit(self, token: str | None, address: str) -> tuple[int, dict | None]:
+        """The refusals counted for ``address`` and the record of ``token`` (None: no
+        live token), in one round trip."""
+        with self.client.pipeline(transaction=False) as pipe:
+            pipe.get(FAILED_PREFIX + address)
+            pipe.get(TOKEN_PREFIX + digest(token or ""))
+            failures, raw = pipe.execute()
+        return int(failures or 0), self._record(raw) if token else None
+
+    @staticmethod
+    def _record(raw) -> dict | None:
         if not raw:
             return None
         record = orjson.loads(raw)

@@ -62,15 +62,15 @@ class Guard:
     def admit(self, authorization: str | None, address: str) -> Access:
         if not self.auth:
             return OPEN
-        failures = self.tokens.failures()
-        if failures.count(address) >= MAX_FAILED:
-            wait = max(1, failures.retry_after_s(address))
+        scheme, _, token = (authorization or "").partition(" ")
+        token = token.strip() if scheme.lower() == "bearer" else ""
+        failed, record = self.tokens.admit(token or None, address)
+        if failed >= MAX_FAILED:
+            wait = max(1, self.tokens.failures().retry_after_s(address))
             raise Problem(429, f"too many requests without a valid token from this address; try again in "
                                f"{-(-wait // 60)} minute(s).", headers={"retry-after": str(wait)})
-        scheme, _, token = (authorization or "").partition(" ")
-        record = self.tokens.check(token.strip()) if scheme.lower() == "bearer" and token.strip() else None
         if record is None:
-            failures.failed(address, FAILED_WINDOW_S)
+            self.tokens.failures().failed(address, FAILED_WINDOW_S)
             said = "a token is required" if not authorization else "the token is not valid (revoked, expired or mistyped)"
             raise Problem(401, f"{said}: send Authorization: Bearer <token> (sched token create makes one).",
                           headers={"www-authenticate": "Bearer"})

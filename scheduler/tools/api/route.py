@@ -37,6 +37,7 @@ from scheduler.tools.ui.api import JSON
 
 VIEWER, SUBMITTER, OPERATOR = ROLES
 MAX_BODY = 8 * 1024 * 1024  # bytes of a request body (a bulk submit of many jobs fits)
+SMALL_BODY = 65_536  # bytes of a body read before its token is checked (larger ones wait for the check)
 JSON_TYPES = ("application/json",)
 TEXT_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "application/x-ndjson", "application/jsonl",
               "text/plain")
@@ -300,12 +301,20 @@ def _result(route: Route, outcome, request: Request):
     return JSON(outcome, status_code=route.status[0])
 
 
+def _small(request: Request) -> bool:
+    """A body that says it is small enough to read before its token is checked."""
+    length = request.headers.get("content-length", "")
+    return length.isdigit() and int(length) <= SMALL_BODY
+
+
 def endpoint(route: Route):
     """The Starlette endpoint serving ``route``."""
 
-    def admitted_run(request: Request):
+    def admitted_run(request: Request, body=None):
         access, namespace = _admit(route, request)
-        return route.run(_call(route, request, access, namespace, None))
+        if isinstance(body, Problem):  # the body was read first, but the token is answered for first
+            raise body
+        return route.run(_call(route, request, access, namespace, body))
 
     async def serve(request: Request):
         try:
@@ -313,6 +322,12 @@ def endpoint(route: Route):
                 outcome = await anyio.to_thread.run_sync(admitted_run, request, limiter=sse.limiter(request.app))
             elif route.body is None:
                 outcome = await run_in_threadpool(admitted_run, request)
+            elif _small(request):  # read before the token is checked: one thread hop, not two
+                try:
+                    body = await read_body(route, request)
+                except Problem as problem:
+                    body = problem
+                outcome = await run_in_threadpool(admitted_run, request, body)
             else:
                 access, namespace = await run_in_threadpool(_admit, route, request)
                 call = _call(route, request, access, namespace, await read_body(route, request))
