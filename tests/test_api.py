@@ -423,7 +423,7 @@ def test_events_from_now_arrive_as_they_happen(app, http, tokens):
 BODY_ROUTES = [("POST", "/v1/jobs"), ("POST", "/v1/jobs/plan"), ("POST", "/v1/jobs/web/scale"),
                ("POST", "/v1/jobs/web/revert"), ("PUT", "/v1/nodes/n1"), ("PUT", "/v1/tenants/t"),
                ("PUT", "/v1/quota"), ("PUT", "/v1/events/keep")]
-JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers(-10**12, 10**12) | st.floats(allow_nan=False)
+JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers(-10**12, 10**12) | st.floats(allow_nan=False, allow_infinity=False)
                            | st.text(max_size=12),
                            lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
                                st.sampled_from(["id", "replicas", "version", "cpu", "memory", "weight", "entries",
@@ -510,3 +510,37 @@ def test_curl_submits_yaml_and_gets_problems(cluster, app, tokens):
     assert status == 422 and json.loads(body)["detail"] == "replicas must be a whole number from 0 to 1000000."
     status, body = curl(f"{base}/v1/tasks?job=web&state=pending")
     assert status == 200 and [t["id"] for t in json.loads(body)] == ["web.0", "web.1"]
+
+
+# ----------------------------------------------------------------------------- faults
+def test_redis_away_is_a_503_then_the_api_and_its_event_streams_go_on(tmp_path, monkeypatch):
+    """Redis killed under a running API: requests get a 503 problem within the failover
+    bound (no hang, no 500); once it is back they are served again, and an event stream
+    open all along delivers what comes after, once."""
+    from restartable_redis import RestartableRedis
+    from scheduler.state.app import App
+
+    monkeypatch.setenv("SCHED_FAILOVER_S", "1")
+    server = RestartableRedis(tmp_path / "redis")
+    server.start()
+    app = App(redis_url=server.url, namespace="faults")
+    try:
+        with TestClient(create_api(app, auth=False)) as http:
+            api = Api(http)
+            api("PUT", "/v1/nodes/n1", token=None, json={"cpu": 4, "memory": "8GiB"})
+            with http.stream("GET", "/v1/events?type=job") as stream:
+                lines = stream.iter_lines()
+                assert next(lines) == "retry: 3000"
+                server.kill()
+                away = api("POST", "/v1/jobs", token=None, json={"id": "during"})
+                assert away.status_code == 503 and away.json()["detail"].startswith("Redis is not available")
+                server.start()
+                assert api("POST", "/v1/jobs", token=None, json={"id": "after"}).status_code == 201
+                messages = []
+                while not any(m.get("data", {}).get("id") == "after" for m in sse_messages(messages)):
+                    messages.append(next(lines))
+            assert [m["data"]["id"] for m in sse_messages(messages) if "id" in m and "event" not in m] == ["after"]
+            assert api("GET", "/v1/jobs", token=None).json()[0]["id"] == "after"
+    finally:
+        app.close()
+        server.stop()

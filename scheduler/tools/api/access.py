@@ -2,10 +2,11 @@
 namespace (or of every one) and one role.
 
 Every request but ``GET /v1/openapi.json`` carries ``Authorization: Bearer <token>``;
-the token's SHA-256 is looked up in Redis (:mod:`scheduler.state.api_tokens`). A request
-without a live token gets **401**; an address that sent :data:`MAX_FAILED` such requests
-in :data:`FAILED_WINDOW_S` gets **429** (with ``Retry-After``) without its token being
-looked at, until the window ends. A live token asking for another namespace than its
+the token's SHA-256 is looked up in Redis (:mod:`scheduler.state.api_tokens`), in one
+round trip with the count of the address's refusals. A request without a live token gets
+**401**; an address that sent :data:`MAX_FAILED` such requests in
+:data:`FAILED_WINDOW_S` gets **429** (with ``Retry-After``) whatever its token, until the
+window ends. A live token asking for another namespace than its
 own, or for what its role does not allow, gets **403**. The roles go up:
 
 - ``viewer``: every read (lists, shows, explain, logs, plan, events);

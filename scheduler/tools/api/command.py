@@ -30,8 +30,10 @@ def api(ctx, host, port, no_auth):
     if no_auth and host not in LOOPBACK:
         raise SpecError(f"sched api will not serve {host} without tokens: anyone who can reach it could submit jobs "
                         f"and drain nodes; drop --no-auth and make tokens with sched token create.")
+    from scheduler.state.connection import wait_for_redis
+
     app = ctx.find_object(Client).app
-    app.store.ping()  # connect (or start the embedded Redis) first: a Redis that cannot be reached stops here
+    wait_for_redis(app.url)  # a long-running server waits for a Redis that is not there yet (one line per retry)
     shown = f"[{host}]" if ":" in host else host
     how = "no tokens (loopback only)" if no_auth else "tokens required (sched token create)"
     click.echo(f"sched api: http://{shown}:{port}/v1/ (Redis {app.display_url}; namespace {app.keys.namespace} by "
