@@ -21,7 +21,6 @@ from pathlib import Path
 
 import orjson
 import pytest
-from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
@@ -31,7 +30,6 @@ from starlette.testclient import TestClient
 from scheduler.state.api_tokens import FAILED_PREFIX, TOKEN_PREFIX, TOKENS, ApiTokens, digest
 from scheduler.tools.api.access import MAX_FAILED
 from scheduler.tools.api.app import DOCUMENT, create_api
-from scheduler.tools.cli import main
 from scheduler.tools.ui.server import Background
 
 from redis_topologies import free_port

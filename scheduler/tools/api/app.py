@@ -18,8 +18,7 @@ from starlette.responses import Response
 from starlette.routing import Route as StarletteRoute
 
 from scheduler.state.app import App
-from scheduler.tools.api import (deployments, events, jobs, meta, nodes, openapi, problems, queues, quotas, sse, tasks,
-                                 tenants)
+from scheduler.tools.api import deployments, events, jobs, meta, nodes, openapi, problems, queues, quotas, tasks, tenants
 from scheduler.tools.api.access import Guard
 from scheduler.tools.api.route import endpoint
 from scheduler.tools.ui.security import SAFE_METHODS, same_origin

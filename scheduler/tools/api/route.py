@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import anyio
@@ -26,7 +26,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from scheduler.client import Client
-from scheduler.model import TASK_STATES
+from scheduler.model.errors import SpecError
 from scheduler.model.names import check_tenant
 from scheduler.state.api_tokens import ROLES
 from scheduler.tools.api import problems, schemas, sse
@@ -57,8 +57,8 @@ class Param:
 
 def _tenant(value: str) -> str:
     try:
-        return check_tenant(inputs._text(value, "the tenant"))
-    except problems.SpecError as exc:
+        return check_tenant(value)
+    except SpecError as exc:
         raise inputs.BadInput(str(exc)) from None
 
 
@@ -126,7 +126,6 @@ class Call:
     body: Any
     headers: Any
     access: Access
-    extra: dict = field(default_factory=dict)
 
 
 def get(path, run, summary, answer, **options) -> Route:
