@@ -8,6 +8,7 @@ from scheduler.model.spec_text import load_specs
 from scheduler.control import changes
 from scheduler.model import SpecError
 from scheduler.model.parameterized import MAX_PAYLOAD_BYTES
+from scheduler.tools.cli import complete
 from scheduler.tools.cli.common import json_option, pass_app
 from scheduler.tools.render import history_text, job_text, print_json, print_table
 
@@ -123,7 +124,7 @@ def job_ls(app, as_json):
 
 
 @job.command("show")
-@click.argument("job_id", metavar="ID")
+@click.argument("job_id", metavar="ID", shell_complete=complete.job_ids)
 @json_option
 @pass_app
 def job_show(app, job_id, as_json):
@@ -136,7 +137,7 @@ def job_show(app, job_id, as_json):
 
 
 @job.command("scale")
-@click.argument("job_id", metavar="ID")
+@click.argument("job_id", metavar="ID", shell_complete=complete.job_ids)
 @click.argument("replicas", type=click.IntRange(0, 1_000_000))
 @json_option
 @pass_app
@@ -179,7 +180,7 @@ def job_plan(app, file, as_json):
 
 
 @job.command("history")
-@click.argument("job_id", metavar="ID")
+@click.argument("job_id", metavar="ID", shell_complete=complete.job_ids)
 @json_option
 @pass_app
 def job_history(app, job_id, as_json):
@@ -196,7 +197,7 @@ def job_history(app, job_id, as_json):
 
 
 @job.command("revert")
-@click.argument("job_id", metavar="ID")
+@click.argument("job_id", metavar="ID", shell_complete=complete.job_ids)
 @click.argument("version", type=click.IntRange(1, None))
 @json_option
 @pass_app
@@ -210,7 +211,7 @@ def job_revert(app, job_id, version, as_json):
 
 
 @job.command("stop")
-@click.argument("job_id", metavar="ID")
+@click.argument("job_id", metavar="ID", shell_complete=complete.job_ids)
 @pass_app
 def job_stop(app, job_id):
     """Stop every task of a job and release what they hold."""
@@ -219,7 +220,7 @@ def job_stop(app, job_id):
 
 
 @job.command("launch")
-@click.argument("job_id", metavar="ID")
+@click.argument("job_id", metavar="ID", shell_complete=complete.job_ids)
 @json_option
 @pass_app
 def job_launch(app, job_id, as_json):
@@ -233,7 +234,7 @@ def job_launch(app, job_id, as_json):
 
 
 @job.command("suspend")
-@click.argument("job_id", metavar="ID")
+@click.argument("job_id", metavar="ID", shell_complete=complete.job_ids)
 @json_option
 @pass_app
 def job_suspend(app, job_id, as_json):
@@ -246,7 +247,7 @@ def job_suspend(app, job_id, as_json):
 
 
 @job.command("resume")
-@click.argument("job_id", metavar="ID")
+@click.argument("job_id", metavar="ID", shell_complete=complete.job_ids)
 @json_option
 @pass_app
 def job_resume(app, job_id, as_json):
@@ -259,7 +260,7 @@ def job_resume(app, job_id, as_json):
 
 
 @job.command("dispatch")
-@click.argument("job_id", metavar="ID")
+@click.argument("job_id", metavar="ID", shell_complete=complete.job_ids)
 @click.option("--meta", "metas", multiple=True, metavar="KEY=VALUE",
               help="A meta value the job takes (repeat for each); its commands see SCHED_META_<KEY>.")
 @click.option("--payload", type=click.File("rb"), default=None, metavar="FILE|-",
