@@ -8,6 +8,9 @@ Last-Event-ID and filtered; nothing written by a refused request, for any body
 
 from __future__ import annotations
 
+import base64
+from urllib.parse import quote
+
 import json
 import os
 import re
@@ -200,6 +203,20 @@ def test_every_route_answers_as_the_document_says(app, http, tokens):
     assert ready["event"] == "ready" and ready["data"]["namespace"] == app.keys.namespace
     assert api("POST", f"/v1/jobs/web/revert{ns}", json={"version": 1}).json()["version"] == 3
     assert api("POST", f"/v1/jobs/web/stop{ns}").json()["stopped"]
+    nightly = {"id": "nightly", "type": "batch", "periodic": {"cron": "0 2 * * *"}}
+    assert api("POST", f"/v1/jobs{ns}", json=nightly).status_code == 201
+    launched = api("POST", f"/v1/jobs/nightly/launch{ns}").json()["launched"]
+    assert api("GET", f"/v1/jobs/{quote(launched, safe='')}{ns}").json()["parent"] == "nightly"
+    assert api("POST", f"/v1/jobs/nightly/suspend{ns}").json()["next_launch"] is None
+    assert api("POST", f"/v1/jobs/nightly/resume{ns}").json()["next_launch"].endswith("T02:00:00Z")
+    render = {"id": "render", "type": "batch", "parameterized": {"meta_required": ["customer"]}}
+    assert api("POST", f"/v1/jobs{ns}", json=render).status_code == 201
+    order = {"meta": {"customer": "acme"}, "payload": base64.b64encode(b"order 1").decode(), "idempotency_token": "o1"}
+    first = api("POST", f"/v1/jobs/render/dispatch{ns}", json=order)
+    assert first.status_code == 201 and api("POST", f"/v1/jobs/render/dispatch{ns}", json=order).json() == {
+        **first.json(), "created": False}
+    assert app.store.job_payload(first.json()["dispatched"]) == b"order 1"
+    assert api("POST", f"/v1/jobs/render/dispatch{ns}", json={}).status_code == 422  # its meta is required
     assert api("POST", f"/v1/nodes/n1/pause{ns}").json()["before"] == "active"
     assert api("POST", f"/v1/nodes/n1/activate{ns}").json()["before"] == "pause"
     assert api("POST", f"/v1/nodes/n1/drain{ns}").json()["before"] == "active"

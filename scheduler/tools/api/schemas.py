@@ -95,6 +95,12 @@ PLAN = named("Plan", obj(
      "preemptions": array(ANY_OBJECT), "pending": array(ANY_OBJECT), "unchanged": BOOLEAN, "changes": CHANGES},
     {"stopping": INTEGER, "gang": ANY_OBJECT},
     description="A dry run (`sched job plan --json`): where the tasks would go now."))
+LAUNCHED = named("Launched", obj({"id": STRING, "launched": STRING},
+                                 description="A periodic job launched now: its launch's job id."))
+SCHEDULE = named("Schedule", obj({"id": STRING, "suspended": BOOLEAN, "next_launch": nullable(STRING)},
+                                 description="A periodic job suspended or resumed; next_launch in ISO 8601, UTC."))
+DISPATCHED = named("Dispatched", obj({"id": STRING, "dispatched": STRING, "created": BOOLEAN},
+                                     description="A dispatch: its launch's job id (created false: a token's)."))
 SCALED = named("Scaled", obj({"id": STRING, "replicas": INTEGER, "added": array(STRING), "stopped": array(STRING)}))
 STOPPED = named("Stopped", obj({"id": STRING, "stopped": array(STRING)}))
 TASK = named("Task", obj(

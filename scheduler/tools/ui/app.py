@@ -12,7 +12,6 @@ import redis
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
-from starlette.convertors import Convertor, register_url_convertor
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -23,24 +22,6 @@ from scheduler.tools.ui.auth import Auth, AuthSettings, Sessions, signed_in, sig
 from scheduler.tools.ui.inputs import BadInput
 from scheduler.tools.ui.security import Security
 from scheduler.tools.ui.templates import Pages
-
-class _IdConvertor(Convertor):
-    """A path segment, or a launch's id with its one "/" (``nightly/periodic-1700000000``):
-    ``/api/jobs/web/stop`` stays the stop action, never job ``web/stop``."""
-
-    def __init__(self, regex: str):
-        self.regex = regex
-
-    def convert(self, value: str) -> str:
-        return value
-
-    def to_string(self, value: str) -> str:
-        return value
-
-
-_LAUNCH = r"(?:/(?:periodic-[0-9]+|dispatch-[0-9]+-[0-9a-f]+))?"
-register_url_convertor("job", _IdConvertor(r"[^/]+" + _LAUNCH))
-register_url_convertor("task", _IdConvertor(r"[^/]+" + _LAUNCH + r"(?:\.[^/]+)?"))
 
 ROUTES = [
     Route("/", pages.overview, name="overview"),
