@@ -100,3 +100,20 @@ def test_payload_rules_and_a_job_that_is_not_parameterized(app):
         client.dispatch("plain")
     child = client.dispatch("needs", payload="data")["dispatched"]
     assert client.store.job_payload(child) == b"data"
+
+
+def test_a_parameterized_job_keeps_its_newest_launches_and_forgets_the_tokens_of_the_rest(app, monkeypatch):
+    from scheduler.control import periodic
+
+    monkeypatch.setattr(periodic, "DISPATCHES_KEPT", 2)
+    client = Client(app=app)
+    client.submit({**RENDER, "run": {"command": ["true"]}})
+    made = []
+    for n in range(3):
+        child = client.dispatch("render", {"customer": "acme"}, idempotency_token=f"t{n}")["dispatched"]
+        client.stop(child)
+        made.append(child)
+    client.dispatch("render", {"customer": "acme"}, idempotency_token="t3")
+    assert [c for c, _ in client.store.children("render")][:2] == made[1:]
+    assert app.client.exists(app.keys.job(made[0]), app.keys.job_tasks(made[0])) == 0
+    assert client.store.dispatched("render", "t0") is None and client.store.dispatched("render", "t1") == made[1]

@@ -190,3 +190,38 @@ def test_forbid_skips_a_tick_while_a_launch_runs_and_replace_stops_it(app):
     assert len(replace) >= 2
     states = {c: [t.state for t in app.store.tasks(app.store.job_task_ids(c))] for c in replace}
     assert all(states[c] == ["stopped"] for c in replace[:-1]) and states[replace[-1]] == ["pending"]
+
+
+def test_history_limits_remove_older_ended_launches_with_their_keys(app):
+    """With history {completed: 2, failed: 1}, launches beyond the newest two complete and
+    the newest failed one are removed, with every key of theirs; running ones stay."""
+    client = Client(app=app)
+    client.add_node("n1", cpu=4, memory="4GiB")
+    client.submit({"id": "h", "type": "batch", "max_retries": 0,
+                   "periodic": {"cron": "@daily", "history": {"completed": 2, "failed": 1}}})
+    from scheduler.control import reconcile as rc
+    from worker_harness import run_worker_until_idle
+
+    made = []
+    for ok in (True, False, True, False, True, None):  # None: still running
+        child = client.launch("h")["launched"]
+        made.append(child)
+        run_worker_until_idle(app)
+        if ok is not None:
+            [task] = client.tasks(job=child)
+            rc.task_ended(app.store, task, ok, "done")
+    kept = [child for child, _ in app.store.children("h")]
+    # made: c0 ok, c1 fail, c2 ok, c3 fail, c4 ok, c5 running: c0 (third newest complete) and c1 go.
+    assert kept == made[2:], (made, kept)
+    for gone in made[:2]:
+        assert app.client.exists(app.keys.job(gone), app.keys.job_tasks(gone), app.keys.task(f"{gone}.0")) == 0
+        assert gone not in app.store.job_ids()
+    assert audit_ok(app)
+
+
+def audit_ok(app) -> bool:
+    from scheduler.control.audit import audit
+
+    report = audit(app.store)
+    assert report.ok, report.problems
+    return True

@@ -15,7 +15,8 @@ from __future__ import annotations
 import re
 import secrets
 
-from scheduler.control import launching
+from scheduler.control import launching, periodic
+from scheduler.control.outcomes import Outcomes
 from scheduler.model import SpecError
 from scheduler.model.parameterized import check_dispatch
 from scheduler.state.jobs import parse_stored
@@ -47,6 +48,7 @@ def dispatch(store: Store, job_id: str, meta: dict | None = None, payload: bytes
     child = launching.child_spec(spec, f"{job_id}/dispatch-{now_s}-{secrets.token_hex(4)}", checked)
     result = launching.launch(store, spec, child, how="dispatch", payload=payload, token=token or "", by=by)
     if result.created:
+        periodic.trim_history(store, Outcomes(), spec)
         return {"id": job_id, "dispatched": result.child, "created": True}
     if result.child:
         return {"id": job_id, "dispatched": result.child, "created": False}

@@ -24,6 +24,7 @@ from scheduler.state.jobs import parse_stored
 from scheduler.state.launches import Launched
 from scheduler.state.store import Store
 
+DISPATCHES_KEPT = 1000  # the newest launches a parameterized job keeps, whatever they came to
 MAX_COUNTED = 10_000  # due ticks handled per round (a schedule of seconds down for a day catches up in rounds)
 LATE = "not launched within starting_deadline (no worker was running, or it was overdue)"
 OVERLAP = "the previous launch still runs (overlap: forbid)"
@@ -121,7 +122,8 @@ def force(store: Store, outcomes: Outcomes, job_id: str, by: str) -> dict:
         reconcile.stop(store, child)
     launches = int(fields.get("launches", 0)) if spec.periodic.overlap != "allow" else None
     now = store.now_ms()
-    second = now // 1000
+    last = fields.get("last_child", "")
+    second = max(now // 1000, int(last.rsplit("-", 1)[1]) + 1 if "/periodic-" in last else 0)  # never an old name
     anchor = int(fields.get("anchor", 0))
     ticks = {t // 1000 for t in spec.periodic.ticks(now - 1000, now + 60_000, anchor, limit=100)}
     for _ in range(60):
@@ -161,22 +163,28 @@ def suspend(store: Store, job_id: str, suspended: bool) -> dict:
 
 
 def trim_history(store: Store, outcomes: Outcomes, spec: JobSpec) -> list[str]:
-    """Remove the parent's ended launches beyond its history limits (the newest
-    ``history.completed`` complete and ``history.failed`` failed or stopped ones stay)."""
-    remove = getattr(store, "remove_job", None)
-    if spec.periodic is None or remove is None:
-        return []
-    keep = {COMPLETE: spec.periodic.history.completed, FAILED: spec.periodic.history.failed}
-    removed = []
-    for child, _ in reversed(store.children(spec.id)):
-        outcome = outcomes.of(store, child)
-        kind = COMPLETE if outcome == COMPLETE else FAILED if outcome != RUNNING else None
-        if kind is None:
-            continue
-        if keep[kind] > 0:
-            keep[kind] -= 1
-            continue
-        remove(child)
-        removed.append(child)
+    """Remove the ended launches of a periodic job beyond its history limits (the newest
+    ``history.completed`` complete ones and ``history.failed`` failed or stopped ones
+    stay), or of a parameterized job beyond the newest ``DISPATCHES_KEPT``. Returns them."""
+    children = store.children(spec.id)
+    if spec.periodic is None:
+        old = [child for child, _ in children[:max(0, len(children) - DISPATCHES_KEPT)]]
+        removed = [child for child in old if outcomes.of(store, child) != RUNNING]
+    else:
+        keep = {COMPLETE: spec.periodic.history.completed, FAILED: spec.periodic.history.failed}
+        if len(children) <= sum(keep.values()):
+            return []
+        removed = []
+        for child, _ in reversed(children):
+            outcome = outcomes.of(store, child)
+            if outcome == RUNNING:
+                continue
+            kind = COMPLETE if outcome == COMPLETE else FAILED
+            if keep[kind] > 0:
+                keep[kind] -= 1
+            else:
+                removed.append(child)
+    for child in removed:
+        store.remove_launch(child)
     store.forget_children(spec.id, removed)
     return removed

@@ -113,6 +113,29 @@ class LaunchStore(NamespaceStore):
         """The child a dispatch with ``token`` made, while it is kept."""
         return self.client.hget(self.keys.dispatch_tokens(job_id), token)
 
+    def remove_launch(self, child: str, chunk: int = 500) -> None:
+        """Remove an ended launch of a periodic or parameterized job with every key of it
+        (its hash, task list, history, failures, tally, and each task's hash, output and
+        attempts) and its id from the namespace's job indexes: its parent's history limits
+        say it is no longer kept. Plain commands, a chunk at a time (its tasks ended: no
+        queue or tally holds them), the indexes last: a remover that dies part way leaves
+        the launch listed, and the next trim removes the rest."""
+        k = self.keys
+        tasks = self.client.zrange(k.job_tasks(child), 0, -1)
+        for start in range(0, len(tasks), chunk):
+            part = tasks[start:start + chunk]
+            self.client.delete(*(key for task in part for key in (k.task(task), k.task_output(task),
+                                                                  k.task_attempts(task))))
+        self.client.delete(k.job(child), k.job_tasks(child), k.job_history(child), k.faults(child),
+                           k.tally_job(child), k.job_deployments(child))
+        with self.client.pipeline(transaction=False) as pipe:
+            pipe.srem(k.jobs, child)
+            pipe.srem(k.global_jobs, child)
+            pipe.hdel(k.job_shares, child)
+            for index in (k.filling, k.held, k.deadlines):
+                pipe.zrem(index, child)
+            pipe.execute()
+
     def forget_children(self, job_id: str, children: list[str]) -> None:
         if children:
             self.client.zrem(self.keys.job_children(job_id), *children)
