@@ -86,6 +86,9 @@ def launch_tick(store: Store, outcomes: Outcomes, job_id: str, now: int) -> Laun
     child = launching.child_spec(spec, f"{job_id}/periodic-{latest // 1000}")
     result = launching.launch(store, spec, child, how="tick", tick=tick, at=latest, launches=launches,
                               next_launch=following, skipped=skipped)
+    if result.refused == "exists":  # never a tick's name (a forced launch avoids them): recorded, not stuck on it
+        return store.launch(job_id, child.id, how="tick", tick=tick, next_launch=following, create=False,
+                            skipped=(f"a job named {child.id} exists", due[0], latest, len(due)))
     if result.created:
         trim_history(store, outcomes, spec)
     _tend_last(store, spec, fields)
