@@ -33,7 +33,7 @@ import binascii
 import gzip
 import hashlib
 import os
-import shutil
+import struct
 import tempfile
 import time
 from dataclasses import asdict, dataclass
@@ -143,34 +143,53 @@ def save(store: Store, target: str | Path | IO[bytes], tries: int = TRIES, max_p
 
 
 def _read_once(store: Store, spool: IO[bytes]) -> tuple[Header, int] | None:
-    """The namespace's keys as entry lines in ``spool``: (header, how many), or None when
-    it changed during the read."""
+    """The namespace's keys in ``spool`` as they come (raw: length-prefixed name, TTL and
+    payload, so that a read with writes paused does no more than it must): (header, how
+    many), or None when it changed during the read."""
     count = 0
-    lines: list[bytes] = []
+    chunk: list[bytes] = []
 
     def write(entry: Entry) -> None:
         nonlocal count
         rest, pttl, payload = entry
-        lines.append(orjson.dumps({"key": rest, "ttl": pttl, "dump": base64.b64encode(payload).decode()}) + b"\n")
+        name = rest.encode()
+        chunk.append(_RAW.pack(len(name), pttl, len(payload)) + name + payload)
         count += 1
-        if len(lines) >= 1024:
-            spool.write(b"".join(lines))
-            lines.clear()
+        if len(chunk) >= 1024:
+            spool.write(b"".join(chunk))
+            chunk.clear()
 
-    saved_at = store.now_ms()
+    saved_at, layout, version = store.now_ms(), store.key_layout(), store.redis_version()
     try:
         mark = store.dump_namespace(write)
     except ChangedWhileRead:
         return None
-    spool.write(b"".join(lines))
-    return Header(store.keys.namespace, store.key_layout(), saved_at, mark, store.redis_version()), count
+    spool.write(b"".join(chunk))
+    return Header(store.keys.namespace, layout, saved_at, mark, version), count
+
+
+_RAW = struct.Struct(">IqI")  # name length, PTTL, payload length
+
+
+def _lines(spool: IO[bytes]) -> Iterator[bytes]:
+    """The spool's entries as the file's lines."""
+    spool.seek(0)
+    while head := spool.read(_RAW.size):
+        name_length, pttl, payload_length = _RAW.unpack(head)
+        name, payload = spool.read(name_length).decode(), spool.read(payload_length)
+        yield orjson.dumps({"key": name, "ttl": pttl, "dump": base64.b64encode(payload).decode()}) + b"\n"
 
 
 def _write(target: str | Path | IO[bytes], header: Header, spool: IO[bytes], count: int) -> None:
     def copy(out: IO[bytes]) -> None:
         out.write(orjson.dumps({"sched_snapshot": FORMAT, **asdict(header)}) + b"\n")
-        spool.seek(0)
-        shutil.copyfileobj(spool, out, 1 << 20)
+        batch: list[bytes] = []
+        for line in _lines(spool):
+            batch.append(line)
+            if len(batch) >= 1024:
+                out.write(b"".join(batch))
+                batch.clear()
+        out.write(b"".join(batch))
         out.write(orjson.dumps({"end": True, "keys": count}) + b"\n")
 
     if not isinstance(target, (str, Path)):
