@@ -33,7 +33,7 @@ from scheduler.control.processes import process
 from scheduler.control.worker_config import WorkerConfig
 from scheduler.model import (BATCH, LIVE_STATES, PENDING, TASK_STATES, TERMINAL_STATES, JobSpec, Node, SchedError, SpecError, Task,
                              make_node)
-from scheduler.model.quantities import CPU, MEMORY, format_quantity
+from scheduler.model.quantities import CPU, MEMORY, decimal_memory, format_quantity
 from scheduler.model.spec_text import as_spec, from_template, read_specs
 from scheduler.model.errors import NotFound, PermissionDenied
 from scheduler.state import acl
@@ -175,7 +175,7 @@ class Client:
         ``unoffered`` when the job asks for resources no node of the namespace has offered."""
         parsed = as_spec(spec)  # before connecting: bad input is reported without a Redis
         results = [reconcile.submit(self.store, parsed, Submitted(by=self.actor))]
-        return self._note_unoffered(results, [parsed])[0]
+        return self._notes(results, [parsed])[0]
 
     def submit_many(self, specs: Iterable[dict | str | JobSpec]) -> list[dict]:
         """Submit several jobs; returns :meth:`submit`'s result for each, in order. Every
@@ -197,7 +197,7 @@ class Client:
                     raise SpecError(f"document {i}: {exc}") from None
                 jobs.append((parsed.id, parsed))
             results = reconcile.submit_many(self.store, jobs, Submitted(by=self.actor))
-            return self._note_unoffered(results, [spec for _, spec in jobs])
+            return self._notes(results, [spec for _, spec in jobs])
 
     def submit_text(self, text: str) -> list[dict]:
         """Submit every job spec in a YAML or JSON text (one, several YAML documents or JSON
@@ -210,18 +210,25 @@ class Client:
                 results = [reconcile.submit(self.store, jobs[0][1].with_id(jobs[0][0]), recorded)]
             else:
                 results = reconcile.submit_many(self.store, jobs, recorded)
-            return self._note_unoffered(results, [spec for _, spec in jobs])
+            return self._notes(results, [spec for _, spec in jobs])
 
-    def _note_unoffered(self, results: list[dict], specs: list[JobSpec]) -> list[dict]:
+    def _notes(self, results: list[dict], specs: list[JobSpec]) -> list[dict]:
         """Give each result whose job asks for a resource that no node of the namespace
         has offered an ``unoffered`` list naming those (a job may rightly wait for nodes
-        yet to come, so this is said, not refused). Every node has a cpu and a memory, so
+        yet to come, so this is said, not refused), and each whose memory is a whole
+        number of decimal megabytes but not of mebibytes (``10GB``) a ``decimal_memory``
+        (``"10G"``), which ``sched job submit`` notes. Every node has a cpu and a memory, so
         only other resources are looked up: one read of the namespace's resource names."""
         asked: dict[int, set[str]] = {}  # per spec: jobs made from one template share theirs
+        decimal: dict[int, str | None] = {}
         for spec in specs:
             if id(spec) not in asked:
                 asked[id(spec)] = {name for name, amount in spec.resources.items()
                                    if amount > 0 and name not in (CPU, MEMORY)}
+                decimal[id(spec)] = decimal_memory(spec.resources.get(MEMORY, 0))
+        for result, spec in zip(results, specs):
+            if decimal[id(spec)] is not None:
+                result["decimal_memory"] = decimal[id(spec)]
         wanted = [asked[id(spec)] for spec in specs]
         if any(asked.values()):
             offered = set(self.store.resource_names())

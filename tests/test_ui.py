@@ -123,6 +123,39 @@ def test_a_finished_batch_job_shows_complete(app, web):
     assert "complete" in web.get(f"/jobs/crunch?ns={ns}").text
 
 
+def test_a_job_is_running_only_while_one_of_its_tasks_runs(app, web):
+    """On a node added with `sched node add` (no agent) a job's tasks are placed but never
+    start: the dashboard says "assigned", and why, not "running"; "running" once a task
+    has started; "pending" while none is placed; "idle" when scaled to 0. The API's
+    `status` stays what `sched job ls` says."""
+    app.store.put_node(make_node("n1", cpu=4, memory="8GiB"))
+    reconcile.submit(app.store, parse_job({"id": "web", "replicas": 2, "resources": {"cpu": 1, "memory": "1GiB"}}))
+    reconcile.submit(app.store, parse_job({"id": "huge", "replicas": 1, "resources": {"cpu": 64}}))
+    place(app)
+    ns = app.keys.namespace
+
+    def shown(path: str, job_id: str) -> str:
+        page = web.get(f"{path}?ns={ns}").text
+        row = page[page.index(f'data-job="{job_id}"'):] if path != f"/jobs/{job_id}" else page
+        cell = row[row.index('data-field="status"'):]
+        return cell[cell.index('<span class="state'):cell.index("</span>") + 7]
+
+    def phases() -> dict[str, tuple[str, str]]:
+        return {j["id"]: (j["status"], j["phase"]) for j in web.get(f"/api/jobs?ns={ns}").json()["jobs"]}
+
+    assert phases() == {"web": ("running", "assigned"), "huge": ("running", "pending")}
+    for path in ("/", "/jobs", "/jobs/web"):
+        cell = shown(path, "web")
+        assert ">assigned<" in cell and "running" not in cell, (path, cell)
+        assert "no agent runs them yet" in cell  # its title says why
+    assert ">pending<" in shown("/jobs", "huge")
+    assert app.store.start_task("web.0", "n1")  # what an agent does when the command starts
+    assert phases()["web"] == ("running", "running")
+    assert ">running<" in shown("/", "web") and ">running<" in shown("/jobs/web", "web")
+    reconcile.scale(app.store, "huge", 0)
+    assert phases()["huge"] == ("running", "idle")
+
+
 def test_user_text_is_escaped(app, web):
     cluster(app)
     ns = app.keys.namespace

@@ -55,7 +55,7 @@ def task_record(task: Task) -> dict:
 def job_record(job: data.JobView, spec: bool = False) -> dict:
     record = {"id": job.id, "type": job.type, "status": job.status, "priority": job.priority,
               "replicas": job.replicas, "version": job.version, "created_ms": job.created_ms,
-              "tasks": job.counts, "total": job.total}
+              "tasks": job.counts, "total": job.total, "phase": job.phase}
     if spec:
         record["spec"] = job.spec
     return record

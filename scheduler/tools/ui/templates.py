@@ -17,7 +17,7 @@ from starlette.responses import HTMLResponse
 
 from scheduler.control.changes import show
 from scheduler.model import TASK_STATES
-from scheduler.model.quantities import CPU, MEMORY
+from scheduler.model.quantities import CPU, MEMORY, decimal_memory
 from scheduler.tools.render import spec_for_people
 
 RESOURCE_ORDER = ("cpu", "memory", "gpu")
@@ -72,7 +72,12 @@ def _number(value: float) -> str:
 
 
 def _memory_unit(amount: int) -> tuple[int, str]:
-    for factor, unit in ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+    """The unit to show bytes in: binary, but decimal for an amount written in decimal
+    units (10 GB, not 9.31 GiB)."""
+    units = ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"))
+    if decimal_memory(amount) is not None:
+        units = ((10**12, "TB"), (10**9, "GB"), (10**6, "MB"))
+    for factor, unit in units:
         if amount >= factor:
             return factor, unit
     return 1, "B"

@@ -292,7 +292,7 @@
     for (const j of jobs) {
       for (const row of all(`[data-job="${esc(j.id)}"]`)) {
         const status = row.querySelector('[data-field="status"]');
-        if (status && status.textContent.trim() !== j.status) differs = true; // its buttons change
+        if (status && status.textContent.trim() !== j.phase) differs = true; // what it shows, and its buttons
         for (const [state, n] of Object.entries(j.tasks)) {
           const el = row.querySelector(`[data-count="${esc(state)}"]`);
           if (el) {
