@@ -156,6 +156,27 @@ def test_a_job_is_running_only_while_one_of_its_tasks_runs(app, web):
     assert phases()["huge"] == ("running", "idle")
 
 
+def test_a_node_card_says_which_of_status_and_availability_stands_in_the_way(app, web):
+    """A red `down` beside a green `active`: the card says in words that the node takes no
+    tasks because it is down (its agent stopped reporting), and each badge says on hover
+    who sets it."""
+    for name in ("up", "gone", "held"):
+        app.store.put_node(make_node(name, cpu=2, memory="4GiB"))
+    app.store.set_status("gone", "down")
+    app.store.set_availability("held", "pause")
+    ns = app.keys.namespace
+    words = {n["name"]: n["meaning"] for n in web.get(f"/api/nodes?ns={ns}").json()["nodes"]}
+    assert words == {"up": "takes new tasks: ready and active",
+                     "gone": "takes no tasks: down, its agent stopped reporting (its tasks were lost and replaced)",
+                     "held": "takes no new tasks: paused by people; its tasks run on"}
+    for path in ("/", "/nodes", "/nodes/gone"):
+        page = web.get(f"{path}?ns={ns}").text
+        card = page[page.index('data-node="gone"'):]
+        assert 'class="node-meaning node-blocked" data-field="meaning">' + words["gone"] in card, path
+        assert 'title="status down: its agent stopped reporting' in card
+        assert 'title="availability active: people let it take tasks' in card
+
+
 def test_user_text_is_escaped(app, web):
     cluster(app)
     ns = app.keys.namespace

@@ -19,6 +19,7 @@ from scheduler.control.changes import show
 from scheduler.model import TASK_STATES
 from scheduler.model.quantities import CPU, MEMORY, decimal_memory
 from scheduler.tools.render import spec_for_people
+from scheduler.tools.ui import node_words
 
 RESOURCE_ORDER = ("cpu", "memory", "gpu")
 
@@ -134,6 +135,9 @@ class Pages:
         self.env.filters.update(when=when, ago=ago, after=after, usage=usage, quantities=quantities,
                                 changed=changed_value)
         self.env.globals.update(TASK_STATES=TASK_STATES, amount=amount, resources=resources)
+        self.env.globals.update(node_meaning_text=node_words.meaning,
+                                node_status_note=lambda status: node_words.STATUS_NOTE.get(status, ""),
+                                node_availability_note=lambda value: node_words.AVAILABILITY_NOTE.get(value, ""))
 
     def render(self, name: str, *, namespace: str, namespaces: list[str], status: int = 200, **values) -> HTMLResponse:
         def url(path: str, *segments: str, **params) -> str:

@@ -273,6 +273,11 @@
         if (tasks) tasks.textContent = String(n.tasks);
         setBadge(row.querySelector('[data-field="status"]'), n.status);
         setAvailability(row, n.availability);
+        const meaning = row.querySelector('[data-field="meaning"]');
+        if (meaning && n.meaning) {
+          meaning.textContent = n.meaning;
+          meaning.classList.toggle("node-blocked", n.status === "down" || n.availability !== "active");
+        }
         for (const u of n.usage) {
           const bar = row.querySelector(`[data-resource="${esc(u.resource)}"]`);
           if (!bar) continue;
