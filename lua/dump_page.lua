@@ -1,8 +1,9 @@
 -- dump_page.lua: one page of a namespace's snapshot (scheduler/state/snapshots.py): the
 -- DUMP and the time to live of each key given, in one step, with the namespace's change
 -- mark. Read-only. Every script that changes a namespace either appends to its stream or
--- moves one of the counters the mark holds, so pages read under one mark, read before the
--- keys were listed, hold the namespace as it was at one moment.
+-- moves one of the counters the mark holds (but series.lua, whose samples for the
+-- dashboard stand alone), so pages read under one mark, read before the keys were
+-- listed, hold the namespace as it was at one moment.
 --
 -- KEYS[1] stream         STREAM  the namespace's events (its newest entry id)
 -- KEYS[2] q:cycle        STRING  claims (claim.lua announces nothing)

@@ -7,11 +7,12 @@ seconds. The keys are read instead in pages of bounded size (``lua/dump_page.lua
 key's ``DUMP`` and time to live, a few hundred keys or about a megabyte per call), each
 page with the namespace's *change mark*: its stream's newest entry id and the counters
 that the few unannounced changes move (claims, node changes, queued tasks, cluster
-events). The mark is read once before the keys are listed; when every page comes back
+events; only the dashboard's samples, ``series.lua``, move none, and stand alone). The mark is read once before the keys are listed; when every page comes back
 with that same mark, nothing changed the namespace's scripted state in between, and the
 pages together are the namespace at one moment. Otherwise the read is worth nothing and
 the caller reads again. What is written outside scripts (a task's output, agents'
-heartbeats, the workers' counters) is read as it was when its page was.
+heartbeats, the workers' counters) and the dashboard's samples are read as they were
+when their page was.
 
 Restoring writes the payloads with ``RESTORE ... REPLACE`` under the target's own key
 names (the part after ``sched:{ns}:`` is kept), in pipelined batches, into a namespace
