@@ -8,6 +8,7 @@ from scheduler.model.spec_text import load_specs
 from scheduler.control import changes
 from scheduler.model import SpecError
 from scheduler.model.quantities import parse_memory
+from scheduler.tools.cli import complete
 from scheduler.tools.cli.common import json_option, pass_app
 from scheduler.tools.render import history_text, job_text, print_json, print_table
 
@@ -134,7 +135,7 @@ def job_ls(app, as_json):
 
 
 @job.command("show")
-@click.argument("job_id", metavar="ID")
+@click.argument("job_id", metavar="ID", shell_complete=complete.job_ids)
 @json_option
 @pass_app
 def job_show(app, job_id, as_json):
@@ -159,7 +160,7 @@ class _ScaleCommand(click.Command):
 
 
 @job.command("scale", cls=_ScaleCommand)
-@click.argument("job_id", metavar="ID")
+@click.argument("job_id", metavar="ID", shell_complete=complete.job_ids)
 @click.argument("replicas", type=click.IntRange(0, 1_000_000))
 @json_option
 @pass_app
@@ -202,7 +203,7 @@ def job_plan(app, file, as_json):
 
 
 @job.command("history")
-@click.argument("job_id", metavar="ID")
+@click.argument("job_id", metavar="ID", shell_complete=complete.job_ids)
 @json_option
 @pass_app
 def job_history(app, job_id, as_json):
@@ -219,7 +220,7 @@ def job_history(app, job_id, as_json):
 
 
 @job.command("revert")
-@click.argument("job_id", metavar="ID")
+@click.argument("job_id", metavar="ID", shell_complete=complete.job_ids)
 @click.argument("version", type=click.IntRange(1, None))
 @json_option
 @pass_app
@@ -233,7 +234,7 @@ def job_revert(app, job_id, version, as_json):
 
 
 @job.command("stop")
-@click.argument("job_id", metavar="ID")
+@click.argument("job_id", metavar="ID", shell_complete=complete.job_ids)
 @pass_app
 def job_stop(app, job_id):
     """Stop every task of a job and release what they hold."""
