@@ -213,6 +213,21 @@ def test_a_change_between_two_pages_makes_the_read_start_again(redis_url, monkey
     assert Client(app=app).snapshot_save(Path("/dev/null"))["tries"] == 1
 
 
+def test_a_namespace_without_a_stream_is_read_with_writes_paused(redis_url, tmp_path):
+    source = App(redis_url=redis_url, namespace=fresh())
+    build(source)
+    source.store.stream.set_maxlen(0)
+    path = tmp_path / "quiet.snap"
+    saved = orjson.loads(sched(redis_url, source.keys.namespace, "snapshot", "save", path, "--json").output)
+    assert saved["tries"] == 1 and saved["paused_ms"] >= 1
+    copy = App(redis_url=redis_url, namespace=fresh("copy"))
+    sched(redis_url, None, "snapshot", "restore", path, "--namespace", copy.keys.namespace)
+    assert contents(copy) == contents(source)
+    refused = sched(redis_url, source.keys.namespace, "snapshot", "save", tmp_path / "no.snap", "--max-pause", "0",
+                    ok=False)
+    assert refused.exit_code == 2 and "keeps no event stream" in refused.output and not (tmp_path / "no.snap").exists()
+
+
 @pytest.mark.slow
 def test_snapshots_taken_while_workers_place_and_users_submit_each_restore_consistent(redis_url, tmp_path,
                                                                                       monkeypatch):

@@ -99,47 +99,55 @@ def save(store: Store, target: str | Path | IO[bytes], tries: int = TRIES, max_p
     """Write the namespace of ``store`` to ``target`` (a path, or a binary file open for
     writing) as of one moment: up to ``tries`` reads while the namespace works on, then,
     if each met a change and ``max_pause_ms`` > 0, one more with the server's writes
-    paused for at most that long. Raises :class:`NamespaceBusy` when no read was whole,
-    SpecError when the namespace cannot be saved."""
+    paused for at most that long (at once, when the namespace keeps no event stream: its
+    change mark would miss what the scripts announce). Raises :class:`NamespaceBusy`
+    when no read was whole, SpecError when the namespace cannot be saved."""
     namespace = store.keys.namespace
     if store.restore_marker() is not None:
         raise SpecError(f"namespace {namespace} holds a restore that did not finish; run the same "
                         f"`sched snapshot restore` again to finish it, then save.")
-    if store.stream.maxlen() == 0:
-        raise SpecError(f"namespace {namespace} keeps no event stream, whose position tells a snapshot that nothing "
-                        f"changed while it was read; keep events (`sched events keep 100000`) and save again.")
-    for attempt in range(1, tries + 2):
-        paused = attempt > tries
+    streamless = store.stream.maxlen() == 0
+    if streamless and max_pause_ms <= 0:
+        raise SpecError(f"namespace {namespace} keeps no event stream, whose position tells a read that nothing "
+                        f"changed meanwhile, so it is read with writes paused, which --max-pause 0 forbids; give "
+                        f"a pause, or keep events (`sched events keep 100000`).")
+    plain = 0 if streamless else tries
+    for attempt in range(1, plain + 2):
+        paused = attempt > plain
         if paused and max_pause_ms <= 0:
             break
         with tempfile.TemporaryFile() as spool:
             started = time.monotonic()
-            if paused:
-                try:
-                    with store.writes_paused(max_pause_ms):
-                        read = _read_once(store, spool)
-                except redis.ResponseError as exc:
-                    if "NOPERM" not in str(exc):
-                        raise
-                    raise NamespaceBusy(f"namespace {namespace} changed during each of {tries} reads, and this "
-                                        f"Redis user may not pause writes (CLIENT PAUSE) for one more; save it as "
-                                        f"a user that may, or at a quieter moment.") from None
-            else:
-                read = _read_once(store, spool)
-            if read is None:
+            read = _read_paused(store, spool, max_pause_ms, plain) if paused else _read_once(store, spool)
+            took_ms = int((time.monotonic() - started) * 1000)
+            if read is None or (paused and took_ms >= max_pause_ms):  # the pause may have ended under it
                 if not paused:
                     time.sleep(RETRY_PAUSE_S * attempt)
                 continue
             header, count = read
             _write(target, header, spool, count)
-            paused_ms = int((time.monotonic() - started) * 1000) if paused else 0
-            return Summary(namespace, count, header.saved_at, header.layout, namespace, attempt, paused_ms)
+            return Summary(namespace, count, header.saved_at, header.layout, namespace, attempt,
+                           max(1, took_ms) if paused else 0)
     if max_pause_ms > 0:
-        raise NamespaceBusy(f"namespace {namespace} changed during each of {tries} reads, and its read with writes "
+        raise NamespaceBusy(f"namespace {namespace} changed during each of {plain} reads, and its read with writes "
                             f"paused outlasted the pause ({max_pause_ms} ms), so no snapshot was written; give a "
                             f"longer --max-pause.")
-    raise NamespaceBusy(f"namespace {namespace} changed during each of {tries} reads, so no snapshot was written; "
+    raise NamespaceBusy(f"namespace {namespace} changed during each of {plain} reads, so no snapshot was written; "
                         f"save it at a quieter moment, or let it pause writes for one read (--max-pause).")
+
+
+def _read_paused(store: Store, spool: IO[bytes], max_pause_ms: int, plain: int) -> tuple[Header, int] | None:
+    """:func:`_read_once` with the server's writes paused."""
+    try:
+        with store.writes_paused(max_pause_ms):
+            return _read_once(store, spool)
+    except redis.ResponseError as exc:
+        if "NOPERM" not in str(exc):
+            raise
+        raise NamespaceBusy(f"namespace {store.keys.namespace} "
+                            f"{'keeps no event stream' if plain == 0 else f'changed during each of {plain} reads'}, "
+                            f"and this Redis user may not pause writes (CLIENT PAUSE) for a read; save it as a user "
+                            f"that may.") from None
 
 
 def _read_once(store: Store, spool: IO[bytes]) -> tuple[Header, int] | None:
