@@ -39,9 +39,9 @@ def test_workers_take_one_sample_per_interval_and_the_list_is_capped(app):
     assert app.store.series(after_ms=last["ts"] - 1) == [last]
     for _ in range(12):
         app.store.sample({"cpu": 4000}, every_ms=0, kept=5)
-    assert app.client.llen(app.store.series_key) == 5  # bounded
+    assert app.client.llen(app.keys.series) == 5  # bounded
     assert SAMPLES_KEPT * 300 < 250_000  # about 150 KB at most per namespace (a sample is under 300 bytes)
-    assert max(len(text) for text in app.client.lrange(app.store.series_key, 0, -1)) < 300
+    assert max(len(text) for text in app.client.lrange(app.keys.series, 0, -1)) < 300
 
 
 def test_the_series_route(app):

@@ -24,21 +24,17 @@ SAMPLES_KEPT = 720  # an hour of samples
 
 
 class SeriesStore(NamespaceStore):
-    @property
-    def series_key(self) -> str:
-        return self.keys.prefix + "series"
-
     def sample(self, capacity: dict[str, int], every_ms: int = SAMPLE_EVERY_MS, kept: int = SAMPLES_KEPT) -> bool:
         """Append a sample when the newest is ``every_ms`` old or more (True when one was)."""
         k = self.keys
         text = ",".join(f"{name}={int(amount)}" for name, amount in sorted(capacity.items()))
-        return bool(self.scripts.series([self.series_key, k.stats, k.usage, k.active, k.backoff, k.unschedulable,
+        return bool(self.scripts.series([self.keys.series, k.stats, k.usage, k.active, k.backoff, k.unschedulable,
                                          k.inflight], [every_ms, kept, text]))
 
     def series(self, after_ms: int = 0) -> list[dict]:
         """The samples kept, oldest first; only those taken after ``after_ms``."""
         out = []
-        for text in self.client.lrange(self.series_key, 0, -1):
+        for text in self.client.lrange(self.keys.series, 0, -1):
             try:
                 sample = orjson.loads(text)
             except orjson.JSONDecodeError:

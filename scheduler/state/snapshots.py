@@ -7,9 +7,10 @@ seconds. The keys are read instead in pages of bounded size (``lua/dump_page.lua
 key's ``DUMP`` and time to live, a few hundred keys or about a megabyte per call), each
 page with the namespace's *change mark*: its stream's newest entry id and the counters
 that the few unannounced changes move (claims, node changes, queued tasks, cluster
-events; only the dashboard's samples, ``series.lua``, move none, and stand alone). The mark is read once before the keys are listed; when every page comes back
-with that same mark, nothing changed the namespace's scripted state in between, and the
-pages together are the namespace at one moment. Otherwise the read is worth nothing and
+events; only the dashboard's samples, ``series.lua``, move none, and stand alone). The
+mark is read once before the keys are listed; when every page comes back with that same
+mark, nothing changed the namespace's scripted state in between, and the pages together
+are the namespace at one moment. Otherwise the read is worth nothing and
 the caller reads again. What is written outside scripts (a task's output, agents'
 heartbeats, the workers' counters) and the dashboard's samples are read as they were
 when their page was.
@@ -67,10 +68,6 @@ class SnapshotStore(NamespaceStore):
         if info and "redis_version" not in info:  # a reply per node
             info = next(iter(info.values()))
         return str(info.get("redis_version", ""))
-
-    @property
-    def restoring_key(self) -> str:
-        return self.keys.prefix + "restoring"
 
     def _mark_keys(self) -> list[str]:
         k = self.keys
@@ -147,14 +144,14 @@ class SnapshotStore(NamespaceStore):
 
     def restore_marker(self) -> str | None:
         """The snapshot a restore into this namespace is writing (None: no restore under way)."""
-        return self.client.get(self.restoring_key)
+        return self.client.get(self.keys.restoring)
 
     def begin_restore(self, snapshot: str) -> bool:
         """Mark the namespace as being restored from ``snapshot``; False when another
         restore holds it."""
-        if self.client.set(self.restoring_key, snapshot, nx=True):
+        if self.client.set(self.keys.restoring, snapshot, nx=True):
             return True
-        return self.client.get(self.restoring_key) == snapshot
+        return self.client.get(self.keys.restoring) == snapshot
 
     def restore_entries(self, entries: Iterable[Entry]) -> int:
         """Write the keys under this namespace's prefix (replacing any of the same name);
@@ -175,5 +172,5 @@ class SnapshotStore(NamespaceStore):
         return written
 
     def end_restore(self) -> None:
-        self.client.delete(self.restoring_key)
+        self.client.delete(self.keys.restoring)
         self.register_namespace()
