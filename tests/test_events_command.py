@@ -27,13 +27,14 @@ WAIT_S = 60  # deadlines only
 
 
 class Following:
-    """``sched --redis-url URL --namespace NS events [ARGS]`` running, its lines gathered
-    by a thread as they come."""
+    """``sched events [ARGS]`` running, as typed (the Redis and the namespace come from
+    the environment, as a user's shell would give them), its lines gathered by a thread
+    as they come."""
 
     def __init__(self, url: str, namespace: str, *args: str):
-        self.process = subprocess.Popen([SCHED, "--redis-url", url, "--namespace", namespace, "events", *args],
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        self.process = subprocess.Popen([SCHED, "events", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                        text=True, env={**os.environ, "SCHED_REDIS_URL": url,
+                                                        "SCHED_NAMESPACE": namespace})
         self.lines: list[str] = []
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
