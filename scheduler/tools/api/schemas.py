@@ -76,7 +76,7 @@ CHANGES = named("Changes", obj(
     description="What a submit changes (see `sched job plan`)."))
 SUBMITTED = named("Submitted", obj(
     {"id": STRING, "version": INTEGER, "tasks": array(STRING), "created": BOOLEAN},
-    {"deployment": nullable(STRING), "changes": CHANGES, "unoffered": array(STRING)},
+    {"deployment": nullable(STRING), "changes": CHANGES, "unoffered": array(STRING), "decimal_memory": STRING},
     description="A job submitted, as `sched job submit --json` prints it."))
 JOB_SUMMARY = named("JobSummary", obj(
     {"id": STRING, "type": STRING, "priority": INTEGER, "replicas": nullable(INTEGER), "version": INTEGER,

@@ -80,8 +80,10 @@ def events(ctx, since, group, consumer, claim_idle, types, jobs, nodes, count, a
                 if count is not None and seen >= count:
                     break
             return
-        with client.events(since=since, group=group, consumer=consumer, types=types, job=jobs, node=nodes,
-                           claim_idle=claim_idle, batch=min(count or BATCH, BATCH)) as feed:
+        # With the stream on, the plain form reads it from now, so that each line carries
+        # its stream id (give it to --since to carry on after it).
+        with client.events(since="now" if since is None else since, group=group, consumer=consumer, types=types,
+                           job=jobs, node=nodes, claim_idle=claim_idle, batch=min(count or BATCH, BATCH)) as feed:
             for stream_id, event in feed:
                 if as_json:
                     line = orjson.dumps({"stream_id": stream_id, **event}).decode()
