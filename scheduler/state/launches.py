@@ -87,12 +87,13 @@ class LaunchStore(NamespaceStore):
         self.client.zrem(self.keys.launchers, job_id)
 
     def first_launch(self) -> tuple[int, float | None]:
-        """(Redis time, the earliest next launch of any periodic job or None), in one round trip."""
-        with self.client.pipeline(transaction=False) as pipe:
-            pipe.time()
-            pipe.zrange(self.keys.launchers, 0, 0, withscores=True)
-            (seconds, micros), first = pipe.execute()
-        return int(seconds) * 1000 + int(micros) // 1000, (first[0][1] if first else None)
+        """(Redis time, the earliest next launch of any periodic job) or (0, None) when no
+        periodic job has one: Redis time is read only when there is one (a cluster pipeline
+        cannot send TIME, and a namespace without periodic jobs pays one ZRANGE)."""
+        first = self.client.zrange(self.keys.launchers, 0, 0, withscores=True)
+        if not first or first[0][1] == math.inf:
+            return 0, None
+        return self.now_ms(), first[0][1]
 
     def due_launchers(self, until_ms: int, limit: int = 100) -> list[str]:
         return self.client.zrangebyscore(self.keys.launchers, "-inf", until_ms, start=0, num=limit)
