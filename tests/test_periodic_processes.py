@@ -104,7 +104,7 @@ def test_forbid_never_overlaps_and_replace_stops_the_running_launch(cluster, app
     client.submit({"id": "forbid", "type": "batch", "resources": small, "run": {"command": _command(forbid, 2.5)},
                    "periodic": {"cron": "@every 1s", "overlap": "forbid"}})
     client.submit({"id": "replace", "type": "batch", "resources": small, "run": {"command": _command(replace, 2.5)},
-                   "periodic": {"cron": "@every 1s", "overlap": "replace"}})
+                   "periodic": {"cron": "@every 1s", "overlap": "replace", "history": {"completed": 20, "failed": 20}}})
     cluster.wait(lambda: sum(w == "end" for w, _, _ in _ledger(forbid)) >= 2, "two forbid runs to end", 30)
     client.suspend("forbid")
     client.suspend("replace")
