@@ -133,3 +133,13 @@ def test_parallelism_is_never_exceeded_by_four_worker_processes(app, redis_url, 
         workers.wait(timeout=30)
     assert over == []
     assert max(seen) == 5  # the limit was reached, not merely respected by running one at a time
+
+
+def test_parallelism_zero_is_one_sentence_and_nothing_is_written(app, sched):
+    import json
+
+    out = sched("job", "submit", "-", input=json.dumps({"id": "z", "type": "batch", "parallelism": 0}), ok=False)
+    assert out.exit_code == 2 and "job z: parallelism must be between 1 and 1000000, not 0." in out.output
+    out = sched("job", "submit", "-", input=json.dumps({"id": "s", "parallelism": 2}), ok=False)
+    assert out.exit_code == 2 and "parallelism applies to batch jobs" in out.output
+    assert app.client.keys(f"sched:{{{app.keys.namespace}}}:*") == []
