@@ -775,16 +775,31 @@ def _replaced_on_b(cluster, app, job_id: str, original: str) -> str:
     return cluster.wait(replaced, "a's task to end and a replacement to run on b", 30)
 
 
-def test_an_agent_paused_past_its_ttl_stops_its_task_before_the_replacement_starts(cluster, app, tmp_path):
+def paused(pid: int) -> bool:
+    """The process is stopped by a signal (SIGSTOP)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] == "T"
+    except (OSError, IndexError):
+        return False
+
+
+@pytest.mark.parametrize("on_loss", ["freeze", "stop"])
+def test_an_agent_paused_past_its_ttl_freezes_its_task_before_the_replacement_starts(cluster, app, tmp_path,
+                                                                                      on_loss):
     """Only the agent's own process is paused (SIGSTOP): its work horse and command run on,
     as they would on a machine whose agent died. Its heartbeat lapses, and the task is
-    replaced on b (its work horse, which still reaches Redis, records it failed once it has
-    stopped it; else the node is declared down and the task lost): the original's command
-    must have stopped before the replacement's began."""
+    replaced on b: the original's command must have done its last tick before the
+    replacement's first. By default (``freeze``) the work horse's watchdog pauses the
+    command a TTL after the last heartbeat, the node is declared down and the task lost;
+    once the agent is back it kills the frozen command rather than resume it. With
+    ``on_loss: stop`` the watchdog kills it, and the task ends lost (its agent's loss, not
+    a failure of its own)."""
     ledger = tmp_path / "ledger"
     agent = cluster.agent("a", heartbeat="0.5")  # a TTL of 1.5 s
     cluster.worker()
-    job_id = submit(app, {"id": "slot", "replicas": 1, "resources": SMALL, "run": {"command": ticking(ledger)}})
+    job_id = submit(app, {"id": "slot", "replicas": 1, "resources": SMALL, "run": {"command": ticking(ledger)},
+                          "disconnect": {"on_loss": on_loss}})
     cluster.wait(lambda: states(job_tasks(app, job_id)) == ["running"], "the task to run on a")
     original = job_tasks(app, job_id)[0].id
     cluster.wait(lambda: original in ticks(ledger), "its command to tick")
@@ -793,12 +808,20 @@ def test_an_agent_paused_past_its_ttl_stops_its_task_before_the_replacement_star
     try:
         replacement = _replaced_on_b(cluster, app, job_id, original)
         cluster.wait(lambda: replacement in ticks(ledger), "the replacement's command to tick")
-        assert not command_pids(original)
+        left = command_pids(original)
+        if on_loss == "freeze":
+            assert left and all(paused(pid) for pid in left), [(pid, paused(pid)) for pid in left]
+        else:
+            assert not left
     finally:
         _signal(agent.pid, signal.SIGCONT)
+    cluster.wait(lambda: not command_pids(original), "the returned agent to kill the lost task's command")
     seen = ticks(ledger)
     assert max(seen[original]) < min(seen[replacement]), "the two runs of the slot overlapped"
-    assert "without a heartbeat" in app.store.get_task(original).message
+    task = app.store.get_task(original)
+    assert task.state == "lost", task
+    assert ("without a heartbeat" if on_loss == "stop" else "node a is down") in task.message, task
+    assert job_tasks(app, job_id)[1].retries == 0 and app.client.zcard(app.keys.faults(job_id)) == 0
 
 
 def test_a_job_that_keeps_running_when_disconnected_overlaps_until_the_agent_is_back(cluster, app, tmp_path):
