@@ -157,10 +157,13 @@ class NodeAgent:
         """Register, then supervise the RQ workers in this thread until a signal stops it:
         the first SIGTERM or SIGINT lets running tasks finish, a second one stops them."""
         self.fence()  # what ran too long without a heartbeat while no agent was here
-        self.register()
+        # Before the first beat: a function's frozen work horse whose RQ worker this kills
+        # is resumed by the kernel (see run_task), and its watchdog freezes it again only
+        # while the heartbeat is overdue; the sync decides its fate once the agent beats.
         left = self.workers.stop_left_behind()
         if left:
             log.info("agent %s: stopped %d RQ worker(s) an earlier agent left behind", self.node.name, len(left))
+        self.register()
         thread = threading.Thread(target=self.loop, name="agent-loop", daemon=True)
         thread.start()
         HealthChecks(self.app, self.node.name, self._stop, Journal(self.journal.path)).start()

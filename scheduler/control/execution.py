@@ -216,7 +216,14 @@ def run_task(url: str, namespace: str, node: str, task_id: str, rq_url: str | No
             os.setpgid(0, 0)  # lead a group of our own (an RQ work horse already does)
         record.started(task_id, rq_job_id(namespace, task_id), process_groups.identify(os.getpid()),
                        spec.disconnect, task.assigned_ms)
-        watchdog = Watchdog(record, task_id, spec.disconnect, spec.run is not None and "func" in spec.run)
+        in_process = spec.run is not None and "func" in spec.run
+        if in_process:
+            # Frozen with its function, this process dies of SIGHUP if its RQ worker dies
+            # meanwhile (POSIX sends SIGHUP, then SIGCONT, to a process group orphaned while
+            # stopped); instead it goes on, and its watchdog freezes it again at its next
+            # look if the heartbeat is still overdue.
+            signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        watchdog = Watchdog(record, task_id, spec.disconnect, in_process)
         watchdog.start()
     output = Output(lambda fields: _quietly(app.store.save_output, task_id, fields))
     try:
