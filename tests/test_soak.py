@@ -356,8 +356,9 @@ class Soak:
             if task is None:
                 problems.append(f"a command ran for {task_id}, which is no task")
                 continue
-            if task.state == "completed" or (task.state == "stopped" and task.message.startswith(SCALED_DOWN)):
-                continue
+            if task.state in ("completed", *LIVE_STATES) or (task.state == "stopped"
+                                                             and task.message.startswith(SCALED_DOWN)):
+                continue  # it ran to its end, runs still (the service), or its slot is gone
             # It ran, and its slot runs again: a fault on its node during the run must explain it.
             cause = self._cause(task)
             if cause is None:
