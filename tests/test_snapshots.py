@@ -33,8 +33,26 @@ from workers.scheduler_worker import SchedulerWorker, WorkerConfig
 from worker_harness import cluster_problems, format_problems, run_worker_until_idle
 
 
+_MADE: list[str] = []  # the namespaces this module's tests made, removed after each test
+
+
 def fresh(prefix: str = "s") -> str:
-    return prefix + uuid.uuid4().hex[:10]
+    name = prefix + uuid.uuid4().hex[:10]
+    _MADE.append(name)
+    return name
+
+
+@pytest.fixture(autouse=True)
+def _remove_namespaces(redis_url):
+    """Leave nothing behind on the session's server (a heartbeat's TTL would show up in
+    other tests' views of the whole server)."""
+    yield
+    client = App(redis_url=redis_url).client
+    for name in _MADE:
+        for key in client.scan_iter(match=f"sched:{{{name}}}:*", count=1000):
+            client.delete(key)
+        client.srem("sched:namespaces", name)
+    _MADE.clear()
 
 
 def sched(url: str, namespace: str | None, *args, ok: bool = True):
