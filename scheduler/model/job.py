@@ -15,6 +15,7 @@ from scheduler.model.constraints import Constraint, attribute_getter, parse_cons
 from scheduler.model.errors import SpecError
 from scheduler.model.names import check_job_id, check_tenant, new_job_id, parse_plugins
 from scheduler.model.quantities import CPU, MEMORY, lookalike, parse_resources
+from scheduler.model.retention import parse_ttl_after_finished
 from scheduler.model.update import HealthCheck, UpdatePolicy, health_raw, parse_health, parse_update, update_raw
 from scheduler.model.states import (BATCH, GLOBAL, JOB_TYPES, MAX_PRIORITY, MAX_REPLICAS, MIN_PRIORITY, SERVICE,
                                     SPREAD, STRATEGIES)
@@ -56,6 +57,9 @@ class JobSpec:
     # Seconds a task runs on while its agent cannot renew its heartbeat: None for the
     # agent's heartbeat TTL (the default), math.inf to keep running ("never").
     stop_after_disconnect: float | None = None
+    # Seconds after the job finished that it is removed (Kubernetes' ttlSecondsAfterFinished);
+    # None: the namespace's job_retention.
+    ttl_after_finished: int | None = None
 
     @property
     def gang(self) -> int:
@@ -91,6 +95,7 @@ _JOB_FIELDS = {
     "id", "type", "priority", "replicas", "resources", "constraints", "preferences", "ports",
     "plugins", "strategy", "max_per_node", "run", "preemptible", "preempt", "max_retries",
     "restart_delay", "gang", "min_available", "tenant", "update", "health", "disconnect",
+    "ttl_after_finished",
 }
 MAX_STOP_AFTER_S = 86_400
 
@@ -260,6 +265,7 @@ def parse_job(raw) -> JobSpec:
         update=update,
         health=health,
         stop_after_disconnect=_parse_disconnect(raw.get("disconnect"), job),
+        ttl_after_finished=parse_ttl_after_finished(raw.get("ttl_after_finished"), job),
     )
     normalised = {
         "id": spec.id, "type": spec.type, "priority": spec.priority, "replicas": spec.replicas,
@@ -284,6 +290,8 @@ def parse_job(raw) -> JobSpec:
     if spec.stop_after_disconnect is not None:
         after = spec.stop_after_disconnect
         normalised["disconnect"] = {"stop_after": "never" if after == math.inf else after}
+    if spec.ttl_after_finished is not None:
+        normalised["ttl_after_finished"] = spec.ttl_after_finished
     spec.raw.update(normalised)
     return spec
 

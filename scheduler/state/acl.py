@@ -109,7 +109,7 @@ _ROLE_COMMANDS = {
 # failures, events and a job's task index. Not the jobs: a job's hash (but HINCRBY, below),
 # the jobs' sets and shares, deployments, config, quota, tenants, histories but a node's.
 _AGENT_WRITES = ("q:*", "task:*", "node:*", "nodes", "nodes:*", "resources", "agents", "agents:*", "tally:*",
-                 "usage", "stream", "faults:*", "job:*:tasks")
+                 "usage", "stream", "faults:*", "job:*:tasks", "tasks:ended")
 # A requeue (replace.lua) moves a job's next_index and updated with HINCRBY: the one
 # write an agent may make to a job's hash, which cannot write a spec.
 _AGENT_JOB_COMMANDS = ("hincrby",)

@@ -51,7 +51,7 @@ class TaskStore(NamespaceStore):
             node = task.node if task.live else ""
             keys += [k.task(task.id), k.node(node), k.node_tasks(node), k.tally_job(task.job), k.faults(task.job)]
             args += [task.id, state, message, node]
-        keys += [k.stream, k.config, k.usage]
+        keys += [k.stream, k.config, k.usage, k.ended]
         return self.scripts.finish(keys=keys, args=args) if tasks else []
 
     def finish_ids(self, task_ids: list[str], state: str = STOPPED, message: str = "", attempts: int = 3) -> dict:
