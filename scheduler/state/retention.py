@@ -39,13 +39,14 @@ class RetentionStore(NamespaceStore):
             self.client.hset(self.keys.config, mapping=stored)
         return self.retention()
 
-    def unset_retention(self, names: list[str]) -> Retention:
-        """Back to the defaults for these settings."""
-        for name in names:
-            parse_setting(name, 0)  # an unknown name is one sentence
+    def config_fields(self) -> dict[str, str]:
+        """The namespace's settings as stored (those set)."""
+        return self.client.hgetall(self.keys.config)
+
+    def unset_settings(self, names: list[str]) -> None:
+        """Back to the defaults for these settings (names checked by the caller)."""
         if names:
             self.client.hdel(self.keys.config, *names)
-        return self.retention()
 
     # The indexes.
     def uncounted_ends(self, limit: int) -> list[str]:

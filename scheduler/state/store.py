@@ -5,7 +5,8 @@ Each noun's part lives in its own module, over the keys it owns: ``nodes.py`` (n
 their agents), ``jobs.py`` (jobs and the scripts that create tasks), ``tasks.py``,
 ``nominations.py`` (preemption), ``tallies.py``, ``quotas.py`` (quotas and tenants),
 ``deployments.py`` (rolling updates and task health), ``history.py`` (who did what),
-``retention.py`` (what ended, and removing it when its time comes), all
+``retention.py`` (what ended, and removing it when its time comes), ``layout.py`` (the
+version of the namespace's key layout), ``memory.py`` (Redis memory as the namespace sees it), all
 built on ``namespace.py`` (the client, keys and scripts, and what is namespace-wide).
 :class:`Store` brings them together, so callers hold one object. Every change that must
 be atomic with the queue or the tallies goes through a Lua script, whose one Python
@@ -17,6 +18,8 @@ from __future__ import annotations
 from scheduler.state.deployments import DeploymentStore
 from scheduler.state.history import HistoryStore
 from scheduler.state.jobs import JobStore
+from scheduler.state.layout import LayoutStore
+from scheduler.state.memory import MemoryStore
 from scheduler.state.nodes import NodeStore
 from scheduler.state.nominations import NominationStore
 from scheduler.state.quotas import QuotaStore
@@ -26,5 +29,5 @@ from scheduler.state.tasks import TaskStore
 
 
 class Store(NodeStore, JobStore, TaskStore, NominationStore, TallyStore, QuotaStore, DeploymentStore,
-            HistoryStore, RetentionStore):
+            HistoryStore, RetentionStore, LayoutStore, MemoryStore):
     """``Store(client, keys, scripts)``: every noun's reads and writes of one namespace."""
