@@ -93,7 +93,8 @@ def collect(store: Store, *, dry_run: bool = False, budget_s: float | None = Non
             out.counted += counted
             out.finished += finished
     _prune(store, settings, now, out, spent)
-    _remove_jobs(store, settings, now, out, spent)
+    # (The clock again: a job the steps above found finished counts from their time.)
+    _remove_jobs(store, settings, store.now_ms() if now_ms is None else now_ms, out, spent)
     return out
 
 
@@ -110,6 +111,8 @@ def _prune(store: Store, settings: Retention, now: int, out: Collected, spent) -
             over = max(0, len(ended) - settings.ended_tasks_per_job)
             chosen = [t for i, (t, at) in enumerate(ended) if i < over or at <= cutoff][:CALL_TASKS]
             if not chosen:
+                if not out.dry_run:  # nothing to remove (a job just stopped): settle it, which may find it finished
+                    store.prune_tasks(job_id, deployment, [], settings)
                 continue
             links = store.successors(chosen)
             needed = {t for t, (successor, state) in links.items() if successor and state in OPEN}

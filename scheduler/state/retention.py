@@ -37,7 +37,18 @@ class RetentionStore(NamespaceStore):
         stored = {name: parse_setting(name, value) for name, value in values.items()}
         if stored:
             self.client.hset(self.keys.config, mapping=stored)
+        if "ended_tasks_per_job" in stored:
+            self.look_at_every_job()
         return self.retention()
+
+    def look_at_every_job(self) -> None:
+        """Have retention look at every job with ended tasks on its next pass (after
+        ``ended_tasks_per_job`` changed: which jobs have too many is counted then)."""
+        k = self.keys
+        for first in range(0, self.client.zcard(k.jobs_ended), 1000):
+            ids = self.client.zrange(k.jobs_ended, first, first + 999)
+            if ids:
+                self.client.zadd(k.jobs_ended, dict.fromkeys(ids, 0), xx=True)
 
     def config_fields(self) -> dict[str, str]:
         """The namespace's settings as stored (those set)."""
