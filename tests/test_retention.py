@@ -252,3 +252,13 @@ def test_upkeep_is_one_worker_at_a_time(client, app):
     assert retention.upkeep(app.store) is None
     app.store.release_lock(retention.LOCK)
     assert retention.upkeep(app.store) is not None
+
+
+def test_output_that_comes_after_its_task_was_removed_is_dropped(client, app):
+    client.submit({"id": "b", "type": "batch", "ttl_after_finished": 0})
+    client.run_workers(until_idle=True)
+    app.store.save_output("b.0", {"stdout": "first"})
+    end_all(client, "b")
+    assert collect(app.store).jobs_removed == ["b"]
+    app.store.save_output("b.0", {"stdout": "late"})  # a work horse's last flush, after the removal
+    assert not app.client.exists(app.keys.task_output("b.0"))

@@ -71,7 +71,7 @@ _ROLE_SCRIPTS = {
     "viewer": (),
     "submitter": SCRIPT_NAMES,
     "worker": SCRIPT_NAMES,
-    "agent": ("node_put", "node_set", "start", "task_health", "finish", "replace", "history"),
+    "agent": ("node_put", "node_set", "start", "task_health", "finish", "replace", "history", "output"),
 }
 _SCRIPT_CALLS = ("script|load",)  # with the EVALSHA rules: redis-py loads a script Redis lost
 
