@@ -35,6 +35,7 @@ from scheduler.model.errors import NotFound
 from scheduler.state.app import App
 from scheduler.state.commit import Planned, commit
 from scheduler.state.node_cache import NodeCache
+from scheduler.state.series import SAMPLE_EVERY_MS
 from scheduler.state.jobs import parse_stored
 from scheduler.state.history import Record
 from scheduler.state.memory import MEMORY_ERRORS
@@ -72,6 +73,7 @@ class SchedulerWorker:
         self._stopping = False
         self._last_maintain = self._last_health = self._last_memory = 0.0
         self._memory_high = False  # this worker has warned that Redis memory passed 80% of maxmemory
+        self._last_sample, self._sampling = 0.0, True
         # Node liveness as this worker has seen it; a gap of two health checks means a stall.
         self._watch = heartbeat.Watch(stall_gap_ms=int(max(heartbeat.STALL_GAP_MS, 2000 * self.config.health_every_s)))
         self._seen_epoch: str | None = None
@@ -162,6 +164,21 @@ class SchedulerWorker:
                 self._seen_epoch = epoch
                 reconcile.reconcile_global(self.app.store)
             self._retention()
+        if now - self._last_sample >= SAMPLE_EVERY_MS / 1000 and self._sampling:
+            self._last_sample = now
+            self._sample()
+
+    def _sample(self) -> None:
+        """A sample of the namespace for the dashboard's charts (state/series.py): one per
+        interval however many workers offer one. Not essential: a Redis user not allowed
+        its script (set up by an older sched, before `sched acl sync`) stops offering."""
+        try:
+            self.app.store.sample(self.cache.ready_capacity)
+        except redis.ResponseError as exc:
+            if "NOPERM" not in str(exc):
+                raise
+            self._sampling = False
+            log.warning("%s: no samples for the dashboard's charts: %s", self.name, exc)
 
     def _retention(self) -> None:
         """Remove ended work whose time has come (one bounded pass, if no other worker is

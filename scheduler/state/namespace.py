@@ -85,9 +85,7 @@ class NamespaceStore:
                 batch = []
         if batch:
             self.client.unlink(*batch)
-        from scheduler.state.layout import CURRENT  # (layout.py builds on this module)
-
-        self.client.set(self.keys.layout, CURRENT)  # empty, and of the layout this sched writes
+        self.scripts.rearm()  # its next write records the key layout again (layout.py)
 
     def server_usage(self) -> dict:
         """The Redis server's memory in use (bytes) and CPU time so far (seconds)."""

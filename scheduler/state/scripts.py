@@ -38,7 +38,7 @@ log = logging.getLogger("sched.replication")
 SCRIPT_NAMES = ("enqueue", "enqueue_many", "claim", "reclaim", "fail", "move", "commit", "finish", "start", "preempt",
                 "preempt_gang", "unnominate", "claimed", "tallies", "node_put", "node_set", "node_rm", "job_stop",
                 "snapshot", "deployment_open", "deployment_set", "task_health", "history",
-                "replace", "gc_note", "gc_prune", "gc_job", "layout_2", "output")
+                "replace", "dump_page", "series", "gc_note", "gc_prune", "gc_job", "layout_2", "output")
 
 
 @cache
@@ -50,7 +50,7 @@ def script_source(name: str) -> str:
 
 
 # Scripts that set_guard never holds back: those that only read, and the layout upgrade's own.
-UNGUARDED = ("claimed", "tallies", "snapshot", "layout_2")
+UNGUARDED = ("claimed", "tallies", "snapshot", "dump_page", "layout_2")
 
 # Scripts whose calls must not be resent blindly after a timeout or a lost connection (the
 # first may have run): they are called on a client that never retries, and their wrappers
@@ -229,6 +229,7 @@ class Scripts:
         self.wait_replicas = wait_replicas
         self.watch = ReplicaWatch(wait_replicas, on_missing, label) if wait_replicas > 0 else None
         self._guard = None
+        self._check = None
         for name in SCRIPT_NAMES:
             target = once_client if once_client is not None and name in ONCE_SCRIPTS else client
             if self.watch is not None and name in DURABLE_SCRIPTS:
@@ -245,21 +246,32 @@ class Scripts:
             check()
             self.set_guard(None)
 
+        if check is not None:
+            self._check = check
         for name in SCRIPT_NAMES:
             if name not in UNGUARDED:
                 getattr(self, name).guard = guard if check is not None else None
         self._guard = guard if check is not None else None
 
-    def queue(self, pipe, name: str, keys: list, args: list) -> None:
+    def rearm(self) -> None:
+        """Check again before the next write (the namespace was emptied: its next write
+        records the layout again)."""
+        if self._check is not None:
+            self.set_guard(self._check)
+
+    def queue(self, pipe, name: str, keys: list, args: list, *, read_only: bool = False, **options) -> None:
         """Queue a script call on a pipeline by its SHA. (redis-py would first ask Redis
         whether the script exists, a round trip per pipeline.) If Redis has lost it, the
         pipeline fails with NoScriptError: :meth:`load_all` and run the pipeline again.
 
         Sent as a raw command: a cluster pipeline refuses ``pipe.evalsha`` by name but
-        routes a raw EVALSHA by its keys, like any other command."""
-        if name not in UNGUARDED and self._guard is not None:
+        routes a raw EVALSHA by its keys, like any other command. ``read_only`` sends
+        EVALSHA_RO (Redis refuses any write, and runs it while writes are paused);
+        ``options`` go to redis-py with the command (``NEVER_DECODE`` for a reply of bytes)."""
+        if not read_only and name not in UNGUARDED and self._guard is not None:
             self._guard()
-        pipe.execute_command("EVALSHA", getattr(self, name).sha, len(keys), *keys, *args)
+        pipe.execute_command("EVALSHA_RO" if read_only else "EVALSHA", getattr(self, name).sha, len(keys), *keys,
+                             *args, **options)
 
     def load(self, *names: str) -> None:
         """Load these scripts now (on a cluster, on every master): those a caller will queue

@@ -6,7 +6,9 @@ their agents), ``jobs.py`` (jobs and the scripts that create tasks), ``tasks.py`
 ``nominations.py`` (preemption), ``tallies.py``, ``quotas.py`` (quotas and tenants),
 ``deployments.py`` (rolling updates and task health), ``history.py`` (who did what),
 ``retention.py`` (what ended, and removing it when its time comes), ``layout.py`` (the
-version of the namespace's key layout), ``memory.py`` (Redis memory as the namespace sees it), all
+version of the namespace's key layout), ``memory.py`` (Redis memory as the namespace sees it),
+``snapshots.py`` (the namespace read whole and written back), ``series.py`` (samples
+over time for the dashboard), all
 built on ``namespace.py`` (the client, keys and scripts, and what is namespace-wide).
 :class:`Store` brings them together, so callers hold one object. Every change that must
 be atomic with the queue or the tallies goes through a Lua script, whose one Python
@@ -24,10 +26,12 @@ from scheduler.state.nodes import NodeStore
 from scheduler.state.nominations import NominationStore
 from scheduler.state.quotas import QuotaStore
 from scheduler.state.retention import RetentionStore
+from scheduler.state.series import SeriesStore
+from scheduler.state.snapshots import SnapshotStore
 from scheduler.state.tallies import TallyStore
 from scheduler.state.tasks import TaskStore
 
 
 class Store(NodeStore, JobStore, TaskStore, NominationStore, TallyStore, QuotaStore, DeploymentStore,
-            HistoryStore, RetentionStore, LayoutStore, MemoryStore):
+            HistoryStore, SnapshotStore, SeriesStore, RetentionStore, LayoutStore, MemoryStore):
     """``Store(client, keys, scripts)``: every noun's reads and writes of one namespace."""
