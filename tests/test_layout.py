@@ -62,6 +62,8 @@ def test_a_newer_layout_is_refused_in_one_sentence(app, sched, redis_url, namesp
     result = sched("node", "add", "n1", "--cpu", "1", "--memory", "1GiB", ok=False)
     assert result.exit_code == 2 and result.stderr.count("\n") == 1 and "newer than this sched" in result.stderr
     assert "newer than this sched" in sched("upgrade", ok=False).stderr
+    worker = sched("worker", "--until-idle", ok=False)
+    assert worker.exit_code == 2 and "newer than this sched" in worker.stderr and "Traceback" not in worker.output
 
 
 def test_the_old_layout_is_refused_until_sched_upgrade(old, sched, namespace):

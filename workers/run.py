@@ -10,7 +10,7 @@ import os
 import signal
 
 from scheduler.control.worker_config import WorkerConfig
-from scheduler.model import Node
+from scheduler.model import Node, SchedError
 from scheduler.state.app import App
 from scheduler.state.queue import QueueConfig
 from workers import metrics
@@ -32,6 +32,11 @@ def run_one(url: str, namespace: str, config: WorkerConfig, queue_config: QueueC
     if not redis_answered(url):
         return WorkerStats().as_dict()
     app = App(redis_url=url, namespace=namespace, queue_config=queue_config, wait_replicas=config.wait_replicas)
+    try:
+        app.store.check_layout()
+    except SchedError as exc:  # a namespace of another key layout: say so once and serve nothing
+        log.error("worker: %s", exc)
+        return WorkerStats().as_dict()
     repair_on_start(app, config)
     worker = SchedulerWorker(app, config)
     if config.metrics_port:
