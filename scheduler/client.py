@@ -693,8 +693,10 @@ class Client:
         target = self.namespace if namespaces is None else list(namespaces)
         for namespace in [target] if isinstance(target, str) else target:
             self._check_access(namespace)
-            # Of a key layout this sched writes? (One sentence now, not a worker that fails every batch.)
-            App(client=self.app.client, namespace=namespace).store.check_layout()
+            # Of a key layout this sched writes? (One sentence now, not a worker that fails every
+            # batch.) On a connection of its own, closed at once: the workers' are theirs.
+            with Client(self.app.url, namespace=namespace) as checking:
+                checking.store.check_layout()
         return process("run-workers")(self.app.url, target, concurrency, config)
 
     def _check_access(self, namespace: str) -> None:

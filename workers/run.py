@@ -32,11 +32,6 @@ def run_one(url: str, namespace: str, config: WorkerConfig, queue_config: QueueC
     if not redis_answered(url):
         return WorkerStats().as_dict()
     app = App(redis_url=url, namespace=namespace, queue_config=queue_config, wait_replicas=config.wait_replicas)
-    try:
-        app.store.check_layout()
-    except SchedError as exc:  # a namespace of another key layout: say so once and serve nothing
-        log.error("worker: %s", exc)
-        return WorkerStats().as_dict()
     repair_on_start(app, config)
     worker = SchedulerWorker(app, config)
     if config.metrics_port:
@@ -47,6 +42,11 @@ def run_one(url: str, namespace: str, config: WorkerConfig, queue_config: QueueC
                                "batch_size": config.batch_size, "pid": os.getpid()}})
     signal.signal(signal.SIGTERM, worker.stop)
     signal.signal(signal.SIGINT, worker.stop)
+    try:
+        app.store.check_layout()
+    except SchedError as exc:  # a namespace of another key layout: say so once and serve nothing
+        log.error("%s: %s", worker.name, exc)
+        return WorkerStats().as_dict()
     if nodes is not None:
         worker.cache.adopt(*nodes)
     worker._load_nodes()

@@ -7,6 +7,7 @@ warning when used memory passes 80% of ``maxmemory``.
 from __future__ import annotations
 
 import redis
+from redis.cluster import RedisCluster
 
 from scheduler.state.namespace import NamespaceStore
 
@@ -20,7 +21,13 @@ class MemoryStore(NamespaceStore):
     def redis_memory(self) -> dict:
         """``{used_memory, maxmemory, maxmemory_policy}`` of the server holding the
         namespace (maxmemory 0: no limit)."""
-        info = self.client.info("memory")
+        client = self.client
+        if isinstance(client, RedisCluster):  # the master serving the namespace's slot
+            info = client.info("memory", target_nodes=client.get_node_from_key(self.keys.active))
+        else:
+            info = client.info("memory")
+        if info and "used_memory" not in info:  # a reply per node
+            info = next(iter(info.values()))
         return {"used_memory": int(info.get("used_memory", 0)), "maxmemory": int(info.get("maxmemory", 0)),
                 "maxmemory_policy": str(info.get("maxmemory_policy", ""))}
 
