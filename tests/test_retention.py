@@ -262,3 +262,34 @@ def test_output_that_comes_after_its_task_was_removed_is_dropped(client, app):
     assert collect(app.store).jobs_removed == ["b"]
     app.store.save_output("b.0", {"stdout": "late"})  # a work horse's last flush, after the removal
     assert not app.client.exists(app.keys.task_output("b.0"))
+
+
+def test_a_worker_warns_once_when_redis_memory_passes_80_percent(own_redis, caplog):
+    from scheduler.state.app import App
+    from workers import metrics
+    from workers.scheduler_worker import SchedulerWorker
+
+    _, url = own_redis
+    app = App(redis_url=url, namespace="mem")
+    Client(app=app).add_node("n1", cpu=1, memory="1GiB")
+    # 30 MB, beside which a script or a reply buffer is noise (a short command: no big query
+    # buffer that Redis would free later)
+    app.client.setrange("ballast", 30_000_000, "x")
+    used = app.store.redis_memory()["used_memory"]
+    app.client.config_set("maxmemory", int(used / 0.85))  # 85% used
+    first, second = SchedulerWorker(app, name="w1"), SchedulerWorker(app, name="w2")
+    with caplog.at_level("WARNING", logger="sched.worker"):
+        first._watch_memory()
+        first._watch_memory()
+        second._watch_memory()
+    warnings = [r.getMessage() for r in caplog.records if "maxmemory" in r.getMessage()]
+    assert len(warnings) == 2 and "w1: Redis uses 8" in warnings[0]  # once per worker
+    notes = [e for e in Client(app=app).audit_trail() if e["action"] == "memory-high"]
+    assert len(notes) == 1 and notes[0]["details"]["maxmemory"] == int(used / 0.85)  # once per namespace
+    assert metrics.REDIS_MEMORY_HIGH._value.get() == 1 and metrics.REDIS_MAXMEMORY._value.get() > 0
+    app.client.config_set("maxmemory", 0)  # no limit: back under
+    first._watch_memory()
+    assert metrics.REDIS_MEMORY_HIGH._value.get() == 1  # no limit is neither high nor low: unchanged
+    app.client.config_set("maxmemory", used * 10)
+    first._watch_memory()
+    assert metrics.REDIS_MEMORY_HIGH._value.get() == 0 and app.store.first_to_warn()  # a later crossing warns again
