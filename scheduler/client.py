@@ -36,7 +36,7 @@ from scheduler.model import (BATCH, LIVE_STATES, PENDING, TASK_STATES, TERMINAL_
 from scheduler.model.quantities import CPU, MEMORY, decimal_memory, format_quantity
 from scheduler.model.spec_text import as_spec, from_template, read_specs
 from scheduler.model.errors import NotFound, PermissionDenied
-from scheduler.state import acl
+from scheduler.state import acl, layout
 from scheduler.state.app import App, default_namespace
 from scheduler.state.dashboard_users import DashboardUsers
 from scheduler.state.history import Record, Submitted
@@ -693,10 +693,7 @@ class Client:
         target = self.namespace if namespaces is None else list(namespaces)
         for namespace in [target] if isinstance(target, str) else target:
             self._check_access(namespace)
-            # Of a key layout this sched writes? (One sentence now, not a worker that fails every
-            # batch.) On a connection of its own, closed at once: the workers' are theirs.
-            with Client(self.app.url, namespace=namespace) as checking:
-                checking.store.check_layout()
+            layout.check_before_serving(self.app.url, Keys(namespace))  # another key layout: one sentence now
         return process("run-workers")(self.app.url, target, concurrency, config)
 
     def _check_access(self, namespace: str) -> None:

@@ -87,6 +87,28 @@ class LayoutStore(NamespaceStore):
         return {"namespace": ns, "from": start, "to": CURRENT, "steps": done}
 
 
+def check_before_serving(url: str, keys) -> None:
+    """Raise :class:`LayoutError` now if the namespace of ``keys`` is of another layout,
+    rather than in every turn of a long-running loop; on a connection of its own, closed
+    at once. Anything else (a Redis not up yet, a refused password) is left to the
+    processes, which wait for Redis or say why they cannot reach it."""
+    import redis
+    from redis.exceptions import RedisClusterException
+
+    from scheduler.state.connection import client_for
+
+    try:
+        client = client_for(url, retrying=False)
+    except (redis.RedisError, RedisClusterException):
+        return
+    try:
+        LayoutStore(client, keys).check_layout()
+    except (redis.RedisError, RedisClusterException):
+        pass
+    finally:
+        client.close()
+
+
 def _to_2(store: LayoutStore) -> dict:
     """Layout 2: count every ended task into its job, record ``replaced_by``, settle each
     job (finished jobs get the latest end of their tasks, or their stop, as when they
