@@ -204,7 +204,7 @@ end
 -- (scored by when it finished), or, with its own ttl_after_finished, in jobs:expiring
 -- (scored by when it goes), with finished_at on its hash, and its finish is announced
 -- once. Otherwise, if it has ended tasks that retention may remove (a batch job's
--- completed ones, scored inf, stay with it), it waits in jobs:ended scored by when the
+-- slot outcomes, scored inf, stay with it), it waits in jobs:ended scored by when the
 -- oldest of them ended, or 0 when it has more than g.per_job of them.
 -- j = {id=, job=, tasks=, ended=}; g = {jobs_ended=, finished=, expiring=, per_job=,
 -- retention= (ms, job_retention: the finished event's remove_at), now=}; spec: the job's spec

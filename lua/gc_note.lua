@@ -1,6 +1,7 @@
 -- gc_note.lua: count tasks that ended into their jobs (retention's bookkeeping), in one
 -- step per call. Each task taken from tasks:ended goes to its job's ended set, scored by
--- when it ended (inf for a batch job's completed task: its results stay with the job);
+-- when it ended, or inf for a batch job's slot outcome (a task that completed, or failed
+-- with no retry queued: the job's results stay with it);
 -- then each job is settled (settle in _lib.lua): finished, or waiting for its ended
 -- tasks to be old enough, or neither. A task another call counted already is skipped,
 -- so calls may overlap and be resent.
@@ -31,10 +32,13 @@ while a <= #ARGV do
     local at = redis.call('ZSCORE', KEYS[1], task_id)
     if at then
       redis.call('ZREM', KEYS[1], task_id)
-      local state = redis.call('HGET', task, 'state')
+      local cur = redis.call('HMGET', task, 'state', 'replaced_by')
+      local state = cur[1]
       if spec and state and state ~= 'pending' and state ~= 'assigned' and state ~= 'running' then
         local score = at
-        if state == 'completed' and spec.type == 'batch' then score = 'inf' end
+        if spec.type == 'batch' and (state == 'completed' or (state == 'failed' and not cur[2])) then
+          score = 'inf'  -- a slot's outcome: kept with its job
+        end
         redis.call('ZADD', j.ended, score, task_id)
         if tonumber(at) > last then last = tonumber(at) end
         counted = counted + 1

@@ -2,7 +2,7 @@
 -- step, then settle the job (settle in _lib.lua). The caller chose them by the retention
 -- rules; this keeps any that something still needs, whatever the caller read:
 -- - a task not counted as ended in job:<id>:ended (it is open, or not counted yet), or
---   a batch job's completed task (scored inf: kept with its job);
+--   a batch job's slot outcome (scored inf: kept with its job);
 -- - a task whose replacement (replaced_by) is still open: the chain from a running task
 --   back to the one it replaced stays one link long;
 -- - while a deployment of the job is in progress, a task of the version it rolls out

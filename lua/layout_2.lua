@@ -13,7 +13,8 @@
 -- ARGV[2] job id  ARGV[3] ended tasks kept per running job  ARGV[4] job_retention (ms)
 -- ARGV[5] "1" for the job's last call  ARGV[6] when the job finished, if it did: the latest
 -- end among its tasks, or when it was stopped (ms)
--- then per task: its id, the id of the task it replaces ("" for none)
+-- then per task: its id, the id of the task it replaces ("" for none), "1" if a task of the
+-- job replaces it (else "")
 -- Returns how many tasks it counted as ended.
 
 local now = now_ms()
@@ -23,13 +24,16 @@ local text = redis.call('HGET', job, 'spec')
 if not text then return 0 end
 local spec = cjson.decode(text)
 local counted = 0
-for a = 7, #ARGV, 2 do
-  local b = 9 + (a - 7)
-  local id, replaces = ARGV[a], ARGV[a + 1]
+for a = 7, #ARGV, 3 do
+  local b = 9 + 2 * (a - 7) / 3
+  local id, replaces, retried = ARGV[a], ARGV[a + 1], ARGV[a + 2] == '1'
   local cur = redis.call('HMGET', KEYS[b], 'state', 'ended_at', 'created')
   if cur[1] and cur[1] ~= 'pending' and cur[1] ~= 'assigned' and cur[1] ~= 'running' then
     local score = cur[2] or cur[3] or int(now)
-    if cur[1] == 'completed' and spec.type == 'batch' then score = 'inf' end
+    -- a batch slot's outcome (as gc_note.lua): a task that completed, or failed with no retry
+    if spec.type == 'batch' and (cur[1] == 'completed' or (cur[1] == 'failed' and not retried)) then
+      score = 'inf'
+    end
     redis.call('ZADD', KEYS[8], score, id)
     counted = counted + 1
   end

@@ -134,7 +134,7 @@ def test_ended_tasks_of_a_running_service_go_after_task_retention_or_beyond_the_
     assert not app.client.exists(app.keys.task_output(ids[0]), app.keys.task_attempts(ids[0]))
 
 
-def test_a_batch_jobs_completed_tasks_stay_while_it_runs(client, app):
+def test_a_batch_jobs_results_stay_while_it_runs(client, app):
     client.submit({"id": "b", "type": "batch", "replicas": 3, "max_retries": 2, "restart_delay": 0})
     client.run_workers(until_idle=True)
     first, second, third = client.tasks(job="b")
@@ -146,6 +146,13 @@ def test_a_batch_jobs_completed_tasks_stay_while_it_runs(client, app):
     done = collect(app.store, retention=Retention(task_retention=0, ended_tasks_per_job=0))
     assert done.tasks_removed == 1  # the failed try; the completed ones are the job's results
     assert sorted(t.id for t in client.tasks(job="b")) == sorted([first.id, third.id, retry.id])
+    # A slot that failed with no retry left is a result too.
+    client.submit({"id": "last", "type": "batch", "replicas": 2, "max_retries": 0})
+    client.run_workers(until_idle=True)
+    failed, running = client.tasks(job="last")
+    reconcile.task_ended(client.store, failed, False, "exited with code 1")
+    assert collect(app.store, retention=Retention(task_retention=0, ended_tasks_per_job=0)).tasks_removed == 0
+    assert [t.state for t in client.tasks(job="last")] == ["failed", "assigned"]
 
 
 def test_a_deployments_failures_stay_while_it_rolls(client, app):

@@ -122,12 +122,15 @@ def _to_2(store: LayoutStore) -> dict:
         ids = store.client.zrange(k.job_tasks(job_id), 0, -1)
         status, updated = store.client.hmget(k.job(job_id), "status", "updated")
         last = int(updated or 0) if status == "stopped" else 0
-        for first in range(0, max(len(ids), 1), _CHUNK):
-            chunk = ids[first:first + _CHUNK]
+        links: list = []
+        for first in range(0, len(ids), _CHUNK):
             with store.client.pipeline(transaction=False) as pipe:
-                for task_id in chunk:
+                for task_id in ids[first:first + _CHUNK]:
                     pipe.hmget(k.task(task_id), "replaces", "ended_at")
-                rows = pipe.execute()
+                links += pipe.execute()
+        retried = {replaces for replaces, _ in links if replaces}
+        for first in range(0, max(len(ids), 1), _CHUNK):
+            chunk, rows = ids[first:first + _CHUNK], links[first:first + _CHUNK]
             for _replaces, ended_at in rows:
                 last = max(last, int(ended_at or 0))
             keys = [k.jobs_ended, k.jobs_finished, k.jobs_expiring, k.stream, k.config, k.job(job_id),
@@ -136,7 +139,7 @@ def _to_2(store: LayoutStore) -> dict:
                           int(first + _CHUNK >= len(ids)), last]
             for task_id, (replaces, _ended_at) in zip(chunk, rows):
                 keys += [k.task(task_id), k.task(replaces or task_id)]
-                args += [task_id, replaces or ""]
+                args += [task_id, replaces or "", "1" if task_id in retried else ""]
             counted += int(store.scripts.layout_2(keys=keys, args=args))
         jobs += 1
     return {"jobs": jobs, "ended_tasks": counted}
