@@ -18,7 +18,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 from hypothesis import HealthCheck, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 
@@ -156,17 +155,15 @@ class Retained(RuleBasedStateMachine):
         assert report.ok, report.problems
 
 
-@pytest.mark.slow
 def test_retention_removes_nothing_live_or_needed(redis_url):
     Retained.url = redis_url
-    run_state_machine_as_test(Retained, settings=settings(max_examples=30, stateful_step_count=25, deadline=None,
+    run_state_machine_as_test(Retained, settings=settings(max_examples=60, stateful_step_count=25, deadline=None,
                                                           suppress_health_check=list(HealthCheck)))
 
 
 SCHED = str(Path(sys.executable).parent / "sched")
 
 
-@pytest.mark.slow
 def test_worker_processes_remove_finished_work_while_work_goes_on(redis_url, namespace, app):
     """Two real worker processes, retention at zero, while this process submits batch and
     service jobs and ends their tasks: every job removed was finished, no open task is
