@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scheduler.model.retention import SETTINGS, Retention, parse_setting
+from scheduler.model.retention import Retention, parse_setting
 from scheduler.state.namespace import NamespaceStore
 
 CALL_TASKS = 500  # tasks per script call: each call stays within a few ms of Redis
@@ -203,5 +203,3 @@ class RetentionStore(NamespaceStore):
             if outcome != "part":
                 return outcome, removed
 
-
-__all__ = ["CALL_TASKS", "JobRead", "RetentionStore", "SETTINGS"]

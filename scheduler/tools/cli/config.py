@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from scheduler.model.retention import HELP, SETTINGS, format_duration
+from scheduler.model.retention import HELP, format_duration
 from scheduler.tools.cli.common import json_option, pass_app
 from scheduler.tools.render import print_json, print_table
 
@@ -95,5 +95,3 @@ def config_unset(app, names):
     for name in names:
         click.echo(f"{name} = {_value(name, settings[name]['value'])} (default)")
 
-
-__all__ = ["config", "SETTINGS", "memory_lines", "size"]
