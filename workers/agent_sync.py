@@ -56,6 +56,11 @@ LOST_GRACE_S = 3.0  # a task running with nothing here: its horse may be between
 WRAP_UP_S = 5.0  # a horse that recorded its end is left this long to deliver it and exit
 KEEP_ENDS_S = 3600.0  # delivered ends kept, should a failover lose them from Redis
 PRUNE_EVERY_S = 60.0
+# RQ's own records of a task's run (its job hash, result, registries' entries), kept only
+# as a fallback for a run the journal lost: the task's end is in Redis and the journal.
+RQ_RESULT_TTL_S = 60  # a run that returned
+RQ_FAILURE_TTL_S = 86_400  # a work horse that died or raised (rq info shows these)
+RQ_QUEUED_TTL_S = 86_400  # a job never picked up (its node gone for good): discarded by RQ
 INTERRUPTED = "its run was interrupted: its process ended without recording how"
 LOST = "its run was lost: no process on its node runs it and no end of it was kept"
 
@@ -201,7 +206,8 @@ class NodeSync:
         # Both URLs: the scheduling state's (any topology) and RQ's own execution Redis.
         self.rq_queue.enqueue_call(run_task, args=(self.app.url, keys.namespace, self.node, task.id),
                                    kwargs={"rq_url": self.app.rq_url, "journal": str(self.journal.path)},
-                                   job_id=job_id, timeout=timeout, result_ttl=3600, failure_ttl=86400,
+                                   job_id=job_id, timeout=timeout, ttl=RQ_QUEUED_TTL_S,
+                                   result_ttl=RQ_RESULT_TTL_S, failure_ttl=RQ_FAILURE_TTL_S,
                                    description=f"task {task.id}")
         if not again:
             self._started(task.id)

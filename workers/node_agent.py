@@ -210,6 +210,11 @@ def run_agent(app: App, node: Node, interval_s: float = heartbeat.DEFAULT_INTERV
     """Run a node agent for ``node`` until a signal stops it (``sched agent``). A Redis
     that does not answer yet is waited for (logged on stderr), not a reason to exit."""
     wait_for_redis(app.url)
+    try:
+        app.store.check_layout()
+    except SchedError as exc:  # a namespace of another key layout: say so once and run nothing
+        log.error("agent %s: %s", node.name, exc)
+        raise SystemExit(2) from None
     agent = NodeAgent(app, node, interval_s=interval_s, slots=slots, state_dir=state_dir)
     if metrics_port:
         metrics.serve(metrics_port)

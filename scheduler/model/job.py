@@ -15,6 +15,7 @@ from scheduler.model.disconnect import DEFAULT as DEFAULT_DISCONNECT, Disconnect
 from scheduler.model.errors import SpecError
 from scheduler.model.names import check_job_id, check_tenant, new_job_id, parse_plugins
 from scheduler.model.quantities import CPU, MEMORY, lookalike, parse_resources
+from scheduler.model.retention import parse_ttl_after_finished
 from scheduler.model.update import HealthCheck, UpdatePolicy, health_raw, parse_health, parse_update, update_raw
 from scheduler.model.states import (BATCH, GLOBAL, JOB_TYPES, MAX_PRIORITY, MAX_REPLICAS, MIN_PRIORITY, SERVICE,
                                     SPREAD, STRATEGIES)
@@ -55,6 +56,9 @@ class JobSpec:
     health: HealthCheck | None = None  # how the node's agent checks a running task
     # What its runs do while their agent cannot renew its heartbeat (disconnect.py).
     disconnect: Disconnect = DEFAULT_DISCONNECT
+    # Seconds after the job finished that it is removed (Kubernetes' ttlSecondsAfterFinished);
+    # None: the namespace's job_retention.
+    ttl_after_finished: int | None = None
 
     @property
     def gang(self) -> int:
@@ -90,6 +94,7 @@ _JOB_FIELDS = {
     "id", "type", "priority", "replicas", "resources", "constraints", "preferences", "ports",
     "plugins", "strategy", "max_per_node", "run", "preemptible", "preempt", "max_retries",
     "restart_delay", "gang", "min_available", "tenant", "update", "health", "disconnect",
+    "ttl_after_finished",
 }
 
 
@@ -241,6 +246,7 @@ def parse_job(raw) -> JobSpec:
         update=update,
         health=health,
         disconnect=parse_disconnect(raw.get("disconnect"), job),
+        ttl_after_finished=parse_ttl_after_finished(raw.get("ttl_after_finished"), job),
     )
     normalised = {
         "id": spec.id, "type": spec.type, "priority": spec.priority, "replicas": spec.replicas,
@@ -265,6 +271,8 @@ def parse_job(raw) -> JobSpec:
     disconnect = disconnect_raw(spec.disconnect)
     if disconnect is not None:
         normalised["disconnect"] = disconnect
+    if spec.ttl_after_finished is not None:
+        normalised["ttl_after_finished"] = spec.ttl_after_finished
     spec.raw.update(normalised)
     return spec
 
