@@ -22,6 +22,7 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
+from scheduler.state.layout import CURRENT
 from scheduler import Client
 from scheduler.control import reconcile, snapshot
 from scheduler.model import make_node, parse_job
@@ -33,8 +34,26 @@ from workers.scheduler_worker import SchedulerWorker, WorkerConfig
 from worker_harness import cluster_problems, format_problems, run_worker_until_idle
 
 
+_MADE: list[str] = []  # the namespaces this module's tests made, removed after each test
+
+
 def fresh(prefix: str = "s") -> str:
-    return prefix + uuid.uuid4().hex[:10]
+    name = prefix + uuid.uuid4().hex[:10]
+    _MADE.append(name)
+    return name
+
+
+@pytest.fixture(autouse=True)
+def _remove_namespaces(redis_url):
+    """Leave nothing behind on the session's server (a heartbeat's TTL would show up in
+    other tests' views of the whole server)."""
+    yield
+    client = App(redis_url=redis_url).client
+    for name in _MADE:
+        for key in client.scan_iter(match=f"sched:{{{name}}}:*", count=1000):
+            client.delete(key)
+        client.srem("sched:namespaces", name)
+    _MADE.clear()
 
 
 def sched(url: str, namespace: str | None, *args, ok: bool = True):
@@ -157,7 +176,7 @@ def test_a_non_empty_namespace_is_refused_in_one_sentence_and_left_as_it_was(red
     (lambda lines: lines[:2] + lines[3:], "damaged"),
     (lambda lines: [lines[0], b'{"key": "task:x", "ttl": -1, "dump": "not base64!"}\n', *lines[1:]], "line 2"),
     (lambda lines: [b"hello\n"], "not a snapshot"),
-    (lambda lines: [lines[0].replace(b'"layout":1', b'"layout":99'), *lines[1:]], "key layout 99"),
+    (lambda lines: [lines[0].replace(f'"layout":{CURRENT}'.encode(), b'"layout":99'), *lines[1:]], "key layout 99"),
 ])
 def test_a_damaged_or_foreign_file_is_refused_before_anything_is_written(redis_url, tmp_path, damage, words):
     source = App(redis_url=redis_url, namespace=fresh())

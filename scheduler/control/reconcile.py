@@ -15,8 +15,8 @@ import orjson
 
 from scheduler.model.errors import RedisUnavailable, SpecError
 from scheduler.model.names import parent_of
-from scheduler.model import (ACTIVE, BATCH, COMPLETED, FAILED, LIVE_STATES, LOST, PENDING, PER_NODE_TYPES, READY,
-                             RUN_TO_COMPLETION, STOPPED, SYSBATCH, JobSpec, Task, parse_job)
+from scheduler.model import (ACTIVE, BATCH, COMPLETED, FAILED, LIVE_STATES, LOST, PENDING, PER_NODE_TYPES, PREEMPTED,
+                             READY, RUN_TO_COMPLETION, STOPPED, SYSBATCH, JobSpec, Task, parse_job)
 from scheduler.control import changes, deadlines, dependencies, periodic
 from scheduler.state.deployments import deployment_id
 from scheduler.state.history import Submitted
@@ -298,7 +298,8 @@ def _replace(store: Store, tasks: list[Task], state: str, message: str) -> tuple
     replaced: dict[str, list[str]] = {}
     for job_id, group in by_job.items():
         ended = _end_with_successors(store, job_id, group, state, message,
-                                     lambda spec, task: None if spec.per_node else Successor())
+                                     lambda spec, task: None if spec.per_node else
+                                     Successor(retries=retries_after(task, state)))
         stopped += [task_id for task_id, (result, _) in ended.items() if result in LIVE_STATES]
         successors = [successor for _, successor in ended.values() if successor]
         if successors:
@@ -353,7 +354,21 @@ def stop(store: Store, job_id: str) -> dict:
 
 
 # Lifecycle: what happens after a task ends or a node is lost.
-def task_ended(store: Store, task: Task, succeeded: bool, message: str) -> dict:
+OWN_ENDS = (COMPLETED, FAILED)  # ends of the task's own doing; any other is the infrastructure's
+
+
+def retries_after(ended: Task, state: str) -> int:
+    """The ``retries`` of the task that replaces ``ended``, which ended in ``state``: the one
+    place ends are counted. Only an end of the task's own doing (it completed or failed)
+    counts, as a restart of its slot (and a batch job's ``max_retries`` limits its
+    failures); an end of the infrastructure's doing (its run lost with its agent or node,
+    stopped for want of a heartbeat, its node drained, preempted) passes the count on
+    unchanged. (Only a failure is a fault of the node, too: ``end_task`` in ``_lib.lua``
+    counts state ``failed`` alone.)"""
+    return ended.retries + 1 if state in OWN_ENDS else ended.retries
+
+
+def task_ended(store: Store, task: Task, succeeded: bool, message: str, lost: bool = False) -> dict:
     """Record the end of a task that ran on its node, and queue what the job needs next,
     in the same step (``end_and_replace``).
 
@@ -363,9 +378,12 @@ def task_ended(store: Store, task: Task, succeeded: bool, message: str) -> dict:
     policy says (``reschedule``, or ``max_retries`` retries after ``restart_delay``). A
     global task is restarted on the same node, a sysbatch one retried there. A failure also
     counts towards faulty-node detection for the job's version on that node, in the same
-    step (``faults:<job>``).
+    step (``faults:<job>``). A run that the infrastructure ended (``lost``: stopped for want
+    of its agent's heartbeat, its work horse gone, nothing of it left) ends ``lost``
+    instead: its task is replaced whatever its type, and the end counts neither as a retry,
+    an attempt of its reschedule policy, nor a fault.
     """
-    state = COMPLETED if succeeded else FAILED
+    state = LOST if lost else COMPLETED if succeeded else FAILED
     clock: list[int] = []  # Redis time, read once and only for a policy with an interval
 
     def now_ms() -> int:
@@ -374,11 +392,14 @@ def task_ended(store: Store, task: Task, succeeded: bool, message: str) -> dict:
         return clock[0]
 
     def successor(spec: JobSpec, ended: Task) -> Successor | None:
+        retries = retries_after(ended, state)
         pin = ended.pin if spec.per_node else ""
         if spec.per_node and not pin:
             return None
+        if state == LOST:
+            return Successor(retries=retries, pin=pin)
         if succeeded:
-            return None if spec.type in RUN_TO_COMPLETION else Successor(retries=ended.retries + 1, pin=pin)
+            return None if spec.type in RUN_TO_COMPLETION else Successor(retries=retries, pin=pin)
         return next_attempt(spec.policy, ended, pin, now_ms)
 
     result, replacement = _end_with_successors(store, task.job, [task], state, message, successor,
@@ -452,17 +473,17 @@ def reconcile_global(store: Store, only: list[str] | None = None) -> dict:
 def preempted(store: Store, victims: list[tuple[str, str, str]]) -> dict[str, list[str]]:
     """Replace tasks evicted by preemption, given as (task id, job id, node): a running
     service or batch job gets a new pending task for each; a global job gets its task back
-    on the same node, where it waits for room."""
-    by_job: dict[str, list[str]] = {}
-    for _task_id, job_id, node in victims:
-        by_job.setdefault(job_id, []).append(node)
+    on the same node, where it waits for room. Each keeps its victim's ``retries``
+    (``retries_after``: an eviction is not the task's doing)."""
+    retries = {task.id: retries_after(task, PREEMPTED) for task in store.tasks([v[0] for v in victims])}
+    by_job: dict[tuple[str, int], list[str]] = {}
+    for task_id, job_id, node in victims:
+        by_job.setdefault((job_id, retries.get(task_id, 0)), []).append(node)
     added: dict[str, list[str]] = {}
-    for job_id, nodes in by_job.items():
+    for (job_id, count), nodes in by_job.items():
         job = store.get_job(job_id)
         if job["status"] != RUNNING_JOB:
             continue
-        if job["spec"]["type"] in PER_NODE_TYPES:
-            added[job_id] = add_tasks(store, job_id, len(nodes), pins=nodes)
-        else:
-            added[job_id] = add_tasks(store, job_id, len(nodes))
+        pins = nodes if job["spec"]["type"] in PER_NODE_TYPES else None
+        added.setdefault(job_id, []).extend(add_tasks(store, job_id, len(nodes), pins=pins, retries=count))
     return added

@@ -12,16 +12,18 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
 from scheduler.model.constraints import Constraint, attribute_getter, parse_constraints
+from scheduler.model.disconnect import DEFAULT as DEFAULT_DISCONNECT, Disconnect, disconnect_raw, parse_disconnect
 from scheduler.model.errors import SpecError
 from scheduler.model.names import check_job_id, check_tenant, new_job_id, parse_plugins
 from scheduler.model.quantities import CPU, MEMORY, lookalike, parse_resources
+from scheduler.model.retention import parse_ttl_after_finished
 from scheduler.model.update import HealthCheck, UpdatePolicy, health_raw, parse_health, parse_update, update_raw
-from scheduler.model.states import (BATCH, GLOBAL, JOB_TYPES, MAX_PRIORITY, MAX_REPLICAS, MIN_PRIORITY,
-                                    PER_NODE_TYPES, RUN_TO_COMPLETION, SERVICE, SPREAD, STRATEGIES)
 from scheduler.model.dependencies import After, after_raw, parse_after
 from scheduler.model.parameterized import Parameterized, parameterized_raw, parse_parameterized
 from scheduler.model.periodic import Periodic, parse_periodic, periodic_raw
 from scheduler.model.reschedule import Reschedule, parse_reschedule, reschedule_raw
+from scheduler.model.states import (BATCH, GLOBAL, JOB_TYPES, MAX_PRIORITY, MAX_REPLICAS, MIN_PRIORITY,
+                                    PER_NODE_TYPES, RUN_TO_COMPLETION, SERVICE, SPREAD, STRATEGIES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,9 +59,11 @@ class JobSpec:
     tenant: str = "default"  # whose share of the cluster the job counts against (DRF)
     update: UpdatePolicy | None = None  # how a new version rolls out (None: it replaces every task at once)
     health: HealthCheck | None = None  # how the node's agent checks a running task
-    # Seconds a task runs on while its agent cannot renew its heartbeat: None for the
-    # agent's heartbeat TTL (the default), math.inf to keep running ("never").
-    stop_after_disconnect: float | None = None
+    # What its runs do while their agent cannot renew its heartbeat (disconnect.py).
+    disconnect: Disconnect = DEFAULT_DISCONNECT
+    # Seconds after the job finished that it is removed (Kubernetes' ttlSecondsAfterFinished);
+    # None: the namespace's job_retention.
+    ttl_after_finished: int | None = None
     periodic: Periodic | None = None  # launched on a schedule: the job itself runs no task
     parameterized: Parameterized | None = None  # launched by dispatch: the job itself runs no task
     after: tuple[After, ...] = ()  # jobs whose state its tasks wait for
@@ -121,11 +125,10 @@ _JOB_FIELDS = {
     "id", "type", "priority", "replicas", "resources", "constraints", "preferences", "ports",
     "plugins", "strategy", "max_per_node", "run", "preemptible", "preempt", "max_retries",
     "restart_delay", "gang", "min_available", "tenant", "update", "health", "disconnect",
-    "periodic", "parameterized", "after", "parallelism", "deadline", "reschedule", "meta",
+    "ttl_after_finished", "periodic", "parameterized", "after", "parallelism", "deadline", "reschedule", "meta",
 }
 MAX_DEADLINE_S = 30 * 86_400
 _ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
-MAX_STOP_AFTER_S = 86_400
 
 
 def _int_field(raw: dict, name: str, default: int, low: int, high: int, job: str) -> int:
@@ -197,23 +200,6 @@ def _parse_meta(meta, job: str) -> dict[str, str] | None:
             raise SpecError(f"job {job}: meta {key} must be text of at most 1024 characters.")
         out[key] = str(value)
     return out
-
-
-def _parse_disconnect(raw, job: str) -> float | None:
-    """``disconnect: {stop_after: <seconds> | never}``: how long the job's tasks run on
-    while their agent cannot renew its heartbeat."""
-    if raw is None:
-        return None
-    wrong = f"job {job}: disconnect must be {{stop_after: <seconds> | never}}"
-    if not isinstance(raw, dict) or set(raw) != {"stop_after"}:
-        raise SpecError(f"{wrong}.")
-    value = raw["stop_after"]
-    if value == "never":
-        return math.inf
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= MAX_STOP_AFTER_S:
-        raise SpecError(f"{wrong}, with a number of seconds above 0 and at most {MAX_STOP_AFTER_S}, "
-                        f"not {value!r}.")
-    return float(value)
 
 
 def _parse_preferences(raw, job: str) -> tuple[Preference, ...]:
@@ -352,7 +338,8 @@ def parse_job(raw) -> JobSpec:
         tenant=tenant,
         update=update,
         health=health,
-        stop_after_disconnect=_parse_disconnect(raw.get("disconnect"), job),
+        disconnect=parse_disconnect(raw.get("disconnect"), job),
+        ttl_after_finished=parse_ttl_after_finished(raw.get("ttl_after_finished"), job),
         periodic=periodic,
         parameterized=parameterized,
         after=parse_after(raw.get("after"), job),
@@ -381,9 +368,11 @@ def parse_job(raw) -> JobSpec:
         normalised["update"] = update_raw(update)
     if health is not None:
         normalised["health"] = health_raw(health)
-    if spec.stop_after_disconnect is not None:
-        after = spec.stop_after_disconnect
-        normalised["disconnect"] = {"stop_after": "never" if after == math.inf else after}
+    disconnect = disconnect_raw(spec.disconnect)
+    if disconnect is not None:
+        normalised["disconnect"] = disconnect
+    if spec.ttl_after_finished is not None:
+        normalised["ttl_after_finished"] = spec.ttl_after_finished
     # Fields that appear only when set, so a spec without them keeps its stored form.
     if periodic is not None:
         normalised["periodic"] = periodic_raw(periodic)

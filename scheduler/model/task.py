@@ -53,6 +53,8 @@ class Task:
     health_check: str = ""  # what its last health check that changed something said
     slot: int = 0  # the index of the first task of its slot: stable across retries (kube's completion index)
     failures: tuple[int, ...] = ()  # when the slot's earlier tasks failed (ms), as reschedule.interval counts them
+    replaces: str = ""  # the task it was queued to replace (a restart, retry or move)
+    replaced_by: str = ""  # the task queued to replace it
 
     @property
     def live(self) -> bool:
@@ -80,4 +82,5 @@ class Task:
             health_ms=_int(fields.get("health_at")), health_check=fields.get("health_check", ""),
             slot=_int(fields.get("slot"), _int(fields.get("index"))),
             failures=tuple(int(t) for t in filter(None, fields.get("failures", "").split(","))),
+            replaces=fields.get("replaces", ""), replaced_by=fields.get("replaced_by", ""),
         )
