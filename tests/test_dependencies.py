@@ -55,6 +55,19 @@ def test_tasks_wait_say_why_and_go_once_their_dependency_completes(app):
     assert audit(app.store).ok
 
 
+def test_retention_keeps_a_job_while_another_waits_for_it(app):
+    """A job that another waits for is held (job:<id>:holds) until the waiting job is let go."""
+    client = Client(app=app)
+    client.add_node("n1", cpu=4, memory="4GiB")
+    client.submit({"id": "extract", "type": "batch"})
+    client.submit({"id": "load", "type": "batch", "after": ["extract"]})
+    assert app.client.smembers(app.keys.job_holds("extract")) == {"load"}
+    run_worker_until_idle(app)
+    _end_live(client, "extract")
+    run_worker_until_idle(app)
+    assert app.client.smembers(app.keys.job_holds("extract")) == set()
+
+
 def test_a_failed_dependency_fails_its_dependants_down_the_chain(app):
     client = Client(app=app)
     client.add_node("n1", cpu=4, memory="4GiB")

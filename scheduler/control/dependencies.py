@@ -95,24 +95,29 @@ def release(store: Store, outcomes: Outcomes, limit: int = 1000) -> dict[str, li
         specs: dict[str, JobSpec] = {}
         for job_id in held:
             fields = store.job_fields(job_id)
-            if not fields or fields.get("status") == STOPPED or fields.get("held") != "1":
+            spec = parse_stored(fields["spec"]) if fields.get("spec") else None
+            if spec is None or fields.get("status") == STOPPED or fields.get("held") != "1":
                 # Stopped (its tasks end with it), gone, or released by a releaser that died
                 # part way: finish its release, which only moves what still waits.
-                if fields and fields.get("status") != STOPPED:
+                if spec is not None and fields.get("status") != STOPPED:
                     store.unhold(job_id)
                 else:
                     store.forget_hold(job_id)
+                if spec is not None:
+                    store.no_longer_need([a.job for a in spec.after], job_id)
                 continue
-            spec = specs[job_id] = parse_stored(fields["spec"])
+            specs[job_id] = spec
             verdicts = [(after, holds(outcomes.of(store, after.job), after)) for after in spec.after]
             broken = [after for after, verdict in verdicts if verdict is False]
             if broken:
                 reason = why_not(broken[0], outcomes.of(store, broken[0].job))
                 fail_job(store, job_id, f"{reason}: job {job_id} did not run")
                 store.forget_hold(job_id)
+                store.no_longer_need([a.job for a in spec.after], job_id)
                 done["failed"].append(job_id)
             elif all(verdict for _, verdict in verdicts):
                 store.unhold(job_id)
+                store.no_longer_need([a.job for a in spec.after], job_id)
                 deadlines.start(store, job_id, spec)
                 done["released"].append(job_id)
         done["failed"] += _fail_cycles(store, specs)
@@ -136,5 +141,6 @@ def _fail_cycles(store: Store, specs: dict[str, JobSpec]) -> list[str]:
                     fail_job(store, member, f"jobs {' -> '.join([job_id, *path])} wait for each other in a "
                                                   f"cycle: job {member} did not run")
                     store.forget_hold(member)
+                    store.no_longer_need(graph[member], member)
                     failed.append(member)
     return failed

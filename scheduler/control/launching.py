@@ -43,6 +43,7 @@ def launch(store: Store, parent: JobSpec, child: JobSpec, *, how: str, payload: 
         fields["filling:1:0"] = f"{count}|{child.priority}|0|0"
     if child.after:
         fields["held"] = "1"
+        store.need([a.job for a in child.after], child.id)  # before it exists: retention keeps what it waits for
     if payload is not None:
         fields["payload"] = base64.b64encode(payload).decode()
     if at is not None:

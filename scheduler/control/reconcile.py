@@ -132,6 +132,7 @@ def _timing_fields(store: Store, spec: JobSpec, current: dict, starts: bool) -> 
     fields: dict = {}
     if spec.after and starts:
         store.hold(spec.id)  # listed first: the upkeep drops an entry whose job is not held
+        store.need([a.job for a in spec.after], spec.id)  # retention keeps what it waits for
         fields["held"] = "1"
     if current.get("failure"):
         fields["failure"] = ""

@@ -43,5 +43,19 @@ class HoldStore(NamespaceStore):
             pipe.zrem(self.keys.held, job_id)
             pipe.execute()
 
+    def need(self, job_ids: list[str], by: str) -> None:
+        """``by`` waits for each of ``job_ids``: retention keeps them (``job:<id>:holds``)
+        until it no longer waits."""
+        with self.client.pipeline(transaction=False) as pipe:
+            for job_id in job_ids:
+                pipe.sadd(self.keys.job_holds(job_id), by)
+            pipe.execute()
+
+    def no_longer_need(self, job_ids: list[str], by: str) -> None:
+        with self.client.pipeline(transaction=False) as pipe:
+            for job_id in job_ids:
+                pipe.srem(self.keys.job_holds(job_id), by)
+            pipe.execute()
+
     def is_waiting(self, task_id: str) -> bool:
         return self.client.zscore(self.keys.waiting, task_id) is not None

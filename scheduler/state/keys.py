@@ -259,7 +259,8 @@ class Keys:
         removed with it by ``gc_job.lua``, whatever its type. A feature that gives a job a
         key of its own adds it here; the first five are in this order for gc_job.lua."""
         return [self.job(job_id), self.job_tasks(job_id), self.job_ended(job_id), self.job_deployments(job_id),
-                self.job_holds(job_id), self.job_history(job_id), self.faults(job_id), self.tally_job(job_id)]
+                self.job_holds(job_id), self.job_history(job_id), self.faults(job_id), self.tally_job(job_id),
+                self.job_children(job_id), self.dispatch_tokens(job_id)]
 
     @cached_property
     def job_indexes(self) -> list[str]:
@@ -267,7 +268,7 @@ class Keys:
         (HASH): the job's id is taken out of each when it is removed. A feature that keeps
         a new index of jobs adds it here."""
         return [self.jobs, self.global_jobs, self.job_shares, self.filling, self.jobs_ended, self.jobs_finished,
-                self.jobs_expiring]
+                self.jobs_expiring, self.held, self.deadlines, self.launchers]
 
     def node_keys(self, name: str) -> list[str]:
         """Every key that belongs to one node alone: removed with it (``node_rm.lua``)."""

@@ -116,25 +116,28 @@ class LaunchStore(NamespaceStore):
 
     def remove_launch(self, child: str, chunk: int = 500) -> None:
         """Remove an ended launch of a periodic or parameterized job with every key of it
-        (its hash, task list, history, failures, tally, and each task's hash, output and
-        attempts) and its id from the namespace's job indexes: its parent's history limits
-        say it is no longer kept. Plain commands, a chunk at a time (its tasks ended: no
-        queue or tally holds them), the indexes last: a remover that dies part way leaves
-        the launch listed, and the next trim removes the rest."""
+        (``Keys.job_keys``, and each task's ``Keys.task_keys``) and its id from every index
+        of jobs (``Keys.job_indexes``): its parent's history limits say it is no longer
+        kept. Plain commands, a chunk at a time (its tasks ended: no queue or tally holds
+        them), the indexes last: a remover that dies part way leaves the launch listed in
+        its parent's children, and the next trim removes the rest."""
         k = self.keys
         tasks = self.client.zrange(k.job_tasks(child), 0, -1)
         for start in range(0, len(tasks), chunk):
-            part = tasks[start:start + chunk]
-            self.client.delete(*(key for task in part for key in (k.task(task), k.task_output(task),
-                                                                  k.task_attempts(task))))
-        self.client.delete(k.job(child), k.job_tasks(child), k.job_history(child), k.faults(child),
-                           k.tally_job(child), k.job_deployments(child))
+            self.client.delete(*(key for task in tasks[start:start + chunk] for key in k.task_keys(task)))
+        self.client.delete(*k.job_keys(child))
         with self.client.pipeline(transaction=False) as pipe:
-            pipe.srem(k.jobs, child)
-            pipe.srem(k.global_jobs, child)
-            pipe.hdel(k.job_shares, child)
-            for index in (k.filling, k.held, k.deadlines):
-                pipe.zrem(index, child)
+            for index in k.job_indexes:
+                pipe.type(index)
+            kinds = pipe.execute()
+        with self.client.pipeline(transaction=False) as pipe:
+            for index, kind in zip(k.job_indexes, kinds):
+                if kind == "set":
+                    pipe.srem(index, child)
+                elif kind == "zset":
+                    pipe.zrem(index, child)
+                elif kind == "hash":
+                    pipe.hdel(index, child)
             pipe.execute()
 
     def forget_children(self, job_id: str, children: list[str]) -> None:
