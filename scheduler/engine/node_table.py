@@ -22,7 +22,7 @@ from scheduler.model import ACTIVE, READY, Node
 
 
 def _description(node: Node) -> tuple:
-    return (node.labels, node.engine_labels, node.plugins, node.os, node.arch, node.role, node.hostname)
+    return (node.labels, node.engine_labels, node.plugins, node.os, node.arch, node.role, node.hostname, node.taints)
 
 
 class NodeTable:

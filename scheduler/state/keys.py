@@ -117,6 +117,11 @@ class Keys:
         tells reconcilers that global jobs may need tasks added or taken away."""
         return self._key("nodes", "epoch")
 
+    @cached_property
+    def nodes_noexecute(self) -> str:
+        """SET: nodes with a NoExecute taint (the evictions look at these)."""
+        return self._key("nodes", "noexecute")
+
     def heartbeat(self, name: str) -> str:
         return self._key("node", name, "heartbeat")
 
@@ -188,6 +193,27 @@ class Keys:
     # Tallies kept by the Lua commit and release.
     def tally_job(self, job_id: str) -> str:
         return f"{self.prefix}tally:job:{job_id}"
+
+    def tally_dom(self, job_id: str) -> str:
+        """HASH ``<attribute>=<value>`` (and ``*``) -> live tasks of a job counted by topology
+        domain (only jobs with labels or domain rules: scheduler/model/domains.py)."""
+        return f"{self.prefix}tally:dom:{job_id}"
+
+    @cached_property
+    def rules_gen(self) -> str:
+        """Counter bumped whenever jobs:labels or jobs:anti changes: a placement whose
+        selectors were resolved before is refused at commit."""
+        return self._key("rules", "gen")
+
+    @cached_property
+    def job_labels(self) -> str:
+        """HASH job -> its labels (JSON), for jobs with labels: what selectors match."""
+        return self._key("jobs", "labels")
+
+    @cached_property
+    def job_anti(self) -> str:
+        """HASH job -> its required job_anti_affinity entries (JSON), which keep other jobs away too."""
+        return self._key("jobs", "anti")
 
     @cached_property
     def tally_priority(self) -> str:
