@@ -38,7 +38,7 @@ log = logging.getLogger("sched.replication")
 SCRIPT_NAMES = ("enqueue", "enqueue_many", "claim", "reclaim", "fail", "move", "commit", "finish", "start", "preempt",
                 "preempt_gang", "unnominate", "claimed", "tallies", "node_put", "node_set", "node_rm", "job_stop",
                 "snapshot", "deployment_open", "deployment_set", "task_health", "history",
-                "replace", "node_taint")
+                "replace", "node_taint", "job_rules")
 
 
 @cache
