@@ -49,8 +49,10 @@
 --   names), amount), m, m x host port, k, k x (task id, node index (1-based))
 -- The group options (none for a job without tolerations or domain rules); K is an index into KEYS:
 --   tolerate: 4 per toleration: key, operator (Equal|Exists), value, effect ("" for every effect)
---   count: K of the job's tally:dom: its tasks are counted under every domain of their node
---     (scheduler/model/domains.py), and each task records what it was counted under (domains)
+--   count: K of the job's tally:dom, K of q:cycle, K of q:move_cycle: its tasks are counted
+--     under every domain of their node (scheduler/model/domains.py), each task records what
+--     it was counted under (domains), and placing one is a cluster event (tasks waiting for
+--     a job affinity, or out of a spread's skew, may now fit)
 --   gen: K of rules:gen, the value its selectors were resolved at (else: refused, retried)
 --   epoch: K of nodes:epoch, the value its spreads' eligible domains were read at
 --   spread: attribute, max_skew, min_domains, self (1: the task counts in its own domain),
@@ -106,7 +108,10 @@ local function option(group, name, at, c)
     end
     return
   end
-  if name == 'count' then group.count = tonumber(ARGV[at]) return end
+  if name == 'count' then
+    group.count, group.cycle, group.move_cycle = tonumber(ARGV[at]), tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2])
+    return
+  end
   if name == 'gen' or name == 'epoch' then
     group.expect = group.expect or {}
     group.expect[#group.expect + 1] = {key = tonumber(ARGV[at]), value = ARGV[at + 1], name = name}
@@ -498,6 +503,7 @@ local function stage(group, node, id, sign)
 end
 
 local results, placed, touched, by_priority = {}, {}, {}, {}
+local event_keys = nil  -- q:cycle, q:move_cycle when a counted job placed a task
 local tenant_use = {}  -- usage hash field -> amount this call adds
 local function count(field, amount)
   tenant_use[field] = (tenant_use[field] or 0) + amount
@@ -554,6 +560,7 @@ for _, group in ipairs(groups) do
   end
   -- The group's tallies and usage, once for all its placements.
   local n = #staged
+  if n > 0 and group.count then event_keys = {group.cycle, group.move_cycle} end
   if n > 0 then
     by_priority[group.priority] = (by_priority[group.priority] or 0) + n
     local prefix = 'tenant:' .. group.tenant .. ':'
@@ -614,6 +621,7 @@ for k, delta in pairs(dom_delta) do
     if n ~= 0 and redis.call('HINCRBY', KEYS[k], field, n) <= 0 then redis.call('HDEL', KEYS[k], field) end
   end
 end
+if event_keys then redis.call('SET', KEYS[event_keys[2]], redis.call('GET', KEYS[event_keys[1]]) or '0') end
 
 -- Each changed node's new change sequence, and its delta.
 local names_touched = {}

@@ -73,13 +73,9 @@ class JobSpec:
     # the strategy: topology_spread, job (anti-)affinity, distinct_property, affinities,
     # spread targets, or labels (other jobs' rules may count its tasks).
     rules: bool = False
-
-    @property
-    def counted(self) -> bool:
-        """Whether its live tasks are counted by topology domain (``tally:dom:<job>``): it
-        has labels (other jobs' rules may count it), or rules over its own tasks."""
-        return bool(self.labels or self.topology_spread or any(t.required for t in self.job_anti_affinity)
-                    or any(c.dynamic for c in self.constraints))
+    # Whether its live tasks are counted by topology domain (tally:dom:<job>): it has labels
+    # (other jobs' rules may count it), a spread, required anti-affinity or distinct_property.
+    counted: bool = False
 
     @property
     def gang(self) -> int:
@@ -326,6 +322,8 @@ def parse_job(raw) -> JobSpec:
         job_anti_affinity=job_anti_affinity,
         rules=bool(labels or affinities or spread or job_affinity or job_anti_affinity
                    or any(c.dynamic for c in constraints) or any(p.targets for p in preferences)),
+        counted=bool(labels or spread or any(t.required for t in job_anti_affinity)
+                     or any(c.dynamic for c in constraints)),
     )
     normalised = {
         "id": spec.id, "type": spec.type, "priority": spec.priority, "replicas": spec.replicas,

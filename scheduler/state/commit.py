@@ -73,7 +73,8 @@ def commit(scripts: Scripts, keys: Keys, token: str, plans: list[Planned], event
         return extra[key]
 
     options = [_options(group[0].job, group[0].rules, keys, key_index) for group in groups]
-    describe = any(group[0].job.counted or group[0].rules is not None for group in groups)
+    describe = any(group_options[0] and (group[0].job.counted or group[0].rules is not None)
+                   for group, group_options in zip(groups, options))
     argv: list = [token, events or events_argument(keys), keys.namespace, len(names), *names, len(nodes), *nodes,
                   1 if describe else 0, len(groups)]
     node_keys: list[str] = []
@@ -108,14 +109,19 @@ def commit(scripts: Scripts, keys: Keys, token: str, plans: list[Planned], event
                                  for i in range(0, len(changes), 3)})
 
 
+_NO_OPTIONS = [0]
+
+
 def _options(job: JobSpec, rules: Rules | None, keys: Keys, key_index) -> list:
     """A group's option list for commit.lua (``o``, then each option's name, count and
     values; see its header): the job's tolerations and its domain rules."""
+    if rules is None and not job.counted and not job.tolerations:
+        return _NO_OPTIONS
     options: list[tuple[str, list]] = []
     if job.tolerations:
         options.append(("tolerate", [x for t in job.tolerations for x in (t.key, t.operator, t.value, t.effect)]))
     if job.counted:
-        options.append(("count", [key_index(keys.tally_dom(job.id))]))
+        options.append(("count", [key_index(keys.tally_dom(job.id)), key_index(keys.cycle), key_index(keys.move_cycle)]))
     if rules is not None:
         if rules.gen is not None:
             options.append(("gen", [key_index(keys.rules_gen), rules.gen]))
