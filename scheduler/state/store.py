@@ -5,7 +5,9 @@ Each noun's part lives in its own module, over the keys it owns: ``nodes.py`` (n
 their agents), ``jobs.py`` (jobs and the scripts that create tasks), ``tasks.py``,
 ``nominations.py`` (preemption), ``tallies.py``, ``quotas.py`` (quotas and tenants),
 ``deployments.py`` (rolling updates and task health), ``history.py`` (who did what),
-``rules.py`` (job labels and the counts placement rules read), all
+``snapshots.py`` (the namespace read whole and written back), ``series.py`` (samples
+over time for the dashboard), ``rules.py`` (job labels and the counts placement rules
+read), all
 built on ``namespace.py`` (the client, keys and scripts, and what is namespace-wide).
 :class:`Store` brings them together, so callers hold one object. Every change that must
 be atomic with the queue or the tallies goes through a Lua script, whose one Python
@@ -21,10 +23,12 @@ from scheduler.state.nodes import NodeStore
 from scheduler.state.nominations import NominationStore
 from scheduler.state.quotas import QuotaStore
 from scheduler.state.rules import RuleStore
+from scheduler.state.series import SeriesStore
+from scheduler.state.snapshots import SnapshotStore
 from scheduler.state.tallies import TallyStore
 from scheduler.state.tasks import TaskStore
 
 
 class Store(NodeStore, JobStore, TaskStore, NominationStore, TallyStore, QuotaStore, DeploymentStore,
-            HistoryStore, RuleStore):
+            HistoryStore, SnapshotStore, SeriesStore, RuleStore):
     """``Store(client, keys, scripts)``: every noun's reads and writes of one namespace."""
