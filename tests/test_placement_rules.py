@@ -11,7 +11,7 @@ from scheduler.control.audit import audit
 from scheduler.model import make_node, parse_job
 from scheduler.model.taints import parse_taint
 from workers.scheduler_worker import SchedulerWorker, WorkerConfig
-from worker_harness import run_worker_until_idle
+from worker_harness import run_worker_until_idle, wait_until
 
 
 def run(app, *specs) -> dict:
@@ -207,3 +207,28 @@ def test_domain_counts_follow_tasks_that_end(app):
     app.store.put_node(make_node("a1", cpu=4, memory="8GiB", labels={"zone": "z"}))  # relabelled while running
     reconcile.stop(app.store, "db")
     assert app.store.domain_counts(["db"])["db"] == {}
+
+
+def test_no_execute_evicts_what_does_not_tolerate_it_after_its_toleration_seconds(app):
+    """kube's taint manager: a NoExecute taint evicts (stops and replaces elsewhere) the
+    tasks that do not tolerate it at once, and those tolerating it for
+    toleration_seconds once that long has passed since the taint was added."""
+    from scheduler.control import evictions
+
+    zones(app, {"a": "a", "b": "b"})
+    placed = run(app, {"id": "web", "constraints": ["node.name==a"]},
+                 {"id": "patient", "constraints": ["node.name==a"],
+                  "tolerations": [{"key": "maintenance", "operator": "Exists", "effect": "NoExecute",
+                                   "toleration_seconds": 1}]},
+                 {"id": "stays", "constraints": ["node.name==a"],
+                  "tolerations": [{"key": "maintenance", "operator": "Exists"}]})
+    assert {placed[t][1] for t in ("web.0", "patient.0", "stays.0")} == {"a"}
+    app.store.taint("a", parse_taint("maintenance:NoExecute"))
+    assert evictions.enforce(app.store) == ["web.0"]
+    web = app.store.tasks(["web.0", "web.1"])
+    assert (web[0].state, web[0].message) == ("stopped", "evicted from node a by its taint maintenance:NoExecute")
+    assert web[1].state == "pending"  # its replacement (it may not go back to a)
+    wait_until(lambda: evictions.enforce(app.store) == ["patient.0"], 10, "the toleration to run out")
+    assert app.store.tasks(["stays.0"])[0].state == "assigned"
+    app.store.untaint("a", "maintenance")
+    assert evictions.enforce(app.store) == [] and app.store.noexecute_nodes() == []

@@ -35,9 +35,7 @@ class RuleView:
         if not ruled:
             self.counts = DomainCounts()
             return []
-        with self.store.client.pipeline(transaction=False) as pipe:
-            self.store.queue_rule_reads(pipe)
-            self.epoch, gen = self.store.read_rule_reads(pipe.execute())
+        self.epoch, gen = self.store.rule_epochs()
         if gen != self.index.gen:
             read, labels, anti = self.store.rule_index()
             self.index = RuleIndex(read, labels, anti)

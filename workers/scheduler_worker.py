@@ -26,7 +26,7 @@ from functools import partial
 
 import redis
 
-from scheduler.control import deployer, heartbeat, reconcile
+from scheduler.control import deployer, evictions, heartbeat, reconcile
 from scheduler.control.preemptor import Preemptor
 from scheduler.control.worker_config import WorkerConfig
 from scheduler.engine.placement import Placement, Placer, gang_waits_message
@@ -153,6 +153,8 @@ class SchedulerWorker:
                 metrics.NODES_DOWN.inc()
                 log.warning("%s: node %s marked down: its heartbeat lapsed; its tasks are replaced",
                             self.name, name, extra={"fields": {"node": name}})
+            for task_id in evictions.enforce(self.app.store):
+                log.warning("%s: task %s evicted by a NoExecute taint", self.name, task_id)
             for job_id in reconcile.complete_fills(self.app.store):
                 log.warning("%s: job %s: its submit stopped part way; the rest of its tasks are queued", self.name,
                             job_id, extra={"fields": {"job": job_id}})

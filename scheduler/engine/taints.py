@@ -12,8 +12,11 @@ from scheduler.model.taints import intolerable_preferences, untolerated
 class Taints(Filter):
     """The node has no NoSchedule or NoExecute taint the job does not tolerate."""
 
-    name = "taints"
-    static = True
+    def __init__(self) -> None:
+        # Set on the instance: compiled code reads Filter's own slots, not a Python
+        # subclass's class attributes.
+        self.name = "taints"
+        self.static = True
 
     def set_task(self, job):
         self.tolerations = job.tolerations

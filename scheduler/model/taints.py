@@ -178,3 +178,24 @@ def parse_tolerations(raw, job: str) -> tuple[Toleration, ...]:
                 raise SpecError(f"{what} toleration_seconds applies to effect NoExecute only.")
         out.append(Toleration(key, operator, value, effect, seconds))
     return tuple(out)
+
+
+def eviction(taints, tolerations) -> tuple[int, Taint] | None:
+    """When a running task with these ``tolerations`` is evicted by the ``NoExecute`` taints
+    among ``taints`` (ms, Redis time), and by which; None if it may stay. kube's taint
+    manager: a taint no toleration tolerates evicts at once (0); one tolerated only for
+    ``toleration_seconds`` evicts that long after it was added (the shortest of the
+    tolerations that tolerate it, when several do)."""
+    soonest: tuple[int, Taint] | None = None
+    for taint in taints:
+        if taint.effect != NO_EXECUTE:
+            continue
+        matching = [t for t in tolerations if t.tolerates(taint)]
+        if not matching:
+            return 0, taint
+        limits = [t.seconds for t in matching if t.seconds is not None]
+        if limits:
+            at = taint.added_ms + 1000 * min(limits)
+            if soonest is None or at < soonest[0]:
+                soonest = (at, taint)
+    return soonest

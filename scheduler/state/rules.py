@@ -44,16 +44,14 @@ class RuleStore(NamespaceStore):
         return self.scripts.job_rules(keys=[k.job_labels, k.job_anti, k.rules_gen], args=[job_id, labels, anti],
                                       client=client)
 
-    def queue_rule_reads(self, pipe) -> None:
-        """Queue the reads of ``nodes:epoch`` and ``rules:gen`` (read with :meth:`read_rule_reads`):
-        first in a round, before the nodes are refreshed, so the copy is never older than them."""
-        pipe.get(self.keys.node_epoch)
-        pipe.get(self.keys.rules_gen)
-
-    @staticmethod
-    def read_rule_reads(replies: list) -> tuple[str, str]:
-        """(nodes:epoch, rules:gen) as the commit compares them."""
-        return replies[0] or "", replies[1] or ""
+    def rule_epochs(self) -> tuple[str, str]:
+        """(``nodes:epoch``, ``rules:gen``) as the commit compares them, read first in a
+        round, before the nodes are refreshed, so the copy is never older than them."""
+        with self.client.pipeline(transaction=False) as pipe:
+            pipe.get(self.keys.node_epoch)
+            pipe.get(self.keys.rules_gen)
+            epoch, gen = pipe.execute()
+        return epoch or "", gen or ""
 
     def rule_index(self) -> tuple[str, dict[str, dict[str, str]], dict[str, tuple[JobAffinity, ...]]]:
         """(rules:gen, job -> labels, job -> its required anti-affinity entries), the
