@@ -232,3 +232,19 @@ def test_no_execute_evicts_what_does_not_tolerate_it_after_its_toleration_second
     assert app.store.tasks(["stays.0"])[0].state == "assigned"
     app.store.untaint("a", "maintenance")
     assert evictions.enforce(app.store) == [] and app.store.noexecute_nodes() == []
+
+
+def test_preemption_evicts_only_where_the_anti_affinity_then_holds(app):
+    """Both nodes are full of low-priority tasks; one also runs a database the new task
+    must stay away from. The worker evicts on the other node, never for room it could not
+    take."""
+    zones(app, {"h1": "a", "h2": "a"}, cpu=2)
+    run(app, {"id": "db", "labels": {"app": "db"}, "priority": 900, "preemptible": False,
+              "resources": {"cpu": 1}, "constraints": ["node.name==h1"]},
+        {"id": "low", "replicas": 3, "priority": 10, "resources": {"cpu": 1}})
+    placed = run(app, {"id": "hi", "priority": 100, "resources": {"cpu": 1}, "job_anti_affinity": [
+        {"match": {"app": "db"}, "attribute": "node.hostname", "required": True}]})
+    preempted = [(t, node) for t, (state, node) in placed.items() if state == "preempted"]
+    assert len(preempted) == 1 and preempted[0][1] == "h2"  # never the low task beside the database
+    run_worker_until_idle(app)  # the preemptor, nominated to h2, is placed there
+    assert app.store.tasks(["hi.0"])[0].node == "h2"

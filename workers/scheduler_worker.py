@@ -28,6 +28,7 @@ import redis
 
 from scheduler.control import deployer, evictions, heartbeat, reconcile
 from scheduler.control.preemptor import Preemptor
+from scheduler.control.rule_view import RuleView
 from scheduler.control.worker_config import WorkerConfig
 from scheduler.engine.placement import Placement, Placer, gang_waits_message
 from scheduler.model import STOPPED, JobSpec, Node, reasons
@@ -41,7 +42,6 @@ from scheduler.tools.logs import Summary
 from workers import admission, metrics
 from workers.groups import Group, batches, regroup
 from workers.preempting import Preemption
-from workers.rules import RuleView
 from workers.stats import WorkerStats
 
 __all__ = ["SchedulerWorker", "WorkerConfig"]
@@ -64,10 +64,10 @@ class SchedulerWorker:
         self.preemptor = Preemptor(app.store, self._spec, self.config.preemption_margin) \
             if self.config.preemption else None
         self.stats = WorkerStats()
-        self.preemption = Preemption(app, self.config, self.preemptor, self._refresh, self.stats) \
+        self.rules = RuleView(app.store)  # for jobs with domain rules or labels
+        self.preemption = Preemption(app, self.config, self.preemptor, self._refresh, self.stats, self.rules) \
             if self.preemptor is not None else None
         self._specs: dict[tuple[str, int], JobSpec] = {}
-        self.rules = RuleView(app.store)  # for jobs with domain rules or labels
         self._stopping = False
         self._last_maintain = self._last_health = 0.0
         self._last_sample, self._sampling = 0.0, True

@@ -1,4 +1,6 @@
-"""What a worker reads for jobs with domain rules or labels, and how it resolves them.
+"""What placing a job with domain rules or labels reads, and how its rules are resolved:
+for a worker (:class:`RuleView`, kept across its rounds) and for a one-off look
+(:func:`rules_now`: ``sched job plan``, the dashboard, preemption).
 
 Only batches holding such jobs pay for it. Each round of such a batch first reads
 ``nodes:epoch`` and ``rules:gen`` (before the nodes are refreshed, so that the copy is at
@@ -13,6 +15,7 @@ or nodes changed meanwhile.
 from __future__ import annotations
 
 from scheduler.engine.domains import DomainCounts
+from scheduler.engine.filters import filter_pipeline
 from scheduler.engine.placement import Placer
 from scheduler.engine.rules import RuleIndex, resolve
 from scheduler.model import JobSpec, Node
@@ -50,10 +53,31 @@ class RuleView:
         """The domain counts the refresh read (job -> field -> tasks)."""
         self.counts = DomainCounts(counts)
 
-    def rules(self, spec: JobSpec, everywhere: list[Node], placer: Placer) -> Rules | None:
+    def rules(self, spec: JobSpec, everywhere: list[Node], placer: Placer | None = None) -> Rules | None:
         """The spec's rules for this round, its spreads' eligible domains taken from every
-        node in view."""
+        node in view (through the placer's node table, if given)."""
         if not spec.rules:
             return None
-        return resolve(spec, self.index, lambda attribute: placer.eligible_domains(everywhere, spec, attribute),
-                       self.epoch)
+        if placer is not None:
+            return resolve(spec, self.index, lambda attribute: placer.eligible_domains(everywhere, spec, attribute),
+                           self.epoch)
+        return resolve(spec, self.index, lambda attribute: eligible_domains(everywhere, spec, attribute), self.epoch)
+
+
+def eligible_domains(nodes: list[Node], spec: JobSpec, attribute: str) -> list[str]:
+    """The values of ``attribute`` on the nodes that pass the job's constraints, platform
+    and plugins (what :meth:`Placer.eligible_domains` finds, node by node)."""
+    from scheduler.model.constraints import attribute_getter
+
+    check, get = filter_pipeline(spec, taints=False).static_check, attribute_getter(attribute)
+    return sorted({get(node) for node in nodes if check(node) is None} - {""})
+
+
+def rules_now(store: Store, spec: JobSpec, nodes: list[Node]) -> tuple[Rules | None, DomainCounts]:
+    """The spec's rules against the nodes given and the counts in Redis now (a dry run:
+    the commit is not asked)."""
+    view = RuleView(store)
+    jobs = view.begin([spec])
+    if jobs:
+        view.read(store.domain_counts(jobs))
+    return view.rules(spec, nodes), view.counts
