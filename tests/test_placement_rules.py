@@ -248,3 +248,45 @@ def test_preemption_evicts_only_where_the_anti_affinity_then_holds(app):
     assert len(preempted) == 1 and preempted[0][1] == "h2"  # never the low task beside the database
     run_worker_until_idle(app)  # the preemptor, nominated to h2, is placed there
     assert app.store.tasks(["hi.0"])[0].node == "h2"
+
+
+# ----------------------------------------------------------------------------- plan, dashboard
+def test_plan_and_the_dashboard_say_which_rule_stops_a_task(app):
+    from starlette.testclient import TestClient
+
+    from scheduler.control.plan import placements
+    from scheduler.tools.ui.app import create_app
+
+    zones(app, {"a1": "a", "b1": "b"})
+    app.store.put_node(make_node("gpu", cpu=4, memory="8GiB", labels={"zone": "c"}, taints=["dedicated=gpu:NoSchedule"]))
+    spec = {"id": "db", "replicas": 3, "labels": {"app": "db"}, "job_anti_affinity": [
+        {"match": {"app": "db"}, "attribute": "node.labels.zone", "required": True}]}
+    planned = placements(app, parse_job(spec))
+    assert sorted(p["node"] for p in planned["placements"]) == ["a1", "b1"]
+    assert planned["pending"][0]["message"].startswith(
+        "0/3 nodes available: 2 job_anti_affinity app=db on node.labels.zone, 1 untolerated taint "
+        "dedicated=gpu:NoSchedule.")
+    run(app, spec)
+    pending = [t.id for t in app.store.tasks(app.store.all_task_ids()) if t.state == "pending"]
+    ns = app.keys.namespace
+    with TestClient(create_app(app)) as web:
+        assert "dedicated=gpu:NoSchedule" in web.get(f"/nodes?ns={ns}").text
+        page = web.get(f"/tasks/{pending[0]}?ns={ns}").text
+        assert "job_anti_affinity app=db on node.labels.zone" in page and "untolerated taint" in page
+        waits = web.get(f"/jobs/db?ns={ns}").text
+        assert "2 job_anti_affinity app=db on node.labels.zone" in waits
+
+
+def test_the_node_by_node_verdict_names_the_domain_rule():
+    from scheduler.engine.domains import DomainCounts
+    from scheduler.engine.rules import RuleIndex, resolve
+    from scheduler.engine.verdicts import verdicts
+
+    nodes = [make_node(name, cpu=4, memory="8GiB", labels={"zone": zone}) for name, zone in
+             (("a1", "a"), ("a2", "a"), ("b1", "b"))]
+    spec = parse_job({"id": "web", "topology_spread": [{"attribute": "node.labels.zone", "max_skew": 1}]})
+    rules = resolve(spec, RuleIndex(), lambda attribute: ["a", "b"])
+    counts = DomainCounts({"web": {"node.labels.zone=a": 2, "node.labels.zone=b": 1}})
+    found = {v.node: v.reason for v in verdicts(spec, nodes, {}, rules, counts)}
+    assert found == {"b1": None, "a1": "topology_spread node.labels.zone max_skew 1 exceeded",
+                     "a2": "topology_spread node.labels.zone max_skew 1 exceeded"}
