@@ -123,13 +123,15 @@ class Client:
     # Nodes.
     def add_node(self, name: str, *, cpu, memory, gpu=None, resources: dict | None = None,
                  labels: dict | list | None = None, engine_labels: dict | list | None = None, os: str = "linux",
-                 arch: str = "amd64", role: str = "worker", plugins: Iterable[str] = ()) -> bool:
-        """Register a node (no agent: it stays ready), or update it. Returns True when new."""
+                 arch: str = "amd64", role: str = "worker", plugins: Iterable[str] = (),
+                 taints: Iterable[str] = ()) -> bool:
+        """Register a node (no agent: it stays ready), or update it. Returns True when new.
+        ``taints``: ``KEY[=VALUE]:EFFECT`` texts; given, they replace the node's."""
         extra = dict(resources or {})
         if gpu is not None:
             extra["gpu"] = gpu
         node = make_node(name, cpu=cpu, memory=memory, resources=extra, labels=labels, engine_labels=engine_labels,
-                         os=os, arch=arch, role=role, plugins=list(plugins))
+                         os=os, arch=arch, role=role, plugins=list(plugins), taints=list(taints))
         return self.put_node(node)
 
     def put_node(self, node: Node) -> bool:
