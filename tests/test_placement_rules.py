@@ -290,3 +290,31 @@ def test_the_node_by_node_verdict_names_the_domain_rule():
     found = {v.node: v.reason for v in verdicts(spec, nodes, {}, rules, counts)}
     assert found == {"b1": None, "a1": "topology_spread node.labels.zone max_skew 1 exceeded",
                      "a2": "topology_spread node.labels.zone max_skew 1 exceeded"}
+
+
+def test_sched_node_taint_untaint_and_ls(sched, app, monkeypatch):
+    """The commands as typed: `node add --taint` (repeated), `node taint`, `node ls`
+    (table and --json), `node untaint`; bad input is one sentence and writes nothing."""
+    monkeypatch.setenv("COLUMNS", "200")  # the table, unwrapped
+    sched("node", "add", "n1", "--cpu", "4", "--memory", "8GiB", "--taint", "dedicated=gpu:NoSchedule",
+          "--taint", "spot:PreferNoSchedule")
+    assert sched("node", "taint", "n1", "gone:NoExecute").stdout == "node n1 tainted gone:NoExecute\n"
+    table = sched("node", "ls").stdout
+    assert "TAINTS" in table.splitlines()[0] and "dedicated=gpu:NoSchedule" in table
+    listed = orjson.loads(sched("node", "ls", "--json").stdout)
+    assert listed[0]["taints"] == ["dedicated=gpu:NoSchedule", "spot:PreferNoSchedule", "gone:NoExecute"]
+    assert sched("node", "untaint", "n1", "spot").stdout == "node n1 untainted spot\n"
+    assert sched("node", "untaint", "n1", "spot").stdout == "node n1 has no taint spot\n"
+    before = app.client.hget(app.keys.node("n1"), "taints")
+    for args, error in ((("node", "taint", "n1", "gpu"),
+                         "Error: taint 'gpu' must look like KEY[=VALUE]:EFFECT, such as dedicated=gpu:NoSchedule."),
+                        (("node", "taint", "n1", "k:NoScheduled"),
+                         "Error: taint 'k:NoScheduled': effect 'NoScheduled' is not one of NoSchedule, "
+                         "PreferNoSchedule, NoExecute."),
+                        (("node", "untaint", "n1", "k:Nope"),
+                         "Error: taint effect 'Nope' is not one of NoSchedule, PreferNoSchedule, NoExecute."),
+                        (("node", "taint", "nope", "k:NoSchedule"), "Error: node 'nope' does not exist.")):
+        result = sched(*args, ok=False)
+        assert (result.exit_code, result.stderr.strip()) == (2, error)
+    assert app.client.hget(app.keys.node("n1"), "taints") == before
+    assert [e["action"] for e in app.store.read_history(node="n1")] == ["taint", "untaint", "untaint"]

@@ -150,7 +150,8 @@ def run_rules(scenario: Scenario, redis_url: str | None = None, namespace: str =
     """``--rules``: the scenario with placement rules, and the same without (the plain
     default) right after it, in one run: both reports, and the ratio of their placements/s."""
     ruled = run_batch(dataclasses.replace(scenario, rules=True), redis_url, namespace, clear, progress)
-    plain = run_batch(dataclasses.replace(scenario, rules=False), redis_url, namespace, clear, progress)
+    # The same namespace again, emptied of what the first run left.
+    plain = run_batch(dataclasses.replace(scenario, rules=False), redis_url, namespace, True, progress)
     ratio = (ruled["placements_per_s"] / plain["placements_per_s"]
              if ruled["placements_per_s"] and plain["placements_per_s"] else None)
     return {**ruled, "plain": plain, "rules_to_plain": _round(ratio, 3),
