@@ -12,8 +12,9 @@
 -- then 6 keys per task p (0-based), from b = 11:
 --   task HASH, node HASH, node tasks SET, tally:job:<job> ZSET, for the node named in ARGV,
 --   faults:<job> ZSET (written when a live task ends as failed), tally:dom:<job> HASH
--- KEYS[#KEYS - 2] stream STREAM (the namespace's events), KEYS[#KEYS - 1] config HASH (stream_maxlen)
--- KEYS[#KEYS] usage HASH (namespace and tenant usage, see commit.lua)
+-- KEYS[#KEYS - 3] stream STREAM (the namespace's events), KEYS[#KEYS - 2] config HASH (stream_maxlen)
+-- KEYS[#KEYS - 1] usage HASH (namespace and tenant usage, see commit.lua)
+-- KEYS[#KEYS] tasks:ended ZSET (each task that ends is added, for retention)
 -- ARGV[1] events: channel, and the members every event carries (see events_to in _lib.lua)
 -- ARGV[2] how long a failure counts in faults:<job> (ms)
 -- then per task: id, new state, message, the node the task is on ("" while pending)
@@ -21,7 +22,7 @@
 -- (it is not on the node given: it was placed or moved since the caller looked).
 
 local now = now_ms()
-local events = events_to(ARGV[1], KEYS[#KEYS - 2], KEYS[#KEYS - 1])
+local events = events_to(ARGV[1], KEYS[#KEYS - 3], KEYS[#KEYS - 2])
 local fault_window = tonumber(ARGV[2])
 local out = {}
 local any_freed = false
@@ -33,7 +34,7 @@ for a = 3, #ARGV, 4 do
     {task = KEYS[base], node = KEYS[base + 1], node_tasks = KEYS[base + 2], tally_job = KEYS[base + 3],
      faults = KEYS[base + 4], tally_dom = KEYS[base + 5], fault_window = fault_window,
      queues = {KEYS[1], KEYS[2], KEYS[3], KEYS[4]}, leases = KEYS[5], tally_priority = KEYS[10],
-     changes = KEYS[6], seq = KEYS[7], usage = KEYS[#KEYS]}, events, now)
+     changes = KEYS[6], seq = KEYS[7], usage = KEYS[#KEYS - 1], ended = KEYS[#KEYS]}, events, now)
   out[#out + 1] = result
   any_freed = any_freed or freed
 end

@@ -11,7 +11,8 @@
 -- KEYS[9] tally:priority HASH
 -- KEYS[10] stream STREAM (the namespace's events)  KEYS[11] config HASH (stream_maxlen)
 -- then 3 keys per victim: task HASH, tally:job:<its job> ZSET, tally:dom:<its job> HASH
--- KEYS[#KEYS] usage HASH (namespace and tenant usage, see commit.lua)
+-- KEYS[#KEYS - 1] usage HASH (namespace and tenant usage, see commit.lua)
+-- KEYS[#KEYS] tasks:ended ZSET (each victim is added, for retention)
 -- ARGV[1] fencing token  ARGV[2] events (see events_to in _lib.lua)  ARGV[3] preemptor task id
 -- ARGV[4] node name  ARGV[5] nomination lifetime (ms)
 -- ARGV[6] nomination value without its expiry: priority, job, allocation, ports as
@@ -41,12 +42,13 @@ for a = first_victim, #ARGV do
 end
 
 local keys = {node = KEYS[7], node_tasks = KEYS[8], tally_priority = KEYS[9],
-  changes = KEYS[4], seq = KEYS[5], usage = KEYS[#KEYS]}
+  changes = KEYS[4], seq = KEYS[5], usage = KEYS[#KEYS - 1]}
 for _, victim in ipairs(victims) do
   keys.tally_job, keys.tally_dom = victim.tally_job, victim.tally_dom
   release(victim.id, name, victim.cur[3], victim.cur[4], victim.cur[6], keys, victim.cur[7] or nil,
     victim.cur[8] or nil)
   redis.call('HSET', victim.task, 'state', 'preempted', 'ended_at', int(now), 'message', 'preempted by ' .. id)
+  redis.call('ZADD', KEYS[#KEYS], int(now), victim.id)
   emit(events, {'type', 'task', 'id', victim.id, 'job', victim.cur[5], 'state', 'preempted', 'node', name, 'by', id},
     now)
 end

@@ -12,6 +12,7 @@
 -- KEYS[8] stream STREAM (the namespace's events)  KEYS[9] config HASH (stream_maxlen)
 -- then 3 keys per member: task HASH, its node's HASH, its node's tasks SET
 -- then 3 keys per victim: task HASH, tally:job:<its job> ZSET, tally:dom:<its job> HASH
+-- KEYS[#KEYS] tasks:ended ZSET (each victim is added, for retention)
 -- ARGV[1] fencing token  ARGV[2] events (see events_to in _lib.lua)  ARGV[3] nomination lifetime (ms)
 -- ARGV[4] nomination value without its expiry (as preempt.lua's ARGV[6])
 -- ARGV[5] the gang (job id)
@@ -66,6 +67,7 @@ for _, victim in ipairs(victims) do
     victim.cur[8] or nil)
   redis.call('HSET', victim.task, 'state', 'preempted', 'ended_at', int(now), 'message',
     'preempted by gang ' .. gang)
+  redis.call('ZADD', KEYS[#KEYS], int(now), victim.id)
   emit(events, {'type', 'task', 'id', victim.id, 'job', victim.cur[5], 'state', 'preempted',
     'node', victim.name, 'by', members[1].id, 'gang', gang}, now)
 end

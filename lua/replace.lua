@@ -7,7 +7,8 @@
 -- Compare and set on the job, as enqueue.lua: unless the job is still as the caller read
 -- it ("<version>|<next_index>|<status>"), nothing is done (read again, call again). The
 -- replacements take indexes from next_index on, in the order of the tasks asking for one,
--- each recording the task it replaces (`replaces`). A task that this call does not end
+-- each recording the task it replaces (`replaces`; the task replaced records its
+-- `replaced_by`, which retention reads). A task that this call does not end
 -- from a live state (it ended already, or is elsewhere) gets none.
 --
 -- KEYS[1..10] as finish.lua: q:active q:backoff q:unschedulable q:inflight q:leases
@@ -17,6 +18,7 @@
 -- then 6 keys per task p (0-based), from 18: task HASH, node HASH, node tasks SET, tally:job ZSET,
 -- faults:<job> ZSET (written when a live task ends as failed), tally:dom:<job> HASH
 -- then one task HASH per replacement asked for: <job>.<next_index + i>
+-- KEYS[#KEYS] tasks:ended ZSET (each task that ends is added, for retention)
 -- ARGV[1] events: channel, and the members every event carries (see events_to in _lib.lua)
 -- ARGV[2] the job as read  ARGV[3] job id
 -- ARGV[4] the replacements' spec version  ARGV[5] their priority  ARGV[6] their backoff (ms, "0": none)
@@ -46,7 +48,7 @@ for p = 0, n - 1 do
     {task = KEYS[base], node = KEYS[base + 1], node_tasks = KEYS[base + 2], tally_job = KEYS[base + 3],
      faults = KEYS[base + 4], tally_dom = KEYS[base + 5], fault_window = fault_window,
      queues = {KEYS[1], KEYS[2], KEYS[3], KEYS[4]}, leases = KEYS[5], tally_priority = KEYS[10],
-     changes = KEYS[6], seq = KEYS[7], usage = KEYS[11]}, events, now)
+     changes = KEYS[6], seq = KEYS[7], usage = KEYS[11], ended = KEYS[#KEYS]}, events, now)
   results[#results + 1] = result
   any_freed = any_freed or freed
   if retries ~= '' and (result == 'assigned' or result == 'running') then
@@ -74,6 +76,7 @@ for p = 0, n - 1 do
     emit(events, {'type', 'task', 'id', new_id, 'job', job_id, 'state', 'pending'}, now)
     created = created + 1
     made[#made + 1] = new_id
+    redis.call('HSET', KEYS[base], 'replaced_by', new_id)
   else
     made[#made + 1] = ''
   end

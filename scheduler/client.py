@@ -26,7 +26,7 @@ from typing import Iterable, Iterator
 
 import orjson
 
-from scheduler.control import changes, deployer, feed, reconcile
+from scheduler.control import changes, deployer, feed, reconcile, retention
 from scheduler.control.feed import EventFilter, TaskState
 from scheduler.control.plan import plan as plan_job
 from scheduler.control.processes import process
@@ -37,7 +37,7 @@ from scheduler.model.quantities import CPU, MEMORY, decimal_memory, format_quant
 from scheduler.model.spec_text import as_spec, from_template, read_specs
 from scheduler.model.taints import EFFECTS, Taint, parse_taint
 from scheduler.model.errors import NotFound, PermissionDenied
-from scheduler.state import acl
+from scheduler.state import acl, layout
 from scheduler.state.app import App, default_namespace
 from scheduler.state.dashboard_users import DashboardUsers
 from scheduler.state.history import Record, Submitted
@@ -609,6 +609,71 @@ class Client:
         """Keep about ``entries`` events in the stream from now on (0: no stream)."""
         self.store.stream.set_maxlen(entries)
 
+    # Settings and retention.
+    def config(self) -> dict:
+        """The namespace's settings: the retention settings (seconds, and a count) and
+        ``stream_maxlen``, each with whether it is set or the default."""
+        settings = self.store.retention()
+        stored = self.store.config_fields()
+        out = {name: {"value": value, "default": name not in stored}
+               for name, value in vars(settings).items()}
+        out["stream_maxlen"] = {"value": self.store.stream.maxlen(), "default": "stream_maxlen" not in stored}
+        return out
+
+    def set_config(self, **values) -> dict:
+        """Set settings: ``task_retention``, ``job_retention`` (seconds, or a text such as
+        ``90s``, ``1h``, ``7d``), ``ended_tasks_per_job`` and ``stream_maxlen`` (counts).
+        Each is checked before any is written. Returns :meth:`config`."""
+        for name in values:
+            _check_setting(name)
+        entries = values.pop("stream_maxlen", None)
+        if entries is not None:
+            if isinstance(entries, str) and entries.strip().isdigit():
+                entries = int(entries)
+            if isinstance(entries, bool) or not isinstance(entries, int) or entries < 0:
+                raise SpecError(f"stream_maxlen must be a whole number of entries, 0 or more, not {entries!r}.")
+        self.store.set_retention(values)
+        if entries is not None:
+            self.store.stream.set_maxlen(entries)
+        self._record("config-set", **{k: str(v) for k, v in {**values, **({} if entries is None else
+                                                                         {"stream_maxlen": entries})}.items()})
+        return self.config()
+
+    def unset_config(self, *names: str) -> dict:
+        """Set these settings back to their defaults. Returns :meth:`config`."""
+        for name in names:
+            _check_setting(name)
+        self.store.unset_settings(list(names))
+        self._record("config-unset", settings=",".join(names))
+        return self.config()
+
+    def memory(self) -> dict:
+        """Redis's memory as this namespace sees it: ``used_memory``, ``maxmemory`` (0: no
+        limit), ``maxmemory_policy``, the namespace's ``live_tasks``, ``jobs`` and
+        ``nodes``, and ``bytes_per_live_task``, ``bytes_per_job`` (its tasks apart) and
+        ``bytes_per_node``, averaged over a sample of each (``MEMORY USAGE``)."""
+        return self.store.memory_report()
+
+    def layout(self) -> int:
+        """The version of the namespace's key layout (0: empty; scheduler/state/layout.py)."""
+        return self.store.layout_version()
+
+    def upgrade(self) -> dict:
+        """Move the namespace's key layout forward to the one this sched writes, in place
+        (``sched upgrade``). Returns ``{namespace, from, to, steps}``."""
+        return self.store.upgrade_layout()
+
+    def gc(self, dry_run: bool = False) -> dict:
+        """Remove now the ended work that retention would remove (``sched gc``): ended
+        tasks of running jobs past ``task_retention`` or beyond ``ended_tasks_per_job``,
+        and finished jobs past their retention. Returns what it removed (``dry_run``:
+        what it would remove of the work counted so far, removing nothing)."""
+        done = retention.collect(self.store, dry_run=dry_run)
+        record = {"namespace": self.namespace, **done.as_dict()}
+        if not dry_run and done.anything:
+            self._record("gc", jobs=len(done.jobs_removed), tasks=done.tasks_removed + done.job_tasks_removed)
+        return record
+
     # Snapshots (docs/reliability.md, Snapshots).
     def snapshot_save(self, target, tries: int = 3, max_pause: float = 5.0) -> dict:
         """Write the namespace's whole state, as of one moment, to ``target`` (a path,
@@ -649,6 +714,7 @@ class Client:
         target = self.namespace if namespaces is None else list(namespaces)
         for namespace in [target] if isinstance(target, str) else target:
             self._check_access(namespace)
+            layout.check_before_serving(self.app.url, Keys(namespace))  # another key layout: one sentence now
         return process("run-workers")(self.app.url, target, concurrency, config)
 
     def _check_access(self, namespace: str) -> None:
@@ -660,6 +726,19 @@ class Client:
 def _quantities(values: dict) -> str:
     """Limits in words, as history details: ``cpu=4,memory=8Gi,tasks=10``."""
     return ",".join(f"{k}={v if k == 'tasks' else format_quantity(k, v)}" for k, v in sorted(values.items()))
+
+
+def _check_setting(name: str) -> None:
+    """A setting's name, or one sentence (with a did-you-mean) for one that is not."""
+    import difflib
+
+    from scheduler.model.retention import SETTINGS
+
+    known = (*SETTINGS, "stream_maxlen")
+    if name not in known:
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise SpecError(f"{name!r} is not a setting{hint}; the settings are {', '.join(known)}.")
 
 
 def job_status(job: dict, states: Counter) -> str:

@@ -26,7 +26,7 @@ from functools import partial
 
 import redis
 
-from scheduler.control import deployer, evictions, heartbeat, reconcile
+from scheduler.control import deployer, evictions, heartbeat, reconcile, retention
 from scheduler.control.preemptor import Preemptor
 from scheduler.control.rule_view import RuleView
 from scheduler.control.worker_config import WorkerConfig
@@ -38,6 +38,8 @@ from scheduler.state.commit import Planned, commit
 from scheduler.state.node_cache import NodeCache
 from scheduler.state.series import SAMPLE_EVERY_MS
 from scheduler.state.jobs import parse_stored
+from scheduler.state.history import Record
+from scheduler.state.memory import MEMORY_ERRORS
 from scheduler.tools.logs import Summary
 from workers import admission, metrics
 from workers.groups import Group, batches, regroup
@@ -51,6 +53,8 @@ __all__ = ["SchedulerWorker", "WorkerConfig"]
 _planned = tuple.__new__
 
 log = logging.getLogger("sched.worker")
+
+MEMORY_EVERY_S = 10.0  # how often a worker reads Redis's memory
 
 
 class SchedulerWorker:
@@ -69,7 +73,8 @@ class SchedulerWorker:
             if self.preemptor is not None else None
         self._specs: dict[tuple[str, int], JobSpec] = {}
         self._stopping = False
-        self._last_maintain = self._last_health = 0.0
+        self._last_maintain = self._last_health = self._last_memory = 0.0
+        self._memory_high = False  # this worker has warned that Redis memory passed 80% of maxmemory
         self._last_sample, self._sampling = 0.0, True
         # Node liveness as this worker has seen it; a gap of two health checks means a stall.
         self._watch = heartbeat.Watch(stall_gap_ms=int(max(heartbeat.STALL_GAP_MS, 2000 * self.config.health_every_s)))
@@ -162,6 +167,7 @@ class SchedulerWorker:
             if epoch != self._seen_epoch:
                 self._seen_epoch = epoch
                 reconcile.reconcile_global(self.app.store)
+            self._retention()
         if now - self._last_sample >= SAMPLE_EVERY_MS / 1000 and self._sampling:
             self._last_sample = now
             self._sample()
@@ -177,6 +183,45 @@ class SchedulerWorker:
                 raise
             self._sampling = False
             log.warning("%s: no samples for the dashboard's charts: %s", self.name, exc)
+
+    def _retention(self) -> None:
+        """Remove ended work whose time has come (one bounded pass, if no other worker is
+        making one), and watch Redis's memory."""
+        done = retention.upkeep(self.app.store)
+        if done is not None and (done.jobs_removed or done.tasks_removed):
+            metrics.GC_JOBS_REMOVED.inc(len(done.jobs_removed))
+            metrics.GC_TASKS_REMOVED.inc(done.tasks_removed + done.job_tasks_removed)
+            log.debug("%s: retention removed %d job(s) and %d ended task(s)", self.name, len(done.jobs_removed),
+                      done.tasks_removed + done.job_tasks_removed)
+        if time.monotonic() - self._last_memory >= MEMORY_EVERY_S:
+            self._last_memory = time.monotonic()
+            self._watch_memory()
+
+    def _watch_memory(self) -> None:
+        """Warn once (log, metric, and a note in the namespace's history) when Redis's used
+        memory passes 80% of maxmemory: at 100% every write fails (noeviction)."""
+        store = self.app.store
+        try:
+            memory = store.redis_memory()
+        except MEMORY_ERRORS:
+            return  # a role without INFO: nothing to watch
+        metrics.REDIS_USED_MEMORY.set(memory["used_memory"])
+        metrics.REDIS_MAXMEMORY.set(memory["maxmemory"])
+        high = store.memory_high(memory)
+        if high and not self._memory_high:
+            self._memory_high = True
+            metrics.REDIS_MEMORY_HIGH.set(1)
+            share = memory["used_memory"] / memory["maxmemory"]
+            log.warning("%s: Redis uses %.0f%% of its maxmemory (%d of %d bytes): at 100%% every write fails; "
+                        "shorten retention (`sched config set job_retention ...`) or give Redis more memory",
+                        self.name, 100 * share, memory["used_memory"], memory["maxmemory"])
+            if store.first_to_warn():
+                store.record_history([Record("memory-high", None, details={
+                    "used_memory": memory["used_memory"], "maxmemory": memory["maxmemory"]})])
+        elif high is False and self._memory_high:
+            self._memory_high = False
+            metrics.REDIS_MEMORY_HIGH.set(0)
+            store.memory_back_under()
 
     def idle(self) -> bool:
         """Nothing left that a worker could schedule: no active, backoff or in-flight tasks."""

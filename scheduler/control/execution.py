@@ -12,10 +12,13 @@ Run by an agent, it keeps the node's journal (``journal.py``) as it goes: that i
 tells Redis, so an end is never lost to a Redis that is away (the agent delivers it when
 Redis answers). A task it could not start (Redis did not answer) is left assigned, for
 the agent to queue again: it is never failed for a start that did not happen. While the
-run lasts, a watchdog thread stops it when the agent has not renewed its heartbeat for
-the job's ``disconnect.stop_after`` (default: the heartbeat's TTL), so that a node cut off
-from Redis, or whose agent died or was paused, stops its tasks before the scheduler can
-declare it down and start their replacements elsewhere.
+run lasts, a watchdog thread acts on the agent's heartbeat as the job's ``disconnect``
+says (``scheduler/model/disconnect.py``): by default it freezes the run (SIGSTOP) once the
+agent has gone a heartbeat TTL without renewing it, so that a node cut off from Redis, or
+whose agent died or was paused, does nothing beside the replacements the scheduler may
+start elsewhere, and loses nothing if it was only Redis that was away: the agent resumes
+the run when it reaches Redis again and the task is still this node's. A command's
+``timeout`` does not count the time it was frozen.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import signal
 import sqlite3
 import subprocess
 import threading
+import time
 import traceback
 from contextlib import redirect_stderr, redirect_stdout
 
@@ -39,6 +43,7 @@ from scheduler.control import process_groups, reconcile
 from scheduler.control.journal import Journal
 from scheduler.control.output import Output, StreamWriter
 from scheduler.model import ASSIGNED
+from scheduler.model.disconnect import FREEZE, RUN, STOP, Disconnect
 from scheduler.model.errors import NotFound, SchedError
 from scheduler.state.app import App
 from scheduler.state.connection import REDIS_ERRORS, scrub
@@ -103,7 +108,7 @@ def _execute(run: dict | None, output: Output, task_id: str | None, watchdog: Wa
     for reader in readers:
         reader.start()
     try:
-        code = process.wait(timeout=run.get("timeout"))
+        code = _wait(process, run.get("timeout"), watchdog)
         if watchdog is not None:
             watchdog.exited()
     except subprocess.TimeoutExpired:
@@ -150,6 +155,22 @@ def _launch(command: list[str], env: dict, watchdog: Watchdog | None) -> subproc
     return process
 
 
+def _wait(process: subprocess.Popen, timeout: float | None, watchdog: Watchdog | None) -> int:
+    """The command's exit code; TimeoutExpired once it has run for ``timeout`` seconds, not
+    counting the time it was frozen."""
+    if timeout is None:
+        return process.wait()
+    began = time.monotonic()
+    while True:
+        left = timeout + (watchdog.frozen_for() if watchdog is not None else 0.0) - (time.monotonic() - began)
+        if left <= 0:
+            raise subprocess.TimeoutExpired(process.args, timeout)
+        try:
+            return process.wait(timeout=min(left, 1.0))  # then look again: a freeze moves the deadline
+        except subprocess.TimeoutExpired:
+            continue
+
+
 def _kill_group(pgid: int) -> None:
     try:
         os.killpg(pgid, signal.SIGKILL)
@@ -194,8 +215,15 @@ def run_task(url: str, namespace: str, node: str, task_id: str, rq_url: str | No
         if os.getpgrp() != os.getpid():
             os.setpgid(0, 0)  # lead a group of our own (an RQ work horse already does)
         record.started(task_id, rq_job_id(namespace, task_id), process_groups.identify(os.getpid()),
-                       spec.stop_after_disconnect, task.assigned_ms)
-        watchdog = Watchdog(record, task_id, spec.stop_after_disconnect, spec.run is not None and "func" in spec.run)
+                       spec.disconnect, task.assigned_ms)
+        in_process = spec.run is not None and "func" in spec.run
+        if in_process:
+            # Frozen with its function, this process dies of SIGHUP if its RQ worker dies
+            # meanwhile (POSIX sends SIGHUP, then SIGCONT, to a process group orphaned while
+            # stopped); instead it goes on, and its watchdog freezes it again at its next
+            # look if the heartbeat is still overdue.
+            signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        watchdog = Watchdog(record, task_id, spec.disconnect, in_process)
         watchdog.start()
     output = Output(lambda fields: _quietly(app.store.save_output, task_id, fields))
     try:
@@ -203,12 +231,14 @@ def run_task(url: str, namespace: str, node: str, task_id: str, rq_url: str | No
     finally:
         if watchdog is not None:
             watchdog.stop()
+    lost = watchdog is not None and watchdog.lost
     try:
-        ended = reconcile.task_ended(app.store, app.store.get_task(task_id), succeeded, message)
+        ended = reconcile.task_ended(app.store, app.store.get_task(task_id), succeeded, message, lost=lost)
     except (redis.RedisError, SchedError):
         if record is None:
             raise
-        return {"task": task_id, "ran": True, "succeeded": succeeded, "message": message, "recorded": False}
+        return {"task": task_id, "ran": True, "succeeded": succeeded, "message": message, "recorded": False,
+                **({"lost": True} if lost else {})}
     if record is not None:
         record.delivered(task_id)
     return {"task": task_id, "ran": True, "succeeded": succeeded, "message": message, **ended}
@@ -228,9 +258,9 @@ def _begin(app: App, node: str, task_id: str, record: Journal | None):
         return None
     if task.state != ASSIGNED or task.node != node:
         return None
-    late = _overdue(record, spec.stop_after_disconnect) if record is not None else None
-    if late is not None:  # a run started now would be stopped at once: start nothing on a cut-off node
-        return f"not started: its agent has not renewed its heartbeat for {late[0]:.1f} s"
+    since, ttl = record.since_beat() if record is not None else (None, None)
+    if spec.disconnect.action(since, ttl) != RUN:  # it would be frozen or stopped at once: start nothing
+        return f"not started: its agent has not renewed its heartbeat for {since:.1f} s"
     if not store.start_task(task_id, node, token=secrets.token_hex(8)):
         return None
     return task, spec
@@ -244,31 +274,25 @@ def _quietly(save, task_id: str, fields: dict) -> None:
         pass
 
 
-def _overdue(journal: Journal, stop_after: float | None) -> tuple[float, float] | None:
-    """(seconds since, limit) if the run's agent has not renewed its heartbeat for
-    ``stop_after`` (None: the heartbeat's TTL; math.inf: never); None while it has."""
-    age, ttl = journal.since_beat()
-    limit = stop_after if stop_after is not None else ttl
-    if age is None or limit is None or age <= limit:
-        return None
-    return age, limit
-
-
 class Watchdog(threading.Thread):
-    """Stops a run whose agent has not renewed its heartbeat for ``stop_after`` seconds
-    (None: the heartbeat's TTL, as the agent wrote it in the journal; math.inf: never):
-    records the end in the journal first, then stops the command's process group, or the
-    work horse's own group when the task is a function running in it. ``lock`` is held
-    while a command is being started, so a command starts with its group known, or not
-    at all once the run is stopped."""
+    """Acts on the agent's heartbeat for one run, as the job's ``disconnect`` says: once the
+    agent has gone a TTL without renewing it (as the agent wrote both in the journal), it
+    freezes the run (SIGSTOP: the command's process group, or the work horse's own when the
+    task is a function running in it), again at each look while the heartbeat stays overdue
+    (something may have resumed it); past ``stop_after`` it records the end in the journal
+    (lost: the infrastructure's doing) and kills the run. Only the agent resumes a frozen
+    run, once it has reached Redis and seen the task is still its node's. ``lock`` is held
+    while a command is being started, so a command starts with its group known, or not at
+    all once the run is stopped."""
 
-    def __init__(self, record: Journal, task_id: str, stop_after: float | None, in_process: bool):
+    def __init__(self, record: Journal, task_id: str, disconnect: Disconnect, in_process: bool):
         super().__init__(name=f"watchdog-{task_id}", daemon=True)
-        self.record, self.task_id, self.stop_after, self.in_process = record, task_id, stop_after, in_process
+        self.record, self.task_id, self.disconnect, self.in_process = record, task_id, disconnect, in_process
         self.lock = threading.RLock()
         self.command: process_groups.ProcessId | None = None
         self.stopped: str | None = None  # why, once the watchdog stopped the run
         self.over = False  # the command exited, or the run's end is recorded: nothing left to stop
+        self.lost = False  # the end that stands was the infrastructure's doing (a stop for want of a heartbeat)
         self._done = threading.Event()
 
     def command_started(self, pid: int) -> None:
@@ -282,36 +306,56 @@ class Watchdog(threading.Thread):
             self.over = True
 
     def finished(self, succeeded: bool, message: str) -> tuple[bool, str]:
-        """Record the run's end in the journal, unless the watchdog stopped it first; the
-        end that stands. (Called in the run's thread.)"""
+        """Record the run's end in the journal, unless it was stopped first (by the watchdog
+        or the agent's fence); the end that stands (``lost`` says whether it was a stop).
+        (Called in the run's thread.)"""
         with self.lock:
             self.over = True
             if not self.record.ended(self.task_id, succeeded, message):
                 first = self.record.get(self.task_id)
                 if first is not None and first.ended:
+                    self.lost = first.lost
                     return bool(first.succeeded), first.message
             return succeeded, message
 
+    def frozen_for(self) -> float:
+        """Seconds the run has been frozen so far. (Called in the run's thread.)"""
+        return self.record.frozen_for(self.task_id)
+
     def check(self, journal: Journal | None = None) -> bool:
-        """Stop the run if its agent's heartbeat is overdue; returns whether it is stopped.
-        (``journal``: the calling thread's connection; by default the run's thread's.)"""
+        """Freeze or stop the run if its agent's heartbeat is overdue; returns whether it is
+        stopped. ``journal``: the watchdog thread's own connection, which alone freezes and
+        stops a function running in this process; without it (the run's thread), the
+        run's thread's."""
         with self.lock:
             if self.stopped:
                 return True
             if self.over:
                 return False
-            late = _overdue(journal or self.record, self.stop_after)
-            if late is None:
+            own = journal or self.record
+            since, ttl = own.since_beat()
+            action = self.disconnect.action(since, ttl)
+            if action == FREEZE and journal is not None:
+                self._freeze(journal)
+            if action != STOP:
                 return False
-            why = (f"stopped after {late[0]:.1f} s without a heartbeat from its agent (limit {late[1]:g} s): its "
-                   f"node may be declared down and the task replaced")
-            (journal or self.record).ended(self.task_id, False, why)
+            why = (f"stopped after {since:.1f} s without a heartbeat from its agent (limit "
+                   f"{self.disconnect.stop_limit(ttl):g} s): its node may be declared down and the task replaced")
+            own.ended(self.task_id, False, why, lost=True)
             self.stopped = why
             if self.command is not None:
                 process_groups.stop_group(self.command)
             elif self.in_process and journal is not None:
                 os.killpg(os.getpgrp(), signal.SIGKILL)  # a function runs in this process: stop it with us
             return True
+
+    def _freeze(self, journal: Journal) -> None:
+        if self.command is not None:
+            journal.frozen(self.task_id)
+            process_groups.freeze_group(self.command)
+        elif self.in_process:
+            journal.frozen(self.task_id)  # (written before we stop: nothing held while frozen)
+            os.killpg(os.getpgrp(), signal.SIGSTOP)  # a function runs in this process: freeze it with us
 
     def stop(self) -> None:
         self._done.set()

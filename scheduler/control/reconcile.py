@@ -13,8 +13,8 @@ import orjson
 
 from scheduler.model.errors import RedisUnavailable, SpecError
 from scheduler.model.taints import untolerated
-from scheduler.model import (ACTIVE, BATCH, COMPLETED, FAILED, GLOBAL, LIVE_STATES, LOST, PENDING, READY, SERVICE,
-                             STOPPED, JobSpec, Task, parse_job)
+from scheduler.model import (ACTIVE, BATCH, COMPLETED, FAILED, GLOBAL, LIVE_STATES, LOST, PENDING, PREEMPTED, READY,
+                             SERVICE, STOPPED, JobSpec, Task, parse_job)
 from scheduler.control import changes
 from scheduler.state.deployments import deployment_id
 from scheduler.state.history import Submitted
@@ -255,7 +255,8 @@ def _replace(store: Store, tasks: list[Task], state: str, message: str) -> tuple
     replaced: dict[str, list[str]] = {}
     for job_id, group in by_job.items():
         ended = _end_with_successors(store, job_id, group, state, message,
-                                     lambda spec, task: None if spec.type == GLOBAL else Successor())
+                                     lambda spec, task: None if spec.type == GLOBAL else
+                                     Successor(retries=retries_after(task, state)))
         stopped += [task_id for task_id, (result, _) in ended.items() if result in LIVE_STATES]
         successors = [successor for _, successor in ended.values() if successor]
         if successors:
@@ -309,7 +310,21 @@ def stop(store: Store, job_id: str) -> dict:
 
 
 # Lifecycle: what happens after a task ends or a node is lost.
-def task_ended(store: Store, task: Task, succeeded: bool, message: str) -> dict:
+OWN_ENDS = (COMPLETED, FAILED)  # ends of the task's own doing; any other is the infrastructure's
+
+
+def retries_after(ended: Task, state: str) -> int:
+    """The ``retries`` of the task that replaces ``ended``, which ended in ``state``: the one
+    place ends are counted. Only an end of the task's own doing (it completed or failed)
+    counts, as a restart of its slot (and a batch job's ``max_retries`` limits its
+    failures); an end of the infrastructure's doing (its run lost with its agent or node,
+    stopped for want of a heartbeat, its node drained, preempted) passes the count on
+    unchanged. (Only a failure is a fault of the node, too: ``end_task`` in ``_lib.lua``
+    counts state ``failed`` alone.)"""
+    return ended.retries + 1 if state in OWN_ENDS else ended.retries
+
+
+def task_ended(store: Store, task: Task, succeeded: bool, message: str, lost: bool = False) -> dict:
     """Record the end of a task that ran on its node, and queue what the job needs next,
     in the same step (``end_and_replace``).
 
@@ -317,14 +332,18 @@ def task_ended(store: Store, task: Task, succeeded: bool, message: str) -> dict:
     batch task that failed is retried (up to ``max_retries``); one that completed is done.
     A global task is restarted on the same node. A failure also counts towards faulty-node
     detection for the job's version on that node, in the same step (``faults:<job>``).
+    A run that the infrastructure ended (``lost``: stopped for want of its agent's
+    heartbeat, its work horse gone, nothing of it left) ends ``lost`` instead: its task is
+    replaced whatever its type, and the end counts neither as a retry nor as a fault.
     """
-    state = COMPLETED if succeeded else FAILED
+    state = LOST if lost else COMPLETED if succeeded else FAILED
 
     def successor(spec: JobSpec, ended: Task) -> Successor | None:
-        if spec.type == SERVICE or (spec.type == BATCH and not succeeded and ended.retries < spec.max_retries):
-            return Successor(retries=ended.retries + 1)
-        if spec.type == GLOBAL and ended.pin:
-            return Successor(retries=ended.retries + 1, pin=ended.pin)
+        retries = retries_after(ended, state)
+        if spec.type == GLOBAL:
+            return Successor(retries=retries, pin=ended.pin) if ended.pin else None
+        if spec.type == SERVICE or state == LOST or (state == FAILED and ended.retries < spec.max_retries):
+            return Successor(retries=retries)
         return None
 
     result, replacement = _end_with_successors(store, task.job, [task], state, message, successor,
@@ -373,17 +392,17 @@ def reconcile_global(store: Store) -> dict:
 def preempted(store: Store, victims: list[tuple[str, str, str]]) -> dict[str, list[str]]:
     """Replace tasks evicted by preemption, given as (task id, job id, node): a running
     service or batch job gets a new pending task for each; a global job gets its task back
-    on the same node, where it waits for room."""
-    by_job: dict[str, list[str]] = {}
-    for _task_id, job_id, node in victims:
-        by_job.setdefault(job_id, []).append(node)
+    on the same node, where it waits for room. Each keeps its victim's ``retries``
+    (``retries_after``: an eviction is not the task's doing)."""
+    retries = {task.id: retries_after(task, PREEMPTED) for task in store.tasks([v[0] for v in victims])}
+    by_job: dict[tuple[str, int], list[str]] = {}
+    for task_id, job_id, node in victims:
+        by_job.setdefault((job_id, retries.get(task_id, 0)), []).append(node)
     added: dict[str, list[str]] = {}
-    for job_id, nodes in by_job.items():
+    for (job_id, count), nodes in by_job.items():
         job = store.get_job(job_id)
         if job["status"] != RUNNING_JOB:
             continue
-        if job["spec"]["type"] == GLOBAL:
-            added[job_id] = add_tasks(store, job_id, len(nodes), pins=nodes)
-        else:
-            added[job_id] = add_tasks(store, job_id, len(nodes))
+        pins = nodes if job["spec"]["type"] == GLOBAL else None
+        added.setdefault(job_id, []).extend(add_tasks(store, job_id, len(nodes), pins=pins, retries=count))
     return added

@@ -6,12 +6,12 @@ A spec that parses is a spec the scheduler can place; every error is one sentenc
 from __future__ import annotations
 
 import difflib
-import math
 import re
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
 from scheduler.model.constraints import Constraint, attribute_getter, parse_constraints
+from scheduler.model.disconnect import DEFAULT as DEFAULT_DISCONNECT, Disconnect, disconnect_raw, parse_disconnect
 from scheduler.model.errors import SpecError
 from scheduler.model.affinities import Affinity, parse_affinities
 from scheduler.model.job_affinity import JobAffinity, parse_job_affinity
@@ -19,6 +19,7 @@ from scheduler.model.names import check_job_id, check_tenant, new_job_id, parse_
 from scheduler.model.taints import Toleration, parse_tolerations
 from scheduler.model.topology_spread import TopologySpread, parse_topology_spread
 from scheduler.model.quantities import CPU, MEMORY, lookalike, parse_resources
+from scheduler.model.retention import parse_ttl_after_finished
 from scheduler.model.update import HealthCheck, UpdatePolicy, health_raw, parse_health, parse_update, update_raw
 from scheduler.model.states import (BATCH, GLOBAL, JOB_TYPES, MAX_PRIORITY, MAX_REPLICAS, MIN_PRIORITY, SERVICE,
                                     SPREAD, STRATEGIES)
@@ -60,9 +61,11 @@ class JobSpec:
     tenant: str = "default"  # whose share of the cluster the job counts against (DRF)
     update: UpdatePolicy | None = None  # how a new version rolls out (None: it replaces every task at once)
     health: HealthCheck | None = None  # how the node's agent checks a running task
-    # Seconds a task runs on while its agent cannot renew its heartbeat: None for the
-    # agent's heartbeat TTL (the default), math.inf to keep running ("never").
-    stop_after_disconnect: float | None = None
+    # What its runs do while their agent cannot renew its heartbeat (disconnect.py).
+    disconnect: Disconnect = DEFAULT_DISCONNECT
+    # Seconds after the job finished that it is removed (Kubernetes' ttlSecondsAfterFinished);
+    # None: the namespace's job_retention.
+    ttl_after_finished: int | None = None
     labels: dict[str, str] = field(default_factory=dict)  # what job selectors match
     tolerations: tuple[Toleration, ...] = ()  # the node taints its tasks accept
     affinities: tuple[Affinity, ...] = ()  # nodes to prefer or avoid (soft)
@@ -111,9 +114,9 @@ _JOB_FIELDS = {
     "id", "type", "priority", "replicas", "resources", "constraints", "preferences", "ports",
     "plugins", "strategy", "max_per_node", "run", "preemptible", "preempt", "max_retries",
     "restart_delay", "gang", "min_available", "tenant", "update", "health", "disconnect",
+    "ttl_after_finished",
     "labels", "tolerations", "affinities", "topology_spread", "job_affinity", "job_anti_affinity",
 }
-MAX_STOP_AFTER_S = 86_400
 
 
 def _int_field(raw: dict, name: str, default: int, low: int, high: int, job: str) -> int:
@@ -151,23 +154,6 @@ def _parse_run(run, job: str) -> dict | None:
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
         raise SpecError(f"job {job}: run.timeout must be a positive number of seconds.")
     return dict(run)
-
-
-def _parse_disconnect(raw, job: str) -> float | None:
-    """``disconnect: {stop_after: <seconds> | never}``: how long the job's tasks run on
-    while their agent cannot renew its heartbeat."""
-    if raw is None:
-        return None
-    wrong = f"job {job}: disconnect must be {{stop_after: <seconds> | never}}"
-    if not isinstance(raw, dict) or set(raw) != {"stop_after"}:
-        raise SpecError(f"{wrong}.")
-    value = raw["stop_after"]
-    if value == "never":
-        return math.inf
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= MAX_STOP_AFTER_S:
-        raise SpecError(f"{wrong}, with a number of seconds above 0 and at most {MAX_STOP_AFTER_S}, "
-                        f"not {value!r}.")
-    return float(value)
 
 
 def _parse_preferences(raw, job: str) -> tuple[Preference, ...]:
@@ -313,7 +299,8 @@ def parse_job(raw) -> JobSpec:
         tenant=tenant,
         update=update,
         health=health,
-        stop_after_disconnect=_parse_disconnect(raw.get("disconnect"), job),
+        disconnect=parse_disconnect(raw.get("disconnect"), job),
+        ttl_after_finished=parse_ttl_after_finished(raw.get("ttl_after_finished"), job),
         labels=labels,
         tolerations=parse_tolerations(raw.get("tolerations"), job),
         affinities=affinities,
@@ -346,9 +333,11 @@ def parse_job(raw) -> JobSpec:
         normalised["update"] = update_raw(update)
     if health is not None:
         normalised["health"] = health_raw(health)
-    if spec.stop_after_disconnect is not None:
-        after = spec.stop_after_disconnect
-        normalised["disconnect"] = {"stop_after": "never" if after == math.inf else after}
+    disconnect = disconnect_raw(spec.disconnect)
+    if disconnect is not None:
+        normalised["disconnect"] = disconnect
+    if spec.ttl_after_finished is not None:
+        normalised["ttl_after_finished"] = spec.ttl_after_finished
     for name, value in (("labels", dict(labels)), ("tolerations", [t.raw() for t in spec.tolerations]),
                         ("affinities", [a.raw() for a in affinities]),
                         ("topology_spread", [t.raw() for t in spread]),

@@ -53,6 +53,8 @@ class Task:
     health: str = ""  # starting, healthy or unhealthy while it runs ("" before its agent looked)
     health_ms: int = 0  # when its health last changed (Redis ms)
     health_check: str = ""  # what its last health check that changed something said
+    replaces: str = ""  # the task it was queued to replace (a restart, retry or move)
+    replaced_by: str = ""  # the task queued to replace it
     domains: tuple[str, ...] | None = None  # the tally:dom fields commit counted it under (None: not counted)
 
     @property
@@ -79,5 +81,6 @@ class Task:
             started_ms=_int(fields.get("started_at")), ended_ms=_int(fields.get("ended_at")),
             health=fields.get("health", ""),
             health_ms=_int(fields.get("health_at")), health_check=fields.get("health_check", ""),
+            replaces=fields.get("replaces", ""), replaced_by=fields.get("replaced_by", ""),
             domains=tuple(orjson.loads(fields["domains"])) if fields.get("domains") else None,
         )

@@ -99,7 +99,8 @@ class JobStore(NamespaceStore):
         """``job_stop.lua``: mark the job stopped and announce it (a ``job`` event). Returns
         False when it was stopped already."""
         k = self.keys
-        result = self.scripts.job_stop(keys=[k.job(job_id), k.stream, k.config], args=[self.events_arg, job_id])
+        result = self.scripts.job_stop(keys=[k.job(job_id), k.stream, k.config, k.jobs_ended],
+                                       args=[self.events_arg, job_id])
         if result == -1:
             raise NotFound(f"job {job_id!r} does not exist.")
         return result == 1

@@ -186,6 +186,74 @@ class Keys:
         """LIST of the outcomes of the task's failed placement attempts, oldest first (fail.lua)."""
         return self._key("task", task_id, "attempts")
 
+    # Retention (scheduler/control/retention.py; docs/redis-keys.md, Retention).
+    @cached_property
+    def ended(self) -> str:
+        """ZSET task id -> when it ended (ms): tasks that ended since the workers' upkeep
+        last looked (every script that ends a task adds it; gc_note.lua takes it out)."""
+        return self._key("tasks", "ended")
+
+    def job_ended(self, job_id: str) -> str:
+        """ZSET task id -> when it ended (ms; ``inf`` for a batch job's slot outcome,
+        kept with its job): the job's ended tasks, as counted by the upkeep."""
+        return self._key("job", job_id, "ended")
+
+    def job_holds(self, job_id: str) -> str:
+        """SET of what still needs the job (for instance a job that waits for it): a job
+        with a member here is not removed."""
+        return self._key("job", job_id, "holds")
+
+    @cached_property
+    def jobs_ended(self) -> str:
+        """ZSET job id -> when retention next has to look at its ended tasks (ms; 0: now)."""
+        return self._key("jobs", "ended")
+
+    @cached_property
+    def jobs_finished(self) -> str:
+        """ZSET job id -> when it finished (ms): finished jobs kept for the namespace's
+        ``job_retention``."""
+        return self._key("jobs", "finished")
+
+    @cached_property
+    def jobs_expiring(self) -> str:
+        """ZSET job id -> when it is removed (ms): finished jobs with a ``ttl_after_finished``."""
+        return self._key("jobs", "expiring")
+
+    @cached_property
+    def layout(self) -> str:
+        """STRING: the version of the namespace's key layout (scheduler/state/layout.py)."""
+        return self._key("layout")
+
+    def task_keys(self, task_id: str) -> list[str]:
+        """Every key that belongs to one task alone: removed with it."""
+        return [self.task(task_id), self.task_output(task_id), self.task_attempts(task_id)]
+
+    def job_keys(self, job_id: str) -> list[str]:
+        """Every key that belongs to one job alone (its tasks' and deployments' apart):
+        removed with it by ``gc_job.lua``, whatever its type. A feature that gives a job a
+        key of its own adds it here; the first five are in this order for gc_job.lua."""
+        return [self.job(job_id), self.job_tasks(job_id), self.job_ended(job_id), self.job_deployments(job_id),
+                self.job_holds(job_id), self.job_history(job_id), self.faults(job_id), self.tally_job(job_id),
+                self.tally_dom(job_id)]
+
+    @cached_property
+    def job_indexes(self) -> list[str]:
+        """Every key of the namespace that holds job ids as members (SET, ZSET) or fields
+        (HASH): the job's id is taken out of each when it is removed. A feature that keeps
+        a new index of jobs adds it here."""
+        return [self.jobs, self.global_jobs, self.job_shares, self.filling, self.jobs_ended, self.jobs_finished,
+                self.jobs_expiring, self.job_labels, self.job_anti]
+
+    def node_keys(self, name: str) -> list[str]:
+        """Every key that belongs to one node alone: removed with it (``node_rm.lua``)."""
+        return [self.node(name), self.node_tasks(name), self.heartbeat(name), self.node_history(name)]
+
+    @cached_property
+    def node_indexes(self) -> list[str]:
+        """Every key that holds node names as members or fields, the change feed
+        (``nodes:changes``) apart: the name is taken out of each when the node is removed."""
+        return [self.nodes, self.agents, self.agent_ttls]
+
     def faults(self, job_id: str) -> str:
         """ZSET "node|task" -> failure time (ms): faulty-node detection per job."""
         return f"{self.prefix}faults:{job_id}"
@@ -269,7 +337,8 @@ class Keys:
 
     @cached_property
     def config(self) -> str:
-        """HASH of the namespace's settings kept in Redis: ``stream_maxlen``."""
+        """HASH of the namespace's settings kept in Redis: ``stream_maxlen`` and the
+        retention settings (scheduler/model/retention.py)."""
         return self._key("config")
 
     @cached_property

@@ -211,15 +211,14 @@ class NodeStore(NamespaceStore):
     def remove_node(self, name: str) -> None:
         k = self.keys
         check_node_name(name)
+        own = k.node_keys(name)
         result = self.scripts.node_rm(
-            keys=[k.node(name), k.nodes, k.node_tasks(name), k.node_changes, k.node_seq,
-                  k.heartbeat(name), k.node_epoch, k.stream, k.config],
-            args=[self.events_arg, name])
+            keys=[k.node_changes, k.node_seq, k.node_epoch, k.stream, k.config, *own, *k.node_indexes],
+            args=[self.events_arg, name, len(own)])
         if result == 0:
             raise NotFound(f"node {name!r} does not exist.")
         if result == -1:
             raise SpecError(f"node {name!r} still runs tasks; drain it and wait for them to move first.")
-        self.forget_agent(name)
 
     def node_task_ids(self, name: str) -> list[str]:
         return sorted(self.client.smembers(self.keys.node_tasks(name)))
