@@ -123,7 +123,8 @@ def test_eight_workers_keep_every_hard_rule(app, redis_url, raw):
     from workers.supervisor import WorkerProcesses
 
     for key in app.client.scan_iter(match=f"sched:{{{app.keys.namespace}}}:*", count=1000):
-        app.client.delete(key)
+        if key != app.keys.layout:  # an example's namespace starts empty but for its key layout
+            app.client.delete(key)
     nodes = cluster()
     for node in nodes:
         app.store.put_node(node)
