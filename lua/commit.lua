@@ -545,9 +545,14 @@ for _, group in ipairs(groups) do
     end
     -- The last attempt's explanation is cleared (a task nominated elsewhere has its
     -- nominated_node cleared by unnominate.lua).
-    redis.call('HSET', KEYS[task_base + ti], 'state', 'assigned', 'node', node.name, 'assigned_at', nowtxt,
-      'alloc', group.alloc, 'ports', group.port_list, 'explanation', '', 'tenant', group.tenant)
-    if group.count then redis.call('HSET', KEYS[task_base + ti], 'domains', node.record) end
+    if group.count then  -- and what it is counted under, which its end takes back
+      redis.call('HSET', KEYS[task_base + ti], 'state', 'assigned', 'node', node.name, 'assigned_at', nowtxt,
+        'alloc', group.alloc, 'ports', group.port_list, 'explanation', '', 'tenant', group.tenant,
+        'domains', node.record)
+    else
+      redis.call('HSET', KEYS[task_base + ti], 'state', 'assigned', 'node', node.name, 'assigned_at', nowtxt,
+        'alloc', group.alloc, 'ports', group.port_list, 'explanation', '', 'tenant', group.tenant)
+    end
     -- Ids and names are validated to plain characters, so the event is built directly.
     send(events, '"type":"task","id":"' .. id .. '","job":"' .. group.job .. '","state":"assigned","node":"' ..
       node.name .. '"', nowtxt)

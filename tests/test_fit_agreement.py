@@ -431,3 +431,26 @@ def test_lua_commit_agrees_with_the_domain_rules(app, case):
     for job in JOBS:
         stored = {f: int(v) for f, v in client.hgetall(k.tally_dom(job)).items()}
         assert stored == {f: v for f, v in reference.counts.get(job, {}).items() if v > 0}
+
+
+def test_a_placement_resolved_before_rules_or_nodes_changed_is_refused(app):
+    """The commit refuses a group whose selectors were resolved at another rules:gen, or
+    whose spread's eligible domains were read at another nodes:epoch; the group with the
+    current values commits."""
+    from scheduler.model.placement_rules import Rules
+
+    k, client = app.keys, app.client
+    fields = fresh_node_fields(app, ({r: 8 for r in RESOURCES}, {r: 0 for r in RESOURCES}, set(), "ready", "active"))
+    write_node_and_lease(app, fields, 0)
+    client.set(k.rules_gen, 5)
+    client.set(k.node_epoch, 9)
+    spec = parse_job({"id": "j", "labels": {"app": "j"}})
+    for rules, refused in ((Rules("j", True, gen="4"), "job labels or rules changed since planned"),
+                           (Rules("j", True, gen="5", epoch="8"), "nodes changed since planned")):
+        outcome = commit(app.scripts, k, "7", [Planned("j.0", "n", spec, False, rules)])
+        assert [reason for _, reason in outcome.refused] == [refused]
+        assert client.hget(k.task("j.0"), "state") == "pending"
+    outcome = commit(app.scripts, k, "7", [Planned("j.0", "n", spec, False, Rules("j", True, gen="5", epoch="9"))])
+    assert outcome.accepted and client.hget(k.task("j.0"), "domains")
+    assert client.hget(k.tally_dom("j"), "*") == "1"
+    client.delete(k.rules_gen, k.node_epoch, k.tally_dom("j"))

@@ -318,3 +318,44 @@ def test_sched_node_taint_untaint_and_ls(sched, app, monkeypatch):
         assert (result.exit_code, result.stderr.strip()) == (2, error)
     assert app.client.hget(app.keys.node("n1"), "taints") == before
     assert [e["action"] for e in app.store.read_history(node="n1")] == ["taint", "untaint", "untaint"]
+
+
+# ----------------------------------------------------------------------------- soft rules, the placer alone
+def place_alone(spec: dict, nodes, counts=None, index=None):
+    from scheduler.engine.domains import DomainCounts
+    from scheduler.engine.placement import PlacementOptions, Placer
+    from scheduler.engine.rules import RuleIndex, resolve
+
+    job = parse_job(spec)
+    placer = Placer(PlacementOptions(seed=3))
+    domains = DomainCounts(counts or {})
+    rules = resolve(job, index or RuleIndex(), lambda attribute: placer.eligible_domains(nodes, job, attribute))
+    return placer.place(nodes, job, [f"{job.id}.{i}" for i in range(job.replicas)], job_counts={}, rules=rules,
+                        domains=domains)
+
+
+def test_schedule_anyway_prefers_the_emptier_domain_and_never_waits():
+    nodes = [make_node(f"{zone}{i}", cpu=1, memory="1GiB", labels={"zone": zone}) for zone in "ab" for i in range(2)]
+    counts = {"web": {"node.labels.zone=a": 5, "*": 5}}
+    result = place_alone({"id": "web", "replicas": 4, "resources": {"cpu": 1}, "topology_spread": [
+        {"attribute": "node.labels.zone", "when_unsatisfiable": "ScheduleAnyway"}]}, nodes, counts)
+    order = [node for _, node in result.assignments]
+    assert sorted(order[:2]) == ["b0", "b1"] and sorted(order[2:]) == ["a0", "a1"] and not result.unplaced
+
+
+def test_soft_job_anti_affinity_goes_elsewhere_while_it_can():
+    def nodes():
+        return [make_node(name, cpu=1, memory="1GiB") for name in ("h1", "h2")]
+
+    index = RuleIndexOf({"batch": {"app": "batch"}})
+    counts = {"batch": {"node.hostname=h1": 1, "node.name=h1": 1, "*": 1}}
+    spec = {"id": "web", "resources": {"cpu": 1}, "job_anti_affinity": [
+        {"match": {"app": "batch"}, "attribute": "node.hostname", "weight": 80}]}
+    assert place_alone(spec, nodes(), counts, index).assignments == [("web.0", "h2")]
+    assert [n for _, n in place_alone({**spec, "replicas": 2}, nodes(), counts, index).assignments] == ["h2", "h1"]
+
+
+def RuleIndexOf(labels):
+    from scheduler.engine.rules import RuleIndex
+
+    return RuleIndex("1", labels, {})

@@ -20,5 +20,6 @@ def misfit(node, rule: DistinctRule, job: str, counts: DomainCounts) -> str | No
     return None
 
 
-def allowed(rule: DistinctRule, codes: np.ndarray, in_domain: np.ndarray) -> np.ndarray:
-    return (codes >= 0) & (in_domain[np.maximum(codes, 0)] < rule.limit)
+def allowed(rule: DistinctRule, codes: np.ndarray, has: np.ndarray, in_domain: np.ndarray) -> np.ndarray:
+    """The rows whose domain (``codes``; ``has``: in one at all) holds fewer than the limit."""
+    return has & (in_domain < rule.limit)[codes]

@@ -39,11 +39,11 @@ def anti_misfit(node, rule: AntiRule, counts: DomainCounts) -> str | None:
     return None
 
 
-def affinity_allowed(codes: np.ndarray, in_domain: np.ndarray, first: bool) -> np.ndarray:
-    if first:
-        return codes >= 0
-    return (codes >= 0) & (in_domain[np.maximum(codes, 0)] > 0)
+def affinity_allowed(codes: np.ndarray, has: np.ndarray, in_domain: np.ndarray, first: bool) -> np.ndarray:
+    """The rows a required affinity allows (``codes``: their domains; ``has``: in one at all)."""
+    return has if first else has & (in_domain > 0)[codes]
 
 
-def anti_allowed(codes: np.ndarray, in_domain: np.ndarray) -> np.ndarray:
-    return (codes < 0) | (in_domain[np.maximum(codes, 0)] == 0)
+def anti_allowed(codes: np.ndarray, has: np.ndarray, in_domain: np.ndarray) -> np.ndarray:
+    """The rows a required anti-affinity allows."""
+    return ~(has & (in_domain > 0)[codes])

@@ -160,6 +160,7 @@ class Placer:
         # The nodes in view that have taints, when the caller keeps track (a worker's node
         # cache does); None: look at the nodes of each call.
         self.tainted: Sequence[Node] | None = None
+        self._prefer_for: tuple = (None, {})  # (tainted list, tolerations -> prefers against)
 
     def explain(self, nodes: Sequence[Node], job: JobSpec, job_counts: Mapping[str, int], rules: Rules | None = None,
                 domains: DomainCounts | None = None) -> Explanation:
@@ -191,7 +192,7 @@ class Placer:
         pipeline = self._pipeline(job, bool(tainted))
         ctx = Context(job, faults or {}, self.options.faulty_threshold)
         bad = faulty_nodes(ctx)
-        if rules is not None or job.rules or (tainted and prefers_against(tainted, job.tolerations)):
+        if rules is not None or job.rules or (tainted and self._prefers_against(tainted, job)):
             return self._place_by_rules(nodes, job, tasks, pipeline, ctx, bad, job_counts, independent, rules,
                                         domains, bool(tainted))
         penalised = (lambda node: node.name in bad) if bad else None
@@ -263,6 +264,17 @@ class Placer:
             row = getattr(table, "rows", {}).get(name)
             if row is not None:
                 table.write(row)
+
+    def _prefers_against(self, tainted: Sequence[Node], job: JobSpec) -> bool:
+        """Whether a node in view has a PreferNoSchedule taint the job does not tolerate,
+        remembered per list of tainted nodes and tolerations."""
+        if self._prefer_for[0] is not tainted:
+            self._prefer_for = (tainted, {})
+        known = self._prefer_for[1]
+        found = known.get(job.tolerations)
+        if found is None:
+            found = known[job.tolerations] = prefers_against(tainted, job.tolerations)
+        return found
 
     def _place_by_rules(self, nodes: Sequence[Node], job: JobSpec, tasks: list[str], pipeline: Pipeline,
                         ctx: Context, bad: frozenset[str], job_counts: dict[str, int], independent: bool,

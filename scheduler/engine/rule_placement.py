@@ -25,7 +25,7 @@ than the tree of heaps, which cannot follow a rule that changes with every place
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -163,17 +163,15 @@ def place(table, rows: np.ndarray, job: JobSpec, task_ids: Sequence[str], job_co
     while task < len(task_ids):
         m = valid
         for spread, d, in_domain, eligible in hard_spreads:
-            low = 0 if not eligible.size or eligible.size < spread.min_domains else in_domain[eligible].min()
-            ok = in_domain + int(spread.self_matches) - low <= spread.max_skew
-            m = m & d.has & ok[d.codes]
+            m = m & topology_spread.allowed(spread, d.codes, d.has, in_domain, eligible)
         for rule, d, in_domain in distinct:
-            m = m & d.has & (in_domain < rule.limit)[d.codes]
+            m = m & distinct_property.allowed(rule, d.codes, d.has, in_domain)
         if affinities:
             first = job_affinity.first_anywhere(first_rules, counts)
             for rule, d, in_domain in affinities:
-                m = m & d.has if first else m & d.has & (in_domain > 0)[d.codes]
+                m = m & job_affinity.affinity_allowed(d.codes, d.has, in_domain, first)
         for d, in_domain in anti:
-            m = m & ~(d.has & (in_domain > 0)[d.codes])
+            m = m & job_affinity.anti_allowed(d.codes, d.has, in_domain)
         if not m.any():
             break
         if faulty is not None:
@@ -191,8 +189,7 @@ def place(table, rows: np.ndarray, job: JobSpec, task_ids: Sequence[str], job_co
             if prefer is not None:
                 score = score + WEIGHTS["taints"] * _reversed(prefer, m)
             if soft_spreads:
-                raw = sum(topology_spread.score(np.where(d.has, d.codes, -1), in_domain)
-                          for _, d, in_domain, _ in soft_spreads)
+                raw = sum(topology_spread.score(d.codes, d.has, in_domain) for _, d, in_domain, _ in soft_spreads)
                 score = score + WEIGHTS["spread"] * _reversed(raw, m)
             if soft:
                 raw = sum(term.weight * np.where(d.has, in_domain[d.codes], 0) for term, d, in_domain in soft)
@@ -285,5 +282,3 @@ def domain_values(table, attribute: str, mask: np.ndarray) -> list[str]:
     present = np.unique(codes[mask]).tolist() if mask.any() else []
     return sorted(value for value in (paths[code][0] for code in present) if value != "")
 
-
-Getter = Callable[[Node], str]

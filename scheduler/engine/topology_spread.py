@@ -36,16 +36,17 @@ def misfit(node, rule: SpreadRule, counts: DomainCounts, lowest: int | None = No
     return None
 
 
-def allowed(rule: SpreadRule, codes: np.ndarray, in_domain: np.ndarray, counts: DomainCounts) -> np.ndarray:
-    """The rows (domain ``codes``, -1 without the attribute) a hard spread allows, given the
-    counted tasks per domain code (``in_domain``)."""
-    limit = rule.max_skew + minimum(rule, counts) - int(rule.self_matches)
-    return (codes >= 0) & (in_domain[np.maximum(codes, 0)] <= limit)
+def allowed(rule: SpreadRule, codes: np.ndarray, has: np.ndarray, in_domain: np.ndarray,
+            eligible: np.ndarray) -> np.ndarray:
+    """The rows a hard spread allows: their domain ``codes`` (``has``: in a domain at all),
+    the counted tasks per domain code (``in_domain``) and the eligible domains' codes."""
+    low = 0 if not eligible.size or eligible.size < rule.min_domains else int(in_domain[eligible].min())
+    return has & (in_domain + int(rule.self_matches) - low <= rule.max_skew)[codes]
 
 
-def score(codes: np.ndarray, in_domain: np.ndarray) -> np.ndarray:
+def score(codes: np.ndarray, has: np.ndarray, in_domain: np.ndarray) -> np.ndarray:
     """``ScheduleAnyway``: the counted tasks in each row's domain (fewer is better); rows
     without the attribute score as the worst."""
-    counted = in_domain[np.maximum(codes, 0)].astype(np.float64)
+    counted = in_domain[codes].astype(np.float64)
     worst = counted.max() + 1 if counted.size else 1.0
-    return np.where(codes >= 0, counted, worst)
+    return np.where(has, counted, worst)
