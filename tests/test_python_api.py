@@ -52,7 +52,8 @@ def test_the_documented_examples_run(tour):
     scope: dict = {}
     for line, block in blocks:
         run_example(line, block, scope)
-    assert {job["id"] for job in Client(namespace=tour.keys.namespace).jobs()} == {"api", "etl", "feed", "web"}
+    assert {job["id"] for job in Client(namespace=tour.keys.namespace).jobs()} == {"api", "db", "etl", "feed",
+                                                                                     "train", "web"}
 
 
 def test_the_examples_run_again_say_why_they_stop(tour):

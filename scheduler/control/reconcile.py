@@ -12,6 +12,7 @@ from __future__ import annotations
 import orjson
 
 from scheduler.model.errors import RedisUnavailable, SpecError
+from scheduler.model.taints import untolerated
 from scheduler.model import (ACTIVE, BATCH, COMPLETED, FAILED, GLOBAL, LIVE_STATES, LOST, PENDING, PREEMPTED, READY,
                              SERVICE, STOPPED, JobSpec, Task, parse_job)
 from scheduler.control import changes
@@ -25,11 +26,12 @@ RUNNING_JOB = "running"
 
 
 def global_targets(spec: JobSpec, nodes) -> set[str]:
-    """The nodes a global job wants a task on: ready, active, and meeting its constraints
-    and plugins. (Whether the task fits is the scheduler's business, as for any task.)"""
+    """The nodes a global job wants a task on: ready, active, meeting its constraints and
+    plugins, and without a NoSchedule or NoExecute taint it does not tolerate. (Whether the task fits is the scheduler's business, as for any task.)"""
     return {n.name for n in nodes
             if n.status == READY and n.availability == ACTIVE
-            and all(c.matches(n) for c in spec.constraints) and all(p in n.plugins for p in spec.plugins)}
+            and all(c.matches(n) for c in spec.constraints) and all(p in n.plugins for p in spec.plugins)
+            and not (n.taints and untolerated(n.taints, spec.tolerations))}
 
 
 def same_but_replicas(stored: str | None, spec: JobSpec) -> bool:
@@ -52,6 +54,8 @@ def submit(store: Store, spec: JobSpec, recorded: Submitted | None = None) -> di
     A new job takes one round trip: ``enqueue.lua`` creates it unless it exists, and
     records it in the same call."""
     raw = orjson.dumps(spec.raw).decode()
+    if spec.labels or any(t.required for t in spec.job_anti_affinity):
+        store.index_job_rules(spec)  # before any task of it can be placed (scheduler/state/rules.py)
     pins = None
     if spec.type == GLOBAL:
         pins = sorted(global_targets(spec, store.nodes()))
@@ -97,6 +101,8 @@ def submit(store: Store, spec: JobSpec, recorded: Submitted | None = None) -> di
         current = store.job_fields(spec.id)  # it exists, or changed: read it, decide again
         tasks = open_tasks(store, spec.id) if current else []
     new_ids = [f"{spec.id}.{first + i}" for i in range(count)]
+    if current and _indexed(current.get("spec")) and not (spec.labels or spec.job_anti_affinity):
+        store.index_job_rules(spec)  # its labels or anti-affinity went away
     if current:  # read again: a replacement may have been queued at the old version meanwhile
         old = [t.id for t in open_tasks(store, spec.id)
                if t.version < version and not (spec.type == BATCH and t.live)]
@@ -115,6 +121,9 @@ def submit_many(store: Store, jobs: list[tuple[str, JobSpec]], recorded: Submitt
     then submitted one by one, in their order (so a job id given twice ends as its last
     spec)."""
     bulk = [i for i, (_, spec) in enumerate(jobs) if spec.type != GLOBAL and spec.replicas <= ENQUEUE_CHUNK]
+    indexed = [jobs[i] for i in bulk if jobs[i][1].labels or any(t.required for t in jobs[i][1].job_anti_affinity)]
+    if indexed:
+        store.index_many_job_rules([spec.with_id(job_id) for job_id, spec in indexed])
     by = None if recorded is None or not bulk else store.who(recorded.by)
     created = store.enqueue_many([jobs[i] for i in bulk], by=by)
     results: list[dict | None] = [None] * len(jobs)
@@ -132,6 +141,11 @@ def submit_many(store: Store, jobs: list[tuple[str, JobSpec]], recorded: Submitt
         if results[i] is None:
             results[i] = submit(store, spec.with_id(job_id), recorded)
     return results
+
+
+def _indexed(stored: str | None) -> bool:
+    """Whether a stored spec had what ``jobs:labels`` or ``jobs:anti`` record."""
+    return stored is not None and ('"labels"' in stored or '"job_anti_affinity"' in stored)
 
 
 def _recorded(store: Store, recorded: Submitted | None, result: dict) -> dict:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import orjson
+
 from scheduler.model.states import LIVE_STATES, PENDING, TERMINAL_STATES
 
 
@@ -53,6 +55,7 @@ class Task:
     health_check: str = ""  # what its last health check that changed something said
     replaces: str = ""  # the task it was queued to replace (a restart, retry or move)
     replaced_by: str = ""  # the task queued to replace it
+    domains: tuple[str, ...] | None = None  # the tally:dom fields commit counted it under (None: not counted)
 
     @property
     def live(self) -> bool:
@@ -79,4 +82,5 @@ class Task:
             health=fields.get("health", ""),
             health_ms=_int(fields.get("health_at")), health_check=fields.get("health_check", ""),
             replaces=fields.get("replaces", ""), replaced_by=fields.get("replaced_by", ""),
+            domains=tuple(orjson.loads(fields["domains"])) if fields.get("domains") else None,
         )

@@ -38,7 +38,8 @@ log = logging.getLogger("sched.replication")
 SCRIPT_NAMES = ("enqueue", "enqueue_many", "claim", "reclaim", "fail", "move", "commit", "finish", "start", "preempt",
                 "preempt_gang", "unnominate", "claimed", "tallies", "node_put", "node_set", "node_rm", "job_stop",
                 "snapshot", "deployment_open", "deployment_set", "task_health", "history",
-                "replace", "dump_page", "series", "gc_note", "gc_prune", "gc_job", "layout_2", "output")
+                "replace", "dump_page", "series", "gc_note", "gc_prune", "gc_job", "layout_2", "output", "node_taint",
+                "job_rules")
 
 
 @cache
