@@ -359,3 +359,26 @@ def RuleIndexOf(labels):
     from scheduler.engine.rules import RuleIndex
 
     return RuleIndex("1", labels, {})
+
+
+def test_a_global_job_keeps_its_running_task_under_no_schedule_and_leaves_under_no_execute(app):
+    """A DaemonSet's way: a NoSchedule taint keeps a global job's new tasks off a node but
+    leaves the task running there; a NoExecute taint evicts it (and it is not put back);
+    a node that joins tainted gets no task."""
+    from scheduler.control import evictions
+
+    zones(app, {"a": "a", "b": "b"})
+    run(app, {"id": "agentd", "type": "global"})
+    on = lambda: sorted(t.node for t in app.store.tasks(app.store.job_task_ids("agentd")) if t.live)
+    assert on() == ["a", "b"]
+    app.store.taint("a", parse_taint("maintenance:NoSchedule"))
+    app.store.put_node(make_node("c", cpu=4, memory="8GiB", taints=["maintenance:NoSchedule"]))
+    reconcile.reconcile_global(app.store)
+    run_worker_until_idle(app)
+    assert on() == ["a", "b"]  # kept on a; none for c
+    assert not [t for t in app.store.tasks(app.store.job_task_ids("agentd")) if t.state == "pending"]
+    app.store.taint("a", parse_taint("evict:NoExecute"))
+    assert evictions.enforce(app.store) == ["agentd.0"]
+    reconcile.reconcile_global(app.store)
+    run_worker_until_idle(app)
+    assert on() == ["b"]

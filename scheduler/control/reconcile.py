@@ -25,13 +25,14 @@ from scheduler.state.store import Store
 RUNNING_JOB = "running"
 
 
-def global_targets(spec: JobSpec, nodes) -> set[str]:
+def global_targets(spec: JobSpec, nodes, taints: bool = True) -> set[str]:
     """The nodes a global job wants a task on: ready, active, meeting its constraints and
-    plugins, and without a NoSchedule or NoExecute taint it does not tolerate. (Whether the task fits is the scheduler's business, as for any task.)"""
+    plugins, and (unless ``taints`` is False) without a NoSchedule or NoExecute taint it
+    does not tolerate. (Whether the task fits is the scheduler's business, as for any task.)"""
     return {n.name for n in nodes
             if n.status == READY and n.availability == ACTIVE
             and all(c.matches(n) for c in spec.constraints) and all(p in n.plugins for p in spec.plugins)
-            and not (n.taints and untolerated(n.taints, spec.tolerations))}
+            and not (taints and n.taints and untolerated(n.taints, spec.tolerations))}
 
 
 def same_but_replicas(stored: str | None, spec: JobSpec) -> bool:
@@ -376,9 +377,15 @@ def reconcile_global(store: Store) -> dict:
             job = store.get_job(job_id)
             if job["status"] != RUNNING_JOB or job["spec"]["type"] != GLOBAL:
                 continue
-            wanted = global_targets(store.job_spec(job_id), nodes.values())
+            spec = store.job_spec(job_id)
+            wanted = global_targets(spec, nodes.values())
+            # A taint keeps new tasks off a node, but only a NoExecute taint ends a task that
+            # runs there, after its toleration_seconds (scheduler/control/evictions.py), as
+            # kube's taint manager does: a running task is kept while its node otherwise
+            # qualifies; a pending one, which the taint would keep waiting, is stopped.
+            kept = global_targets(spec, nodes.values(), taints=False)
             tasks = open_tasks(store, job_id)
-            unwanted = [t.id for t in tasks if t.pin not in wanted]
+            unwanted = [t.id for t in tasks if t.pin not in (wanted if t.state == PENDING else kept)]
             if unwanted:
                 store.finish_ids(unwanted, STOPPED, "node no longer eligible for this global job")
             missing = sorted(wanted - {t.pin for t in tasks})
