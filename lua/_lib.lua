@@ -130,10 +130,12 @@ end
 
 -- Give back exactly what commit.lua took for a live task: the allocation and host ports
 -- recorded on the task, its place in the node's task set, and its tallies.
--- k = {node=, node_tasks=, tally_job=, tally_priority=, changes=, seq=, usage=}.
+-- k = {node=, node_tasks=, tally_job=, tally_dom=, tally_priority=, changes=, seq=, usage=}.
 -- tenant: the task's tenant field, set by commit.lua when it counted the task in the usage
--- hash (nil for a task committed before usage was kept).
-local function release(id, name, alloc, ports, priority, k, tenant)
+-- hash (nil for a task committed before usage was kept). domains: the task's domains field,
+-- the JSON list of tally:dom fields commit.lua counted it under (nil for a task of a job
+-- that is not counted by domain); each, and "*", loses one.
+local function release(id, name, alloc, ports, priority, k, tenant, domains)
   if redis.call('SREM', k.node_tasks, id) == 1 then
     local counted = tenant and k.usage
     for pair in string.gmatch(alloc or '', '[^,]+') do
@@ -157,6 +159,13 @@ local function release(id, name, alloc, ports, priority, k, tenant)
     redis.call('ZADD', k.changes, redis.call('INCR', k.seq), name)
   end
   if tonumber(redis.call('ZINCRBY', k.tally_job, -1, name)) <= 0 then redis.call('ZREM', k.tally_job, name) end
+  if domains and k.tally_dom then
+    local fields = cjson.decode(domains)
+    fields[#fields + 1] = '*'
+    for _, field in ipairs(fields) do
+      if redis.call('HINCRBY', k.tally_dom, field, -1) <= 0 then redis.call('HDEL', k.tally_dom, field) end
+    end
+  end
   if priority and tonumber(redis.call('HINCRBY', k.tally_priority, priority, -1)) <= 0 then
     redis.call('HDEL', k.tally_priority, priority)
   end
@@ -167,14 +176,15 @@ end
 -- task leaves every queue and loses its lease; a live one gives back what it held
 -- (release), and one that failed on its node is counted in faults:<job> in the same step
 -- ("<node>|<task>|<version>"), dropping the entries older than k.fault_window ms.
--- k = {task=, node=, node_tasks=, tally_job=, faults=, fault_window=, queues={the 5 queue
--- keys: active, backoff, unschedulable, inflight, waiting}, leases=, tally_priority=, changes=,
--- seq=, usage=, ended= (tasks:ended, which retention counts from)}. expected: the node the caller
+-- k = {task=, node=, node_tasks=, tally_job=, tally_dom=, faults=, fault_window=, queues={the 5
+-- queue keys: active, backoff, unschedulable, inflight, waiting}, leases=, tally_priority=,
+-- changes=, seq=, usage=, ended= (tasks:ended, which retention counts from)}. expected: the node the caller
 -- saw it on ("" while pending); events: where the end is announced (events_to). Returns
 -- what finish.lua reports for it (the state it left, "absent", "terminal:<state>" or
 -- "elsewhere") and whether it freed room on a node.
 local function end_task(id, state, message, expected, k, events, now)
-  local cur = redis.call('HMGET', k.task, 'state', 'node', 'alloc', 'ports', 'job', 'priority', 'tenant', 'version')
+  local cur = redis.call('HMGET', k.task, 'state', 'node', 'alloc', 'ports', 'job', 'priority', 'tenant', 'version',
+    'domains')
   local was, on = cur[1], cur[2] or ''
   if not was then return 'absent', false end
   if was ~= 'pending' and was ~= 'assigned' and was ~= 'running' then return 'terminal:' .. was, false end
@@ -184,7 +194,7 @@ local function end_task(id, state, message, expected, k, events, now)
     for q = 1, #k.queues do redis.call('ZREM', k.queues[q], id) end
     redis.call('HDEL', k.leases, id)
   else
-    release(id, on, cur[3], cur[4], cur[6], k, cur[7] or nil)
+    release(id, on, cur[3], cur[4], cur[6], k, cur[7] or nil, cur[9] or nil)
     freed = true
     if state == 'failed' then
       redis.call('ZADD', k.faults, int(now), on .. '|' .. id .. '|' .. (cur[8] or ''))

@@ -9,9 +9,9 @@
 -- KEYS[1] q:active  KEYS[2] q:backoff  KEYS[3] q:unschedulable  KEYS[4] q:inflight
 -- KEYS[5] q:leases  KEYS[6] nodes:changes  KEYS[7] nodes:seq
 -- KEYS[8] q:cycle   KEYS[9] q:move_cycle  KEYS[10] tally:priority
--- then 5 keys per task p (0-based), from b = 11:
+-- then 6 keys per task p (0-based), from b = 11:
 --   task HASH, node HASH, node tasks SET, tally:job:<job> ZSET, for the node named in ARGV,
---   faults:<job> ZSET (written when a live task ends as failed)
+--   faults:<job> ZSET (written when a live task ends as failed), tally:dom:<job> HASH
 -- KEYS[#KEYS - 4] stream STREAM (the namespace's events), KEYS[#KEYS - 3] config HASH (stream_maxlen)
 -- KEYS[#KEYS - 2] usage HASH (namespace and tenant usage, see commit.lua)
 -- KEYS[#KEYS - 1] tasks:ended ZSET (each task that ends is added, for retention)
@@ -29,11 +29,11 @@ local out = {}
 local any_freed = false
 local p = 0
 for a = 3, #ARGV, 4 do
-  local base = 11 + 5 * p
+  local base = 11 + 6 * p
   p = p + 1
   local result, freed = end_task(ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3],
     {task = KEYS[base], node = KEYS[base + 1], node_tasks = KEYS[base + 2], tally_job = KEYS[base + 3],
-     faults = KEYS[base + 4], fault_window = fault_window,
+     faults = KEYS[base + 4], tally_dom = KEYS[base + 5], fault_window = fault_window,
      queues = {KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[#KEYS]}, leases = KEYS[5], tally_priority = KEYS[10],
      changes = KEYS[6], seq = KEYS[7], usage = KEYS[#KEYS - 2], ended = KEYS[#KEYS - 1]}, events, now)
   out[#out + 1] = result

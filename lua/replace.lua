@@ -17,8 +17,8 @@
 -- KEYS[11] usage HASH  KEYS[12] job:<id> HASH  KEYS[13] job:<id>:tasks ZSET
 -- KEYS[14] q:seq  KEYS[15] q:wake  KEYS[16] stream STREAM  KEYS[17] config HASH (stream_maxlen)
 -- KEYS[18] q:waiting ZSET (a pending task ended here leaves it too)
--- then 5 keys per task p (0-based), from 19: task HASH, node HASH, node tasks SET, tally:job ZSET,
--- faults:<job> ZSET (written when a live task ends as failed)
+-- then 6 keys per task p (0-based), from 19: task HASH, node HASH, node tasks SET, tally:job ZSET,
+-- faults:<job> ZSET (written when a live task ends as failed), tally:dom:<job> HASH
 -- then one task HASH per replacement asked for: <job>.<next_index + i>
 -- KEYS[#KEYS] tasks:ended ZSET (each task that ends is added, for retention)
 -- ARGV[1] events: channel, and the members every event carries (see events_to in _lib.lua)
@@ -41,15 +41,15 @@ local events, job_id, version = events_to(ARGV[1], KEYS[16], KEYS[17]), ARGV[3],
 local priority, delay, fault_window = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local next_index = tonumber(cur[2] or '0')
 local n = (#ARGV - 7) / 7
-local first_new = 19 + 5 * n
+local first_new = 19 + 6 * n
 local results, made = {}, {}
 local any_freed, created = false, 0
 for p = 0, n - 1 do
-  local a, base = 8 + 7 * p, 19 + 5 * p
+  local a, base = 8 + 7 * p, 19 + 6 * p
   local id, retries, pin, failures = ARGV[a], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6]
   local result, freed = end_task(id, ARGV[a + 1], ARGV[a + 2], ARGV[a + 3],
     {task = KEYS[base], node = KEYS[base + 1], node_tasks = KEYS[base + 2], tally_job = KEYS[base + 3],
-     faults = KEYS[base + 4], fault_window = fault_window,
+     faults = KEYS[base + 4], tally_dom = KEYS[base + 5], fault_window = fault_window,
      queues = {KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[18]}, leases = KEYS[5], tally_priority = KEYS[10],
      changes = KEYS[6], seq = KEYS[7], usage = KEYS[11], ended = KEYS[#KEYS]}, events, now)
   results[#results + 1] = result

@@ -37,6 +37,7 @@ from scheduler.model import (BATCH, COMPLETED, LIVE_STATES, PENDING, RUN_TO_COMP
                              JobSpec, Node, SchedError, SpecError, Task, make_node)
 from scheduler.model.quantities import CPU, MEMORY, decimal_memory, format_quantity
 from scheduler.model.spec_text import as_spec, from_template, read_specs
+from scheduler.model.taints import EFFECTS, Taint, parse_taint
 from scheduler.model.errors import NotFound, PermissionDenied
 from scheduler.state import acl, layout
 from scheduler.state.app import App, default_namespace
@@ -124,13 +125,15 @@ class Client:
     # Nodes.
     def add_node(self, name: str, *, cpu, memory, gpu=None, resources: dict | None = None,
                  labels: dict | list | None = None, engine_labels: dict | list | None = None, os: str = "linux",
-                 arch: str = "amd64", role: str = "worker", plugins: Iterable[str] = ()) -> bool:
-        """Register a node (no agent: it stays ready), or update it. Returns True when new."""
+                 arch: str = "amd64", role: str = "worker", plugins: Iterable[str] = (),
+                 taints: Iterable[str] = ()) -> bool:
+        """Register a node (no agent: it stays ready), or update it. Returns True when new.
+        ``taints``: ``KEY[=VALUE]:EFFECT`` texts; given, they replace the node's."""
         extra = dict(resources or {})
         if gpu is not None:
             extra["gpu"] = gpu
         node = make_node(name, cpu=cpu, memory=memory, resources=extra, labels=labels, engine_labels=engine_labels,
-                         os=os, arch=arch, role=role, plugins=list(plugins))
+                         os=os, arch=arch, role=role, plugins=list(plugins), taints=list(taints))
         return self.put_node(node)
 
     def put_node(self, node: Node) -> bool:
@@ -169,6 +172,24 @@ class Client:
 
     def remove_node(self, name: str) -> None:
         self.store.remove_node(name)
+
+    def taint(self, name: str, taint: str | Taint) -> dict:
+        """Taint a node (``KEY[=VALUE]:EFFECT``, kube's ``kubectl taint``), replacing a taint
+        of the same key and effect; returns ``{node, before, after}`` (the taints as text).
+        A NoExecute taint evicts running tasks that do not tolerate it."""
+        parsed = parse_taint(taint) if isinstance(taint, str) else taint
+        before, after = self.store.taint(name, parsed)
+        self._record("taint", node=name, taint=str(parsed))
+        return {"node": name, "before": before, "after": after}
+
+    def untaint(self, name: str, key: str, effect: str = "") -> dict:
+        """Remove the node's taints of ``key`` (of ``effect`` only, if given); returns
+        ``{node, before, after}``."""
+        if effect and effect not in EFFECTS:
+            raise SpecError(f"taint effect {effect!r} is not one of {', '.join(EFFECTS)}.")
+        before, after = self.store.untaint(name, key, effect)
+        self._record("untaint", node=name, taint=f"{key}:{effect}" if effect else key)
+        return {"node": name, "before": before, "after": after}
 
     # Jobs.
     def submit(self, spec: dict | str | JobSpec) -> dict:

@@ -203,6 +203,10 @@ def test_every_route_answers_as_the_document_says(app, http, tokens):
     assert ready["event"] == "ready" and ready["data"]["namespace"] == app.keys.namespace
     assert api("POST", f"/v1/jobs/web/revert{ns}", json={"version": 1}).json()["version"] == 3
     assert api("POST", f"/v1/jobs/web/stop{ns}").json()["stopped"]
+    assert api("POST", f"/v1/nodes/n1/taint{ns}", json={"taint": "dedicated=gpu:NoSchedule"}).json()["after"] == \
+        "dedicated=gpu:NoSchedule"
+    assert api("GET", f"/v1/nodes/n1{ns}").json()["taints"] == ["dedicated=gpu:NoSchedule"]
+    assert api("POST", f"/v1/nodes/n1/untaint{ns}", json={"key": "dedicated"}).json()["after"] == ""
     nightly = {"id": "nightly", "type": "batch", "periodic": {"cron": "0 2 * * *"}}
     assert api("POST", f"/v1/jobs{ns}", json=nightly).status_code == 201
     launched = api("POST", f"/v1/jobs/nightly/launch{ns}").json()["launched"]
@@ -220,7 +224,8 @@ def test_every_route_answers_as_the_document_says(app, http, tokens):
     assert api("POST", f"/v1/nodes/n1/pause{ns}").json()["before"] == "active"
     assert api("POST", f"/v1/nodes/n1/activate{ns}").json()["before"] == "pause"
     assert api("POST", f"/v1/nodes/n1/drain{ns}").json()["before"] == "active"
-    assert [e["action"] for e in api("GET", f"/v1/nodes/n1/history{ns}").json()] == ["pause", "activate", "drain"]
+    assert [e["action"] for e in api("GET", f"/v1/nodes/n1/history{ns}").json()] == ["taint", "untaint", "pause",
+                                                                                 "activate", "drain"]
     assert api("DELETE", f"/v1/nodes/n1{ns}").json()["removed"] is True
 
     every = {op["operationId"] for path in api.document["paths"].values() for op in path.values()}
@@ -240,6 +245,8 @@ def test_every_route_answers_as_the_document_says(app, http, tokens):
         ("POST", f"/v1/jobs/web/revert{ns}", {"json": {"version": 9}}, 422),
         ("POST", f"/v1/deployments/web@2/promote{ns}", {}, 409),
         ("PUT", f"/v1/nodes/n2{ns}", {"json": {"cpu": 1}}, 422),
+        ("POST", f"/v1/nodes/n2/taint{ns}", {"json": {"taint": "gpu"}}, 422),
+        ("POST", f"/v1/nodes/nope/untaint{ns}", {"json": {"key": "gpu"}}, 404),
         ("PUT", f"/v1/nodes/n2{ns}", {"content": b"x" * (8 * 1024 * 1024 + 1),
                                        "headers": {"content-type": "application/json"}}, 413),
         ("GET", "/v1/no-such-route", {}, 404),

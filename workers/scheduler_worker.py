@@ -26,9 +26,10 @@ from functools import partial
 
 import redis
 
-from scheduler.control import deadlines, dependencies, deployer, heartbeat, periodic, reconcile, retention
+from scheduler.control import deadlines, dependencies, deployer, evictions, heartbeat, periodic, reconcile, retention
 from scheduler.control.outcomes import Outcomes
 from scheduler.control.preemptor import Preemptor
+from scheduler.control.rule_view import RuleView
 from scheduler.control.worker_config import WorkerConfig
 from scheduler.engine.placement import Placement, Placer, gang_waits_message
 from scheduler.model import STOPPED, JobSpec, Node, reasons
@@ -68,7 +69,8 @@ class SchedulerWorker:
         self.preemptor = Preemptor(app.store, self._spec, self.config.preemption_margin) \
             if self.config.preemption else None
         self.stats = WorkerStats()
-        self.preemption = Preemption(app, self.config, self.preemptor, self._refresh, self.stats) \
+        self.rules = RuleView(app.store)  # for jobs with domain rules or labels
+        self.preemption = Preemption(app, self.config, self.preemptor, self._refresh, self.stats, self.rules) \
             if self.preemptor is not None else None
         self._specs: dict[tuple[str, int], JobSpec] = {}
         self._stopping = False
@@ -160,6 +162,8 @@ class SchedulerWorker:
                 metrics.NODES_DOWN.inc()
                 log.warning("%s: node %s marked down: its heartbeat lapsed; its tasks are replaced",
                             self.name, name, extra={"fields": {"node": name}})
+            for task_id in evictions.enforce(self.app.store):
+                log.warning("%s: task %s evicted by a NoExecute taint", self.name, task_id)
             for job_id in reconcile.complete_fills(self.app.store):
                 log.warning("%s: job %s: its submit stopped part way; the rest of its tasks are queued", self.name,
                             job_id, extra={"fields": {"job": job_id}})
@@ -247,8 +251,9 @@ class SchedulerWorker:
         for attempt in range(cfg.commit_retries):
             if not groups:
                 break
+            domains = self.rules.begin([group.spec for group in groups])
             nodes, counts, faults, quota, usage = self._refresh({group.spec.id for group in groups}, claim.now_ms,
-                                                                quotas=True)
+                                                                quotas=True, domains=domains)
             seen = self.cache.seq
             # Placements go to the committer thread in chunks, so Redis applies one chunk
             # while this thread places the next (Redis works while Python does).
@@ -288,10 +293,14 @@ class SchedulerWorker:
                     continue
                 if len(todo) != len(group.task_ids):
                     group = Group(group.spec, group.pin, group.nominated, todo, group.nominated_of)
-                result = self._place(group, nodes, everywhere, job_counts, faults.get(spec.id), independent)
+                rules = self.rules.rules(spec, everywhere, self.placer) if spec.rules else None
+                result = self._place(group, nodes, everywhere, job_counts, faults.get(spec.id), independent, rules)
                 if need > 0 and len(result.assignments) < need:  # the gang does not fit: nothing of it stays
                     self.placer.undo(nodes, spec, result.assignments, job_counts)
-                    why = self.placer.explain(everywhere, spec, job_counts)
+                    if rules is not None and rules.counted:
+                        for _, name in result.assignments:
+                            self.rules.counts.add(spec.id, nodes[name], -1)
+                    why = self.placer.explain(everywhere, spec, job_counts, rules, self.rules.counts)
                     for task_id in group.task_ids:
                         failures[task_id] = _gang_waits(spec, need, f"{len(result.assignments)} could be placed "
                                                                    f"at once. {why.message()}", why.nodes_evaluated,
@@ -303,7 +312,7 @@ class SchedulerWorker:
                     nodes[node].nominations.pop(task_id, None)
                 gang = need > 0
                 # Each task's own spec: one-task jobs of one shape are placed as one group.
-                plans += [_planned(Planned, (task_id, node, group_of[task_id].spec, gang))
+                plans += [_planned(Planned, (task_id, node, group_of[task_id].spec, gang, rules))
                           for task_id, node in result.assignments]
                 for task_id in result.unplaced:
                     failures[task_id] = _explanation(result.explanation, len(nodes))
@@ -406,14 +415,15 @@ class SchedulerWorker:
             for name in replaced:
                 self._everywhere[self._rows[name]] = nodes[name]
         self.placer.replaced(replaced, changed)
+        self.placer.tainted = [nodes[name] for name in self.cache.tainted if name in nodes]
         return self._everywhere
 
     def _place(self, group: Group, nodes: dict[str, Node], everywhere: list[Node], job_counts: dict[str, int],
-               faults, independent: bool = False) -> Placement:
+               faults, independent: bool = False, rules=None) -> Placement:
         """Place one group: a pinned group only on its node; a nominated group on its
         nominated node first (kube's fast path), then anywhere."""
         place = partial(self.placer.place, job=group.spec, job_counts=job_counts, faults=faults,
-                        independent=independent)
+                        independent=independent, **({"rules": rules, "domains": self.rules.counts} if rules else {}))
         if group.pin:
             return place([nodes[group.pin]] if group.pin in nodes else [], task_ids=group.task_ids)
         if group.nominated_of:  # a gang that preempted: each member on its nominated node first
@@ -501,10 +511,11 @@ class SchedulerWorker:
             self._keep(job_id, version, spec)
         return spec
 
-    def _refresh(self, job_ids: set[str], now_ms: int, quotas: bool = False):
+    def _refresh(self, job_ids: set[str], now_ms: int, quotas: bool = False, domains: list[str] | None = None):
         """The nodes brought up to date and, in the same round trip, the tasks of each job
-        per node (for spread and max_per_node), its recent failures per node and (with
-        ``quotas``) the namespace's quota and usage."""
+        per node (for spread and max_per_node), its recent failures per node, (with
+        ``quotas``) the namespace's quota and usage and (with ``domains``) those jobs'
+        tasks per topology domain, kept in :attr:`rules`."""
         store, ordered = self.app.store, sorted(job_ids)
         since = now_ms - self.config.fault_window_ms
 
@@ -512,10 +523,14 @@ class SchedulerWorker:
             store.queue_job_tallies(pipe, ordered, since)
             if quotas:
                 store.queue_quota_and_usage(pipe)
+            if domains:
+                store.queue_domain_counts(pipe, domains)
 
         nodes, replies = self.cache.refresh_with(now_ms, also)
         counts, faults = store.read_job_tallies(ordered, replies[0])
-        quota, usage = store.read_quota_and_usage(replies[1:]) if quotas else ({}, {})
+        quota, usage = store.read_quota_and_usage(replies[1:3]) if quotas else ({}, {})
+        if domains:
+            self.rules.read(store.read_domain_counts(domains, replies[-len(domains):]))
         return nodes, counts, faults, quota, usage
 
     def _count(self, claimed: int, placed: int, refused: int, unplaced: int, preempted: int) -> None:

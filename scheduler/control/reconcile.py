@@ -15,6 +15,7 @@ import orjson
 
 from scheduler.model.errors import RedisUnavailable, SpecError
 from scheduler.model.names import parent_of
+from scheduler.model.taints import untolerated
 from scheduler.model import (ACTIVE, BATCH, COMPLETED, FAILED, LIVE_STATES, LOST, PENDING, PER_NODE_TYPES, PREEMPTED,
                              READY, RUN_TO_COMPLETION, STOPPED, SYSBATCH, JobSpec, Task, parse_job)
 from scheduler.control import changes, deadlines, dependencies, periodic
@@ -27,12 +28,14 @@ from scheduler.state.store import Store
 RUNNING_JOB = "running"
 
 
-def global_targets(spec: JobSpec, nodes) -> set[str]:
-    """The nodes a global job wants a task on: ready, active, and meeting its constraints
-    and plugins. (Whether the task fits is the scheduler's business, as for any task.)"""
+def global_targets(spec: JobSpec, nodes, taints: bool = True) -> set[str]:
+    """The nodes a global job wants a task on: ready, active, meeting its constraints and
+    plugins, and (unless ``taints`` is False) without a NoSchedule or NoExecute taint it
+    does not tolerate. (Whether the task fits is the scheduler's business, as for any task.)"""
     return {n.name for n in nodes
             if n.status == READY and n.availability == ACTIVE
-            and all(c.matches(n) for c in spec.constraints) and all(p in n.plugins for p in spec.plugins)}
+            and all(c.matches(n) for c in spec.constraints) and all(p in n.plugins for p in spec.plugins)
+            and not (taints and n.taints and untolerated(n.taints, spec.tolerations))}
 
 
 def same_but_replicas(stored: str | None, spec: JobSpec) -> bool:
@@ -56,6 +59,8 @@ def submit(store: Store, spec: JobSpec, recorded: Submitted | None = None) -> di
     records it in the same call."""
     check_submittable(store, spec)
     raw = orjson.dumps(spec.raw).decode()
+    if spec.labels or any(t.required for t in spec.job_anti_affinity):
+        store.index_job_rules(spec)  # before any task of it can be placed (scheduler/state/rules.py)
     pins = None
     if spec.per_node and not spec.launcher:
         pins = sorted(global_targets(spec, store.nodes()))
@@ -104,6 +109,8 @@ def submit(store: Store, spec: JobSpec, recorded: Submitted | None = None) -> di
         current = store.job_fields(spec.id)  # it exists, or changed: read it, decide again
         tasks = open_tasks(store, spec.id) if current else []
     new_ids = [f"{spec.id}.{first + i}" for i in range(count)]
+    if current and _indexed(current.get("spec")) and not (spec.labels or spec.job_anti_affinity):
+        store.index_job_rules(spec)  # its labels or anti-affinity went away
     if current:  # read again: a replacement may have been queued at the old version meanwhile
         old = [t.id for t in open_tasks(store, spec.id)
                if t.version < version and not (spec.type == BATCH and t.live)]
@@ -169,6 +176,9 @@ def submit_many(store: Store, jobs: list[tuple[str, JobSpec]], recorded: Submitt
     # or by dispatch, or with a deadline to start: submitted one by one below).
     bulk = [i for i, (_, spec) in enumerate(jobs) if not spec.per_node and spec.replicas <= ENQUEUE_CHUNK
             and not spec.after and not spec.launcher and not spec.deadline]
+    indexed = [jobs[i] for i in bulk if jobs[i][1].labels or any(t.required for t in jobs[i][1].job_anti_affinity)]
+    if indexed:
+        store.index_many_job_rules([spec.with_id(job_id) for job_id, spec in indexed])
     by = None if recorded is None or not bulk else store.who(recorded.by)
     created = store.enqueue_many([jobs[i] for i in bulk], by=by)
     results: list[dict | None] = [None] * len(jobs)
@@ -186,6 +196,11 @@ def submit_many(store: Store, jobs: list[tuple[str, JobSpec]], recorded: Submitt
         if results[i] is None:
             results[i] = submit(store, spec.with_id(job_id), recorded)
     return results
+
+
+def _indexed(stored: str | None) -> bool:
+    """Whether a stored spec had what ``jobs:labels`` or ``jobs:anti`` record."""
+    return stored is not None and ('"labels"' in stored or '"job_anti_affinity"' in stored)
 
 
 def _recorded(store: Store, recorded: Submitted | None, result: dict) -> dict:
@@ -454,10 +469,16 @@ def reconcile_global(store: Store, only: list[str] | None = None) -> dict:
             kind = job["spec"]["type"]
             if job["status"] != RUNNING_JOB or kind not in PER_NODE_TYPES:
                 continue
-            wanted = global_targets(store.job_spec(job_id), nodes.values())
+            spec = store.job_spec(job_id)
+            wanted = global_targets(spec, nodes.values())
+            # A taint keeps new tasks off a node, but only a NoExecute taint ends a task that
+            # runs there, after its toleration_seconds (scheduler/control/evictions.py), as
+            # kube's taint manager does: a running task is kept while its node otherwise
+            # qualifies; a pending one, which the taint would keep waiting, is stopped.
+            kept = global_targets(spec, nodes.values(), taints=False)
             tasks = store.tasks(store.job_task_ids(job_id))
             current = [t for t in tasks if not t.terminal]
-            unwanted = [t.id for t in current if t.pin not in wanted]
+            unwanted = [t.id for t in current if t.pin not in (wanted if t.state == PENDING else kept)]
             if unwanted:
                 store.finish_ids(unwanted, STOPPED, f"node no longer eligible for this {kind} job")
             covered = {t.pin for t in current}

@@ -14,7 +14,11 @@ from typing import Any, Callable
 from scheduler.model.constraints import Constraint, attribute_getter, parse_constraints
 from scheduler.model.disconnect import DEFAULT as DEFAULT_DISCONNECT, Disconnect, disconnect_raw, parse_disconnect
 from scheduler.model.errors import SpecError
-from scheduler.model.names import check_job_id, check_tenant, new_job_id, parse_plugins
+from scheduler.model.affinities import Affinity, parse_affinities
+from scheduler.model.job_affinity import JobAffinity, parse_job_affinity
+from scheduler.model.names import check_job_id, check_tenant, new_job_id, parse_labels, parse_plugins
+from scheduler.model.taints import Toleration, parse_tolerations
+from scheduler.model.topology_spread import TopologySpread, parse_topology_spread
 from scheduler.model.quantities import CPU, MEMORY, lookalike, parse_resources
 from scheduler.model.retention import parse_ttl_after_finished
 from scheduler.model.update import HealthCheck, UpdatePolicy, health_raw, parse_health, parse_update, update_raw
@@ -28,10 +32,13 @@ from scheduler.model.states import (BATCH, GLOBAL, JOB_TYPES, MAX_PRIORITY, MAX_
 
 @dataclass(frozen=True, slots=True)
 class Preference:
-    """``{spread: node.labels.zone}``: equalise task counts across the label's values."""
+    """``{spread: node.labels.zone}``: equalise task counts across the label's values; with
+    ``targets`` (Nomad's spread targets, ``{eu-1: 70, eu-2: 30}``), share them out by those
+    percentages, values not named sharing what is left."""
 
     spread: str
     get: Callable[[Any], str] = field(compare=False, repr=False)
+    targets: tuple[tuple[str, int], ...] = ()  # (value, percentage), as written
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +71,19 @@ class JobSpec:
     # Seconds after the job finished that it is removed (Kubernetes' ttlSecondsAfterFinished);
     # None: the namespace's job_retention.
     ttl_after_finished: int | None = None
+    labels: dict[str, str] = field(default_factory=dict)  # what job selectors match
+    tolerations: tuple[Toleration, ...] = ()  # the node taints its tasks accept
+    affinities: tuple[Affinity, ...] = ()  # nodes to prefer or avoid (soft)
+    topology_spread: tuple[TopologySpread, ...] = ()
+    job_affinity: tuple[JobAffinity, ...] = ()
+    job_anti_affinity: tuple[JobAffinity, ...] = ()
+    # Whether placing it depends on where tasks are beyond max_per_node, or scores beyond
+    # the strategy: topology_spread, job (anti-)affinity, distinct_property, affinities,
+    # spread targets, or labels (other jobs' rules may count its tasks).
+    rules: bool = False
+    # Whether its live tasks are counted by topology domain (tally:dom:<job>): it has labels
+    # (other jobs' rules may count it), a spread, required anti-affinity or distinct_property.
+    counted: bool = False
     periodic: Periodic | None = None  # launched on a schedule: the job itself runs no task
     parameterized: Parameterized | None = None  # launched by dispatch: the job itself runs no task
     after: tuple[After, ...] = ()  # jobs whose state its tasks wait for
@@ -125,7 +145,9 @@ _JOB_FIELDS = {
     "id", "type", "priority", "replicas", "resources", "constraints", "preferences", "ports",
     "plugins", "strategy", "max_per_node", "run", "preemptible", "preempt", "max_retries",
     "restart_delay", "gang", "min_available", "tenant", "update", "health", "disconnect",
-    "ttl_after_finished", "periodic", "parameterized", "after", "parallelism", "deadline", "reschedule", "meta",
+    "ttl_after_finished",
+    "labels", "tolerations", "affinities", "topology_spread", "job_affinity", "job_anti_affinity",
+    "periodic", "parameterized", "after", "parallelism", "deadline", "reschedule", "meta",
 }
 MAX_DEADLINE_S = 30 * 86_400
 _ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
@@ -209,11 +231,35 @@ def _parse_preferences(raw, job: str) -> tuple[Preference, ...]:
         raise SpecError(f"job {job}: preferences must be a list such as [{{spread: node.labels.zone}}].")
     prefs = []
     for item in raw:
-        if not isinstance(item, dict) or set(item) != {"spread"} or not isinstance(item["spread"], str):
-            raise SpecError(f"job {job}: preference {item!r} must be {{spread: <node attribute>}}.")
+        if (not isinstance(item, dict) or not {"spread"} <= set(item) <= {"spread", "targets"}
+                or not isinstance(item["spread"], str)):
+            raise SpecError(f"job {job}: preference {item!r} must be {{spread: <node attribute>}}, with targets "
+                            f"if wanted.")
         key = item["spread"].strip()
-        prefs.append(Preference(spread=key, get=attribute_getter(key, f"job {job}: preference")))
+        prefs.append(Preference(spread=key, get=attribute_getter(key, f"job {job}: preference"),
+                                targets=_parse_targets(item.get("targets"), key, job)))
     return tuple(prefs)
+
+
+def _parse_targets(raw, key: str, job: str) -> tuple[tuple[str, int], ...]:
+    """``targets: {eu-1: 70, eu-2: 30}``: percentages from 0 to 100, summing to at most 100."""
+    if raw is None:
+        return ()
+    what = f"job {job}: preference {key} targets"
+    if not isinstance(raw, dict) or not raw:
+        raise SpecError(f"{what} must be a mapping of value to percentage, such as {{eu-1: 70, eu-2: 30}}.")
+    out = []
+    for value, percent in raw.items():
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise SpecError(f"{what}: {value!r} is not a value the attribute can have.")
+        if isinstance(percent, bool) or not isinstance(percent, int) or not 0 <= percent <= 100:
+            raise SpecError(f"{what}: {value} must be a whole percentage from 0 to 100, not {percent!r}.")
+        out.append((str(value), percent))
+    total = sum(percent for _, percent in out)
+    if total > 100:
+        raise SpecError(f"{what} sum to {total}; they must sum to at most 100 (values not named share what is "
+                        f"left).")
+    return tuple(out)
 
 
 def _parse_ports(raw, job: str) -> tuple[int, ...]:
@@ -316,14 +362,23 @@ def parse_job(raw) -> JobSpec:
     max_retries = _int_field(raw, "max_retries", 3, 0, 1000, job)
     reschedule = parse_reschedule(raw["reschedule"], job, restart_delay=float(restart_delay), max_retries=max_retries,
                                   unlimited=job_type not in RUN_TO_COMPLETION) if "reschedule" in raw else None
+    if raw.get("labels") is not None and not isinstance(raw["labels"], dict):
+        raise SpecError(f"job {job}: labels must be a mapping of label to value, such as {{app: db}}.")
+    labels = parse_labels(raw.get("labels"), f"job {job}: labels")
+    constraints = parse_constraints(raw.get("constraints"))
+    preferences = _parse_preferences(raw.get("preferences"), job)
+    affinities = parse_affinities(raw.get("affinities"), job)
+    spread = parse_topology_spread(raw.get("topology_spread"), job)
+    job_affinity = parse_job_affinity(raw.get("job_affinity"), job, "job_affinity")
+    job_anti_affinity = parse_job_affinity(raw.get("job_anti_affinity"), job, "job_anti_affinity")
     spec = JobSpec(
         id=job,
         type=job_type,
         priority=_int_field(raw, "priority", 50, MIN_PRIORITY, MAX_PRIORITY, job),
         replicas=replicas,
         resources=resources,
-        constraints=parse_constraints(raw.get("constraints")),
-        preferences=_parse_preferences(raw.get("preferences"), job),
+        constraints=constraints,
+        preferences=preferences,
         ports=_parse_ports(raw.get("ports"), job),
         plugins=parse_plugins(raw.get("plugins"), f"job {job}: plugins"),
         strategy=strategy,
@@ -347,11 +402,22 @@ def parse_job(raw) -> JobSpec:
         deadline=float(deadline),
         reschedule=reschedule,
         meta=_parse_meta(raw.get("meta"), job),
+        labels=labels,
+        tolerations=parse_tolerations(raw.get("tolerations"), job),
+        affinities=affinities,
+        topology_spread=spread,
+        job_affinity=job_affinity,
+        job_anti_affinity=job_anti_affinity,
+        rules=bool(labels or affinities or spread or job_affinity or job_anti_affinity
+                   or any(c.dynamic for c in constraints) or any(p.targets for p in preferences)),
+        counted=bool(labels or spread or any(t.required for t in job_anti_affinity)
+                     or any(c.dynamic for c in constraints)),
     )
     normalised = {
         "id": spec.id, "type": spec.type, "priority": spec.priority, "replicas": spec.replicas,
         "resources": {name: f"{amount}m" if name == CPU else amount for name, amount in spec.resources.items()}, "constraints": [c.text for c in spec.constraints],
-        "preferences": [{"spread": p.spread} for p in spec.preferences], "ports": list(spec.ports),
+        "preferences": [{"spread": p.spread, **({"targets": dict(p.targets)} if p.targets else {})}
+                        for p in spec.preferences], "ports": list(spec.ports),
         "plugins": list(spec.plugins), "strategy": spec.strategy, "max_per_node": spec.max_per_node,
         "run": spec.run, "preemptible": spec.preemptible, "preempt": spec.preempt,
         "max_retries": spec.max_retries, "restart_delay": spec.restart_delay,
@@ -388,6 +454,13 @@ def parse_job(raw) -> JobSpec:
         normalised["reschedule"] = reschedule_raw(reschedule)
     if spec.meta is not None:
         normalised["meta"] = spec.meta
+    for name, value in (("labels", dict(labels)), ("tolerations", [t.raw() for t in spec.tolerations]),
+                        ("affinities", [a.raw() for a in affinities]),
+                        ("topology_spread", [t.raw() for t in spread]),
+                        ("job_affinity", [t.raw() for t in job_affinity]),
+                        ("job_anti_affinity", [t.raw() for t in job_anti_affinity])):
+        if value:  # only when set: a spec without them keeps its stored form
+            normalised[name] = value
     spec.raw.update(normalised)
     return spec
 

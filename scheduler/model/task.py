@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import orjson
+
 from scheduler.model.states import LIVE_STATES, PENDING, TERMINAL_STATES
 
 
@@ -55,6 +57,7 @@ class Task:
     failures: tuple[int, ...] = ()  # when the slot's earlier tasks failed (ms), as reschedule.interval counts them
     replaces: str = ""  # the task it was queued to replace (a restart, retry or move)
     replaced_by: str = ""  # the task queued to replace it
+    domains: tuple[str, ...] | None = None  # the tally:dom fields commit counted it under (None: not counted)
 
     @property
     def live(self) -> bool:
@@ -83,4 +86,5 @@ class Task:
             slot=_int(fields.get("slot"), _int(fields.get("index"))),
             failures=tuple(int(t) for t in filter(None, fields.get("failures", "").split(","))),
             replaces=fields.get("replaces", ""), replaced_by=fields.get("replaced_by", ""),
+            domains=tuple(orjson.loads(fields["domains"])) if fields.get("domains") else None,
         )

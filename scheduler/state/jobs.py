@@ -120,6 +120,7 @@ class JobStore(NamespaceStore):
     def stop_job(self, job_id: str) -> bool:
         """``job_stop.lua``: mark the job stopped and announce it (a ``job`` event). Returns
         False when it was stopped already."""
+        check_job_id(job_id)  # before any write (a first write records the namespace's key layout)
         k = self.keys
         result = self.scripts.job_stop(keys=[k.job(job_id), k.stream, k.config, k.jobs_ended],
                                        args=[self.events_arg, job_id])

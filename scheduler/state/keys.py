@@ -123,6 +123,11 @@ class Keys:
         tells reconcilers that global jobs may need tasks added or taken away."""
         return self._key("nodes", "epoch")
 
+    @cached_property
+    def nodes_noexecute(self) -> str:
+        """SET: nodes with a NoExecute taint (the evictions look at these)."""
+        return self._key("nodes", "noexecute")
+
     def heartbeat(self, name: str) -> str:
         return self._key("node", name, "heartbeat")
 
@@ -260,7 +265,7 @@ class Keys:
         key of its own adds it here; the first five are in this order for gc_job.lua."""
         return [self.job(job_id), self.job_tasks(job_id), self.job_ended(job_id), self.job_deployments(job_id),
                 self.job_holds(job_id), self.job_history(job_id), self.faults(job_id), self.tally_job(job_id),
-                self.job_children(job_id), self.dispatch_tokens(job_id)]
+                self.tally_dom(job_id), self.job_children(job_id), self.dispatch_tokens(job_id)]
 
     @cached_property
     def job_indexes(self) -> list[str]:
@@ -268,7 +273,7 @@ class Keys:
         (HASH): the job's id is taken out of each when it is removed. A feature that keeps
         a new index of jobs adds it here."""
         return [self.jobs, self.global_jobs, self.job_shares, self.filling, self.jobs_ended, self.jobs_finished,
-                self.jobs_expiring, self.held, self.deadlines, self.launchers]
+                self.jobs_expiring, self.job_labels, self.job_anti, self.held, self.deadlines, self.launchers]
 
     def node_keys(self, name: str) -> list[str]:
         """Every key that belongs to one node alone: removed with it (``node_rm.lua``)."""
@@ -287,6 +292,27 @@ class Keys:
     # Tallies kept by the Lua commit and release.
     def tally_job(self, job_id: str) -> str:
         return f"{self.prefix}tally:job:{job_id}"
+
+    def tally_dom(self, job_id: str) -> str:
+        """HASH ``<attribute>=<value>`` (and ``*``) -> live tasks of a job counted by topology
+        domain (only jobs with labels or domain rules: scheduler/model/domains.py)."""
+        return f"{self.prefix}tally:dom:{job_id}"
+
+    @cached_property
+    def rules_gen(self) -> str:
+        """Counter bumped whenever jobs:labels or jobs:anti changes: a placement whose
+        selectors were resolved before is refused at commit."""
+        return self._key("rules", "gen")
+
+    @cached_property
+    def job_labels(self) -> str:
+        """HASH job -> its labels (JSON), for jobs with labels: what selectors match."""
+        return self._key("jobs", "labels")
+
+    @cached_property
+    def job_anti(self) -> str:
+        """HASH job -> its required job_anti_affinity entries (JSON), which keep other jobs away too."""
+        return self._key("jobs", "anti")
 
     @cached_property
     def tally_priority(self) -> str:

@@ -81,15 +81,16 @@ class TallyStore(NamespaceStore):
     # Repair (scheduler.control.audit.repair): the bookkeeping rewritten from the tasks.
     def rewrite_bookkeeping(self, nodes: dict[str, dict], jobs: dict[str, dict[str, int]], priority: dict[int, int],
                             stale: dict[str, list[str]], requeue: list[tuple[str, int, bool]],
-                            lost: list[tuple[str, str]]) -> None:
+                            lost: list[tuple[str, str]], domains: dict[str, dict[str, int]] | None = None) -> None:
         """Make the bookkeeping say what the tasks say, in one MULTI/EXEC (one slot):
         ``nodes``: name -> {"capacity", "allocated", "ports" (port -> task), "tasks" (live ids)},
         written to the node hash and its task set;
         ``jobs``: job -> node -> live tasks (``tally:job``); ``priority``: ``tally:priority``;
         ``stale``: queue name -> task ids to take out of it; ``requeue``: (task, priority,
         held) pending in no queue, put back in ``q:active`` (``q:waiting`` when its job is
-        held by its dependencies); ``lost``: (task, message) live on a
-        node that no longer exists, marked lost (not counted anywhere)."""
+        held by its dependencies); ``lost``: (task, message) live on a node that no longer
+        exists, marked lost (not counted anywhere); ``domains``: job -> its ``tally:dom``
+        (what its live tasks' domains fields say)."""
         from scheduler.state.queue import queue_score
 
         k = self.keys
@@ -116,6 +117,10 @@ class TallyStore(NamespaceStore):
                 pipe.delete(k.tally_job(job_id))
                 if counts:
                     pipe.zadd(k.tally_job(job_id), counts)
+            for job_id, counts in (domains or {}).items():
+                pipe.delete(k.tally_dom(job_id))
+                if counts:
+                    pipe.hset(k.tally_dom(job_id), mapping=counts)
             pipe.delete(k.tally_priority)
             if priority:
                 pipe.hset(k.tally_priority, mapping={str(p): c for p, c in priority.items()})

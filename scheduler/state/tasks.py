@@ -52,7 +52,8 @@ class TaskStore(NamespaceStore):
         args = [self.events_arg, FAULT_WINDOW_MS]
         for task in tasks:
             node = task.node if task.live else ""
-            keys += [k.task(task.id), k.node(node), k.node_tasks(node), k.tally_job(task.job), k.faults(task.job)]
+            keys += [k.task(task.id), k.node(node), k.node_tasks(node), k.tally_job(task.job), k.faults(task.job),
+                 k.tally_dom(task.job)]
             args += [task.id, state, message, node]
         keys += [k.stream, k.config, k.usage, k.ended, k.waiting]
         return self.scripts.finish(keys=keys, args=args) if tasks else []

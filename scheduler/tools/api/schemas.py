@@ -54,8 +54,12 @@ NODE = named("Node", obj({
     "name": STRING, "capacity": COUNTS, "allocated": COUNTS, "labels": {"type": "object"},
     "availability": {"type": "string", "enum": ["active", "pause", "drain"]},
     "status": STRING, "tasks": INTEGER,
-    "platform": obj({"os": STRING, "arch": STRING}), "role": STRING, "plugins": array(STRING)},
+    "platform": obj({"os": STRING, "arch": STRING}), "role": STRING, "plugins": array(STRING),
+    "taints": array(STRING)},
     description="A node, as `sched node ls --json` prints it."))
+TAINT_CHANGE = named("TaintChange", obj(
+    {"node": STRING, "before": STRING, "after": STRING},
+    description="A node's taints before and after a taint or untaint, as text (`key=value:Effect ...`)."))
 NODE_REGISTERED = named("NodeRegistered", obj({"created": BOOLEAN, "node": NODE}))
 AVAILABILITY_CHANGE = named("AvailabilityChange", obj(
     {"node": STRING, "before": STRING, "availability": STRING},

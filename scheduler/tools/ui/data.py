@@ -18,6 +18,7 @@ from functools import lru_cache
 
 import orjson
 
+from scheduler.control.rule_view import rules_now
 from scheduler.client import Client, explain_message, job_status
 from scheduler.control import changes, reconcile, schedule
 from scheduler.control.outcomes import Outcomes
@@ -217,8 +218,9 @@ def task(app: App, task_id: str) -> TaskView:
         except NotFound:  # the job is being replaced: nothing to say about this version's places
             return view
         quota, used = app.store.quota_and_usage()
-        view.places = why.task_places(spec, found, app.store.nodes(), app.store.job_tally(found.job),
-                                      app.keys.namespace, quota, used)
+        nodes = app.store.nodes()
+        view.places = why.task_places(spec, found, nodes, app.store.job_tally(found.job),
+                                      app.keys.namespace, quota, used, *rules_now(app.store, spec, nodes))
     return view
 
 
@@ -262,8 +264,9 @@ def job_waits(app: App, view: JobView, tasks: list[Task]) -> why.JobWaits | None
     except NotFound:
         return None
     quota, used = app.store.quota_and_usage()
-    return why.job_waits(spec, tasks, app.store.nodes(), app.store.job_tally(view.id), app.keys.namespace, quota,
-                         used)
+    nodes = app.store.nodes()
+    return why.job_waits(spec, tasks, nodes, app.store.job_tally(view.id), app.keys.namespace, quota,
+                         used, *rules_now(app.store, spec, nodes))
 
 
 def rollouts(app: App, job_id: str, compare: tuple[int, int] | None = None) -> Rollouts:
