@@ -330,7 +330,8 @@ class Client:
         or a dependency could not hold: ``failure`` says why). A job held by its ``after``
         dependencies has ``waiting_for``; a periodic job ``next_launch`` (ISO 8601, UTC;
         None while suspended), ``suspended`` and its last ``launches``; a launch names its
-        ``parent``."""
+        ``parent``. A finished job has ``finished_at`` and ``remove_at`` (ms): when it
+        finished, and when retention removes it."""
         job = self.store.get_job(job_id)
         fields = self.store.job_fields(job_id)
         tasks = self.store.tasks(self.store.job_task_ids(job_id))

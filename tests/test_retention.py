@@ -73,6 +73,42 @@ def test_a_finished_job_stays_for_its_retention_and_ttl_after_finished_is_its_ow
     assert collect(app.store, retention=settings, now_ms=now + 24 * HOUR_MS + 1000).jobs_removed == ["kept"]
 
 
+def test_a_finished_job_says_when_it_finished_and_when_it_goes(client, app, sched):
+    """``finished_at`` and ``remove_at`` in Client.job, `sched job show` (and --json) and
+    the dashboard's job page: the job finished event's figures, following job_retention
+    as it is set now, or the job's own ttl_after_finished."""
+    from starlette.testclient import TestClient
+
+    from scheduler.control.schedule import iso
+    from scheduler.tools.ui.app import create_app
+
+    client.set_config(job_retention="6h")
+    client.submit({"id": "kept", "type": "batch"})
+    client.submit({"id": "hour", "type": "batch", "ttl_after_finished": "1h"})
+    client.run_workers(until_idle=True)
+    assert "finished_at" not in client.job("kept") and "remove_at" not in client.job("kept")
+    for job in ("kept", "hour"):
+        end_all(client, job)
+    assert sorted(collect(app.store).finished) == ["hour", "kept"]  # the namespace's 6h: nothing removed yet
+    kept, hour = client.job("kept"), client.job("hour")
+    said = {e["id"]: e["remove_at"] for e in events(app, "finished")}
+    assert kept["remove_at"] == kept["finished_at"] + 6 * HOUR_MS == said["kept"]
+    assert hour["remove_at"] == hour["finished_at"] + HOUR_MS == said["hour"]
+    assert kept["finished_at"] == int(app.client.hget(app.keys.job("kept"), "finished_at"))
+    client.set_config(job_retention="1h")  # the setting as it is now
+    assert client.job("kept")["remove_at"] == kept["finished_at"] + HOUR_MS
+    assert client.job("hour")["remove_at"] == hour["remove_at"]  # its own
+    shown = sched("job", "show", "kept").stdout
+    assert f"finished_at: '{iso(kept['finished_at'])}'" in shown
+    assert f"remove_at: '{iso(kept['finished_at'] + HOUR_MS)}'" in shown
+    record = json.loads(sched("job", "show", "kept", "--json").stdout)
+    assert (record["finished_at"], record["remove_at"]) == (kept["finished_at"], kept["finished_at"] + HOUR_MS)
+    with TestClient(create_app(app)) as web:
+        page = web.get(f"/jobs/hour?ns={app.keys.namespace}").text
+    assert 'data-field="finished-at"' in page and f'data-ms="{hour["remove_at"]}"' in page
+    assert "its ttl_after_finished" in page
+
+
 def test_a_stopped_job_is_removed_once_its_tasks_ended(client, app):
     client.submit({"id": "svc", "replicas": 2})
     client.run_workers(until_idle=True)

@@ -26,11 +26,16 @@ def details(store: Store, job_id: str, fields: dict, outcomes: Outcomes | None =
     """The fields a job's record gains: ``next_launch``, ``suspended``, ``launches`` (the
     newest first: id, launched, status), ``missed`` (ticks recorded missed) for a periodic
     or parameterized job; ``parent`` for a launch; ``waiting_for`` for a held job;
-    ``failure`` for a job failed with a reason."""
+    ``failure`` for a job failed with a reason; ``finished_at`` and ``remove_at`` (ms)
+    for a finished job: when it finished, and when retention removes it (its
+    ``ttl_after_finished``, or the namespace's ``job_retention`` as set now)."""
     out: dict = {}
     spec = parse_stored(fields["spec"]) if fields.get("spec") else None
     if spec is None:
         return out
+    if fields.get("finished_at"):
+        out["finished_at"] = int(fields["finished_at"])
+        out["remove_at"] = store.remove_at(job_id)
     outcomes = outcomes or Outcomes()
     if spec.periodic is not None:
         nxt = fields.get("next_launch", "+inf")

@@ -164,6 +164,22 @@ class RetentionStore(NamespaceStore):
             pipe.zadd(k.jobs_expiring, {job_id: remove_at_ms}, xx=True)
             pipe.execute()
 
+    def remove_at(self, job_id: str) -> int | None:
+        """When a finished job is to be removed (ms): its own time in ``jobs:expiring``
+        (``ttl_after_finished``), else its score in ``jobs:finished`` plus
+        ``job_retention`` as set now; None when it is in neither (it is not finished)."""
+        k = self.keys
+        with self.client.pipeline(transaction=False) as pipe:
+            pipe.zscore(k.jobs_expiring, job_id)
+            pipe.zscore(k.jobs_finished, job_id)
+            pipe.hget(k.config, "job_retention")
+            own, finished, setting = pipe.execute()
+        if own is not None:
+            return int(own)
+        if finished is None:
+            return None
+        return int(finished + Retention.from_config({"job_retention": setting or ""}).job_retention * 1000)
+
     def read_jobs(self, job_ids: list[str]) -> list[JobRead]:
         """What :meth:`remove_job` needs of each job, in one round trip (a job that is gone
         is left out)."""

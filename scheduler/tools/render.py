@@ -8,6 +8,7 @@ from datetime import datetime
 
 import orjson
 
+from scheduler.control.schedule import iso
 from scheduler.model.quantities import CPU, MEMORY, format_memory_exact, format_quantity
 
 
@@ -75,4 +76,7 @@ def job_text(job: dict) -> str:
     for name in ("failure", "parent", "waiting_for", "next_launch", "suspended", "missed", "launches"):
         if name in job:  # a job's place in time and order (control/schedule.py)
             head[name] = job[name]
+    for name in ("finished_at", "remove_at"):  # a finished job: when it finished, when retention removes it
+        if job.get(name) is not None:
+            head[name] = iso(job[name])
     return yaml.safe_dump({**head, **spec_for_people(job["spec"])}, sort_keys=False).rstrip()
