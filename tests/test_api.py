@@ -9,6 +9,7 @@ Last-Event-ID and filtered; nothing written by a refused request, for any body
 from __future__ import annotations
 
 import base64
+import dataclasses
 from urllib.parse import quote
 
 import json
@@ -30,6 +31,7 @@ from jsonschema import Draft202012Validator
 from openapi_spec_validator import validate as validate_openapi
 from starlette.testclient import TestClient
 
+from scheduler.state.app import App
 from scheduler.state.api_tokens import FAILED_PREFIX, TOKEN_PREFIX, TOKENS, ApiTokens, digest
 from scheduler.tools.api.access import MAX_FAILED
 from scheduler.tools.api.app import DOCUMENT, create_api
@@ -70,8 +72,10 @@ class Api:
         assert listed is not None, (f"{method} {path} answered {response.status_code}, which "
                                     f"{operation['operationId']} does not list: {response.text[:300]}")
         assert media in listed["content"], (method, path, response.status_code, media)
-        if media != "text/event-stream":
+        if media in ("application/json", "application/problem+json"):
             self.validate(response.json(), listed["content"][media]["schema"])
+        elif media != "text/event-stream":  # a file (a snapshot)
+            self.validate(response.text, listed["content"][media]["schema"])
         if response.status_code < 300:
             self.covered.add(operation["operationId"])
 
@@ -199,6 +203,13 @@ def test_every_route_answers_as_the_document_says(app, http, tokens):
     assert api("DELETE", f"/v1/tenants/team-a{ns}").json()["removed"] is True
     assert api("GET", f"/v1/events/info{ns}").json()["entries"] > 0
     assert api("PUT", f"/v1/events/keep{ns}", json={"entries": 5000}).json()["maxlen"] == 5000
+    assert api("GET", f"/v1/config{ns}").json()["settings"]["stream_maxlen"] == {"value": 5000, "default": False}
+    assert api("PUT", f"/v1/config{ns}", json={"job_retention": "6h", "ended_tasks_per_job": 20}).json()[
+        "job_retention"] == {"value": 21600.0, "default": False}
+    assert api("DELETE", f"/v1/config{ns}&setting=ended_tasks_per_job").json()["ended_tasks_per_job"]["default"]
+    assert api("GET", f"/v1/memory{ns}").json()["nodes"] == 1
+    assert api("GET", f"/v1/layout{ns}").json()["layout"] == api("POST", f"/v1/layout/upgrade{ns}").json()["to"]
+    assert api("POST", f"/v1/gc{ns}&dry_run=true").json()["dry_run"] is True
     ready = api.stream(f"/v1/events{ns}", 1)[0]
     assert ready["event"] == "ready" and ready["data"]["namespace"] == app.keys.namespace
     assert api("POST", f"/v1/jobs/web/revert{ns}", json={"version": 1}).json()["version"] == 3
@@ -227,6 +238,22 @@ def test_every_route_answers_as_the_document_says(app, http, tokens):
     assert [e["action"] for e in api("GET", f"/v1/nodes/n1/history{ns}").json()] == ["taint", "untaint", "pause",
                                                                                  "activate", "drain"]
     assert api("DELETE", f"/v1/nodes/n1{ns}").json()["removed"] is True
+    assert api("POST", f"/v1/jobs{ns}", json={"id": "once", "replicas": 0, "ttl_after_finished": 0}).status_code == 201
+    api("POST", f"/v1/jobs/once/stop{ns}")
+    collected = api("POST", f"/v1/gc{ns}").json()
+    assert "web" in collected["finished"] and collected["jobs_removed"] == ["once"]  # web is kept 6 h
+    web = api("GET", f"/v1/jobs/web{ns}").json()
+    assert web["remove_at"] == web["finished_at"] + 6 * 3_600_000
+    saved = api("GET", f"/v1/snapshot{ns}")  # gzip on the way (the test client accepts it)
+    assert saved.headers["content-encoding"] == "gzip" and saved.text.startswith('{"sched_snapshot":1')
+    copy = App(client=app.client, namespace=f"{app.keys.namespace}-copy")
+    try:
+        restored = api("POST", f"/v1/snapshot?namespace={copy.keys.namespace}", content=saved.content,
+                       headers={"content-type": "application/x-ndjson"}).json()
+        assert restored["keys"] == saved.text.count("\n") - 2 and restored["source_namespace"] == app.keys.namespace
+        assert api("GET", f"/v1/jobs?namespace={copy.keys.namespace}").json() == api("GET", f"/v1/jobs{ns}").json()
+    finally:
+        copy.store.clear_namespace()
 
     every = {op["operationId"] for path in api.document["paths"].values() for op in path.values()}
     assert api.covered == every - {"openapi_json"} or api.covered == every, sorted(every - api.covered)
@@ -249,6 +276,11 @@ def test_every_route_answers_as_the_document_says(app, http, tokens):
         ("POST", f"/v1/nodes/nope/untaint{ns}", {"json": {"key": "gpu"}}, 404),
         ("PUT", f"/v1/nodes/n2{ns}", {"content": b"x" * (8 * 1024 * 1024 + 1),
                                        "headers": {"content-type": "application/json"}}, 413),
+        ("PUT", f"/v1/config{ns}", {"json": {"job_retension": "1h"}}, 422),
+        ("PUT", f"/v1/config{ns}", {"json": {"job_retention": "1h", "stream_maxlen": -1}}, 422),
+        ("PUT", f"/v1/config{ns}", {"json": {}}, 422),
+        ("DELETE", f"/v1/config{ns}", {}, 400),
+        ("DELETE", f"/v1/config{ns}&setting=job_retension", {}, 400),
         ("GET", "/v1/no-such-route", {}, 404),
         ("DELETE", "/v1/jobs", {}, 405),
     ]
@@ -336,6 +368,11 @@ def test_roles_and_namespaces_are_enforced_and_refusals_write_nothing(app, http,
                 (viewer, "POST", "/v1/jobs/web/stop", {}, "a viewer of namespace"),
                 (submitter, "POST", "/v1/nodes/n1/drain", {}, "that takes an operator's token"),
                 (submitter, "PUT", "/v1/tenants/t", {"json": {"weight": 1}}, "an operator's token"),
+                (submitter, "POST", "/v1/gc", {}, "an operator's token"),
+                (viewer, "PUT", "/v1/config", {"json": {"job_retention": 0}}, "an operator's token"),
+                (submitter, "POST", "/v1/layout/upgrade", {}, "an operator's token"),
+                (viewer, "POST", "/v1/snapshot", {"content": b"{}\n", "headers": {"content-type": "application/x-ndjson"}},
+                 "an operator's token"),
                 (operator, "PUT", "/v1/quota", {"json": {"cpu": 1}}, "a token of every namespace"),
                 (operator, "GET", "/v1/quotas", {}, "a token of every namespace"),
                 (other, "GET", f"/v1/jobs?namespace={ns}", {}, f"may not reach namespace {ns}"),
@@ -346,6 +383,59 @@ def test_roles_and_namespaces_are_enforced_and_refusals_write_nothing(app, http,
     assert snapshot(redis_url, ns) == before
     assert other("GET", "/v1/jobs").json() == []  # its own namespace, by default
     assert viewer("POST", "/v1/jobs/plan", json=SPEC).status_code == 200  # a dry run is a read
+
+
+def test_a_snapshot_downloads_as_a_file_and_uploads_into_an_empty_namespace_only(app, http, tokens, redis_url,
+                                                                                monkeypatch):
+    """GET /v1/snapshot answers the file `sched snapshot save` writes; POST loads it (plain
+    or gzip) into the token's namespace once empty. Refused, writing nothing: a namespace
+    that is not empty (409), a file cut short (422), a body that is not gzip (400), a
+    pause of the server's writes without a token of every namespace (403), a body over the
+    bound, a gzip that inflates past it included (413)."""
+    import gzip
+
+    from scheduler.tools.api import app as api_app
+
+    ns = app.keys.namespace
+    api = Api(http, tokens("operator"))
+    api("PUT", "/v1/nodes/n1", json={"cpu": 4, "memory": "8GiB"})
+    api("POST", "/v1/jobs", json=SPEC)
+    jobs = api("GET", "/v1/jobs").json()
+    plain = api("GET", "/v1/snapshot", headers={"accept-encoding": "identity"})
+    assert "content-encoding" not in plain.headers and plain.headers["content-type"] == "application/x-ndjson"
+    assert re.fullmatch(rf'attachment; filename="{ns}-\d{{8}}T\d{{6}}Z\.snap\.jsonl"',
+                        plain.headers["content-disposition"])
+    lines = plain.content.splitlines()
+    assert orjson.loads(lines[0])["namespace"] == ns and orjson.loads(lines[-1]) == {"end": True, "keys": len(lines) - 2}
+    paused = api("GET", "/v1/snapshot?max_pause=1")
+    assert paused.status_code == 403 and "a token of every namespace" in paused.json()["detail"]
+    assert api("GET", "/v1/snapshot", token=tokens("submitter")).status_code == 403
+
+    lines_type = {"content-type": "application/x-ndjson"}
+    busy = api("POST", "/v1/snapshot", content=plain.content, headers=lines_type)
+    assert busy.status_code == 409 and busy.json()["detail"] == (
+        f"namespace {ns} is not empty ({len(lines) - 2} keys); a snapshot loads only into an empty namespace: give "
+        f"another with ?namespace=.")
+    app.store.clear_namespace()
+    small = [r if r.method != "POST" or r.path != "/v1/snapshot" else dataclasses.replace(r, upload=4096)
+             for r in api_app.ROUTES]
+    monkeypatch.setattr(api_app, "ROUTES", small)
+    with TestClient(create_api(app)) as bounded:
+        refusals = [(http, b"\n".join(lines[:-1]) + b"\n", lines_type, 422,
+                     "the uploaded snapshot ends before its last line: the snapshot was cut short"),
+                    (http, plain.content, {"content-type": "application/gzip"}, 400, "the request body is not gzip"),
+                    (http, plain.content, {"content-type": "text/csv"}, 415, "send the body as application/x-ndjson"),
+                    (bounded, b"x" * 4097, lines_type, 413, "larger than 4096 bytes."),
+                    (bounded, gzip.compress(b"\n" * 100_000), {"content-type": "application/gzip"}, 413,
+                     "once decompressed")]
+        for client, body, headers, status, said in refusals:
+            refused = Api(client, api.token)("POST", "/v1/snapshot", content=body, headers=headers)
+            assert refused.status_code == status and said in refused.json()["detail"], refused.text
+    assert snapshot(redis_url, ns) == {}
+    restored = api("POST", "/v1/snapshot", content=gzip.compress(plain.content),
+                   headers={"content-type": "application/gzip"}).json()
+    assert restored == {**restored, "namespace": ns, "source_namespace": ns, "keys": len(lines) - 2}
+    assert api("GET", "/v1/jobs").json() == jobs
 
 
 def test_actions_are_recorded_under_the_token_name(app, http, tokens):
@@ -444,12 +534,13 @@ def test_events_from_now_arrive_as_they_happen(app, http, tokens):
 # ----------------------------------------------------------------------------- any body
 BODY_ROUTES = [("POST", "/v1/jobs"), ("POST", "/v1/jobs/plan"), ("POST", "/v1/jobs/web/scale"),
                ("POST", "/v1/jobs/web/revert"), ("PUT", "/v1/nodes/n1"), ("PUT", "/v1/tenants/t"),
-               ("PUT", "/v1/quota"), ("PUT", "/v1/events/keep")]
+               ("PUT", "/v1/quota"), ("PUT", "/v1/events/keep"), ("PUT", "/v1/config")]
 JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers(-10**12, 10**12) | st.floats(allow_nan=False, allow_infinity=False)
                            | st.text(max_size=12),
                            lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
                                st.sampled_from(["id", "replicas", "version", "cpu", "memory", "weight", "entries",
-                                                "resources", "labels", "type", "tasks", "x"]), inner, max_size=4),
+                                                "resources", "labels", "type", "tasks", "x", "job_retention",
+                                                "stream_maxlen"]), inner, max_size=4),
                            max_leaves=10)
 
 

@@ -53,6 +53,11 @@ RETRY_PAUSE_S = 0.05  # times the try's number
 MAX_PAUSE_MS = 5000  # how long that read may hold writes at most
 
 
+class BadSnapshot(SpecError):
+    """The file is not a whole snapshot this sched reads (damaged, cut short, foreign, of
+    a newer format or key layout): refused before anything is written."""
+
+
 class NamespaceBusy(SpecError):
     """The namespace changed during every read: no snapshot was written."""
 
@@ -228,38 +233,38 @@ def read_header(source: Path) -> tuple[Header, int]:
                 try:
                     record = orjson.loads(line)
                 except orjson.JSONDecodeError:
-                    raise SpecError(f"{source}, line {number}: not a snapshot line (JSON); is it a file of "
+                    raise BadSnapshot(f"{source}, line {number}: not a snapshot line (JSON); is it a file of "
                                     f"`sched snapshot save`?") from None
                 if number == 1:
                     header = _header(source, record)
                 elif isinstance(record, dict) and record.get("end") is True:
                     if record.get("keys") != count or next(lines, None) is not None:
-                        raise SpecError(f"{source}: the snapshot says it holds {record.get('keys')} keys but "
+                        raise BadSnapshot(f"{source}: the snapshot says it holds {record.get('keys')} keys but "
                                         f"{count} came before its end; it is damaged.")
                     return header, count
                 else:
                     _entry(source, number, record)
                     count += 1
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
-        raise SpecError(f"cannot read the snapshot {source}: {exc}.") from None
+        raise BadSnapshot(f"cannot read the snapshot {source}: {exc}.") from None
     if header is None:
-        raise SpecError(f"{source} is empty, not a snapshot.")
-    raise SpecError(f"{source} ends before its last line: the snapshot was cut short ({count} keys read).")
+        raise BadSnapshot(f"{source} is empty, not a snapshot.")
+    raise BadSnapshot(f"{source} ends before its last line: the snapshot was cut short ({count} keys read).")
 
 
 def _header(source: Path, record) -> Header:
     if not isinstance(record, dict) or record.get("sched_snapshot") is None:
-        raise SpecError(f"{source} is not a snapshot of `sched snapshot save` (its first line is no snapshot header).")
+        raise BadSnapshot(f"{source} is not a snapshot of `sched snapshot save` (its first line is no snapshot header).")
     if record["sched_snapshot"] != FORMAT:
-        raise SpecError(f"{source} is a snapshot of format {record['sched_snapshot']}; this sched reads format "
+        raise BadSnapshot(f"{source} is a snapshot of format {record['sched_snapshot']}; this sched reads format "
                         f"{FORMAT}: use the sched that saved it, or a newer one.")
     try:
         header = Header(str(record["namespace"]), int(record["layout"]), int(record["saved_at"]), str(record["mark"]),
                         str(record.get("redis_version", "")))
     except (KeyError, TypeError, ValueError):
-        raise SpecError(f"{source}: its header lacks the namespace, layout, time or mark.") from None
+        raise BadSnapshot(f"{source}: its header lacks the namespace, layout, time or mark.") from None
     if header.layout > KEY_LAYOUT:
-        raise SpecError(f"{source} holds key layout {header.layout}, newer than this sched knows ({KEY_LAYOUT}); "
+        raise BadSnapshot(f"{source} holds key layout {header.layout}, newer than this sched knows ({KEY_LAYOUT}); "
                         f"restore it with a newer sched.")
     return header
 
@@ -268,9 +273,9 @@ def _entry(source: Path, number: int, record) -> Entry:
     try:
         rest, ttl, payload = record["key"], int(record["ttl"]), base64.b64decode(record["dump"], validate=True)
     except (KeyError, TypeError, ValueError, binascii.Error):
-        raise SpecError(f"{source}, line {number}: not a key of a snapshot (key, ttl and dump).") from None
+        raise BadSnapshot(f"{source}, line {number}: not a key of a snapshot (key, ttl and dump).") from None
     if not isinstance(rest, str) or not rest or "{" in rest or "}" in rest:
-        raise SpecError(f"{source}, line {number}: {rest!r} is not a key name of a namespace.")
+        raise BadSnapshot(f"{source}, line {number}: {rest!r} is not a key name of a namespace.")
     return rest, ttl, payload
 
 

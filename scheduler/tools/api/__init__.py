@@ -2,7 +2,8 @@
 Python ``Client`` does, for programs in any language, guarded by tokens.
 
 One module per noun (``nodes``, ``jobs``, ``tasks``, ``deployments``, ``queues``,
-``quotas``, ``tenants``, ``events``, ``meta``), each a list of routes that are thin
+``quotas``, ``tenants``, ``events``, ``config``, ``gc``, ``layout``, ``snapshots``,
+``meta``), each a list of routes that are thin
 layers over the ``Client`` calls the CLI makes; ``route`` serves them (checks, errors),
 ``access`` admits tokens, ``problems`` makes errors RFC 9457 documents, ``schemas`` and
 ``openapi`` describe it all, ``sse`` streams events, ``app`` puts it together and

@@ -7,12 +7,12 @@ from __future__ import annotations
 from http import HTTPStatus
 
 from scheduler.tools.api import schemas
-from scheduler.tools.api.route import NAMESPACE, PATH_PARAMS, Route
+from scheduler.tools.api.route import GZIP_TYPE, LINES_TYPES, NAMESPACE, PATH_PARAMS, Route
 
 VERSION = "1"
 PROBLEM_CONTENT = {"application/problem+json": {"schema": schemas.PROBLEM}}
 EVERY_ROUTE_PROBLEMS = (400, 401, 403, 429, 503)
-NOUN_OF = {"token": "tokens", "quota": "quotas", "openapi.json": "meta"}
+NOUN_OF = {"token": "tokens", "quota": "quotas", "openapi.json": "meta", "memory": "config"}
 
 
 def document(routes: list[Route]) -> dict:
@@ -45,11 +45,11 @@ def operation(route: Route) -> dict:
     if route.answer is None:
         success = {"text/event-stream": {"schema": {"type": "string"}}}
     else:
-        success = {"application/json": {"schema": route.answer}}
+        success = {route.media: {"schema": route.answer}}
     responses = {str(status): {"description": HTTPStatus(status).phrase, "content": success}
                  for status in route.status}
     for status in sorted({*EVERY_ROUTE_PROBLEMS, *route.refusals,
-                          *((413, 415, 422) if route.body is not None else ())}):
+                          *((413, 415, 422) if route.body is not None or route.upload else ())}):
         responses[str(status)] = {"description": HTTPStatus(status).phrase, "content": PROBLEM_CONTENT}
     op = {"operationId": route.operation_id, "summary": route.summary, "tags": [tag(route)],
           "x-sched-role": route.role, "parameters": parameters, "responses": responses}
@@ -57,6 +57,11 @@ def operation(route: Route) -> dict:
         op["description"] = route.description
     if route.every_namespace:
         op["x-sched-every-namespace"] = True
+    if route.upload:
+        lines = {"type": "string", "description": f"JSON lines, at most {route.upload >> 20} MiB (once decompressed)"}
+        gzipped = {"type": "string", "contentEncoding": "binary", "description": "gzip of the JSON lines"}
+        op["requestBody"] = {"required": True, "content": {**{media: {"schema": lines} for media in LINES_TYPES},
+                                                           GZIP_TYPE: {"schema": gzipped}}}
     if route.body is not None:
         content = {"application/json": {"schema": route.body}}
         if route.texts:

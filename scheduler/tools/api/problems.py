@@ -4,7 +4,8 @@ status, its title, and in ``detail`` the very sentence the CLI prints after ``Er
 Where a :class:`SpecError` comes from says which status it gets: raised while a request
 is read and checked (a job spec, a field's value) it is **422**, since nothing was done;
 raised by the action itself (stopping a stopped job, removing a node that runs tasks,
-promoting a finished deployment) it is **409**, a refusal given the state of things.
+promoting a finished deployment) it is **409**, a refusal given the state of things, as
+is a namespace of another key layout than this sched writes (``sched upgrade``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import redis
 from starlette.responses import Response
 
 from scheduler.model.errors import NotFound, PermissionDenied, RedisUnavailable, SchedError, SpecError
+from scheduler.state.layout import LayoutError
 from scheduler.tools.ui.inputs import BadInput
 
 MEDIA_TYPE = "application/problem+json"
@@ -47,7 +49,7 @@ def problem_of(exc: BaseException) -> Problem:
         return Problem(exc.status, str(exc))
     if isinstance(exc, NotFound):
         return Problem(404, str(exc))
-    if isinstance(exc, SpecError):
+    if isinstance(exc, (SpecError, LayoutError)):
         return Problem(409, str(exc))
     if isinstance(exc, PermissionDenied):
         return Problem(403, str(exc))

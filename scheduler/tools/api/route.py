@@ -11,19 +11,29 @@ Serving a request, in order: the token (:mod:`access`: 401, 429), the namespace 
 not parse, 422 for a value the schema or the model refuses), then ``run`` in a worker
 thread, whose errors become problem documents (:mod:`problems`). Nothing is written
 before every check has passed.
+
+A route may also answer a file (:class:`File`, streamed: a snapshot) and take one
+(``upload``: JSON lines, or gzip of them, spooled to a temporary file within a bound
+before ``run`` sees its path).
 """
 
 from __future__ import annotations
 
 import difflib
+import os
 import re
+import tempfile
+import zlib
 from dataclasses import dataclass
-from typing import Any, Callable
+from pathlib import Path
+from typing import IO, Any, Callable
 
 import anyio
 import orjson
 from starlette.concurrency import run_in_threadpool
+from starlette.background import BackgroundTask
 from starlette.requests import Request
+from starlette.responses import StreamingResponse
 
 from scheduler.client import Client
 from scheduler.model.errors import SpecError
@@ -41,6 +51,9 @@ SMALL_BODY = 65_536  # bytes of a body read before its token is checked (larger 
 JSON_TYPES = ("application/json",)
 TEXT_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "application/x-ndjson", "application/jsonl",
               "text/plain")
+LINES_TYPES = ("application/x-ndjson", "application/jsonl")  # a file a route takes: JSON lines...
+GZIP_TYPE = "application/gzip"  # ...or gzip of them (as `sched snapshot save FILE.gz` writes)
+FILE_CHUNK = 1 << 20  # bytes of a file answer sent at a time
 
 
 @dataclass(frozen=True)
@@ -85,6 +98,16 @@ class Answer:
 
 
 @dataclass(frozen=True)
+class File:
+    """A success whose body is a file's bytes, streamed from ``handle`` (a binary file
+    at its start, closed once sent), ``gzip``-compressed for the way when so encoded."""
+
+    handle: IO[bytes]
+    filename: str
+    encoding: str = ""
+
+
+@dataclass(frozen=True)
 class Route:
     method: str
     path: str
@@ -101,6 +124,8 @@ class Route:
     description: str = ""
     needs_namespace: bool = True  # False: the route reads no namespace (it takes no ?namespace=)
     lasting: bool = False  # may take long (a wait): run in the streams' threads, not the requests'
+    media: str = "application/json"  # the media type of a success's body
+    upload: int = 0  # takes a file (JSON lines, or gzip of them) of at most this many bytes, once decompressed
 
     @property
     def operation_id(self) -> str:
@@ -155,6 +180,8 @@ def query_values(route: Route, params) -> dict[str, Any]:
     for param in route.query:
         if param.schema.get("type") == "array":
             given = params.getlist(param.name)
+            if param.required and not given:
+                raise Problem(400, f"the query parameter {param.name} is missing.")
             for item in given:
                 _check_value(param, item, param.schema["items"])
             values[param.name] = tuple(given)
@@ -184,9 +211,15 @@ def _check_value(param: Param, raw: str, schema: dict):
             value = float(raw)
         except ValueError:
             value = -1.0
-        low, high = schema.get("exclusiveMinimum", 0), schema.get("maximum")
-        if not value > low or (high is not None and value > high) or value != value:
-            raise Problem(400, f"the query parameter {name} must be a number above {low:g}"
+        high = schema.get("maximum")
+        if "minimum" in schema:
+            low, above = schema["minimum"], value >= schema["minimum"]
+        else:
+            low = schema.get("exclusiveMinimum", 0)
+            above = value > low
+        if not above or (high is not None and value > high) or value != value:
+            raise Problem(400, f"the query parameter {name} must be a number "
+                               + (f"from {low:g}" if "minimum" in schema else f"above {low:g}")
                                + (f" and at most {high:g}." if high is not None else "."))
         return value
     if kind == "boolean":
@@ -268,6 +301,48 @@ async def read_body(route: Route, request: Request):
     return body
 
 
+async def read_upload(route: Route, request: Request) -> Path:
+    """A file body (JSON lines; gzip of them as ``application/gzip`` or with
+    ``Content-Encoding: gzip``), decompressed into a temporary file: its path. Over
+    ``route.upload`` bytes once decompressed, a 413 (so a small gzip that inflates
+    without end is refused too)."""
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    encoding = request.headers.get("content-encoding", "identity").strip().lower()
+    if kind not in (*LINES_TYPES, GZIP_TYPE):
+        raise Problem(415, f"send the body as {LINES_TYPES[0]} (JSON lines) or {GZIP_TYPE} (Content-Type).")
+    if encoding not in ("identity", "gzip"):
+        raise Problem(415, f"the Content-Encoding {encoding[:40]!r} is not taken: send gzip, or none.")
+    inflate = zlib.decompressobj(wbits=31) if kind == GZIP_TYPE or encoding == "gzip" else None
+    handle, name = tempfile.mkstemp(prefix="sched-upload-")
+    size = 0
+    try:
+        with os.fdopen(handle, "wb") as out:
+            async for chunk in request.stream():
+                while chunk:
+                    if inflate is None:
+                        data, chunk = chunk, b""
+                    else:
+                        if inflate.eof:
+                            raise Problem(400, "the request body goes on after the end of its gzip stream.")
+                        data = inflate.decompress(chunk, route.upload + 1 - size)
+                        chunk = inflate.unconsumed_tail
+                    size += len(data)
+                    if size > route.upload:
+                        bound = f"{route.upload >> 20} MiB" if route.upload >= 1 << 20 else f"{route.upload} bytes"
+                        raise Problem(413, f"the request body is larger than {bound}"
+                                           f"{' once decompressed' if inflate else ''}.")
+                    out.write(data)
+        if inflate is not None and not inflate.eof:
+            raise Problem(400, "the request body ends before the end of its gzip stream.")
+    except zlib.error:
+        os.unlink(name)
+        raise Problem(400, "the request body is not gzip, as its Content-Type or Content-Encoding says.") from None
+    except BaseException:
+        os.unlink(name)
+        raise
+    return Path(name)
+
+
 # ----------------------------------------------------------------------------- serving
 def _admit(route: Route, request: Request) -> tuple[Access, str]:
     """Blocking: the request's access and namespace, or a 401, 403 or 429."""
@@ -297,6 +372,13 @@ def _result(route: Route, outcome, request: Request):
         return sse.response(request, outcome.source, outcome.ready)
     if isinstance(outcome, Answer):
         return JSON(outcome.body, status_code=outcome.status)
+    if isinstance(outcome, File):
+        headers = {"content-disposition": f'attachment; filename="{outcome.filename}"'}
+        if outcome.encoding:
+            headers["content-encoding"] = outcome.encoding
+        chunks = iter(lambda: outcome.handle.read(FILE_CHUNK), b"")
+        return StreamingResponse(chunks, status_code=route.status[0], media_type=route.media, headers=headers,
+                                 background=BackgroundTask(outcome.handle.close))
     return JSON(outcome, status_code=route.status[0])
 
 
@@ -317,7 +399,9 @@ def endpoint(route: Route):
 
     async def serve(request: Request):
         try:
-            if route.lasting:
+            if route.upload:
+                outcome = await _run_upload(route, request)
+            elif route.lasting:
                 outcome = await anyio.to_thread.run_sync(admitted_run, request, limiter=sse.limiter(request.app))
             elif route.body is None:
                 outcome = await run_in_threadpool(admitted_run, request)
@@ -337,3 +421,15 @@ def endpoint(route: Route):
 
     serve.__name__ = route.operation_id
     return serve
+
+
+async def _run_upload(route: Route, request: Request):
+    """A route that takes a file: the token first, then the body into a temporary file,
+    then ``run`` (in the streams' threads: it may take long), the file removed after."""
+    access, namespace = await run_in_threadpool(_admit, route, request)
+    call = _call(route, request, access, namespace, None)
+    call.body = await read_upload(route, request)
+    try:
+        return await anyio.to_thread.run_sync(route.run, call, limiter=sse.limiter(request.app))
+    finally:
+        call.body.unlink(missing_ok=True)

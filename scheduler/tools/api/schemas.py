@@ -89,7 +89,9 @@ JOB_SUMMARY = named("JobSummary", obj(
 JOB = named("Job", obj(
     {"id": STRING, "version": INTEGER, "status": STRING, "created": MS, "spec": ANY_OBJECT,
      "history": array(HISTORY_ENTRY)},
-    description="A job's spec and status, and who did what to it (`sched job show --json`)."))
+    {"finished_at": MS, "remove_at": nullable(MS)},
+    description="A job's spec and status, and who did what to it (`sched job show --json`); a finished job's "
+                "finished_at, and remove_at: when retention removes it."))
 JOB_VERSION = named("JobVersion", obj(
     {"version": INTEGER, "current": BOOLEAN, "stable": BOOLEAN, "deployment": nullable(STRING),
      "deployment_state": nullable(STRING), "changes": array(ANY_OBJECT), "spec": ANY_OBJECT},
@@ -150,3 +152,30 @@ STREAM_INFO = named("StreamInfo", obj(
     description="The namespace's event stream (`sched events info --json`)."))
 TOKEN_SELF = named("TokenSelf", obj({"name": nullable(STRING), "namespace": STRING, "role": STRING},
                                     description="The token a request carries (name null without tokens)."))
+
+# ----------------------------------------------------------------------------- settings, retention, layout, snapshots
+SETTING = named("Setting", obj({"value": NUMBER, "default": BOOLEAN},
+                               description="A setting's value (seconds, or a count), and whether it is the default."))
+SETTINGS = named("Settings", {"type": "object", "additionalProperties": SETTING,
+                              "required": ["task_retention", "ended_tasks_per_job", "job_retention", "stream_maxlen"],
+                              "description": "The namespace's settings, by name (`sched config set --json`)."})
+MEMORY = named("Memory", obj(
+    {"used_memory": INTEGER, "maxmemory": INTEGER, "maxmemory_policy": STRING, "live_tasks": INTEGER, "jobs": INTEGER,
+     "nodes": INTEGER, "bytes_per_live_task": INTEGER, "bytes_per_job": INTEGER, "bytes_per_node": INTEGER},
+    description="Redis's memory as the namespace sees it (bytes; maxmemory 0: no limit), and what one live task, "
+                "job (its tasks apart) and node takes on average."))
+CONFIG = named("Config", obj({"namespace": STRING, "settings": SETTINGS, "memory": MEMORY},
+                             description="The namespace's settings and Redis's memory (`sched config show --json`)."))
+GC_REPORT = named("GcReport", obj(
+    {"namespace": STRING, "dry_run": BOOLEAN, "counted": INTEGER, "uncounted": INTEGER, "finished": array(STRING),
+     "tasks_removed": INTEGER, "jobs_removed": array(STRING), "job_tasks_removed": INTEGER,
+     "kept": {"type": "object", "additionalProperties": INTEGER}, "more": BOOLEAN},
+    description="What retention removed now, or would remove (`sched gc --json`)."))
+LAYOUT = named("Layout", obj({"namespace": STRING, "layout": INTEGER, "latest": INTEGER},
+                             description="The namespace's key layout (0: empty) and the one this sched writes."))
+UPGRADED = named("Upgraded", obj({"namespace": STRING, "from": INTEGER, "to": INTEGER, "steps": ANY_OBJECT},
+                                 description="A key layout moved forward (`sched upgrade --json`): what each step did."))
+SNAPSHOT = named("SnapshotSummary", obj(
+    {"namespace": STRING, "keys": INTEGER, "saved_at": MS, "layout": INTEGER, "source_namespace": STRING,
+     "tries": INTEGER, "paused_ms": INTEGER},
+    description="A snapshot restored (`sched snapshot restore --json`, without `file`)."))
