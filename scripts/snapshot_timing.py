@@ -1,6 +1,8 @@
 """How long `sched snapshot save` and `restore` take, and how long a read of the whole
 namespace takes (what writers wait when a save pauses them), for a namespace of N
-placed one-task jobs on the embedded Redis (or SCHED_REDIS_URL). Prints one JSON line.
+placed one-task jobs on the embedded Redis (or SCHED_REDIS_URL); and the same over the
+HTTP API (``GET /v1/snapshot``, plain and gzip on the way, and ``POST /v1/snapshot``;
+in process, through Starlette's test client). Prints one JSON line.
 
     .venv/bin/python scripts/snapshot_timing.py [JOBS]      # default 10000
 """
@@ -38,8 +40,32 @@ def main(jobs: int) -> dict:
         started = time.perf_counter()
         copy.snapshot_restore(os.path.join(folder, "plain.snap"), namespace=copy.namespace)
         out["restore_ms"] = round((time.perf_counter() - started) * 1000)
+    copy.store.clear_namespace()
+    out.update(over_http(source, copy))
     for client in (source, copy):
         client.store.clear_namespace()
+    return out
+
+
+def over_http(source: Client, copy: Client) -> dict:
+    from starlette.testclient import TestClient
+
+    from scheduler.tools.api.app import create_api
+
+    out: dict = {}
+    with TestClient(create_api(source.app, auth=False)) as http:
+        for name, encoding in (("plain", "identity"), ("gzip", "gzip")):
+            started = time.perf_counter()
+            with http.stream("GET", "/v1/snapshot", headers={"accept-encoding": encoding}) as response:
+                body = b"".join(response.iter_raw())
+            out[f"http_save_{name}_ms"] = round((time.perf_counter() - started) * 1000)
+            out[f"http_{name}_mb"] = round(len(body) / 1e6, 1)
+            if name == "gzip":
+                started = time.perf_counter()
+                restored = http.post(f"/v1/snapshot?namespace={copy.namespace}", content=body,
+                                     headers={"content-type": "application/gzip"})
+                assert restored.status_code == 200, restored.text
+                out["http_restore_gzip_ms"] = round((time.perf_counter() - started) * 1000)
     return out
 
 

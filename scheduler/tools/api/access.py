@@ -11,11 +11,14 @@ own, or for what its role does not allow, gets **403**. The roles go up:
 
 - ``viewer``: every read (lists, shows, explain, logs, plan, events);
 - ``submitter``: also submit, scale, stop and revert jobs, and act on deployments;
-- ``operator``: also register, drain, pause, activate and remove nodes, and set
-  tenants' weights and the stream's bound.
+- ``operator``: also register, drain, pause, activate and remove nodes, set tenants'
+  weights, the stream's bound and the namespace's settings, run ``gc``, upgrade the key
+  layout, and save and restore snapshots.
 
 A quota limits a namespace, so setting one (and listing every namespace's) takes a token
 of every namespace (``sched token create NAME --all-namespaces``): an operator's to set.
+So does a snapshot's save that may pause the server's writes (``max_pause``): that holds
+every namespace's.
 
 Served on loopback with ``--no-auth``, every request is allowed and actions are recorded
 as done by the server's Redis user, as the dashboard does without sign-in.
