@@ -40,6 +40,7 @@
 -- then N, then N node names
 -- then G, then per group: job id, max_per_node, priority, tenant, gang (1: all or none), n, n x (resource index (1-based,
 --   into the names), amount), m, m x host port, k, k x (task id, node index (1-based))
+-- ARGV[#ARGV] now (ms), or "" for Redis TIME: a simulation's virtual clock (see clock_ms)
 -- Returns {now, results, changes}: results has one entry per placement, 1 when assigned,
 -- else the reason it was refused (the words scheduler/reasons.py uses); changes lists
 -- node name, new change sequence, previous change sequence for every node this call
@@ -47,7 +48,7 @@
 
 local DELTAS_KEPT = 50000  -- sequence numbers; a worker further behind re-reads the nodes instead
 
-local now = now_ms()
+local now = clock_ms(ARGV[#ARGV])
 local nowtxt = int(now)
 local token, namespace = ARGV[1], ARGV[3]
 local events = events_to(ARGV[2], KEYS[7], KEYS[8])

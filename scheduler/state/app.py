@@ -103,7 +103,7 @@ class App:
     @cached_property
     def scripts(self) -> Scripts:
         return Scripts(self.client, self.once_client, wait_replicas=self.wait_replicas,
-                       on_missing=self.on_missing_replicas, label=self.keys.namespace)
+                       on_missing=self.on_missing_replicas, label=self.keys.namespace, clock=self.clock)
 
     @cached_property
     def store(self) -> Store:

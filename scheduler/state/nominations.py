@@ -40,7 +40,8 @@ class NominationStore(NamespaceStore):
             keys=[k.inflight, k.leases, k.active, k.node_changes, k.node_seq, k.task(task_id),
                   k.node(node), k.node_tasks(node), k.tally_priority, k.stream, k.config,
                   *(key for victim, job, _ in victims for key in (k.task(victim), k.tally_job(job))), k.usage],
-            args=[token, self.events_arg, task_id, node, nomination_ms, held, *(victim for victim, _, _ in victims)])
+            args=[token, self.events_arg, task_id, node, nomination_ms, held, *(victim for victim, _, _ in victims),
+                  self.scripts.now_arg()])
 
     def preempt_gang(self, token: str, gang: str, members: list[tuple[str, str]], nomination_ms: int, held: str,
                      victims: list[tuple[str, str, str, dict[str, int]]]) -> str:
@@ -55,7 +56,8 @@ class NominationStore(NamespaceStore):
                   k.config, *(key for task_id, node in members for key in (k.task(task_id), k.node(node), k.node_tasks(node))),
                   *(key for victim, job, _, _ in victims for key in (k.task(victim), k.tally_job(job)))],
             args=[token, self.events_arg, nomination_ms, held, gang, len(members),
-                  *(x for member in members for x in member), *(x for v, _, node, _ in victims for x in (v, node))])
+                  *(x for member in members for x in member), *(x for v, _, node, _ in victims for x in (v, node)),
+                  self.scripts.now_arg()])
 
     def unnominate(self, task_id: str, node: str) -> bool:
         """Release the room ``node`` holds for ``task_id`` (placed or nominated elsewhere)."""

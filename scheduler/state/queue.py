@@ -106,7 +106,7 @@ class SchedulingQueue:
         if window:
             keys += [k.job_shares, k.tenants, k.usage]
             args += [",".join(f"{r}={int(a)}" for r, a in sorted((capacity or {}).items())), window]
-        reply = self.scripts.claim(keys=keys, args=args)
+        reply = self.scripts.claim(keys=keys, args=[*args, self._now_arg()])
         if len(reply) == 1:
             return Claim(token="", now_ms=int(reply[0]), task_ids=[])
         return Claim(token=str(reply[1]), now_ms=int(reply[0]), task_ids=list(reply[3:]), waiting=int(reply[2]))

@@ -52,7 +52,7 @@ class TaskStore(NamespaceStore):
             keys += [k.task(task.id), k.node(node), k.node_tasks(node), k.tally_job(task.job), k.faults(task.job)]
             args += [task.id, state, message, node]
         keys += [k.stream, k.config, k.usage]
-        return self.scripts.finish(keys=keys, args=args) if tasks else []
+        return self.scripts.finish(keys=keys, args=[*args, self.scripts.now_arg()]) if tasks else []
 
     def finish_ids(self, task_ids: list[str], state: str = STOPPED, message: str = "", attempts: int = 3) -> dict:
         """End tasks by id, re-reading any that were placed while we looked."""
