@@ -81,14 +81,14 @@ class TraceBuilder:
     parsed spec between the tasks of a job (and between jobs with the same fields)."""
 
     def __init__(self, where: str = "trace"):
-        self.where = where
+        self.where, self.unit = where, "line"  # errors say "<where> <unit> <number>: ..."
         self.events: list[Event] = []
         self._specs: dict[str, tuple[bytes, JobSpec, int]] = {}  # job -> (its fields, its spec, first line)
         self._parsed: dict[bytes, JobSpec] = {}  # spec fields (without the id) -> a spec
         self._nodes: set[str] = set()
 
     def fail(self, line: int, message: str) -> SpecError:
-        return SpecError(f"{self.where} line {line}: {message}")
+        return SpecError(f"{self.where} {self.unit} {line}: {message}")
 
     def add(self, record, line: int) -> None:
         if not isinstance(record, dict):
