@@ -295,7 +295,8 @@ class Replay:
                     and task_id not in self.mine:
                 self._replacement(task_id, event["job"], int(event["ts"]))
         elif state in ("preempted", "lost", "stopped", "failed", "completed"):
-            if task_id in self.ending or (task_id in self.recorder.pending and state != "completed"):
+            # Ended by the scheduler (the ends this replay reports left the Recorder already).
+            if task_id in self.recorder.node_of or task_id in self.recorder.pending:
                 self.ending.discard(task_id)
                 self.recorder.ended(task_id, state)
                 if state in ("preempted", "lost", "stopped") and task_id in self.duration:
