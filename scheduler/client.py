@@ -33,7 +33,7 @@ from scheduler.control.processes import process
 from scheduler.control.worker_config import WorkerConfig
 from scheduler.model import (BATCH, LIVE_STATES, PENDING, TASK_STATES, TERMINAL_STATES, JobSpec, Node, SchedError, SpecError, Task,
                              make_node)
-from scheduler.model.quantities import CPU, MEMORY, format_quantity
+from scheduler.model.quantities import CPU, MEMORY, decimal_memory, format_quantity
 from scheduler.model.spec_text import as_spec, from_template, read_specs
 from scheduler.model.errors import NotFound, PermissionDenied
 from scheduler.state import acl
@@ -175,7 +175,7 @@ class Client:
         ``unoffered`` when the job asks for resources no node of the namespace has offered."""
         parsed = as_spec(spec)  # before connecting: bad input is reported without a Redis
         results = [reconcile.submit(self.store, parsed, Submitted(by=self.actor))]
-        return self._note_unoffered(results, [parsed])[0]
+        return self._notes(results, [parsed])[0]
 
     def submit_many(self, specs: Iterable[dict | str | JobSpec]) -> list[dict]:
         """Submit several jobs; returns :meth:`submit`'s result for each, in order. Every
@@ -197,7 +197,7 @@ class Client:
                     raise SpecError(f"document {i}: {exc}") from None
                 jobs.append((parsed.id, parsed))
             results = reconcile.submit_many(self.store, jobs, Submitted(by=self.actor))
-            return self._note_unoffered(results, [spec for _, spec in jobs])
+            return self._notes(results, [spec for _, spec in jobs])
 
     def submit_text(self, text: str) -> list[dict]:
         """Submit every job spec in a YAML or JSON text (one, several YAML documents or JSON
@@ -210,18 +210,25 @@ class Client:
                 results = [reconcile.submit(self.store, jobs[0][1].with_id(jobs[0][0]), recorded)]
             else:
                 results = reconcile.submit_many(self.store, jobs, recorded)
-            return self._note_unoffered(results, [spec for _, spec in jobs])
+            return self._notes(results, [spec for _, spec in jobs])
 
-    def _note_unoffered(self, results: list[dict], specs: list[JobSpec]) -> list[dict]:
+    def _notes(self, results: list[dict], specs: list[JobSpec]) -> list[dict]:
         """Give each result whose job asks for a resource that no node of the namespace
         has offered an ``unoffered`` list naming those (a job may rightly wait for nodes
-        yet to come, so this is said, not refused). Every node has a cpu and a memory, so
+        yet to come, so this is said, not refused), and each whose memory is a whole
+        number of decimal megabytes but not of mebibytes (``10GB``) a ``decimal_memory``
+        (``"10G"``), which ``sched job submit`` notes. Every node has a cpu and a memory, so
         only other resources are looked up: one read of the namespace's resource names."""
         asked: dict[int, set[str]] = {}  # per spec: jobs made from one template share theirs
+        decimal: dict[int, str | None] = {}
         for spec in specs:
             if id(spec) not in asked:
                 asked[id(spec)] = {name for name, amount in spec.resources.items()
                                    if amount > 0 and name not in (CPU, MEMORY)}
+                decimal[id(spec)] = decimal_memory(spec.resources.get(MEMORY, 0))
+        for result, spec in zip(results, specs):
+            if decimal[id(spec)] is not None:
+                result["decimal_memory"] = decimal[id(spec)]
         wanted = [asked[id(spec)] for spec in specs]
         if any(asked.values()):
             offered = set(self.store.resource_names())
@@ -580,6 +587,33 @@ class Client:
     def keep_events(self, entries: int) -> None:
         """Keep about ``entries`` events in the stream from now on (0: no stream)."""
         self.store.stream.set_maxlen(entries)
+
+    # Snapshots (docs/reliability.md, Snapshots).
+    def snapshot_save(self, target, tries: int = 3, max_pause: float = 5.0) -> dict:
+        """Write the namespace's whole state, as of one moment, to ``target`` (a path,
+        gzip-compressed when it ends in ``.gz``, or a binary file open for writing): up to
+        ``tries`` reads while it works on, then, if each met a change, one with the
+        server's writes paused for at most ``max_pause`` seconds (0: never). Returns
+        ``{namespace, keys, saved_at, layout, source_namespace, tries, paused_ms}``.
+        Raises ``SpecError`` (``NamespaceBusy``) when no read was whole."""
+        from scheduler.control import snapshot  # gzip and tempfile: only for this
+
+        return snapshot.save(self.store, target, tries, int(max_pause * 1000)).as_dict()
+
+    def snapshot_restore(self, source, namespace: str | None = None) -> dict:
+        """Load a snapshot file into ``namespace`` (by default the one it was saved from),
+        which must be empty: a ``SpecError`` in one sentence otherwise, before anything is
+        written; a restore cut short is finished by running it again. Returns
+        ``{namespace, keys, saved_at, layout, source_namespace, tries, paused_ms}``."""
+        from pathlib import Path
+
+        from scheduler.control import snapshot
+
+        path = Path(source)
+        header, count = snapshot.read_header(path)
+        target = namespace or header.namespace
+        app = self.app if target == self.namespace else App(client=self.app.client, namespace=target)
+        return snapshot.restore(app.store, path, header, count).as_dict()
 
     # Running workers here.
     def run_workers(self, concurrency: int = 1, until_idle: bool = False, config: WorkerConfig | None = None,

@@ -6,7 +6,9 @@ Chromium (Debian's /usr/bin/chromium). Then, with the page open, a scheduler wor
 while a few jobs are submitted one after another and some placed tasks are started, so
 that the page shows them arriving live (and a placement rate), and takes the screenshot.
 Two of web's 8 tasks wait (6 nodes offer host port 8080) and train waits for 2 gpus that
-no node has, so the job and task pages have something to say about why.
+no node has, so the job and task pages have something to say about why. The overview's
+charts are drawn from samples of that run taken every 250 ms (the workers take one every
+5 s, too sparse for a run of a few seconds).
 
 With ``--deployment``, api is then rolled forward twice, as its ``update`` block says:
 version 2 to the end, version 3 half way, with its placed tasks started and marked
@@ -131,12 +133,29 @@ def main() -> int:
             if early:
                 page.wait_for_selector("body[data-live-state=connected]")
             placing = threading.Thread(target=worker.run, name="worker")
+            sampling = threading.Event()
+
+            def sample():
+                sampler = App(redis_url=url_of_redis, namespace="demo")
+                while not sampling.wait(0.25):
+                    capacity: dict[str, int] = {}
+                    for node in sampler.store.nodes():
+                        for name, amount in node.capacity.items():
+                            capacity[name] = capacity.get(name, 0) + amount
+                    sampler.store.sample(capacity, every_ms=200)
+
+            sampler = threading.Thread(target=sample, name="sampler")
+            sampler.start()
             placing.start()
             try:
-                submit_jobs(app, pause_s=0.5)
+                time.sleep(1.0)
+                submit_jobs(app, pause_s=0.8)
+                time.sleep(1.0)
             finally:
                 worker.stop()
                 placing.join()
+                sampling.set()
+                sampler.join()
             start_some(app)
             if args.deployment:
                 agents_report(app)

@@ -298,6 +298,8 @@ BAD_INPUT = {
     "unknown field in json": spec_case('{"id": "web2", "cpus": 1}'),
     "cpu written as cpus": spec_case("id: web2\nresources: {cpus: 1, memory: 1GiB}\n"),
     "memory written as ram": spec_case("id: web2\nresources: {cpu: 1, ram: 1GiB}\n"),
+    "memory misspelt": spec_case("id: web2\nresources: {memroy: 256MiB}\n"),
+    "job scale below zero": (["job", "scale", "web", "-1"], None),
     "negative cpu": spec_case("id: web2\nresources: {cpu: -1}\n"),
     "negative memory": spec_case("id: web2\nresources: {memory: -256MiB}\n"),
     "non-numeric cpu": spec_case("id: web2\nresources: {cpu: lots}\n"),
@@ -365,6 +367,43 @@ def test_a_resource_no_node_offers_is_submitted_with_a_warning(sched, app):
     sched("node", "add", "n2", "--cpu", "4", "--memory", "8GiB", "--gpu", "1")
     offered = sched("job", "submit", "--json", "-", input="id: train2\nresources: {cpu: 1, gpu: 1}\n")
     assert offered.stderr == "" and "unoffered" not in as_json(offered)
+
+
+def test_a_misspelt_resource_name_gets_a_did_you_mean(sched, app):
+    result = sched("job", "submit", "-", input="id: web\nresources: {cpu: 0.5, memroy: 256MiB}\n", ok=False)
+    assert (result.exit_code, result.stderr) == (2, "Error: job web resources has an unknown resource 'memroy'; "
+                                                    "did you mean 'memory'? Resources other than cpu and memory "
+                                                    "count whole units.\n")
+    typo = sched("job", "submit", "-", input="id: web\nresources: {cpuu: 500m}\n", ok=False)
+    assert "did you mean 'cpu'?" in typo.stderr
+    gpu = sched("job", "submit", "-", input="id: web\nresources: {gpu: 500m}\n", ok=False)
+    assert gpu.stderr == "Error: job web resources.gpu counts whole units (like 1 or 2), not '500m'.\n"
+    assert app.client.exists(app.keys.job("web")) == 0
+
+
+def test_decimal_memory_is_said_on_submit_and_shown_as_written(sched):
+    sched("node", "add", "n1", "--cpu", "4", "--memory", "10GB")
+    result = sched("job", "submit", "-", input="id: big\nresources: {cpu: 1, memory: 10GB}\n")
+    assert result.stdout == "big\n"
+    assert result.stderr == ("Note: job big asks for 10G of memory, a decimal unit: 10,000,000,000 bytes (9.31Gi); "
+                             "write 10Gi for 10 GiB.\n")
+    assert "memory: 10G\n" in sched("job", "show", "big").stdout  # not 9765625Ki
+    assert "memory 0/10G" in sched("node", "ls").stdout
+    assert as_json(sched("job", "show", "big", "--json"))["spec"]["resources"]["memory"] == 10**10
+    binary = sched("job", "submit", "--json", "-", input="id: small\nresources: {memory: 256MiB}\n")
+    assert binary.stderr == "" and "decimal_memory" not in as_json(binary)
+    bulk = sched("job", "submit", "--json", "-", input="id: a\nresources: {memory: 500M}\n---\n"
+                                                       "id: b\nresources: {memory: 500M}\n")
+    assert [r["decimal_memory"] for r in as_json(bulk)] == ["500M", "500M"]
+    assert bulk.stderr.count("\n") == 1 and "jobs a and b ask for 500M of memory" in bulk.stderr
+
+
+def test_scaling_below_zero_is_one_sentence_about_replicas(sched):
+    sched("job", "submit", "-", input=WEB_YAML)
+    result = sched("job", "scale", "web", "-1", ok=False)
+    assert (result.exit_code, result.stderr) == (2, "Error: replicas must be a whole number from 0 to 1000000, not "
+                                                    "-1; 0 stops every task of the job.\n")
+    assert sched("job", "scale", "web", "0").stdout == "job web: 0 added, 3 stopped\n"
 
 
 @pytest.mark.parametrize("args, stdin", [

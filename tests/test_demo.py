@@ -131,8 +131,21 @@ def test_demo_runs_a_live_cluster_and_leaves_nothing_running(tmp_path_factory):
         # stdin not a terminal: the demo ends after its summary by itself.
         demo = subprocess.Popen([SCHED, "demo", "--seconds", "3"], env=env, cwd=home, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-        out, err = demo.communicate(timeout=120)
-        assert demo.returncode == 0, (out, err)
+        arrived: list[tuple[float, str]] = []  # each line with when it came: read as the demo runs
+        reader = threading.Thread(target=lambda: arrived.extend((time.monotonic(), line) for line in demo.stdout),
+                                  daemon=True)
+        reader.start()
+        err = demo.stderr.read()
+        assert demo.wait(timeout=120) == 0, ("".join(line for _, line in arrived), err)
+        reader.join(30)
+        out = "".join(line for _, line in arrived)
+        # Without a terminal it says how the run goes while it goes, with tasks running,
+        # before the summary (a live view would be written only once, at its end).
+        summary_at = next(at for at, line in arrived if "what ran where" in line)
+        progress = [(at, line) for at, line in arrived if re.match(r"^ *\d+ s  tasks: ", line)]
+        assert progress and progress[0][0] < summary_at - 0.5, out
+        before = out[:out.index("what ran where")]
+        assert re.search(r"running [1-9]", before), before
         assert "Press Ctrl-C" not in out
         assert not _in_session(demo.pid), "processes the demo started are still running"
         _what_the_demo_left(home, scratch, out)

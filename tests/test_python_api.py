@@ -37,9 +37,12 @@ def tour(redis_url, monkeypatch):
     monkeypatch.setenv("SCHED_REDIS_URL", redis_url)
     monkeypatch.delenv("SCHED_NAMESPACE", raising=False)
     namespace = App(redis_url=redis_url, namespace=tour_namespace())
-    namespace.store.clear_namespace()
+    copy = App(client=namespace.client, namespace=tour_namespace() + "-copy")  # the snapshot example's
+    for app in (namespace, copy):
+        app.store.clear_namespace()
     yield namespace
-    namespace.store.clear_namespace()
+    for app in (namespace, copy):
+        app.store.clear_namespace()
     namespace.client.close()
 
 

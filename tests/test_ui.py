@@ -123,6 +123,60 @@ def test_a_finished_batch_job_shows_complete(app, web):
     assert "complete" in web.get(f"/jobs/crunch?ns={ns}").text
 
 
+def test_a_job_is_running_only_while_one_of_its_tasks_runs(app, web):
+    """On a node added with `sched node add` (no agent) a job's tasks are placed but never
+    start: the dashboard says "assigned", and why, not "running"; "running" once a task
+    has started; "pending" while none is placed; "idle" when scaled to 0. The API's
+    `status` stays what `sched job ls` says."""
+    app.store.put_node(make_node("n1", cpu=4, memory="8GiB"))
+    reconcile.submit(app.store, parse_job({"id": "web", "replicas": 2, "resources": {"cpu": 1, "memory": "1GiB"}}))
+    reconcile.submit(app.store, parse_job({"id": "huge", "replicas": 1, "resources": {"cpu": 64}}))
+    place(app)
+    ns = app.keys.namespace
+
+    def shown(path: str, job_id: str) -> str:
+        page = web.get(f"{path}?ns={ns}").text
+        row = page[page.index(f'data-job="{job_id}"'):] if path != f"/jobs/{job_id}" else page
+        cell = row[row.index('data-field="status"'):]
+        return cell[cell.index('<span class="state'):cell.index("</span>") + 7]
+
+    def phases() -> dict[str, tuple[str, str]]:
+        return {j["id"]: (j["status"], j["phase"]) for j in web.get(f"/api/jobs?ns={ns}").json()["jobs"]}
+
+    assert phases() == {"web": ("running", "assigned"), "huge": ("running", "pending")}
+    for path in ("/", "/jobs", "/jobs/web"):
+        cell = shown(path, "web")
+        assert ">assigned<" in cell and "running" not in cell, (path, cell)
+        assert "no agent runs them yet" in cell  # its title says why
+    assert ">pending<" in shown("/jobs", "huge")
+    assert app.store.start_task("web.0", "n1")  # what an agent does when the command starts
+    assert phases()["web"] == ("running", "running")
+    assert ">running<" in shown("/", "web") and ">running<" in shown("/jobs/web", "web")
+    reconcile.scale(app.store, "huge", 0)
+    assert phases()["huge"] == ("running", "idle")
+
+
+def test_a_node_card_says_which_of_status_and_availability_stands_in_the_way(app, web):
+    """A red `down` beside a green `active`: the card says in words that the node takes no
+    tasks because it is down (its agent stopped reporting), and each badge says on hover
+    who sets it."""
+    for name in ("up", "gone", "held"):
+        app.store.put_node(make_node(name, cpu=2, memory="4GiB"))
+    app.store.set_status("gone", "down")
+    app.store.set_availability("held", "pause")
+    ns = app.keys.namespace
+    words = {n["name"]: n["meaning"] for n in web.get(f"/api/nodes?ns={ns}").json()["nodes"]}
+    assert words == {"up": "takes new tasks: ready and active",
+                     "gone": "takes no tasks: down, its agent stopped reporting (its tasks were lost and replaced)",
+                     "held": "takes no new tasks: paused by people; its tasks run on"}
+    for path in ("/", "/nodes", "/nodes/gone"):
+        page = web.get(f"{path}?ns={ns}").text
+        card = page[page.index('data-node="gone"'):]
+        assert 'class="node-meaning node-blocked" data-field="meaning">' + words["gone"] in card, path
+        assert 'title="status down: its agent stopped reporting' in card
+        assert 'title="availability active: people let it take tasks' in card
+
+
 def test_user_text_is_escaped(app, web):
     cluster(app)
     ns = app.keys.namespace

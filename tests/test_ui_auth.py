@@ -8,7 +8,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 import uuid
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -237,6 +240,22 @@ def test_the_user_commands(own_redis):
     assert sched("user", "rm", "ann").stdout == "dashboard user ann removed\n"
     missing = sched("user", "rm", "ann")
     assert missing.exit_code == 2 and missing.stderr == "Error: dashboard user 'ann' does not exist.\n"
+
+
+def test_user_add_without_a_terminal_reads_the_password_from_stdin(own_redis):
+    """`sched ui user add NAME` in a pipe or a script (a real process, stdin not a
+    terminal): the password is the first line of stdin, with no prompt, no warning that it
+    may be echoed and no bare "Aborted!"; none at all is one sentence."""
+    _, url = own_redis
+    command = [str(Path(sys.executable).parent / "sched"), "--redis-url", url, "ui", "user", "add", "bob"]
+    added = subprocess.run(command, input="long-enough-pw\n", capture_output=True, text=True, timeout=60)
+    assert (added.returncode, added.stdout, added.stderr) == (0, "dashboard user bob added: viewer\n", "")
+    stored = json.loads(App(redis_url=url).client.hget("sched:ui:users", "bob"))
+    assert stored["role"] == "viewer" and passwords.verify("long-enough-pw", stored["password"])
+    nothing = subprocess.run(command, input="", capture_output=True, text=True, timeout=60)
+    assert nothing.returncode == 2 and nothing.stdout == ""
+    assert nothing.stderr.startswith("Error: no password came on stdin for dashboard user bob")
+    assert nothing.stderr.count("\n") == 1 and "Aborted" not in nothing.stderr and "Warning" not in nothing.stderr
 
 
 def test_serving_a_network_address_without_sign_in_is_refused(own_redis):

@@ -35,6 +35,7 @@ from scheduler.model.errors import NotFound
 from scheduler.state.app import App
 from scheduler.state.commit import Planned, commit
 from scheduler.state.node_cache import NodeCache
+from scheduler.state.series import SAMPLE_EVERY_MS
 from scheduler.state.jobs import parse_stored
 from scheduler.tools.logs import Summary
 from workers import admission, metrics
@@ -67,6 +68,7 @@ class SchedulerWorker:
         self._specs: dict[tuple[str, int], JobSpec] = {}
         self._stopping = False
         self._last_maintain = self._last_health = 0.0
+        self._last_sample, self._sampling = 0.0, True
         # Node liveness as this worker has seen it; a gap of two health checks means a stall.
         self._watch = heartbeat.Watch(stall_gap_ms=int(max(heartbeat.STALL_GAP_MS, 2000 * self.config.health_every_s)))
         self._seen_epoch: str | None = None
@@ -156,6 +158,21 @@ class SchedulerWorker:
             if epoch != self._seen_epoch:
                 self._seen_epoch = epoch
                 reconcile.reconcile_global(self.app.store)
+        if now - self._last_sample >= SAMPLE_EVERY_MS / 1000 and self._sampling:
+            self._last_sample = now
+            self._sample()
+
+    def _sample(self) -> None:
+        """A sample of the namespace for the dashboard's charts (state/series.py): one per
+        interval however many workers offer one. Not essential: a Redis user not allowed
+        its script (set up by an older sched, before `sched acl sync`) stops offering."""
+        try:
+            self.app.store.sample(self.cache.ready_capacity)
+        except redis.ResponseError as exc:
+            if "NOPERM" not in str(exc):
+                raise
+            self._sampling = False
+            log.warning("%s: no samples for the dashboard's charts: %s", self.name, exc)
 
     def idle(self) -> bool:
         """Nothing left that a worker could schedule: no active, backoff or in-flight tasks."""

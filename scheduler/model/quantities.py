@@ -78,6 +78,8 @@ def parse_units(value, what: str) -> int:
     """A countable resource such as ``gpu: 2`` -> units (whole numbers only)."""
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value.strip())
+    if isinstance(value, str):
+        raise SpecError(f"{what} counts whole units (like 1 or 2), not {value!r}.")
     amount = _number(value, what)
     if amount != int(amount):
         raise SpecError(f"{what} must be a whole number, not {value!r}.")
@@ -112,8 +114,32 @@ def parse_resources(raw, what: str = "resources") -> dict[str, int]:
         elif name == MEMORY:
             parsed[name] = parse_memory(value, label)
         else:
-            parsed[name] = parse_units(value, label)
+            try:
+                parsed[name] = parse_units(value, label)
+            except SpecError:
+                meant = misspelt(name, value)
+                if meant is None:
+                    raise
+                raise SpecError(f"{what} has an unknown resource {name!r}; did you mean {meant!r}? Resources other "
+                                f"than cpu and memory count whole units.") from None
     return parsed
+
+
+def misspelt(name: str, value) -> str | None:
+    """``cpu`` or ``memory`` when ``value`` is an amount of it (a fraction, ``500m``,
+    ``256MiB``: no count of units) and ``name`` is spelt nearly like it (``memroy``,
+    ``cpuu``; not ``gpu``, whose count ``2`` is fine and whose ``2Gi`` is no typo of a
+    name), else None."""
+    from difflib import SequenceMatcher  # only on the way to an error
+
+    for meant, parse in ((MEMORY, parse_memory), (CPU, parse_cpu)):
+        try:
+            parse(value)
+        except SpecError:
+            continue
+        if SequenceMatcher(None, name, meant).ratio() >= 0.7:
+            return meant
+    return None
 
 
 def lookalike(name) -> str | None:
@@ -128,13 +154,20 @@ def lookalike(name) -> str | None:
     return None
 
 
+# Every unit memory is written in, largest first, binary and decimal side by side: the
+# first that divides an amount exactly is the one people wrote it in (10G, not 9765625Ki).
+_MEMORY_UNITS = (("Pi", 2**50), ("P", 10**15), ("Ti", 2**40), ("T", 10**12), ("Gi", 2**30), ("G", 10**9),
+                 ("Mi", 2**20), ("M", 10**6), ("Ki", 2**10), ("k", 10**3))
+
+
 def format_quantity(name: str, amount: int) -> str:
-    """The inverse for display: 500 -> ``500m``, 2000 -> ``2``, 268435456 -> ``256Mi``."""
+    """The inverse for display: 500 -> ``500m``, 2000 -> ``2``, 268435456 -> ``256Mi``,
+    10**10 -> ``10G`` (from Ki up; fewer bytes are shown as a number)."""
     if name == CPU:
         return f"{amount // 1000}" if amount % 1000 == 0 else f"{amount}m"
     if name == MEMORY:
-        for unit, factor in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
-            if amount >= factor and amount % factor == 0:
+        for unit, factor in _MEMORY_UNITS:
+            if unit not in ("Pi", "P", "k") and amount % factor == 0 and amount >= factor:
                 return f"{amount // factor}{unit}"
         if amount >= 2**30:
             return f"{amount / 2**30:.1f}Gi"
@@ -146,11 +179,24 @@ def format_quantity(name: str, amount: int) -> str:
 
 def format_memory_exact(amount: int) -> str | int:
     """Bytes as people write them, and exactly what :func:`parse_memory` reads back:
-    536870912 -> ``512Mi``, 10**9 -> ``1G``; bytes that no unit divides stay a number.
-    For specs shown to people, which must stay the same spec when submitted again."""
+    536870912 -> ``512Mi``, 10**9 -> ``1G``, 10**10 -> ``10G``; bytes that no unit
+    divides stay a number. For specs shown to people, which must stay the same spec when
+    submitted again."""
     if amount > 0:
-        for unit, factor in (("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10),
-                             ("P", 10**15), ("T", 10**12), ("G", 10**9), ("M", 10**6), ("k", 10**3)):
+        for unit, factor in _MEMORY_UNITS:
             if amount % factor == 0:
                 return f"{amount // factor}{unit}"
     return amount
+
+
+def decimal_memory(amount: int) -> str | None:
+    """The amount in the decimal unit it was most likely written in (``10G`` for 10**10
+    bytes), when it is a whole number of decimal megabytes but not of mebibytes: what
+    ``10GB`` or ``500M`` gives, which someone used to Docker's ``10g`` (binary) may not
+    have meant. None otherwise."""
+    if amount <= 0 or amount % 10**6 or amount % 2**20 == 0:
+        return None
+    for unit, factor in (("T", 10**12), ("G", 10**9), ("M", 10**6)):
+        if amount % factor == 0:
+            return f"{amount // factor}{unit}"
+    return None

@@ -66,11 +66,13 @@ _READS = ("get", "exists", "hget", "hgetall", "hmget", "hkeys", "hlen", "smember
 # do to nodes (node_set.lua also pauses and drains) is recorded. Not enqueue.lua,
 # enqueue_many.lua, deployment_open.lua or job_stop.lua, which create, change and stop
 # jobs. A submitter and a worker get every script (a worker opens deployments, reverts
-# them and queues global jobs' tasks with the scripts a submit uses).
+# them and queues global jobs' tasks with the scripts a submit uses) but the admin's:
+# dump_page.lua, which reads a namespace whole for a snapshot.
+_ADMIN_SCRIPTS = ("dump_page",)
 _ROLE_SCRIPTS = {
     "viewer": (),
-    "submitter": SCRIPT_NAMES,
-    "worker": SCRIPT_NAMES,
+    "submitter": tuple(name for name in SCRIPT_NAMES if name not in _ADMIN_SCRIPTS),
+    "worker": tuple(name for name in SCRIPT_NAMES if name not in _ADMIN_SCRIPTS),
     "agent": ("node_put", "node_set", "start", "task_health", "finish", "replace", "history"),
 }
 _SCRIPT_CALLS = ("script|load",)  # with the EVALSHA rules: redis-py loads a script Redis lost

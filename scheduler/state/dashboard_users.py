@@ -21,6 +21,8 @@ import time
 
 import orjson
 
+from scheduler.state.failed_attempts import FailedAttempts
+
 USERS = "sched:ui:users"
 SECRET = "sched:ui:secret"
 SESSION_PREFIX = "sched:ui:session:"
@@ -81,19 +83,18 @@ class DashboardUsers:
         self.client.delete(SESSION_PREFIX + session)
 
     # Failed sign-ins.
+    def _failed(self, kind: str) -> FailedAttempts:
+        return FailedAttempts(self.client, f"{FAILED_PREFIX}{kind}:")
+
     def failures(self, kind: str, who: str) -> int:
-        return int(self.client.get(f"{FAILED_PREFIX}{kind}:{who}") or 0)
+        return self._failed(kind).count(who)
 
     def failed(self, kind: str, who: str, window_s: int) -> int:
         """Count one more failure; the count lasts ``window_s`` from the first of them."""
-        key = f"{FAILED_PREFIX}{kind}:{who}"
-        with self.client.pipeline(transaction=False) as pipe:
-            pipe.incr(key)
-            pipe.expire(key, window_s, nx=True)
-            return int(pipe.execute()[0])
+        return self._failed(kind).failed(who, window_s)
 
     def forget_failures(self, kind: str, who: str) -> None:
-        self.client.delete(f"{FAILED_PREFIX}{kind}:{who}")
+        self._failed(kind).forget(who)
 
     def retry_after_s(self, kind: str, who: str) -> int:
-        return max(0, int(self.client.ttl(f"{FAILED_PREFIX}{kind}:{who}")))
+        return self._failed(kind).retry_after_s(who)

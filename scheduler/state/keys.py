@@ -246,6 +246,16 @@ class Keys:
         """HASH of the namespace's settings kept in Redis: ``stream_maxlen``."""
         return self._key("config")
 
+    @cached_property
+    def series(self) -> str:
+        """LIST of samples of the namespace over time, for the dashboard's charts (series.py)."""
+        return self._key("series")
+
+    @cached_property
+    def restoring(self) -> str:
+        """STRING naming the snapshot a restore is writing into the namespace (snapshots.py)."""
+        return self._key("restoring")
+
     def rq_queue_name(self, node: str) -> str:
         """The RQ queue a node's agent works from (RQ adds its own ``rq:queue:`` prefix)."""
         return f"sched-{self.namespace}-{node}"

@@ -38,7 +38,7 @@ log = logging.getLogger("sched.replication")
 SCRIPT_NAMES = ("enqueue", "enqueue_many", "claim", "reclaim", "fail", "move", "commit", "finish", "start", "preempt",
                 "preempt_gang", "unnominate", "claimed", "tallies", "node_put", "node_set", "node_rm", "job_stop",
                 "snapshot", "deployment_open", "deployment_set", "task_health", "history",
-                "replace")
+                "replace", "dump_page", "series")
 
 
 @cache
@@ -232,14 +232,17 @@ class Scripts:
         """The last ARGV of a script that stamps a time: "" (Redis TIME) unless a clock is given."""
         return "" if self.clock is None else str(int(self.clock()))
 
-    def queue(self, pipe, name: str, keys: list, args: list) -> None:
+    def queue(self, pipe, name: str, keys: list, args: list, *, read_only: bool = False, **options) -> None:
         """Queue a script call on a pipeline by its SHA. (redis-py would first ask Redis
         whether the script exists, a round trip per pipeline.) If Redis has lost it, the
         pipeline fails with NoScriptError: :meth:`load_all` and run the pipeline again.
 
         Sent as a raw command: a cluster pipeline refuses ``pipe.evalsha`` by name but
-        routes a raw EVALSHA by its keys, like any other command."""
-        pipe.execute_command("EVALSHA", getattr(self, name).sha, len(keys), *keys, *args)
+        routes a raw EVALSHA by its keys, like any other command. ``read_only`` sends
+        EVALSHA_RO (Redis refuses any write, and runs it while writes are paused);
+        ``options`` go to redis-py with the command (``NEVER_DECODE`` for a reply of bytes)."""
+        pipe.execute_command("EVALSHA_RO" if read_only else "EVALSHA", getattr(self, name).sha, len(keys), *keys,
+                             *args, **options)
 
     def load(self, *names: str) -> None:
         """Load these scripts now (on a cluster, on every master): those a caller will queue

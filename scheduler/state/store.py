@@ -4,7 +4,9 @@ of its nodes, jobs, tasks, nominations, tallies, quotas and tenants.
 Each noun's part lives in its own module, over the keys it owns: ``nodes.py`` (nodes and
 their agents), ``jobs.py`` (jobs and the scripts that create tasks), ``tasks.py``,
 ``nominations.py`` (preemption), ``tallies.py``, ``quotas.py`` (quotas and tenants),
-``deployments.py`` (rolling updates and task health), ``history.py`` (who did what), all
+``deployments.py`` (rolling updates and task health), ``history.py`` (who did what),
+``snapshots.py`` (the namespace read whole and written back), ``series.py`` (samples
+over time for the dashboard), all
 built on ``namespace.py`` (the client, keys and scripts, and what is namespace-wide).
 :class:`Store` brings them together, so callers hold one object. Every change that must
 be atomic with the queue or the tallies goes through a Lua script, whose one Python
@@ -19,10 +21,12 @@ from scheduler.state.jobs import JobStore
 from scheduler.state.nodes import NodeStore
 from scheduler.state.nominations import NominationStore
 from scheduler.state.quotas import QuotaStore
+from scheduler.state.series import SeriesStore
+from scheduler.state.snapshots import SnapshotStore
 from scheduler.state.tallies import TallyStore
 from scheduler.state.tasks import TaskStore
 
 
 class Store(NodeStore, JobStore, TaskStore, NominationStore, TallyStore, QuotaStore, DeploymentStore,
-            HistoryStore):
+            HistoryStore, SnapshotStore, SeriesStore):
     """``Store(client, keys, scripts)``: every noun's reads and writes of one namespace."""

@@ -104,6 +104,26 @@ def _view(app: App) -> Group:
     return Group(queues, nodes, jobs)
 
 
+PROGRESS_EVERY_S = 2.0  # a line of progress this often when the output is no terminal
+
+
+def _progress(app: App, console: Console, end: float) -> None:
+    """Without a terminal (a pipe, a log, CI) a live view would be written once, at its
+    end: one line every :data:`PROGRESS_EVERY_S` instead, then the whole view once."""
+    started = time.monotonic()
+    while True:
+        left = end - time.monotonic()
+        if left <= 0:
+            break
+        time.sleep(min(PROGRESS_EVERY_S, left))
+        counts = app.queue.counts()
+        states = Counter(task.state for task in app.store.tasks(app.store.all_task_ids()))
+        tasks = ", ".join(f"{state} {n}" for state, n in sorted(states.items(), key=lambda item: -item[1]))
+        console.print(f"{time.monotonic() - started:4.0f} s  tasks: {tasks or 'none'}; queues: "
+                      + ", ".join(f"{name} {n}" for name, n in counts.items()), soft_wrap=True, highlight=False)
+    console.print(_view(app))
+
+
 def _summary(app: App, console: Console) -> None:
     store = app.store
     placed: dict[str, Counter] = defaultdict(Counter)
@@ -188,12 +208,13 @@ def run_demo(app: App, seconds: float = 12.0, console: Console | None = None, st
             console.print(f"submitted [cyan]{spec.id}[/cyan] ({spec.type}, "
                           f"{'one per node' if spec.type == 'global' else spec.replicas})")
         end = time.monotonic() + seconds
-        with Live(_view(app), console=console, refresh_per_second=4, transient=False) as live:
-            while time.monotonic() < end:
-                time.sleep(0.25)
-                live.update(_view(app))
-        if not console.is_terminal:
-            console.line()  # a Live display written to a file or pipe ends without a newline
+        if console.is_terminal:
+            with Live(_view(app), console=console, refresh_per_second=4, transient=False) as live:
+                while time.monotonic() < end:
+                    time.sleep(0.25)
+                    live.update(_view(app))
+        else:
+            _progress(app, console, end)
         _summary(app, console)
         summarised = True
         if stay:

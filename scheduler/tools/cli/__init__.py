@@ -26,8 +26,9 @@ from scheduler.state.app import App, default_namespace
 # Command name -> the module that defines it (as an attribute of the same name).
 COMMANDS = {name: f"scheduler.tools.cli.{name}" for name in (
     "acl", "node", "job", "task", "queue", "quota", "tenant", "events", "worker", "audit", "agent", "server", "demo",
-    "bench", "deployment", "simulate")}
+    "bench", "deployment", "token", "snapshot", "simulate")}
 COMMANDS["ui"] = "scheduler.tools.ui.command"
+COMMANDS["api"] = "scheduler.tools.api.command"
 
 _PATH = "sched.command_path"  # ctx.meta: the subcommands named, for a refusal's sentence
 

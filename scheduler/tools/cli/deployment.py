@@ -6,6 +6,7 @@ import time
 
 import click
 
+from scheduler.tools.cli import complete
 from scheduler.tools.cli.common import json_option, pass_app
 from scheduler.tools.render import print_json, print_table
 
@@ -36,7 +37,8 @@ def status_lines(record: dict) -> list[str]:
 
 
 @deployment.command("ls")
-@click.option("--job", "job_id", default=None, help="Only this job's deployments.")
+@click.option("--job", "job_id", default=None, help="Only this job's deployments.",
+              shell_complete=complete.job_ids)
 @click.option("--limit", type=click.IntRange(1, 100_000), default=100, show_default=True)
 @json_option
 @pass_app

@@ -11,6 +11,7 @@ import orjson
 
 from scheduler.client import Client
 from scheduler.control.feed import EVENT_TYPES
+from scheduler.tools.cli import complete
 
 BATCH = 100  # events a consumer of a group takes per read (so that consumers share them)
 from scheduler.tools.cli.common import json_option, pass_app
@@ -49,8 +50,10 @@ def _time(ts) -> str:
 @click.option("--claim-idle", type=click.FloatRange(min=0.001), default=60.0, show_default=True, metavar="SECONDS",
               help="With --group: take over events another consumer left unacknowledged this long (it died).")
 @click.option("--type", "types", type=click.Choice(EVENT_TYPES), multiple=True, help="Only events of this type (repeatable).")
-@click.option("--job", "jobs", multiple=True, metavar="ID", help="Only events about this job (repeatable).")
-@click.option("--node", "nodes", multiple=True, metavar="NAME", help="Only events naming this node (repeatable).")
+@click.option("--job", "jobs", multiple=True, metavar="ID", help="Only events about this job (repeatable).",
+              shell_complete=complete.job_ids)
+@click.option("--node", "nodes", multiple=True, metavar="NAME", help="Only events naming this node (repeatable).",
+              shell_complete=complete.node_names)
 @click.option("--count", type=click.IntRange(min=1), default=None, help="Stop after this many events.")
 @json_option
 @click.pass_context
@@ -77,8 +80,10 @@ def events(ctx, since, group, consumer, claim_idle, types, jobs, nodes, count, a
                 if count is not None and seen >= count:
                     break
             return
-        with client.events(since=since, group=group, consumer=consumer, types=types, job=jobs, node=nodes,
-                           claim_idle=claim_idle, batch=min(count or BATCH, BATCH)) as feed:
+        # With the stream on, the plain form reads it from now, so that each line carries
+        # its stream id (give it to --since to carry on after it).
+        with client.events(since="now" if since is None else since, group=group, consumer=consumer, types=types,
+                           job=jobs, node=nodes, claim_idle=claim_idle, batch=min(count or BATCH, BATCH)) as feed:
             for stream_id, event in feed:
                 if as_json:
                     line = orjson.dumps({"stream_id": stream_id, **event}).decode()

@@ -7,6 +7,8 @@ import click
 from scheduler.model.spec_text import load_specs
 from scheduler.control import changes
 from scheduler.model import SpecError
+from scheduler.model.quantities import parse_memory
+from scheduler.tools.cli import complete
 from scheduler.tools.cli.common import json_option, pass_app
 from scheduler.tools.render import history_text, job_text, print_json, print_table
 
@@ -39,6 +41,25 @@ def unoffered_warnings(results: list[dict], namespace: str) -> list[str]:
             who = f"jobs {_listed(ids)} ask" if len(ids) <= 3 else f"{len(ids)} jobs ({ids[0]}, {ids[1]}, ...) ask"
         lines.append(f"{who} for {_listed(names)}, which no node of namespace {namespace} has offered; "
                      f"{'its' if len(ids) == 1 else 'their'} tasks wait until a node does.")
+    return lines
+
+
+def decimal_notes(results: list[dict]) -> list[str]:
+    """One sentence per decimal memory amount that submitted jobs ask for (``10G`` is
+    10,000,000,000 bytes, as in Kubernetes; Docker's ``10g`` is 10 GiB)."""
+    jobs: dict[str, list[str]] = {}
+    for result in results:
+        if result.get("decimal_memory"):
+            jobs.setdefault(result["decimal_memory"], []).append(result["id"])
+    lines = []
+    for amount, ids in jobs.items():
+        number, unit = amount[:-1], amount[-1]
+        exact = parse_memory(amount)
+        who = f"job {ids[0]} asks" if len(ids) == 1 else (
+            f"jobs {_listed(ids)} ask" if len(ids) <= 3 else f"{len(ids)} jobs ({ids[0]}, {ids[1]}, ...) ask")
+        binary = exact / {"M": 2**20, "G": 2**30, "T": 2**40}[unit]
+        lines.append(f"{who} for {amount} of memory, a decimal unit: {exact:,} bytes ({binary:.2f}{unit}i); "
+                     f"write {number}{unit}i for {number} {unit}iB.")
     return lines
 
 
@@ -78,6 +99,8 @@ def job_submit(app, file, as_json):
     results = app.submit_text(file.read())
     for line in unoffered_warnings(results, app.namespace):
         click.echo(f"Warning: {line}", err=True)
+    for line in decimal_notes(results):
+        click.echo(f"Note: {line}", err=True)
     if len(results) == 1:
         if as_json:
             return print_json(results[0])
@@ -112,7 +135,7 @@ def job_ls(app, as_json):
 
 
 @job.command("show")
-@click.argument("job_id", metavar="ID")
+@click.argument("job_id", metavar="ID", shell_complete=complete.job_ids)
 @json_option
 @pass_app
 def job_show(app, job_id, as_json):
@@ -124,8 +147,20 @@ def job_show(app, job_id, as_json):
     click.echo(history_text(job["history"]))
 
 
-@job.command("scale")
-@click.argument("job_id", metavar="ID")
+class _ScaleCommand(click.Command):
+    """``sched job scale web -1``: a negative count is a wrong number of replicas, not an
+    option click does not know."""
+
+    def parse_args(self, ctx, args):
+        for arg in args:
+            if arg[:1] == "-" and arg[1:].isdigit():
+                raise SpecError(f"replicas must be a whole number from 0 to 1000000, not {arg}; 0 stops every task "
+                                f"of the job.")
+        return super().parse_args(ctx, args)
+
+
+@job.command("scale", cls=_ScaleCommand)
+@click.argument("job_id", metavar="ID", shell_complete=complete.job_ids)
 @click.argument("replicas", type=click.IntRange(0, 1_000_000))
 @json_option
 @pass_app
@@ -168,7 +203,7 @@ def job_plan(app, file, as_json):
 
 
 @job.command("history")
-@click.argument("job_id", metavar="ID")
+@click.argument("job_id", metavar="ID", shell_complete=complete.job_ids)
 @json_option
 @pass_app
 def job_history(app, job_id, as_json):
@@ -185,7 +220,7 @@ def job_history(app, job_id, as_json):
 
 
 @job.command("revert")
-@click.argument("job_id", metavar="ID")
+@click.argument("job_id", metavar="ID", shell_complete=complete.job_ids)
 @click.argument("version", type=click.IntRange(1, None))
 @json_option
 @pass_app
@@ -199,7 +234,7 @@ def job_revert(app, job_id, version, as_json):
 
 
 @job.command("stop")
-@click.argument("job_id", metavar="ID")
+@click.argument("job_id", metavar="ID", shell_complete=complete.job_ids)
 @pass_app
 def job_stop(app, job_id):
     """Stop every task of a job and release what they hold."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from scheduler.model import SpecError, make_node
+from scheduler.tools.cli import complete
 from scheduler.tools.cli.common import all_namespaces_option, cells, json_option, pass_app
 from scheduler.tools.render import history_text, print_json, print_table, usage
 
@@ -89,7 +90,7 @@ def node_ls(app, every, as_json):
 
 
 @node.command("history")
-@click.argument("name")
+@click.argument("name", shell_complete=complete.node_names)
 @json_option
 @pass_app
 def node_history(app, name, as_json):
@@ -103,7 +104,7 @@ def node_history(app, name, as_json):
 
 def _availability_command(name: str, value: str, doc: str):
     @node.command(name, help=doc)
-    @click.argument("node_name", metavar="NAME")
+    @click.argument("node_name", metavar="NAME", shell_complete=complete.node_names)
     @pass_app
     def command(app, node_name):
         if value == "drain":
@@ -129,7 +130,7 @@ _availability_command("activate", "active", "Let the scheduler place tasks on a 
 
 
 @node.command("rm")
-@click.argument("name")
+@click.argument("name", shell_complete=complete.node_names)
 @pass_app
 def node_rm(app, name):
     """Remove a node that runs no tasks (drain it first)."""

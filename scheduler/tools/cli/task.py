@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from scheduler.model import TASK_STATES, Task
+from scheduler.tools.cli import complete
 from scheduler.tools.cli.common import json_option, pass_app
 from scheduler.tools.render import print_json, print_table
 
@@ -20,9 +21,10 @@ def task_record(t: Task) -> dict:
 
 
 @task.command("ls")
-@click.option("--job", "job_id", default=None, help="Only this job's tasks.")
+@click.option("--job", "job_id", default=None, help="Only this job's tasks.", shell_complete=complete.job_ids)
 @click.option("--state", type=click.Choice(TASK_STATES), default=None, help="Only tasks in this state.")
-@click.option("--node", "node_name", default=None, help="Only tasks on this node.")
+@click.option("--node", "node_name", default=None, help="Only tasks on this node.",
+              shell_complete=complete.node_names)
 @json_option
 @pass_app
 def task_ls(app, job_id, state, node_name, as_json):
@@ -36,7 +38,7 @@ def task_ls(app, job_id, state, node_name, as_json):
 
 
 @task.command("explain")
-@click.argument("task_id", metavar="ID")
+@click.argument("task_id", metavar="ID", shell_complete=complete.task_ids)
 @json_option
 @pass_app
 def task_explain(app, task_id, as_json):
@@ -58,7 +60,7 @@ def task_explain(app, task_id, as_json):
 
 
 @task.command("logs")
-@click.argument("task_id", metavar="ID")
+@click.argument("task_id", metavar="ID", shell_complete=complete.task_ids)
 @click.option("--follow", "-f", is_flag=True, help="Keep printing as the task prints, until it ends.")
 @json_option
 @pass_app

@@ -16,7 +16,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, RedirectResponse
 
 from scheduler.model import Node, Task
-from scheduler.tools.ui import data, inputs, listing, why
+from scheduler.tools.ui import data, inputs, listing, node_words, why
 from scheduler.tools.ui.auth import signed_in
 from scheduler.tools.ui.templates import usage
 
@@ -36,7 +36,8 @@ def node_record(node: Node, task_ids: list[str] | None = None) -> dict:
               "labels": node.labels, "capacity": node.capacity,
               "allocated": {name: node.allocated.get(name, 0) for name in node.capacity},
               "usage": usage(node.capacity, node.allocated), "role": node.role, "os": node.os, "arch": node.arch,
-              "plugins": sorted(node.plugins), "ports": {str(port): task for port, task in node.ports.items()}}
+              "plugins": sorted(node.plugins), "ports": {str(port): task for port, task in node.ports.items()},
+              "meaning": node_words.meaning(node)}
     if task_ids is not None:
         record["task_ids"] = task_ids
     return record
@@ -55,7 +56,7 @@ def task_record(task: Task) -> dict:
 def job_record(job: data.JobView, spec: bool = False) -> dict:
     record = {"id": job.id, "type": job.type, "status": job.status, "priority": job.priority,
               "replicas": job.replicas, "version": job.version, "created_ms": job.created_ms,
-              "tasks": job.counts, "total": job.total}
+              "tasks": job.counts, "total": job.total, "phase": job.phase}
     if spec:
         record["spec"] = job.spec
     return record

@@ -17,7 +17,7 @@ from starlette.staticfiles import StaticFiles
 
 from scheduler.model.errors import NotFound, RedisUnavailable, SpecError
 from scheduler.state.app import App
-from scheduler.tools.ui import activity, api, data, events, live, metrics, pages
+from scheduler.tools.ui import activity, api, charts, data, events, live, metrics, pages
 from scheduler.tools.ui.auth import Auth, AuthSettings, Sessions, signed_in, signin, signout
 from scheduler.tools.ui.inputs import BadInput
 from scheduler.tools.ui.security import Security
@@ -46,6 +46,7 @@ ROUTES = [
     Route("/api/tasks/{task_id}", api.task),
     Route("/api/events", events.stream),
     Route("/api/activity", activity.api_rows),
+    Route("/api/series", charts.api_series),
     Route("/metrics", metrics.endpoint),
     Mount("/static", StaticFiles(packages=[("scheduler.tools.ui", "static")]), name="static"),
 ]

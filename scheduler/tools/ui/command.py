@@ -27,7 +27,8 @@ def ui(ctx, host, port, no_auth, metrics_token):
     Pages take ?ns=NAME to show another namespace of the same Redis. Drain, pause,
     activate, scale and stop are buttons; they refuse requests from other sites. Once
     a user exists (sched ui user add), every page needs signing in: viewers look,
-    operators act.
+    operators act. The HTTP API (sched api) is served under /v1/ too, with tokens
+    (sched token create), or without on loopback with --no-auth.
     """
     if ctx.invoked_subcommand is not None:
         return
@@ -45,9 +46,10 @@ def ui(ctx, host, port, no_auth, metrics_token):
                         f"and stop jobs; add a user with sched ui user add NAME --role operator, or pass --no-auth.")
     shown = f"[{host}]" if ":" in host else host
     how = "sign-in required" if sign_in else "no sign-in (sched ui user add makes one required)"
+    api_auth = not (no_auth and host in LOOPBACK)
     click.echo(f"sched ui: http://{shown}:{port}/?ns={app.keys.namespace} (Redis {app.display_url}; {how}); "
-               f"Ctrl-C stops it")
-    serve(app, host, port, AuthSettings(sign_in=sign_in, metrics_token=metrics_token))
+               f"HTTP API under /v1/ ({'tokens required' if api_auth else 'no tokens'}); Ctrl-C stops it")
+    serve(app, host, port, AuthSettings(sign_in=sign_in, metrics_token=metrics_token), api_auth=api_auth)
 
 
 ui.add_command(user)

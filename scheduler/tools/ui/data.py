@@ -20,7 +20,7 @@ import orjson
 
 from scheduler.client import Client, explain_message, job_status
 from scheduler.control import changes, reconcile
-from scheduler.model import DRAIN, PAUSE, PENDING, TASK_STATES, Node, NotFound, SpecError, Task
+from scheduler.model import ASSIGNED, DRAIN, PAUSE, PENDING, RUNNING, TASK_STATES, Node, NotFound, SpecError, Task
 from scheduler.model.quantities import parse_resources
 from scheduler.state.app import App
 from scheduler.state.keys import Keys
@@ -50,6 +50,21 @@ class JobView:
     @property
     def total(self) -> int:
         return sum(self.counts.values())
+
+    @property
+    def phase(self) -> str:
+        """What the job's tasks are doing, in one word for people: a job whose status is
+        ``running`` (not stopped) is *running* only while one of its tasks runs;
+        *assigned* when its tasks are placed but none has started (its nodes have no
+        agent, as after ``sched node add``, or theirs has yet to start them); *pending*
+        when none is placed yet; *idle* with no task placed or waiting (scaled to 0).
+        ``complete`` and ``stopped`` as the status says."""
+        if self.status != reconcile.RUNNING_JOB:
+            return self.status
+        for state in (RUNNING, ASSIGNED, PENDING):
+            if self.counts.get(state):
+                return state
+        return "idle"
 
     @property
     def needs(self) -> dict[str, int]:

@@ -8,6 +8,7 @@ from urllib.parse import quote, urlencode
 
 import yaml
 
+from scheduler.state.series import SAMPLE_EVERY_MS
 from scheduler.tools.render import spec_for_people
 from scheduler.tools.ui import data, inputs, listing
 
@@ -32,7 +33,7 @@ def _namespaces(request, ns: str) -> list[str]:
 def overview(request):
     app = inputs.scoped_app(request)
     return _render(request, app, "overview.html", "overview", "/api/overview", view=data.overview(app),
-                   limit=OVERVIEW_NODES)
+                   limit=OVERVIEW_NODES, series_every_ms=SAMPLE_EVERY_MS)
 
 
 def nodes(request):

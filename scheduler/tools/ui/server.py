@@ -1,5 +1,5 @@
-"""Running the dashboard with uvicorn: in the foreground (``sched ui``) or on a thread
-(tests and ``scripts/dashboard_screenshot.py``)."""
+"""Running the dashboard and the HTTP API with uvicorn: in the foreground (``sched ui``,
+``sched api``) or on a thread (tests and ``scripts/dashboard_screenshot.py``)."""
 
 from __future__ import annotations
 
@@ -31,27 +31,36 @@ class Server(uvicorn.Server):
         await super().shutdown(sockets)
 
 
-def build(app: App, host: str, auth: AuthSettings | None = None):
-    """The ASGI app for serving on ``host``: on loopback, the Host header must name
-    loopback too, so that a page of another site cannot reach it by DNS rebinding.
-    ``auth``: sign-in and the metrics token (see auth.py)."""
-    return create_app(app, allowed_hosts=list(LOOPBACK_NAMES) if host in LOOPBACK_NAMES else None, auth=auth)
+def build(app: App, host: str, auth: AuthSettings | None = None, api_auth: bool = True, dashboard: bool = True):
+    """The ASGI app for serving on ``host``: the dashboard with the HTTP API under
+    ``/v1/`` (or, without ``dashboard``, the API alone). On loopback, the Host header
+    must name loopback too, so that a page of another site cannot reach it by DNS
+    rebinding. ``auth``: the dashboard's sign-in and metrics token (see auth.py);
+    ``api_auth``: whether the API takes tokens (see scheduler/tools/api/access.py)."""
+    from scheduler.tools.api.app import WithDashboard, create_api
+
+    hosts = list(LOOPBACK_NAMES) if host in LOOPBACK_NAMES else None
+    if not dashboard:
+        return create_api(app, auth=api_auth, allowed_hosts=hosts)
+    web = create_app(app, allowed_hosts=hosts, auth=auth)
+    return WithDashboard(create_api(app, auth=api_auth, allowed_hosts=hosts, streams=web.state.streams), web)
 
 
-def serve(app: App, host: str, port: int, auth: AuthSettings | None = None) -> None:
-    """Serve in the foreground until SIGINT or SIGTERM."""
-    Server(build(app, host, auth), host=host, port=port).run()
+def serve(app: App, host: str, port: int, auth: AuthSettings | None = None, **options) -> None:
+    """Serve in the foreground until SIGINT or SIGTERM (``options``: :func:`build`'s)."""
+    Server(build(app, host, auth, **options), host=host, port=port).run()
 
 
 class Background:
-    """The dashboard on a free loopback port, on a thread: ``with Background(app) as url:``."""
+    """The dashboard on a free loopback port, on a thread: ``with Background(app) as url:``
+    (``options``: :func:`build`'s)."""
 
-    def __init__(self, app: App, host: str = "127.0.0.1", auth: AuthSettings | None = None):
+    def __init__(self, app: App, host: str = "127.0.0.1", auth: AuthSettings | None = None, **options):
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind((host, 0))
         self.url = f"http://{host}:{self.sock.getsockname()[1]}"
-        self.server = Server(build(app, host, auth), lifespan="off")
+        self.server = Server(build(app, host, auth, **options), lifespan="off")
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True,
                                        name="sched-ui")
 

@@ -17,8 +17,9 @@ from starlette.responses import HTMLResponse
 
 from scheduler.control.changes import show
 from scheduler.model import TASK_STATES
-from scheduler.model.quantities import CPU, MEMORY
+from scheduler.model.quantities import CPU, MEMORY, decimal_memory
 from scheduler.tools.render import spec_for_people
+from scheduler.tools.ui import node_words
 
 RESOURCE_ORDER = ("cpu", "memory", "gpu")
 
@@ -72,7 +73,12 @@ def _number(value: float) -> str:
 
 
 def _memory_unit(amount: int) -> tuple[int, str]:
-    for factor, unit in ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+    """The unit to show bytes in: binary, but decimal for an amount written in decimal
+    units (10 GB, not 9.31 GiB)."""
+    units = ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"))
+    if decimal_memory(amount) is not None:
+        units = ((10**12, "TB"), (10**9, "GB"), (10**6, "MB"))
+    for factor, unit in units:
         if amount >= factor:
             return factor, unit
     return 1, "B"
@@ -129,6 +135,9 @@ class Pages:
         self.env.filters.update(when=when, ago=ago, after=after, usage=usage, quantities=quantities,
                                 changed=changed_value)
         self.env.globals.update(TASK_STATES=TASK_STATES, amount=amount, resources=resources)
+        self.env.globals.update(node_meaning_text=node_words.meaning,
+                                node_status_note=lambda status: node_words.STATUS_NOTE.get(status, ""),
+                                node_availability_note=lambda value: node_words.AVAILABILITY_NOTE.get(value, ""))
 
     def render(self, name: str, *, namespace: str, namespaces: list[str], status: int = 200, **values) -> HTMLResponse:
         def url(path: str, *segments: str, **params) -> str:

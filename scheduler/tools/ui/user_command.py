@@ -32,21 +32,34 @@ def user():
 
 @user.command("add")
 @click.argument("name")
-@click.option("--role", type=click.Choice(ROLES), required=True,
+@click.option("--role", type=click.Choice(ROLES), default="viewer", show_default=True,
               help="viewer: looks only; operator: also drains, pauses, activates, scales and stops.")
-@click.option("--password-stdin", is_flag=True, help="Read the password from the first line of stdin.")
+@click.option("--password-stdin", is_flag=True,
+              help="Read the password from the first line of stdin (what happens anyway when stdin is no terminal).")
 @pass_client
 def user_add(client, name, role, password_stdin):
     """Add a dashboard user, or give an existing one a new password and role (which ends
-    its sessions)."""
+    its sessions). From a terminal the password is asked twice without echo; otherwise
+    (a pipe, a script) it is the first line of stdin."""
     _check_name(name)
-    if password_stdin:
-        password = sys.stdin.readline().rstrip("\r\n")
-    else:
-        password = click.prompt("Password", hide_input=True, confirmation_prompt=True)
+    password = _password(name, password_stdin or not sys.stdin.isatty())
     hashed = passwords.hash_password(password)  # a SpecError (one sentence) if too short
     added = client.dashboard_users().put(name, role, hashed)
     click.echo(f"dashboard user {name} {'added' if added else 'updated (its sessions ended)'}: {role}")
+
+
+def _password(name: str, from_stdin: bool) -> str:
+    """The new password: the first line of stdin, or asked at the terminal."""
+    if from_stdin:
+        line = sys.stdin.readline()
+        if not line:
+            raise SpecError(f"no password came on stdin for dashboard user {name}; give it as the first line "
+                            f"(printf '%s\\n' \"$PASSWORD\" | sched ui user add {name}).")
+        return line.rstrip("\r\n")
+    try:
+        return click.prompt("Password", hide_input=True, confirmation_prompt=True)
+    except click.Abort:  # Ctrl-C or Ctrl-D at the prompt
+        raise SpecError(f"no password was given, so dashboard user {name} was not added.") from None
 
 
 @user.command("rm")

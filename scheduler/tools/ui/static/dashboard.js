@@ -273,6 +273,11 @@
         if (tasks) tasks.textContent = String(n.tasks);
         setBadge(row.querySelector('[data-field="status"]'), n.status);
         setAvailability(row, n.availability);
+        const meaning = row.querySelector('[data-field="meaning"]');
+        if (meaning && n.meaning) {
+          meaning.textContent = n.meaning;
+          meaning.classList.toggle("node-blocked", n.status === "down" || n.availability !== "active");
+        }
         for (const u of n.usage) {
           const bar = row.querySelector(`[data-resource="${esc(u.resource)}"]`);
           if (!bar) continue;
@@ -292,7 +297,7 @@
     for (const j of jobs) {
       for (const row of all(`[data-job="${esc(j.id)}"]`)) {
         const status = row.querySelector('[data-field="status"]');
-        if (status && status.textContent.trim() !== j.status) differs = true; // its buttons change
+        if (status && status.textContent.trim() !== j.phase) differs = true; // what it shows, and its buttons
         for (const [state, n] of Object.entries(j.tasks)) {
           const el = row.querySelector(`[data-count="${esc(state)}"]`);
           if (el) {

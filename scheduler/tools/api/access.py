@@ -1,0 +1,94 @@
+"""Who may do what through the API: bearer tokens (``sched token create``), each of one
+namespace (or of every one) and one role.
+
+Every request but ``GET /v1/openapi.json`` carries ``Authorization: Bearer <token>``;
+the token's SHA-256 is looked up in Redis (:mod:`scheduler.state.api_tokens`), in one
+round trip with the count of the address's refusals. A request without a live token gets
+**401**; an address that sent :data:`MAX_FAILED` such requests in
+:data:`FAILED_WINDOW_S` gets **429** (with ``Retry-After``) whatever its token, until the
+window ends. A live token asking for another namespace than its
+own, or for what its role does not allow, gets **403**. The roles go up:
+
+- ``viewer``: every read (lists, shows, explain, logs, plan, events);
+- ``submitter``: also submit, scale, stop and revert jobs, and act on deployments;
+- ``operator``: also register, drain, pause, activate and remove nodes, and set
+  tenants' weights and the stream's bound.
+
+A quota limits a namespace, so setting one (and listing every namespace's) takes a token
+of every namespace (``sched token create NAME --all-namespaces``): an operator's to set.
+
+Served on loopback with ``--no-auth``, every request is allowed and actions are recorded
+as done by the server's Redis user, as the dashboard does without sign-in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scheduler.state.api_tokens import EVERY_NAMESPACE, ROLES, ApiTokens
+from scheduler.tools.api.problems import Problem
+
+MAX_FAILED = 20  # requests with a missing or wrong token per address and window
+FAILED_WINDOW_S = 15 * 60
+
+
+@dataclass(frozen=True)
+class Access:
+    """What a request may do: as the token ``name`` (None: no token needed), in
+    ``namespace`` (``*``: every one), with ``role``."""
+
+    name: str | None
+    namespace: str
+    role: str
+
+    @property
+    def actor(self) -> str | None:
+        """Who its actions are recorded as done by (None: the server's Redis user)."""
+        return f"token:{self.name}" if self.name is not None else None
+
+    def allows(self, role: str) -> bool:
+        return ROLES.index(self.role) >= ROLES.index(role)
+
+
+OPEN = Access(None, EVERY_NAMESPACE, ROLES[-1])
+
+
+class Guard:
+    """Admits requests (blocking: it reads Redis, so call it in a thread)."""
+
+    def __init__(self, client, auth: bool):
+        self.tokens = ApiTokens(client)
+        self.auth = auth
+
+    def admit(self, authorization: str | None, address: str) -> Access:
+        if not self.auth:
+            return OPEN
+        scheme, _, token = (authorization or "").partition(" ")
+        token = token.strip() if scheme.lower() == "bearer" else ""
+        failed, record = self.tokens.admit(token or None, address)
+        if failed >= MAX_FAILED:
+            wait = max(1, self.tokens.failures().retry_after_s(address))
+            raise Problem(429, f"too many requests without a valid token from this address; try again in "
+                               f"{-(-wait // 60)} minute(s).", headers={"retry-after": str(wait)})
+        if record is None:
+            self.tokens.failures().failed(address, FAILED_WINDOW_S)
+            said = "a token is required" if not authorization else "the token is not valid (revoked, expired or mistyped)"
+            raise Problem(401, f"{said}: send Authorization: Bearer <token> (sched token create makes one).",
+                          headers={"www-authenticate": "Bearer"})
+        return Access(record["name"], record["namespace"], record["role"])
+
+    @staticmethod
+    def allow(access: Access, namespace: str, role: str, every_namespace: bool, doing: str) -> None:
+        """Raise 403 unless ``access`` may do ``doing`` (``POST /v1/jobs``) in ``namespace``."""
+        if access.name is None:
+            return
+        who = f"token {access.name}, {'an' if access.role == 'operator' else 'a'} {access.role}"
+        if every_namespace and access.namespace != EVERY_NAMESPACE:
+            raise Problem(403, f"{who} of namespace {access.namespace}, may not {doing}: that takes a token of every "
+                               f"namespace (sched token create NAME --all-namespaces).")
+        if access.namespace not in (EVERY_NAMESPACE, namespace):
+            raise Problem(403, f"{who} of namespace {access.namespace}, may not reach namespace {namespace}.")
+        if not access.allows(role):
+            scope = "every namespace" if access.namespace == EVERY_NAMESPACE else f"namespace {access.namespace}"
+            raise Problem(403, f"{who} of {scope}, may not {doing}: that takes {'an' if role == 'operator' else 'a'} "
+                               f"{role}'s token.")

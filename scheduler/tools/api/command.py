@@ -1,0 +1,41 @@
+"""``sched api``: serve the HTTP API (register with ``main.add_command(api)``)."""
+
+from __future__ import annotations
+
+import click
+
+from scheduler.client import Client
+from scheduler.model.errors import SpecError
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+@click.command("api")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", type=click.IntRange(1, 65535), default=8710, show_default=True, help="Port to listen on.")
+@click.option("--no-auth", is_flag=True, help="Take requests without a token (loopback only): anyone on this "
+                                               "machine may then do anything.")
+@click.pass_context
+def api(ctx, host, port, no_auth):
+    """Serve the HTTP API: everything sched does, under /v1/, for programs in any language.
+
+    Every request carries a token (sched token create NAME --namespace NS --role ROLE),
+    as 'Authorization: Bearer TOKEN', and may act in its namespace as its role allows.
+    Errors are JSON problem documents (RFC 9457) with the CLI's sentence. The OpenAPI
+    document is GET /v1/openapi.json; docs/http-api.md has curl examples. sched ui
+    serves the same routes beside the dashboard.
+    """
+    from scheduler.tools.ui.server import serve
+
+    if no_auth and host not in LOOPBACK:
+        raise SpecError(f"sched api will not serve {host} without tokens: anyone who can reach it could submit jobs "
+                        f"and drain nodes; drop --no-auth and make tokens with sched token create.")
+    from scheduler.state.connection import wait_for_redis
+
+    app = ctx.find_object(Client).app
+    wait_for_redis(app.url)  # a long-running server waits for a Redis that is not there yet (one line per retry)
+    shown = f"[{host}]" if ":" in host else host
+    how = "no tokens (loopback only)" if no_auth else "tokens required (sched token create)"
+    click.echo(f"sched api: http://{shown}:{port}/v1/ (Redis {app.display_url}; namespace {app.keys.namespace} by "
+               f"default; {how}); Ctrl-C stops it")
+    serve(app, host, port, api_auth=not no_auth, dashboard=False)

@@ -1,0 +1,112 @@
+"""``/v1/jobs``: submit (JSON, YAML or JSON lines), plan, list, show, scale, stop and
+revert jobs, their versions, and waiting for their tasks (``sched job``)."""
+
+from __future__ import annotations
+
+from scheduler.client import WaitTimeout
+from scheduler.model import MAX_REPLICAS, TASK_STATES
+from scheduler.tools.api import schemas as s
+from scheduler.tools.api.problems import Problem, unprocessable
+from scheduler.tools.api.route import SUBMITTER, Answer, Call, Param, get, post
+from scheduler.tools.cli.task import task_record
+
+MAX_WAIT_S = 300
+JOB_SPEC = s.named("JobSpec", {"type": "object", "description": "A job spec, as docs/job-spec.md describes it."})
+SUBMISSION = {"anyOf": [JOB_SPEC, s.array(JOB_SPEC)],
+              "description": "One job spec, or a list of them (all are checked before any is submitted). "
+                             "YAML (one or more documents) and JSON lines are taken too."}
+
+
+def list_jobs(call: Call):
+    return call.sched.jobs()
+
+
+def submit_jobs(call: Call):
+    body = call.body
+    with unprocessable():
+        if isinstance(body, dict):
+            results = [call.sched.submit(body)]
+        elif isinstance(body, list):
+            results = call.sched.submit_many(body)
+        elif isinstance(body, str):
+            results = call.sched.submit_text(body)
+        else:
+            raise Problem(422, "the request body must be a job spec (a JSON object) or a list of them.")
+    status = 201 if all(result["created"] for result in results) else 200
+    return Answer(status, results[0] if len(results) == 1 and not isinstance(body, list) else results)
+
+
+def plan_job(call: Call):
+    with unprocessable():
+        return call.sched.plan(call.body)
+
+
+def show_job(call: Call):
+    job_id = call.path["job_id"]
+    return {**call.sched.job(job_id), "history": call.sched.audit_trail(job=job_id)}
+
+
+def job_history(call: Call):
+    return call.sched.history(call.path["job_id"])
+
+
+def scale_job(call: Call):
+    replicas = call.body["replicas"]
+    if not 0 <= replicas <= MAX_REPLICAS:
+        raise Problem(422, f"replicas must be a whole number from 0 to {MAX_REPLICAS}.")
+    return call.sched.scale(call.path["job_id"], replicas)
+
+
+def stop_job(call: Call):
+    return call.sched.stop(call.path["job_id"])
+
+
+def revert_job(call: Call):
+    if call.body["version"] < 1:
+        raise Problem(422, "version must be a job version, a whole number from 1.")
+    with unprocessable():  # a version the job never had
+        return call.sched.revert(call.path["job_id"], call.body["version"])
+
+
+def wait_job(call: Call):
+    job_id, state, count, timeout = (call.path["job_id"], call.query["state"], call.query["count"],
+                                     call.query["timeout"])
+    wanted = count if count is not None else (call.sched.job(job_id)["spec"].get("replicas") or 1)
+    try:
+        tasks, reached, message = call.sched.wait(job_id, state, count, timeout), True, None
+    except WaitTimeout as exc:
+        tasks, reached, message = call.sched.tasks(job=job_id, state=state), False, str(exc)
+    record = {"job": job_id, "state": state, "wanted": wanted, "reached": reached,
+              "tasks": [task_record(t) for t in tasks]}
+    return record if message is None else {**record, "message": message}
+
+
+ROUTES = [
+    get("/v1/jobs", list_jobs, "List jobs with their task counts by state", s.array(s.JOB_SUMMARY)),
+    post("/v1/jobs", submit_jobs, "Submit job specs", {"anyOf": [s.SUBMITTED, s.array(s.SUBMITTED)]},
+         role=SUBMITTER, body=SUBMISSION, texts=True, status=(201, 200), refusals=(422,),
+         description="Create jobs, or update them (a new version). One spec answers one result, a list (or "
+                     "several YAML documents, or JSON lines) a list. 201 when every job is new, else 200. "
+                     "Nothing is submitted if any spec is not valid (422, naming it)."),
+    post("/v1/jobs/plan", plan_job, "Dry run: where a spec's tasks would go now", s.PLAN, body=JOB_SPEC,
+         refusals=(422,), description="Changes nothing (`sched job plan`)."),
+    get("/v1/jobs/{job_id}", show_job, "Show a job, and who did what to it", s.JOB, refusals=(404,)),
+    get("/v1/jobs/{job_id}/history", job_history, "A job's versions", s.array(s.JOB_VERSION), refusals=(404,)),
+    post("/v1/jobs/{job_id}/scale", scale_job, "Set a job's replicas", s.SCALED, role=SUBMITTER,
+         body=s.obj({"replicas": s.INTEGER}, additionalProperties=False), refusals=(404, 409, 422)),
+    post("/v1/jobs/{job_id}/stop", stop_job, "Stop every task of a job", s.STOPPED, role=SUBMITTER,
+         refusals=(404,)),
+    post("/v1/jobs/{job_id}/revert", revert_job, "Run an earlier version's spec again, as a new version",
+         s.SUBMITTED, role=SUBMITTER, body=s.obj({"version": s.INTEGER}, additionalProperties=False),
+         refusals=(404, 422)),
+    get("/v1/jobs/{job_id}/wait", wait_job, "Wait until tasks of a job are in a state", s.WAITED,
+        refusals=(404,), lasting=True,
+        query=(Param("state", {"type": "string", "enum": list(TASK_STATES), "default": "running"},
+                     "the state to wait for"),
+               Param("count", {"type": "integer", "minimum": 0, "maximum": MAX_REPLICAS},
+                     "how many tasks (default: the job's replicas)"),
+               Param("timeout", {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_WAIT_S, "default": 30},
+                     "seconds to wait at most")),
+        description="Answers as soon as `count` tasks are in `state` (`reached`: true), or after `timeout` "
+                    "seconds with the tasks in that state then (`reached`: false)."),
+]

@@ -1,0 +1,87 @@
+"""``/v1/nodes``: register, list, show, pause, drain, activate and remove nodes, and
+their history (``sched node``)."""
+
+from __future__ import annotations
+
+from scheduler.model import make_node
+from scheduler.tools.api import schemas as s
+from scheduler.tools.api.problems import unprocessable
+from scheduler.tools.api.route import OPERATOR, Answer, Call, delete, get, post, put
+from scheduler.tools.cli.node import node_record
+
+QUANTITY = {"type": ["string", "number"]}
+LABELS = {"type": ["object", "array"], "description": "{key: value}, or a list of key=value"}
+NODE_SPEC = s.named("NodeSpec", {
+    "type": "object", "additionalProperties": False, "required": ["cpu", "memory"],
+    "description": "What a node offers, as `sched node add` takes it.",
+    "properties": {"cpu": {**QUANTITY, "description": "cores: 4, 0.5 or 500m"},
+                   "memory": {**QUANTITY, "description": "8GiB, 512Mi or a number of bytes"},
+                   "gpu": QUANTITY, "resources": {"type": "object", "description": "other resources: {name: amount}"},
+                   "labels": LABELS, "engine_labels": LABELS, "os": s.STRING, "arch": s.STRING, "role": s.STRING,
+                   "plugins": s.array(s.STRING)}})
+
+
+def list_nodes(call: Call):
+    return [node_record(n, n.tasks) for n in call.sched.nodes()]
+
+
+def show_node(call: Call):
+    found = call.sched.node(call.path["name"])
+    return node_record(found, found.tasks)
+
+
+def register_node(call: Call):
+    body, name = call.body, call.path["name"]
+    extra = dict(body.get("resources") or {})
+    if body.get("gpu") is not None:
+        extra["gpu"] = body["gpu"]
+    with unprocessable():
+        node = make_node(name, cpu=body["cpu"], memory=body["memory"], resources=extra, labels=body.get("labels"),
+                         engine_labels=body.get("engine_labels"), os=body.get("os", "linux"),
+                         arch=body.get("arch", "amd64"), role=body.get("role", "worker"),
+                         plugins=body.get("plugins") or [])
+    created = call.sched.put_node(node)
+    found = call.sched.node(name)
+    return Answer(201 if created else 200, {"created": created, "node": node_record(found, found.tasks)})
+
+
+def drain_node(call: Call):
+    return call.sched.drain_report(call.path["name"])
+
+
+def pause_node(call: Call):
+    return {"node": call.path["name"], "before": call.sched.pause(call.path["name"]), "availability": "pause"}
+
+
+def activate_node(call: Call):
+    return {"node": call.path["name"], "before": call.sched.activate(call.path["name"]), "availability": "active"}
+
+
+def remove_node(call: Call):
+    call.sched.remove_node(call.path["name"])
+    return {"name": call.path["name"], "removed": True}
+
+
+def node_history(call: Call):
+    call.sched.node(call.path["name"])  # 404 for a node that does not exist
+    return call.sched.audit_trail(node=call.path["name"])
+
+
+ROUTES = [
+    get("/v1/nodes", list_nodes, "List nodes", s.array(s.NODE)),
+    get("/v1/nodes/{name}", show_node, "Show a node", s.NODE, refusals=(404,)),
+    put("/v1/nodes/{name}", register_node, "Register a node, or update it", s.NODE_REGISTERED, role=OPERATOR,
+        body=NODE_SPEC, status=(200, 201), refusals=(422,),
+        description="A node registered here has no agent: it stays ready until changed (`sched node add`). "
+                    "201 when it is new, 200 when it was updated (what runs on it is kept)."),
+    post("/v1/nodes/{name}/drain", drain_node, "Drain a node: move its tasks elsewhere", s.DRAIN_REPORT,
+         role=OPERATOR, refusals=(404,)),
+    post("/v1/nodes/{name}/pause", pause_node, "Pause a node: no new tasks there", s.AVAILABILITY_CHANGE,
+         role=OPERATOR, refusals=(404,)),
+    post("/v1/nodes/{name}/activate", activate_node, "Activate a node again", s.AVAILABILITY_CHANGE,
+         role=OPERATOR, refusals=(404,)),
+    delete("/v1/nodes/{name}", remove_node, "Remove a node that runs no tasks", s.NODE_REMOVED, role=OPERATOR,
+           refusals=(404, 409)),
+    get("/v1/nodes/{name}/history", node_history, "Who paused, drained or activated a node",
+        s.array(s.HISTORY_ENTRY), refusals=(404,)),
+]

@@ -1,0 +1,71 @@
+"""The OpenAPI 3.1 document of the API, made from the route table (``GET
+/v1/openapi.json``): every route with its parameters, body, answers and the problems it
+may answer, and the schemas they name (:mod:`schemas`)."""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+
+from scheduler.tools.api import schemas
+from scheduler.tools.api.route import NAMESPACE, PATH_PARAMS, Route
+
+VERSION = "1"
+PROBLEM_CONTENT = {"application/problem+json": {"schema": schemas.PROBLEM}}
+EVERY_ROUTE_PROBLEMS = (400, 401, 403, 429, 503)
+NOUN_OF = {"token": "tokens", "quota": "quotas", "openapi.json": "meta"}
+
+
+def document(routes: list[Route]) -> dict:
+    paths: dict[str, dict] = {}
+    for route in routes:
+        paths.setdefault(route.path, {})[route.method.lower()] = operation(route)
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "sched HTTP API", "version": VERSION,
+                 "description": "Everything `sched` does, over HTTP, for programs in any language: "
+                                "docs/http-api.md. Errors are problem documents (RFC 9457) whose `detail` is "
+                                "the sentence the CLI prints."},
+        "paths": paths,
+        "components": {"schemas": dict(sorted(schemas.NAMED.items())),
+                       "securitySchemes": {"token": {"type": "http", "scheme": "bearer",
+                                                     "description": "A token from `sched token create`."}}},
+        "security": [{"token": []}],
+    }
+
+
+def operation(route: Route) -> dict:
+    parameters = [{"name": name, "in": "path", "required": True, "schema": PATH_PARAMS[name][0],
+                   "description": PATH_PARAMS[name][1]} for name in route.path_params]
+    for param in ((NAMESPACE,) if route.needs_namespace else ()) + route.query:
+        entry = {"name": param.name, "in": "query", "required": param.required, "schema": param.schema,
+                 "description": param.description}
+        if param.schema.get("type") == "array":
+            entry.update(style="form", explode=True)
+        parameters.append(entry)
+    if route.answer is None:
+        success = {"text/event-stream": {"schema": {"type": "string"}}}
+    else:
+        success = {"application/json": {"schema": route.answer}}
+    responses = {str(status): {"description": HTTPStatus(status).phrase, "content": success}
+                 for status in route.status}
+    for status in sorted({*EVERY_ROUTE_PROBLEMS, *route.refusals,
+                          *((413, 415, 422) if route.body is not None else ())}):
+        responses[str(status)] = {"description": HTTPStatus(status).phrase, "content": PROBLEM_CONTENT}
+    op = {"operationId": route.operation_id, "summary": route.summary, "tags": [tag(route)],
+          "x-sched-role": route.role, "parameters": parameters, "responses": responses}
+    if route.description:
+        op["description"] = route.description
+    if route.every_namespace:
+        op["x-sched-every-namespace"] = True
+    if route.body is not None:
+        content = {"application/json": {"schema": route.body}}
+        if route.texts:
+            content["application/yaml"] = {"schema": {"type": "string"}}
+            content["application/x-ndjson"] = {"schema": {"type": "string"}}
+        op["requestBody"] = {"required": True, "content": content}
+    return op
+
+
+def tag(route: Route) -> str:
+    word = route.path.split("/")[2]
+    return NOUN_OF.get(word, word)

@@ -1,0 +1,339 @@
+"""What a route of the API is, and how every request is served.
+
+Each noun's module lists its routes (:class:`Route`): method, path, the function that
+does the work (``run``, given a :class:`Call`: a ``Client`` of the request's namespace
+acting as the token, and the checked path, query and body), the role it takes, and the
+JSON Schemas of its query, body and answer. The same list makes the Starlette routes
+(:func:`endpoint`) and the OpenAPI document (:mod:`openapi`), so the two cannot drift.
+
+Serving a request, in order: the token (:mod:`access`: 401, 429), the namespace and role
+(403), the path and query parameters (400), the body (413, 415, 400 for JSON that does
+not parse, 422 for a value the schema or the model refuses), then ``run`` in a worker
+thread, whose errors become problem documents (:mod:`problems`). Nothing is written
+before every check has passed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import anyio
+import orjson
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+
+from scheduler.client import Client
+from scheduler.model.errors import SpecError
+from scheduler.model.names import check_tenant
+from scheduler.state.api_tokens import ROLES
+from scheduler.tools.api import problems, schemas, sse
+from scheduler.tools.api.access import Access, Guard
+from scheduler.tools.api.problems import Problem
+from scheduler.tools.ui import data, inputs
+from scheduler.tools.ui.api import JSON
+
+VIEWER, SUBMITTER, OPERATOR = ROLES
+MAX_BODY = 8 * 1024 * 1024  # bytes of a request body (a bulk submit of many jobs fits)
+SMALL_BODY = 65_536  # bytes of a body read before its token is checked (larger ones wait for the check)
+JSON_TYPES = ("application/json",)
+TEXT_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "application/x-ndjson", "application/jsonl",
+              "text/plain")
+
+
+@dataclass(frozen=True)
+class Param:
+    """A query parameter: its JSON Schema (``string`` with an optional ``enum``,
+    ``integer`` or ``number`` with bounds, ``boolean``, or an ``array`` of strings given
+    by repeating the parameter)."""
+
+    name: str
+    schema: dict
+    description: str
+    required: bool = False
+
+
+def _tenant(value: str) -> str:
+    try:
+        return check_tenant(value)
+    except SpecError as exc:
+        raise inputs.BadInput(str(exc)) from None
+
+
+# Path parameters, by name: schema, description, and the check of their text.
+PATH_PARAMS: dict[str, tuple[dict, str, Callable[[str], str]]] = {
+    "name": ({"type": "string"}, "a node's name", inputs.node_name),
+    "job_id": ({"type": "string"}, "a job's id", inputs.job_id),
+    "task_id": ({"type": "string", "pattern": r"^.+\.[0-9]+$"}, "a task's id: <job id>.<index>", inputs.task_id),
+    "deployment_id": ({"type": "string", "pattern": r"^.+@[1-9][0-9]*$"}, "a deployment's id: <job id>@<version>",
+                      inputs.deployment_id),
+    "tenant": ({"type": "string"}, "a tenant's name", _tenant),
+}
+NAMESPACE = Param("namespace", {"type": "string"},
+                  "The namespace to act in; by default the token's own (for a token of every namespace, or without "
+                  "tokens, the server's).")
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A success with another status than the route's first (201 for a new job)."""
+
+    status: int
+    body: Any
+
+
+@dataclass(frozen=True)
+class Route:
+    method: str
+    path: str
+    run: Callable
+    summary: str
+    answer: dict | None  # the JSON Schema of a success's body (None: a stream of server-sent events)
+    role: str = VIEWER
+    query: tuple[Param, ...] = ()
+    body: dict | None = None  # the JSON Schema of the request's body (None: it takes none)
+    texts: bool = False  # the body may also be YAML text or JSON lines
+    status: tuple[int, ...] = (200,)
+    refusals: tuple[int, ...] = ()  # 404, 409, 422 beyond what every route may answer
+    every_namespace: bool = False  # takes a token of every namespace
+    description: str = ""
+    needs_namespace: bool = True  # False: the route reads no namespace (it takes no ?namespace=)
+    lasting: bool = False  # may take long (a wait): run in the streams' threads, not the requests'
+
+    @property
+    def operation_id(self) -> str:
+        return self.run.__name__
+
+    @property
+    def path_params(self) -> list[str]:
+        return re.findall(r"{(\w+)}", self.path)
+
+    @property
+    def doing(self) -> str:
+        return f"{self.method} {self.path}"
+
+
+@dataclass
+class Call:
+    """One request, checked: a Client of its namespace acting as its token, and its
+    path parameters, query and body."""
+
+    sched: Client
+    path: dict[str, str]
+    query: dict[str, Any]
+    body: Any
+    headers: Any
+    access: Access
+
+
+def get(path, run, summary, answer, **options) -> Route:
+    return Route("GET", path, run, summary, answer, **options)
+
+
+def post(path, run, summary, answer, **options) -> Route:
+    return Route("POST", path, run, summary, answer, **options)
+
+
+def put(path, run, summary, answer, **options) -> Route:
+    return Route("PUT", path, run, summary, answer, **options)
+
+
+def delete(path, run, summary, answer, **options) -> Route:
+    return Route("DELETE", path, run, summary, answer, **options)
+
+
+# ----------------------------------------------------------------------------- checks
+def query_values(route: Route, params) -> dict[str, Any]:
+    """The route's query parameters, checked against their schemas (400 otherwise)."""
+    known = {p.name for p in route.query} | {"namespace"}
+    for name in params.keys():
+        if name not in known:
+            raise Problem(400, f"there is no query parameter {name[:40]!r}{_did_you_mean(name, known)}.")
+    values: dict[str, Any] = {}
+    for param in route.query:
+        if param.schema.get("type") == "array":
+            given = params.getlist(param.name)
+            for item in given:
+                _check_value(param, item, param.schema["items"])
+            values[param.name] = tuple(given)
+            continue
+        raw = params.get(param.name)
+        if raw is None:
+            if param.required:
+                raise Problem(400, f"the query parameter {param.name} is missing.")
+            values[param.name] = param.schema.get("default")
+            continue
+        values[param.name] = _check_value(param, raw, param.schema)
+    return values
+
+
+def _check_value(param: Param, raw: str, schema: dict):
+    kind, name = schema.get("type"), param.name
+    if len(raw) > inputs.MAX_TEXT:
+        raise Problem(400, f"the query parameter {name} is too long (at most {inputs.MAX_TEXT} characters).")
+    if kind == "integer":
+        low, high = schema.get("minimum", 0), schema.get("maximum")
+        if not re.fullmatch(r"-?[0-9]{1,12}", raw) or int(raw) < low or (high is not None and int(raw) > high):
+            bound = f"from {low} to {high}" if high is not None else f"of {low} or more"
+            raise Problem(400, f"the query parameter {name} must be a whole number {bound}.")
+        return int(raw)
+    if kind == "number":
+        try:
+            value = float(raw)
+        except ValueError:
+            value = -1.0
+        low, high = schema.get("exclusiveMinimum", 0), schema.get("maximum")
+        if not value > low or (high is not None and value > high) or value != value:
+            raise Problem(400, f"the query parameter {name} must be a number above {low:g}"
+                               + (f" and at most {high:g}." if high is not None else "."))
+        return value
+    if kind == "boolean":
+        if raw not in ("true", "false", "1", "0"):
+            raise Problem(400, f"the query parameter {name} must be true or false.")
+        return raw in ("true", "1")
+    if "enum" in schema and raw not in schema["enum"]:
+        raise Problem(400, f"the query parameter {name} must be one of {', '.join(schema['enum'])}"
+                           f"{_did_you_mean(raw, schema['enum'])}.")
+    if not raw:
+        raise Problem(400, f"the query parameter {name} is empty.")
+    return raw
+
+
+def body_fields(schema: dict, body) -> None:
+    """A JSON body against an object schema: the fields it names, their types, those it
+    requires (422 with one sentence, the first problem found)."""
+    if schema.get("type") != "object" or "properties" not in schema:
+        return
+    if not isinstance(body, dict):
+        raise Problem(422, "the request body must be a JSON object.")
+    properties = schema["properties"]
+    if schema.get("additionalProperties") is False:
+        for name in body:
+            if name not in properties:
+                raise Problem(422, f"unknown field {str(name)[:40]!r}{_did_you_mean(str(name), properties)}; "
+                                   f"the fields are {', '.join(properties)}.")
+    for name in schema.get("required", ()):
+        if name not in body:
+            raise Problem(422, f"the field {name} is missing.")
+    for name, value in body.items():
+        kinds = properties.get(name, {}).get("type")
+        if kinds is not None and not any(_is(value, kind) for kind in ([kinds] if isinstance(kinds, str) else kinds)):
+            wanted = " or ".join(_KIND_WORDS[k] for k in ([kinds] if isinstance(kinds, str) else kinds))
+            raise Problem(422, f"the field {name} must be {wanted}.")
+
+
+_KIND_WORDS = {"string": "text", "integer": "a whole number", "number": "a number", "boolean": "true or false",
+               "object": "an object", "array": "a list", "null": "null"}
+
+
+def _is(value, kind: str) -> bool:
+    if kind == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "number":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, {"string": str, "boolean": bool, "object": dict, "array": list,
+                              "null": type(None)}[kind])
+
+
+def _did_you_mean(word: str, choices) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+async def read_body(route: Route, request: Request):
+    """The body: parsed JSON, or text for a route that takes YAML or JSON lines."""
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind not in JSON_TYPES and not (route.texts and kind in TEXT_TYPES):
+        takes = "application/json" + (", application/yaml or application/x-ndjson" if route.texts else "")
+        raise Problem(415, f"send the body as {takes} (Content-Type).")
+    raw = bytearray()
+    async for chunk in request.stream():
+        raw += chunk
+        if len(raw) > MAX_BODY:
+            raise Problem(413, f"the request body is larger than {MAX_BODY // (1024 * 1024)} MiB.")
+    if kind not in JSON_TYPES:
+        try:
+            return bytes(raw).decode("utf-8")
+        except UnicodeDecodeError:
+            raise Problem(400, "the request body is not UTF-8 text.") from None
+    try:
+        body = orjson.loads(raw or b"null")
+    except orjson.JSONDecodeError as exc:
+        raise Problem(400, f"the request body is not valid JSON ({str(exc).split(':')[0]}).") from None
+    if body is None and route.body is not None:
+        body = {} if schemas.resolve(route.body).get("type") == "object" else None
+    body_fields(schemas.resolve(route.body or {}), body)
+    return body
+
+
+# ----------------------------------------------------------------------------- serving
+def _admit(route: Route, request: Request) -> tuple[Access, str]:
+    """Blocking: the request's access and namespace, or a 401, 403 or 429."""
+    guard: Guard = request.app.state.guard
+    address = (request.scope.get("client") or ("",))[0]
+    access = guard.admit(request.headers.get("authorization"), address)
+    base = request.app.state.sched
+    asked = request.query_params.get("namespace") if route.needs_namespace else None
+    if asked is None or asked == "":
+        namespace = access.namespace if access.namespace != "*" else base.keys.namespace
+    else:
+        namespace = inputs.namespace(asked, base.keys.namespace)
+    guard.allow(access, namespace, route.role, route.every_namespace, route.doing)
+    return access, namespace
+
+
+def _call(route: Route, request: Request, access: Access, namespace: str, body) -> Call:
+    path = {name: PATH_PARAMS[name][2](value) for name, value in request.path_params.items()}
+    query = query_values(route, request.query_params)
+    base = request.app.state.sched
+    client = Client(app=data.namespace_app(base, namespace), actor=access.actor)
+    return Call(client, path, query, body, request.headers, access)
+
+
+def _result(route: Route, outcome, request: Request):
+    if isinstance(outcome, sse.Stream):
+        return sse.response(request, outcome.source, outcome.ready)
+    if isinstance(outcome, Answer):
+        return JSON(outcome.body, status_code=outcome.status)
+    return JSON(outcome, status_code=route.status[0])
+
+
+def _small(request: Request) -> bool:
+    """A body that says it is small enough to read before its token is checked."""
+    length = request.headers.get("content-length", "")
+    return length.isdigit() and int(length) <= SMALL_BODY
+
+
+def endpoint(route: Route):
+    """The Starlette endpoint serving ``route``."""
+
+    def admitted_run(request: Request, body=None):
+        access, namespace = _admit(route, request)
+        if isinstance(body, Problem):  # the body was read first, but the token is answered for first
+            raise body
+        return route.run(_call(route, request, access, namespace, body))
+
+    async def serve(request: Request):
+        try:
+            if route.lasting:
+                outcome = await anyio.to_thread.run_sync(admitted_run, request, limiter=sse.limiter(request.app))
+            elif route.body is None:
+                outcome = await run_in_threadpool(admitted_run, request)
+            elif _small(request):  # read before the token is checked: one thread hop, not two
+                try:
+                    body = await read_body(route, request)
+                except Problem as problem:
+                    body = problem
+                outcome = await run_in_threadpool(admitted_run, request, body)
+            else:
+                access, namespace = await run_in_threadpool(_admit, route, request)
+                call = _call(route, request, access, namespace, await read_body(route, request))
+                outcome = await run_in_threadpool(route.run, call)
+            return _result(route, outcome, request)
+        except Exception as exc:  # noqa: BLE001 - problem_of raises again what it does not know
+            return problems.response(problems.problem_of(exc), request.url.path)
+
+    serve.__name__ = route.operation_id
+    return serve

@@ -1,0 +1,142 @@
+"""The JSON Schemas of what the API answers and takes, named once and referred to from
+the OpenAPI document (``#/components/schemas/<Name>``).
+
+The records are the CLI's ``--json`` records (the API answers what ``sched ... --json``
+prints), so their fields are contracts: fields may be added, never renamed. Every
+schema lists the fields every answer has (``required``) and lets more through.
+"""
+
+from __future__ import annotations
+
+from scheduler.model import TASK_STATES
+
+NAMED: dict[str, dict] = {}  # name -> schema: the document's components
+
+
+def named(name: str, schema: dict) -> dict:
+    """Register ``schema`` as ``name``; returns the reference to it."""
+    NAMED[name] = schema
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def resolve(schema: dict) -> dict:
+    """The schema a reference names (any other schema as it is)."""
+    ref = schema.get("$ref", "")
+    return NAMED[ref.rpartition("/")[2]] if ref.startswith("#/components/schemas/") else schema
+
+
+def obj(required: dict, optional: dict | None = None, **more) -> dict:
+    """An object with ``required`` fields (name -> schema) and ``optional`` ones."""
+    return {"type": "object", "properties": {**required, **(optional or {})}, "required": list(required), **more}
+
+
+def array(items: dict) -> dict:
+    return {"type": "array", "items": items}
+
+
+def nullable(schema: dict) -> dict:
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+STRING, INTEGER, NUMBER, BOOLEAN = {"type": "string"}, {"type": "integer"}, {"type": "number"}, {"type": "boolean"}
+ANY_OBJECT = {"type": "object"}
+COUNTS = {"type": "object", "additionalProperties": {"type": "integer"},
+          "description": "resource -> amount (cpu in millicores, memory in bytes, others in units)"}
+MS = {"type": "integer", "description": "milliseconds since the Unix epoch"}
+STATE = {"type": "string", "enum": list(TASK_STATES)}
+
+PROBLEM = named("Problem", obj(
+    {"type": STRING, "title": STRING, "status": INTEGER, "detail": {"type": "string", "description": "one sentence"}},
+    {"instance": STRING}, description="An error, as RFC 9457 says (application/problem+json)."))
+
+# ----------------------------------------------------------------------------- nodes
+NODE = named("Node", obj({
+    "name": STRING, "capacity": COUNTS, "allocated": COUNTS, "labels": {"type": "object"},
+    "availability": {"type": "string", "enum": ["active", "pause", "drain"]},
+    "status": STRING, "tasks": INTEGER,
+    "platform": obj({"os": STRING, "arch": STRING}), "role": STRING, "plugins": array(STRING)},
+    description="A node, as `sched node ls --json` prints it."))
+NODE_REGISTERED = named("NodeRegistered", obj({"created": BOOLEAN, "node": NODE}))
+AVAILABILITY_CHANGE = named("AvailabilityChange", obj(
+    {"node": STRING, "before": STRING, "availability": STRING},
+    description="A node paused or activated: its availability before and now."))
+DRAIN_REPORT = named("DrainReport", obj(
+    {"node": STRING, "before": STRING, "stopped": array(STRING), "replacements": array(STRING)},
+    description="A drain: the tasks stopped on the node and their replacements, queued as pending."))
+NODE_REMOVED = named("NodeRemoved", obj({"name": STRING, "removed": BOOLEAN}))
+HISTORY_ENTRY = named("HistoryEntry", obj(
+    {"ts": MS, "action": STRING, "by": STRING, "details": ANY_OBJECT},
+    description="Who did what, and when (the audit trail)."))
+
+# ----------------------------------------------------------------------------- jobs
+CHANGES = named("Changes", obj(
+    {"action": STRING, "fields": array(obj({"field": STRING}, {"old": {}, "new": {}}))},
+    {"from_version": nullable(INTEGER), "to_version": nullable(INTEGER), "stop": array(STRING), "start": INTEGER,
+     "kept": array(STRING), "update": ANY_OBJECT},
+    description="What a submit changes (see `sched job plan`)."))
+SUBMITTED = named("Submitted", obj(
+    {"id": STRING, "version": INTEGER, "tasks": array(STRING), "created": BOOLEAN},
+    {"deployment": nullable(STRING), "changes": CHANGES, "unoffered": array(STRING), "decimal_memory": STRING},
+    description="A job submitted, as `sched job submit --json` prints it."))
+JOB_SUMMARY = named("JobSummary", obj(
+    {"id": STRING, "type": STRING, "priority": INTEGER, "replicas": nullable(INTEGER), "version": INTEGER,
+     "status": STRING, "tasks": {"type": "object", "additionalProperties": INTEGER}},
+    description="A job with its task counts by state (`sched job ls --json`)."))
+JOB = named("Job", obj(
+    {"id": STRING, "version": INTEGER, "status": STRING, "created": MS, "spec": ANY_OBJECT,
+     "history": array(HISTORY_ENTRY)},
+    description="A job's spec and status, and who did what to it (`sched job show --json`)."))
+JOB_VERSION = named("JobVersion", obj(
+    {"version": INTEGER, "current": BOOLEAN, "stable": BOOLEAN, "deployment": nullable(STRING),
+     "deployment_state": nullable(STRING), "changes": array(ANY_OBJECT), "spec": ANY_OBJECT},
+    description="One version of a job (`sched job history --json`)."))
+PLAN = named("Plan", obj(
+    {"job": STRING, "placements": array(obj({"task": STRING, "node": STRING})),
+     "preemptions": array(ANY_OBJECT), "pending": array(ANY_OBJECT), "unchanged": BOOLEAN, "changes": CHANGES},
+    {"stopping": INTEGER, "gang": ANY_OBJECT},
+    description="A dry run (`sched job plan --json`): where the tasks would go now."))
+SCALED = named("Scaled", obj({"id": STRING, "replicas": INTEGER, "added": array(STRING), "stopped": array(STRING)}))
+STOPPED = named("Stopped", obj({"id": STRING, "stopped": array(STRING)}))
+TASK = named("Task", obj(
+    {"id": STRING, "job": STRING, "state": STATE, "node": nullable(STRING), "priority": INTEGER,
+     "attempts": INTEGER, "version": INTEGER, "health": nullable(STRING)},
+    description="A task, as `sched task ls --json` prints it."))
+WAITED = named("Waited", obj(
+    {"job": STRING, "state": STATE, "wanted": INTEGER, "reached": BOOLEAN, "tasks": array(TASK)},
+    {"message": STRING},
+    description="A wait for tasks of a job to be in a state: reached, or not within the timeout."))
+
+# ----------------------------------------------------------------------------- tasks
+EXPLANATION = named("Explanation", obj(
+    {"id": STRING, "state": STATE, "version": INTEGER, "nodes_evaluated": INTEGER,
+     "reasons": {"type": "object", "additionalProperties": INTEGER}, "message": STRING},
+    {"nominated_node": STRING, "health": STRING, "health_check": ANY_OBJECT, "gang": ANY_OBJECT,
+     "tenant": STRING},
+    description="Why a task is where it is (`sched task explain --json`)."))
+LOGS = named("Logs", obj(
+    {"id": STRING, "state": STATE, "stdout": STRING, "stderr": STRING, "stdout_bytes": INTEGER,
+     "stderr_bytes": INTEGER},
+    {"result": STRING, "traceback": STRING, "exit_code": INTEGER},
+    description="What a task printed: the last 64 KiB of each stream, and the bytes written."))
+
+# ----------------------------------------------------------------------------- the rest
+COUNTS_BY_STATE = {"type": "object", "additionalProperties": INTEGER}
+DEPLOYMENT = named("Deployment", obj(
+    {"id": STRING, "job": STRING, "from": INTEGER, "to": INTEGER, "state": STRING,
+     "from_counts": COUNTS_BY_STATE, "to_counts": COUNTS_BY_STATE},
+    {"canary": INTEGER, "promoted": {"type": ["integer", "boolean"]}, "message": STRING, "created": MS,
+     "updated": MS},
+    description="A rolling update of a job (`sched deployment status --json`)."))
+QUEUES = named("Queues", obj({"active": INTEGER, "backoff": INTEGER, "unschedulable": INTEGER, "inflight": INTEGER},
+                            description="Tasks in each part of the scheduling queue."))
+QUOTA = named("Quota", obj({"namespace": STRING, "quota": COUNTS, "used": COUNTS},
+                          description="A namespace's quota (tasks counted as `tasks`) and what its live tasks hold."))
+QUOTA_REMOVED = named("QuotaRemoved", obj({"namespace": STRING, "removed": BOOLEAN}))
+TENANT = named("Tenant", obj({"name": STRING, "weight": NUMBER, "used": COUNTS, "dominant_share": NUMBER}))
+TENANT_REMOVED = named("TenantRemoved", obj({"name": STRING, "removed": BOOLEAN}))
+STREAM_INFO = named("StreamInfo", obj(
+    {"namespace": STRING, "key": STRING, "entries": INTEGER, "maxlen": INTEGER, "memory_bytes": INTEGER,
+     "oldest": STRING, "newest": STRING, "groups": array(ANY_OBJECT)},
+    description="The namespace's event stream (`sched events info --json`)."))
+TOKEN_SELF = named("TokenSelf", obj({"name": nullable(STRING), "namespace": STRING, "role": STRING},
+                                    description="The token a request carries (name null without tokens)."))

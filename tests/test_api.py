@@ -1,0 +1,544 @@
+"""The HTTP API (`sched api`, and /v1/ of `sched ui`) against the suite's real
+redis-server: the OpenAPI document is valid OpenAPI 3.1 and every route's real answers
+(successes and problems) match it; tokens (made once, stored as a hash, scoped to a
+namespace and a role, revoked, expiring, refused past a number of failures); the audit
+trail under the token's name; events as server-sent events, resumable with
+Last-Event-ID and filtered; nothing written by a refused request, for any body
+(hypothesis)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import threading
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from jsonschema import Draft202012Validator
+from openapi_spec_validator import validate as validate_openapi
+from starlette.testclient import TestClient
+
+from scheduler.state.api_tokens import FAILED_PREFIX, TOKEN_PREFIX, TOKENS, ApiTokens, digest
+from scheduler.tools.api.access import MAX_FAILED
+from scheduler.tools.api.app import DOCUMENT, create_api
+from scheduler.tools.ui.server import Background
+
+from redis_topologies import free_port
+from test_agents import cluster  # noqa: F401 - a fixture
+from test_ui import snapshot
+
+SPEC = {"id": "web", "replicas": 2, "resources": {"cpu": 0.5, "memory": "256MiB"}}
+
+
+class Api:
+    """Requests to the API, each answer checked against the OpenAPI document: its status
+    must be one its operation lists, its media type too, and its body must match the
+    schema. ``covered``: the operations that answered a success so checked."""
+
+    def __init__(self, http: TestClient, token: str | None = None):
+        self.http, self.token = http, token
+        self.document = orjson.loads(DOCUMENT)
+        self.covered: set[str] = set()
+        self.templates = [(re.compile("^" + re.sub(r"{\w+}", "[^/]+", path) + "$"), path)
+                          for path in self.document["paths"]]
+
+    def operation(self, method: str, path: str) -> dict | None:
+        found = [template for pattern, template in self.templates
+                 if pattern.match(path.split("?")[0]) and method.lower() in self.document["paths"][template]]
+        found.sort(key=lambda template: template.count("{"))  # /v1/jobs/plan before /v1/jobs/{job_id}
+        return self.document["paths"][found[0]][method.lower()] if found else None
+
+    def check(self, method: str, path: str, response) -> None:
+        media = response.headers.get("content-type", "").split(";")[0]
+        operation = self.operation(method, path)
+        if operation is None:  # no such route: a problem all the same
+            assert response.status_code in (404, 405) and media == "application/problem+json", response.text
+            return self.validate(response.json(), {"$ref": "#/components/schemas/Problem"})
+        listed = operation["responses"].get(str(response.status_code))
+        assert listed is not None, (f"{method} {path} answered {response.status_code}, which "
+                                    f"{operation['operationId']} does not list: {response.text[:300]}")
+        assert media in listed["content"], (method, path, response.status_code, media)
+        if media != "text/event-stream":
+            self.validate(response.json(), listed["content"][media]["schema"])
+        if response.status_code < 300:
+            self.covered.add(operation["operationId"])
+
+    def validate(self, body, schema: dict) -> None:
+        Draft202012Validator({**schema, "components": self.document["components"]}).validate(body)
+
+    def __call__(self, method: str, path: str, token: str | None = "default", **options):
+        headers = dict(options.pop("headers", {}))
+        token = self.token if token == "default" else token
+        if token is not None:
+            headers["authorization"] = f"Bearer {token}"
+        response = self.http.request(method, path, headers=headers, **options)
+        self.check(method, path, response)
+        return response
+
+    def stream(self, path: str, messages: int, headers: dict | None = None) -> list[dict]:
+        """The first ``messages`` messages of a stream of server-sent events."""
+        headers = {"authorization": f"Bearer {self.token}", **(headers or {})}
+        lines = []
+        with self.http.stream("GET", path, headers=headers) as response:
+            self.check("GET", path, response)
+            for line in response.iter_lines():
+                lines.append(line)
+                if not line and len(sse_messages(lines)) >= messages:
+                    break
+        return sse_messages(lines)
+
+
+def sse_messages(lines: list[str]) -> list[dict]:
+    """Messages of a stream's lines: {id, event, data}, comments left out."""
+    messages, current = [], {}
+    for line in lines:
+        if not line:
+            if current:
+                messages.append(current)
+            current = {}
+        elif not line.startswith(":"):
+            field, _, value = line.partition(": ")
+            current[field] = orjson.loads(value) if field == "data" else value
+    return messages
+
+
+@pytest.fixture
+def tokens(app):
+    """make(role, namespace=the test's, every=False) -> a token; all revoked afterwards."""
+    store, made = ApiTokens(app.client), []
+
+    def make(role: str, namespace: str | None = None, every: bool = False, ttl_s: int | None = None) -> str:
+        name = f"t-{uuid.uuid4().hex[:8]}"
+        made.append(name)
+        return store.create(name, "*" if every else namespace or app.keys.namespace, role, ttl_s)["token"]
+
+    make.names = made
+    yield make
+    for name in made:
+        try:
+            store.revoke(name)
+        except Exception:
+            pass
+    for key in app.client.scan_iter(match=FAILED_PREFIX + "*", count=1000):
+        app.client.delete(key)
+
+
+@pytest.fixture
+def http(app):
+    with TestClient(create_api(app)) as client:
+        yield client
+
+
+def test_the_openapi_document_is_valid_openapi_3_1_and_needs_no_token(http):
+    response = http.get("/v1/openapi.json")
+    assert response.status_code == 200
+    document = response.json()
+    validate_openapi(document)  # raises on any error
+    assert document["openapi"] == "3.1.0"
+    operations = [op for path in document["paths"].values() for op in path.values()]
+    assert len({op["operationId"] for op in operations}) == len(operations)
+    for op in operations:  # every operation says what its errors look like
+        assert op["responses"]["401"]["content"]["application/problem+json"]
+
+
+def test_every_route_answers_as_the_document_says(app, http, tokens):
+    """Each operation of the document, called for real (with a token of every namespace
+    and the operator's role), answers a success its schema matches; then a problem of
+    each kind. Fails if a route is left out."""
+    api = Api(http, tokens("operator", every=True))
+    ns = f"?namespace={app.keys.namespace}"
+    assert api("GET", "/v1/token").json()["role"] == "operator"
+    assert api("PUT", f"/v1/nodes/n1{ns}", json={"cpu": 4, "memory": "8GiB", "labels": {"zone": "a"}}).status_code == 201
+    assert api("PUT", f"/v1/nodes/n1{ns}", json={"cpu": 8, "memory": "8GiB"}).status_code == 200
+    assert [n["name"] for n in api("GET", f"/v1/nodes{ns}").json()] == ["n1"]
+    assert api("GET", f"/v1/nodes/n1{ns}").json()["capacity"]["cpu"] == 8000
+    assert api("POST", f"/v1/jobs/plan{ns}", json=SPEC).json()["placements"][0]["node"] == "n1"
+    assert api("POST", f"/v1/jobs{ns}", json=SPEC).status_code == 201
+    yaml = "id: a\nresources: {cpu: 0.1, memory: 1Mi}\n---\nid: b\nresources: {cpu: 0.1, memory: 1Mi}\n"
+    listed = api("POST", f"/v1/jobs{ns}", content=yaml, headers={"content-type": "application/yaml"})
+    assert [r["id"] for r in listed.json()] == ["a", "b"]
+    canary = {**SPEC, "resources": {"cpu": 0.5, "memory": "128MiB"}, "update": {"canary": 1}}
+    changed = api("POST", f"/v1/jobs{ns}", json=canary)
+    assert changed.status_code == 200 and changed.json()["deployment"] == "web@2"
+    assert {j["id"] for j in api("GET", f"/v1/jobs{ns}").json()} == {"web", "a", "b"}
+    assert api("GET", f"/v1/jobs/web{ns}").json()["history"][0]["by"].startswith("token:")
+    assert [v["version"] for v in api("GET", f"/v1/jobs/web/history{ns}").json()] == [1, 2]
+    assert api("POST", f"/v1/jobs/web/scale{ns}", json={"replicas": 3}).json()["added"]
+    assert api("GET", f"/v1/jobs/web/wait{ns}&timeout=0.1").json()["reached"] is False
+    assert api("GET", f"/v1/jobs/web/wait{ns}&state=pending&count=1").json()["reached"] is True
+    assert len(api("GET", f"/v1/tasks{ns}&job=web&state=pending").json()) == 3
+    assert api("GET", f"/v1/tasks/web.0{ns}").json()["state"] == "pending"
+    assert api("GET", f"/v1/tasks/web.0/explain{ns}").json()["message"]
+    assert api("GET", f"/v1/tasks/web.0/logs{ns}").json()["stdout"] == ""
+    assert api("GET", f"/v1/deployments{ns}&job=web").json()[0]["id"] == "web@2"
+    assert api("GET", f"/v1/deployments/web@2{ns}").json()["job"] == "web"
+    assert api("POST", f"/v1/deployments/web@2/pause{ns}").json()["state"] == "paused"
+    assert api("POST", f"/v1/deployments/web@2/resume{ns}").json()["state"] == "running"
+    assert api("POST", f"/v1/deployments/web@2/promote{ns}").json()["promoted"]
+    assert api("POST", f"/v1/deployments/web@2/fail{ns}").json()["state"] == "failed"
+    assert api("GET", f"/v1/queues{ns}").json()["active"] >= 3
+    assert api("PUT", f"/v1/quota{ns}", json={"cpu": 100, "tasks": 50}).json()["quota"]["tasks"] == 50
+    assert api("GET", f"/v1/quota{ns}").json()["quota"]["cpu"] == 100_000
+    assert app.keys.namespace in [q["namespace"] for q in api("GET", "/v1/quotas").json()]
+    assert api("GET", f"/v1/quota/history{ns}").json()[0]["action"] == "quota-set"
+    assert api("DELETE", f"/v1/quota{ns}").json()["removed"] is True
+    assert api("PUT", f"/v1/tenants/team-a{ns}", json={"weight": 2}).json()["weight"] == 2
+    assert [t["name"] for t in api("GET", f"/v1/tenants{ns}").json()] == ["team-a"]
+    assert api("DELETE", f"/v1/tenants/team-a{ns}").json()["removed"] is True
+    assert api("GET", f"/v1/events/info{ns}").json()["entries"] > 0
+    assert api("PUT", f"/v1/events/keep{ns}", json={"entries": 5000}).json()["maxlen"] == 5000
+    ready = api.stream(f"/v1/events{ns}", 1)[0]
+    assert ready["event"] == "ready" and ready["data"]["namespace"] == app.keys.namespace
+    assert api("POST", f"/v1/jobs/web/revert{ns}", json={"version": 1}).json()["version"] == 3
+    assert api("POST", f"/v1/jobs/web/stop{ns}").json()["stopped"]
+    assert api("POST", f"/v1/nodes/n1/pause{ns}").json()["before"] == "active"
+    assert api("POST", f"/v1/nodes/n1/activate{ns}").json()["before"] == "pause"
+    assert api("POST", f"/v1/nodes/n1/drain{ns}").json()["before"] == "active"
+    assert [e["action"] for e in api("GET", f"/v1/nodes/n1/history{ns}").json()] == ["pause", "activate", "drain"]
+    assert api("DELETE", f"/v1/nodes/n1{ns}").json()["removed"] is True
+
+    every = {op["operationId"] for path in api.document["paths"].values() for op in path.values()}
+    assert api.covered == every - {"openapi_json"} or api.covered == every, sorted(every - api.covered)
+
+    # Problems, each a document its operation lists.
+    problems = [
+        ("GET", f"/v1/jobs/nope{ns}", {}, 404),
+        ("GET", f"/v1/tasks{ns}&state=pendin", {}, 400),
+        ("GET", f"/v1/tasks{ns}&colour=red", {}, 400),
+        ("GET", "/v1/nodes/a%20b", {}, 400),
+        ("POST", f"/v1/jobs{ns}", {"json": {**SPEC, "replicas": -1}}, 422),
+        ("POST", f"/v1/jobs{ns}", {"content": b"{not json", "headers": {"content-type": "application/json"}}, 400),
+        ("POST", f"/v1/jobs{ns}", {"content": b"x", "headers": {"content-type": "text/csv"}}, 415),
+        ("POST", f"/v1/jobs/a/scale{ns}", {"json": {"replica": 2}}, 422),
+        ("POST", f"/v1/jobs/web/scale{ns}", {"json": {"replicas": 2}}, 409),  # stopped
+        ("POST", f"/v1/jobs/web/revert{ns}", {"json": {"version": 9}}, 422),
+        ("POST", f"/v1/deployments/web@2/promote{ns}", {}, 409),
+        ("PUT", f"/v1/nodes/n2{ns}", {"json": {"cpu": 1}}, 422),
+        ("PUT", f"/v1/nodes/n2{ns}", {"content": b"x" * (8 * 1024 * 1024 + 1),
+                                       "headers": {"content-type": "application/json"}}, 413),
+        ("GET", "/v1/no-such-route", {}, 404),
+        ("DELETE", "/v1/jobs", {}, 405),
+    ]
+    for method, path, options, status in problems:
+        response = api(method, path, **options)
+        assert response.status_code == status, (method, path, response.text)
+        assert response.headers["content-type"] == "application/problem+json"
+        body = response.json()
+        assert body["status"] == status and body["detail"].endswith((".", "?", ")"))
+
+
+def test_the_answers_are_the_cli_json(app, http, tokens, sched):
+    """The API answers what `sched ... --json` prints, for the same state."""
+    api = Api(http, tokens("viewer"))
+    sched("node", "add", "n1", "--cpu", "2", "--memory", "4GiB")
+    sched("job", "submit", "-", input=orjson.dumps(SPEC).decode())
+    for args, path in ((("node", "ls"), "/v1/nodes"), (("job", "ls"), "/v1/jobs"), (("task", "ls"), "/v1/tasks"),
+                       (("task", "explain", "web.1"), "/v1/tasks/web.1/explain"),
+                       (("job", "history", "web"), "/v1/jobs/web/history"), (("tenant", "ls"), "/v1/tenants")):
+        assert api("GET", path).json() == orjson.loads(sched(*args, "--json").stdout), args
+
+
+# ----------------------------------------------------------------------------- tokens
+def test_token_create_prints_the_token_last_and_stores_only_its_hash(app, sched, http):
+    made = sched("token", "create", "ci-bot", "--namespace", app.keys.namespace, "--role", "submitter")
+    token = made.stdout.split()[-1]
+    try:
+        assert token.startswith("sched_") and len(token) > 40
+        everything = b"".join(app.client.dump(key) or b"" for key in app.client.scan_iter(match="sched:api:*"))
+        assert token.encode() not in everything  # only its SHA-256 is kept
+        api = Api(http, token)
+        assert api("GET", "/v1/token").json() == {"name": "ci-bot", "namespace": app.keys.namespace,
+                                                  "role": "submitter"}
+        listed = orjson.loads(sched("token", "ls", "--json").stdout)
+        assert {"name": "ci-bot", "namespace": app.keys.namespace, "role": "submitter"}.items() <= \
+            next(r for r in listed if r["name"] == "ci-bot").items()
+        again = sched("token", "create", "ci-bot", "--namespace", app.keys.namespace, "--role", "viewer", ok=False)
+        assert again.exit_code == 2 and "a token named ci-bot exists" in again.stderr
+        sched("token", "revoke", "ci-bot")
+        refused = api("GET", "/v1/token")
+        assert refused.status_code == 401 and refused.headers["www-authenticate"] == "Bearer"
+        assert "ci-bot" not in sched("token", "ls").stdout
+    finally:
+        sched("token", "revoke", "ci-bot", ok=False)
+        for key in app.client.scan_iter(match=FAILED_PREFIX + "*"):
+            app.client.delete(key)
+
+
+def test_token_create_refuses_bad_input_and_writes_nothing(app, sched):
+    before = app.client.hgetall(TOKENS)
+    for args, said in ((("bad name", "--namespace", "a", "--role", "viewer"), "token name 'bad name' is not valid"),
+                       (("x", "--role", "viewer"), "give --namespace NS or --all-namespaces"),
+                       (("x", "--namespace", "a", "-A", "--role", "viewer"), "give --namespace NS or"),
+                       (("x", "--namespace", "a:b", "--role", "viewer"), "namespace 'a:b' is not valid"),
+                       (("x", "--namespace", "a", "--role", "viewer", "--ttl", "soon"), "--ttl 'soon' is not"),
+                       (("x", "--namespace", "a", "--role", "admin"), "'admin' is not one of")):
+        result = sched("token", "create", *args, ok=False)
+        assert result.exit_code == 2 and said in result.stderr, (args, result.stderr)
+    assert app.client.hgetall(TOKENS) == before
+
+
+def test_a_token_expires_after_its_ttl(app, http, tokens):
+    token = tokens("viewer", ttl_s=1)
+    api = Api(http, token)
+    assert api("GET", "/v1/nodes").status_code == 200
+    assert 0 < app.client.ttl(TOKEN_PREFIX + digest(token)) <= 1
+    deadline = time.monotonic() + 10
+    while api("GET", "/v1/nodes").status_code == 200:
+        assert time.monotonic() < deadline, "the token did not expire"
+        time.sleep(0.2)
+    assert api("GET", "/v1/nodes").status_code == 401
+    assert tokens.names[-1] not in [r["name"] for r in ApiTokens(app.client).records()]
+
+
+def test_roles_and_namespaces_are_enforced_and_refusals_write_nothing(app, http, tokens, redis_url):
+    ns = app.keys.namespace
+    viewer, submitter, other = Api(http, tokens("viewer")), Api(http, tokens("submitter")), \
+        Api(http, tokens("operator", namespace="elsewhere"))
+    operator = Api(http, tokens("operator"))
+    operator("PUT", "/v1/nodes/n1", json={"cpu": 4, "memory": "8GiB"})
+    submitter("POST", "/v1/jobs", json=SPEC)
+    before = snapshot(redis_url, ns)
+    refusals = [(viewer, "POST", "/v1/jobs", {"json": {**SPEC, "id": "more"}}, "may not POST /v1/jobs: that takes a "
+                                                                                "submitter's token"),
+                (viewer, "POST", "/v1/jobs/web/stop", {}, "a viewer of namespace"),
+                (submitter, "POST", "/v1/nodes/n1/drain", {}, "that takes an operator's token"),
+                (submitter, "PUT", "/v1/tenants/t", {"json": {"weight": 1}}, "an operator's token"),
+                (operator, "PUT", "/v1/quota", {"json": {"cpu": 1}}, "a token of every namespace"),
+                (operator, "GET", "/v1/quotas", {}, "a token of every namespace"),
+                (other, "GET", f"/v1/jobs?namespace={ns}", {}, f"may not reach namespace {ns}"),
+                (other, "POST", f"/v1/jobs/web/stop?namespace={ns}", {}, f"may not reach namespace {ns}")]
+    for api, method, path, options, said in refusals:
+        response = api(method, path, **options)
+        assert response.status_code == 403 and said in response.json()["detail"], (path, response.text)
+    assert snapshot(redis_url, ns) == before
+    assert other("GET", "/v1/jobs").json() == []  # its own namespace, by default
+    assert viewer("POST", "/v1/jobs/plan", json=SPEC).status_code == 200  # a dry run is a read
+
+
+def test_actions_are_recorded_under_the_token_name(app, http, tokens):
+    api = Api(http, tokens("operator"))
+    name = tokens.names[-1]
+    api("PUT", "/v1/nodes/n1", json={"cpu": 4, "memory": "8GiB"})
+    api("POST", "/v1/jobs", json=SPEC)
+    api("POST", "/v1/jobs/web/scale", json={"replicas": 1})
+    api("POST", "/v1/nodes/n1/pause")
+    trail = app.store.read_history(job="web")
+    assert [(e["action"], e["by"]) for e in trail] == [("submit", f"token:{name}"), ("scale", f"token:{name}")]
+    assert [(e["action"], e["by"]) for e in app.store.read_history(node="n1")] == [("pause", f"token:{name}")]
+
+
+def test_failures_from_an_address_are_limited(app, http, tokens):
+    good = tokens("viewer")
+    api = Api(http)
+    for i in range(MAX_FAILED):
+        assert api("GET", "/v1/nodes", token=None if i % 2 else f"sched_wrong{i}").status_code == 401
+    limited = api("GET", "/v1/nodes", token=good)
+    assert limited.status_code == 429 and "too many requests" in limited.json()["detail"]
+    assert 0 < int(limited.headers["retry-after"]) <= 15 * 60
+    for key in app.client.scan_iter(match=FAILED_PREFIX + "*"):
+        app.client.delete(key)
+    assert api("GET", "/v1/nodes", token=good).status_code == 200
+
+
+def test_without_auth_only_same_site_or_programs_may_act(app, tokens):
+    with TestClient(create_api(app, auth=False)) as http:
+        api = Api(http)
+        assert api("GET", "/v1/token", token=None).json() == {"name": None, "namespace": "*", "role": "operator"}
+        assert api("PUT", "/v1/nodes/n1", token=None, json={"cpu": 1, "memory": "1GiB"}).status_code == 201
+        assert app.store.read_history(node="n1") == []  # registering is not an action with a history
+        cross = api("POST", "/v1/nodes/n1/pause", token=None, headers={"origin": "http://evil.example"})
+        assert cross.status_code == 403 and "cross-origin" in cross.json()["detail"]
+        assert app.store.get_node("n1").availability == "active"
+        assert api("POST", "/v1/nodes/n1/pause", token=None).json()["before"] == "active"
+        assert app.store.read_history(node="n1")[0]["by"] == app.store.redis_user()
+
+
+def test_sched_api_refuses_no_auth_on_a_network_address(sched):
+    result = sched("api", "--host", "0.0.0.0", "--no-auth", ok=False)
+    assert result.exit_code == 2
+    assert "sched api will not serve 0.0.0.0 without tokens" in result.stderr
+
+
+def test_sched_ui_serves_the_api_beside_the_dashboard(app, tokens):
+    import httpx2 as httpx
+
+    token = tokens("viewer")
+    with Background(app) as url:
+        with httpx.Client(base_url=url) as http:
+            assert http.get("/").status_code == 200  # the dashboard, without sign-in on loopback
+            assert http.get("/v1/nodes").status_code == 401  # the API, with tokens
+            assert http.get("/v1/nodes", headers={"authorization": f"Bearer {token}"}).json() == []
+    with Background(app, api_auth=False) as url:
+        assert httpx.get(f"{url}/v1/token").json()["name"] is None
+
+
+# ----------------------------------------------------------------------------- events
+def test_events_resume_after_last_event_id_and_filter(app, http, tokens):
+    api = Api(http, tokens("submitter"))
+    api("PUT", "/v1/nodes/n1", token=tokens("operator"), json={"cpu": 4, "memory": "8GiB"})
+    for job in ("a", "b"):
+        api("POST", "/v1/jobs", json={"id": job})
+    first = api.stream("/v1/events?since=start&type=job", 3)
+    assert first[0]["event"] == "ready" and first[0]["id"] == "0-0"
+    jobs = [m for m in first[1:]]
+    assert [(m["data"]["type"], m["data"]["id"]) for m in jobs] == [("job", "a"), ("job", "b")]
+    api("POST", "/v1/jobs", json={"id": "c"})
+    again = api.stream("/v1/events?type=job", 3, headers={"last-event-id": jobs[0]["id"]})
+    assert again[0]["id"] == jobs[0]["id"]  # the ready message says where it goes on from
+    assert [m["data"]["id"] for m in again[1:]] == ["b", "c"]
+    assert [m["id"] for m in again[1:2]] == [jobs[1]["id"]]
+    tasks = api.stream("/v1/events?since=start&job=c&type=task", 2)
+    assert [(m["data"]["type"], m["data"]["id"]) for m in tasks[1:]] == [("task", "c.0")]
+    bad = api("GET", "/v1/events?since=yesterday")
+    assert bad.status_code == 400 and "since 'yesterday' is not start, now" in bad.json()["detail"]
+
+
+def test_events_from_now_arrive_as_they_happen(app, http, tokens):
+    token = tokens("submitter")
+    api = Api(http, token)
+    with http.stream("GET", "/v1/events", headers={"authorization": f"Bearer {token}"}) as response:
+        lines = response.iter_lines()
+        head = [next(lines) for _ in range(5)]
+        assert sse_messages(head)[0]["event"] == "ready"
+        threading.Thread(target=lambda: api("POST", "/v1/jobs", json={"id": "live"})).start()
+        seen = []
+        while len(seen) < 4:
+            seen.append(next(lines))
+    event = sse_messages(seen)[0]
+    assert event["data"]["type"] in ("job", "task", "audit") and re.fullmatch(r"\d+-\d+", event["id"])
+
+
+# ----------------------------------------------------------------------------- any body
+BODY_ROUTES = [("POST", "/v1/jobs"), ("POST", "/v1/jobs/plan"), ("POST", "/v1/jobs/web/scale"),
+               ("POST", "/v1/jobs/web/revert"), ("PUT", "/v1/nodes/n1"), ("PUT", "/v1/tenants/t"),
+               ("PUT", "/v1/quota"), ("PUT", "/v1/events/keep")]
+JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers(-10**12, 10**12) | st.floats(allow_nan=False, allow_infinity=False)
+                           | st.text(max_size=12),
+                           lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+                               st.sampled_from(["id", "replicas", "version", "cpu", "memory", "weight", "entries",
+                                                "resources", "labels", "type", "tasks", "x"]), inner, max_size=4),
+                           max_leaves=10)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(route=st.sampled_from(BODY_ROUTES), body=JSON_VALUES)
+def test_any_body_gets_a_documented_answer_and_a_refusal_writes_nothing(app, http, tokens, redis_url, route, body):
+    api = Api(http, _every_token(tokens))
+    before = snapshot(redis_url, app.keys.namespace)
+    response = api(route[0], f"{route[1]}?namespace={app.keys.namespace}", json=body)  # checks the answer
+    assert response.status_code < 500
+    if response.status_code >= 400:
+        assert snapshot(redis_url, app.keys.namespace) == before, (route, body, response.text)
+
+
+_EVERY: dict[int, str] = {}
+
+
+def _every_token(tokens) -> str:
+    """One operator token of every namespace per test (hypothesis calls the test many times)."""
+    if id(tokens) not in _EVERY:
+        _EVERY[id(tokens)] = tokens("operator", every=True)
+    return _EVERY[id(tokens)]
+
+
+# ----------------------------------------------------------------------------- a client in another language
+NODE = shutil.which("node")
+
+
+@pytest.mark.skipif(NODE is None, reason="node is not installed")
+def test_a_node_client_submits_waits_reads_logs_and_stops(cluster, app, tokens, tmp_path):
+    """`sched api` as a process, a real agent and worker, and Node's fetch as the client."""
+    port = free_port()
+    server = cluster._start("api", "api", "--port", str(port))
+    base = f"http://127.0.0.1:{port}"
+    cluster.agent("n1")
+    cluster.worker()
+    token = tokens("submitter")
+
+    def up():
+        assert server.poll() is None, cluster.logs_text()
+        try:
+            return urllib.request.urlopen(f"{base}/v1/openapi.json", timeout=2).status == 200
+        except OSError:
+            return False
+
+    cluster.wait(up, "sched api to listen")
+    done = subprocess.run([NODE, str(Path(__file__).with_name("api_client.mjs")), base, "hello"],
+                          env={**os.environ, "SCHED_TOKEN": token}, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr + cluster.snapshot()
+    seen = json.loads(done.stdout)
+    assert seen["without_token"] == [401, "application/problem+json", "Unauthorized"]
+    assert seen["submitted"] == [201, "hello", ["hello.0"]]
+    assert seen["states"][-1] == "running" and re.fullmatch(r"\d+-\d+", seen["running_event_id"])
+    assert seen["waited"] == [True, [["hello.0", "running", "n1"]]]
+    assert "hello from node" in seen["stdout"]
+    assert seen["stopped"] == ["hello.0"] and seen["status"] == "stopped"
+    name = tokens.names[-1]
+    assert seen["history"] == [["submit", f"token:{name}"], ["stop", f"token:{name}"]]
+    cluster.wait(lambda: app.store.get_task("hello.0").state == "stopped", "the task to stop")
+
+
+def test_curl_submits_yaml_and_gets_problems(cluster, app, tokens):
+    """The docs' curl examples, against `sched api` as a process."""
+    port = free_port()
+    server = cluster._start("api", "api", "--port", str(port))
+    base, token = f"http://127.0.0.1:{port}", tokens("submitter")
+
+    def curl(*args: str) -> tuple[int, str]:
+        done = subprocess.run(["curl", "-sS", "-w", "\n%{http_code}", "-H", f"Authorization: Bearer {token}", *args],
+                              capture_output=True, text=True, timeout=30)
+        body, _, status = done.stdout.rpartition("\n")
+        return int(status or 0), body
+
+    cluster.wait(lambda: server.poll() is None and curl(f"{base}/v1/token")[0] == 200, "sched api to listen")
+    status, body = curl("-H", "Content-Type: application/yaml", "--data-binary",
+                        "id: web\nreplicas: 2\nresources: {cpu: 0.5, memory: 256MiB}\n", f"{base}/v1/jobs")
+    assert status == 201 and json.loads(body)["tasks"] == ["web.0", "web.1"]
+    status, body = curl("-X", "POST", "-H", "Content-Type: application/json", "-d", '{"replicas": -1}',
+                        f"{base}/v1/jobs/web/scale")
+    assert status == 422 and json.loads(body)["detail"] == "replicas must be a whole number from 0 to 1000000."
+    status, body = curl(f"{base}/v1/tasks?job=web&state=pending")
+    assert status == 200 and [t["id"] for t in json.loads(body)] == ["web.0", "web.1"]
+
+
+# ----------------------------------------------------------------------------- faults
+def test_redis_away_is_a_503_then_the_api_and_its_event_streams_go_on(tmp_path, monkeypatch):
+    """Redis killed under a running API: requests get a 503 problem within the failover
+    bound (no hang, no 500); once it is back they are served again, and an event stream
+    open all along delivers what comes after, once."""
+    from restartable_redis import RestartableRedis
+    from scheduler.state.app import App
+
+    monkeypatch.setenv("SCHED_FAILOVER_S", "1")
+    server = RestartableRedis(tmp_path / "redis")
+    server.start()
+    app = App(redis_url=server.url, namespace="faults")
+    try:
+        with TestClient(create_api(app, auth=False)) as http:
+            api = Api(http)
+            api("PUT", "/v1/nodes/n1", token=None, json={"cpu": 4, "memory": "8GiB"})
+            with http.stream("GET", "/v1/events?type=job") as stream:
+                lines = stream.iter_lines()
+                assert next(lines) == "retry: 3000"
+                server.kill()
+                away = api("POST", "/v1/jobs", token=None, json={"id": "during"})
+                assert away.status_code == 503 and away.json()["detail"].startswith("Redis is not available")
+                server.start()
+                assert api("POST", "/v1/jobs", token=None, json={"id": "after"}).status_code == 201
+                messages = []
+                while not any(m.get("data", {}).get("id") == "after" for m in sse_messages(messages)):
+                    messages.append(next(lines))
+            assert [m["data"]["id"] for m in sse_messages(messages) if "id" in m and "event" not in m] == ["after"]
+            assert api("GET", "/v1/jobs", token=None).json()[0]["id"] == "after"
+    finally:
+        app.close()
+        server.stop()
