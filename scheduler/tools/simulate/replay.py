@@ -86,7 +86,7 @@ class Replay:
         self.trace, self.settings = trace, settings
         self.clock = VirtualClock()
         self.app = App(redis_url=url, namespace=namespace, clock=self.clock)
-        self.client = Client(app=self.app)
+        self.api = Client(app=self.app)  # the Python API, as the CLI uses it
         self.store = self.app.store
         placement = PlacementOptions(percentage_of_nodes_to_score=settings.percentage_of_nodes)
         config = WorkerConfig(batch_size=settings.batch_size, placement=placement)
@@ -194,15 +194,15 @@ class Replay:
             store.set_status(event.name, READY)
             self.recorder.node_usable(event.name, self.nodes[event.name].availability == "active")
         elif kind == DRAIN:
-            self.client.drain(event.name)
+            self.api.drain(event.name)
             self.recorder.node_usable(event.name, False)
         elif kind == QUOTA:
             if event.quota:
-                self.client.set_quota(resources=event.quota)
+                self.api.set_quota(resources=event.quota)
             else:
-                self.client.remove_quota()
+                self.api.remove_quota()
         elif kind == TENANT:
-            self.client.set_tenant(event.name, event.weight)
+            self.api.set_tenant(event.name, event.weight)
             self.recorder.weights[event.name] = event.weight
 
     def _spec(self, event: Event, count: int) -> JobSpec:
