@@ -127,6 +127,10 @@ def run(trace, nodes_files, fmt, strategy, percentage_of_nodes, node_count, comp
     from scheduler.tools.simulate.formats import load
     from scheduler.tools.simulate.replay import Settings
 
+    import signal
+
+    # A TERM ends the replay as an interrupt does, so its private redis-server is stopped too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     for path in (*trace, *nodes_files):
         if not path.exists():
             raise SpecError(f"{path} does not exist.")

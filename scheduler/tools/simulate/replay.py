@@ -89,7 +89,8 @@ class Replay:
         self.api = Client(app=self.app)  # the Python API, as the CLI uses it
         self.store = self.app.store
         placement = PlacementOptions(percentage_of_nodes_to_score=settings.percentage_of_nodes)
-        config = WorkerConfig(batch_size=settings.batch_size, placement=placement)
+        # One worker: nothing to share a short queue with, so it claims whole batches.
+        config = WorkerConfig(batch_size=settings.batch_size, placement=placement, share_from=None)
         self.worker = process("scheduler-worker")(self.app, config, name="simulator")
         self.tick_ms = max(1, int(settings.tick_s * 1000))
         nodes, events = self._nodes_and_events()
