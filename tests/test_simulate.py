@@ -204,3 +204,15 @@ def test_the_command_replays_compares_and_writes_the_page(tmp_path):
                                                "stranded.png", "delay.png", "tenants.png", "compaction.png"}
     bad = runner.invoke(main, ["simulate", str(trace), "--compare", "strategy=tight"])
     assert bad.exit_code == 2 and "strategy is binpack or spread" in bad.output
+
+
+def test_any_job_spec_field_replays_a_gang_waits_whole_until_it_fits(simulator):
+    trace = trace_of(node("n0", 2, "4GiB"), node("n1", 2, "4GiB"),
+                     task(0, "filler", 2, 100, 1, "1GiB", max_per_node=1),
+                     task(10, "train", 3, 50, 1, "1GiB", gang=True))
+    report = simulator.replay(trace, Settings())
+    # 2 of the gang's 3 tasks could be placed at 10, but a gang is placed whole: it waits
+    # for the filler to end at 100, then all three go at once.
+    assert report["queueing_delay_s"]["50"]["max"] == 90.0
+    assert report["placed"] == 5 and report["simulated_s"] == 150.0
+    assert any("gang" in reason for reason in report["pending_reasons"])
