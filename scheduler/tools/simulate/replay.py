@@ -108,6 +108,7 @@ class Replay:
         self.after = "0-0"  # the stream is read after this id
         self._specs: dict[tuple, JobSpec] = {}
         self.nodes: dict[str, Node] = {}
+        self.drained: set[str] = set()
 
     def _nodes_and_events(self) -> tuple[list[Node], list[Event]]:
         events = self.trace.events
@@ -193,8 +194,9 @@ class Replay:
             self.recorder.node_usable(event.name, False)
         elif kind == NODE_UP:
             store.set_status(event.name, READY)
-            self.recorder.node_usable(event.name, self.nodes[event.name].availability == "active")
+            self.recorder.node_usable(event.name, event.name not in self.drained)
         elif kind == DRAIN:
+            self.drained.add(event.name)
             self.api.drain(event.name)
             self.recorder.node_usable(event.name, False)
         elif kind == QUOTA:
