@@ -216,3 +216,15 @@ def test_any_job_spec_field_replays_a_gang_waits_whole_until_it_fits(simulator):
     assert report["queueing_delay_s"]["50"]["max"] == 90.0
     assert report["placed"] == 5 and report["simulated_s"] == 150.0
     assert any("gang" in reason for reason in report["pending_reasons"])
+
+
+def test_the_strategy_setting_changes_where_tasks_go(simulator):
+    trace = trace_of(node("n0", 2, "4GiB"), node("n1", 2, "4GiB"),
+                     task(0, "small", 2, None, 1, "1GiB"),
+                     task(1, "big", 1, 10, 2, "1GiB"))
+    spread = simulator.replay(trace, Settings())
+    binpack = simulator.replay(trace, Settings(strategy="binpack"))
+    # Spread puts one small task on each node and the big one finds no node with 2 cores;
+    # bin-packing puts both on one node and leaves the other whole.
+    assert (spread["pending_at_end"], binpack["pending_at_end"]) == (1, 0)
+    assert binpack["settings"] == "strategy=binpack" and binpack["placed"] == 3
