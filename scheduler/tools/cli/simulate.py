@@ -140,7 +140,7 @@ def run(trace, nodes_files, fmt, strategy, percentage_of_nodes, node_count, comp
     loaded = load(list(trace), fmt, list(nodes_files) or None, _machine(machine))
     reports = []
     with private_redis() as url:
-        simulator = Simulator(url)
+        simulator = Simulator(url, progress=_progress if sys.stderr.isatty() else None)
         for setting in settings:
             if compact:
                 found = find_fewest(simulator.replay, loaded, setting, max_wait)
@@ -151,6 +151,8 @@ def run(trace, nodes_files, fmt, strategy, percentage_of_nodes, node_count, comp
             else:
                 report = simulator.replay(loaded, setting)
             reports.append(report)
+    if sys.stderr.isatty():
+        sys.stderr.write("\r\033[K")  # the progress line goes
     if out is not None:
         from scheduler.tools.simulate.page import write
 
@@ -162,6 +164,13 @@ def run(trace, nodes_files, fmt, strategy, percentage_of_nodes, node_count, comp
         print_json(shown[0] if len(shown) == 1 else {"runs": shown})
         return
     _print_summary(reports)
+
+
+def _progress(now_ms: int, end_ms: int, recorder) -> None:
+    """One line on a terminal, rewritten in place, while a replay runs."""
+    sys.stderr.write(f"\rsimulating: {now_ms / 1000:,.0f} of {end_ms / 1000:,.0f} s of trace, "
+                     f"{recorder.placed:,} placed, {len(recorder.pending):,} waiting   ")
+    sys.stderr.flush()
 
 
 def _print_summary(reports: list[dict]) -> None:

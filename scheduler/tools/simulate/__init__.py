@@ -44,15 +44,15 @@ def private_redis() -> Iterator[str]:
 class Simulator:
     """Replays on one private server, each in a namespace of its own (emptied after)."""
 
-    def __init__(self, url: str, prefix: str = "simulate"):
-        self.url, self.prefix = url, prefix
+    def __init__(self, url: str, prefix: str = "simulate", progress=None):
+        self.url, self.prefix, self.progress = url, prefix, progress
         self.runs = 0
 
     def replay(self, trace: Trace, settings: Settings) -> dict:
         self.runs += 1
         replay = Replay(trace, settings, self.url, f"{self.prefix}-{self.runs}")
         try:
-            replay.run()
+            replay.run(self.progress)
             return summarise(replay)
         finally:
             replay.store.clear_namespace()

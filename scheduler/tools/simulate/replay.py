@@ -119,8 +119,11 @@ class Replay:
         return nodes, [e for e in events if e.kind not in (NODE, NODE_DOWN, NODE_UP, DRAIN)]
 
     # The loop.
-    def run(self) -> Recorder:
-        started = time.perf_counter()
+    def run(self, progress=None) -> Recorder:
+        """Replay the whole trace; ``progress(now_ms, end_ms, recorder)`` is called about
+        once a second of wall time."""
+        started = last_shown = time.perf_counter()
+        horizon = self.trace.end_ms
         self.store.stream.set_maxlen(STREAM_KEEP)
         if self.settings.nodes is not None:
             self._add_nodes(self.initial, 0)
@@ -154,6 +157,9 @@ class Replay:
                 self._read_stream()
             self._read_stream()
             self._sample(now)
+            if progress is not None and time.perf_counter() - last_shown >= 1.0:
+                last_shown = time.perf_counter()
+                progress(now, horizon, self.recorder)
             upcoming = [self._round(events[i].time_ms)] if i < len(events) else []
             if self.ends:
                 upcoming.append(self._round(self.ends[0][0]))
