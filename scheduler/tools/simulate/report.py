@@ -19,7 +19,7 @@ def summarise(replay: Replay) -> dict:
         "settings": replay.settings.label(),
         "source": trace.source,
         "nodes": len(replay.nodes),
-        "tasks": sum(1 for _ in recorder.created_ms),
+        "tasks": len(recorder.created_ms),
         "trace_tasks": trace.tasks,
         "placed": recorder.placed,
         "pending_at_end": len(recorder.pending),
