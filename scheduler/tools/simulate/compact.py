@@ -5,7 +5,8 @@ bisection, against the lower bound (peak demand over one node's capacity, per re
 The inventory is the trace's nodes at time 0; a cluster of N nodes repeats them in turn
 (``replay.shaped_nodes``), so a mixed inventory keeps its mix. "Places" means: nothing
 pending at the end, and no task waited longer than ``max_wait_s``. Bisection assumes that
-more nodes never make it worse; each probe is a whole replay.
+more nodes never make it worse; each probe is a replay, stopped as soon as a task has
+waited longer than the bound (it has failed then).
 """
 
 from __future__ import annotations
@@ -61,8 +62,9 @@ def compact(replay, trace: Trace, settings: Settings, max_wait_s: float) -> dict
 
     def places(n: int) -> bool:
         if n not in tries:
-            report = replay(trace, dataclasses.replace(settings, nodes=n))
-            report["places"] = report["pending_at_end"] == 0 and report["longest_wait_s"] <= max_wait_s
+            report = replay(trace, dataclasses.replace(settings, nodes=n, give_up_wait_s=max_wait_s))
+            report["places"] = (not report["gave_up"] and report["pending_at_end"] == 0
+                                and report["longest_wait_s"] <= max_wait_s)
             tries[n] = report
         return tries[n]["places"]
 
@@ -92,5 +94,6 @@ def compact(replay, trace: Trace, settings: Settings, max_wait_s: float) -> dict
     return {"nodes_needed": needed, "lower_bound": bound["nodes"], "lower_bound_per_resource": bound["per_resource"],
             "max_wait_s": max_wait_s,
             "tries": [{"nodes": n, "places": r["places"], "longest_wait_s": r["longest_wait_s"],
-                       "pending_at_end": r["pending_at_end"]} for n, r in sorted(tries.items())],
+                       "pending_at_end": r["pending_at_end"], "stopped_at_s": r["simulated_s"] if r["gave_up"] else None,
+                       "wall_s": r["wall_s"]} for n, r in sorted(tries.items())],
             "report": tries[needed] if needed is not None else tries[high]}

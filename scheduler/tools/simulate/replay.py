@@ -67,6 +67,7 @@ class Settings:
     tick_s: float = 1.0
     batch_size: int = 512
     until_s: float | None = None
+    give_up_wait_s: float | None = None  # stop as soon as a task has waited longer (compaction's probes)
 
     def label(self) -> str:
         parts = [f"strategy={self.strategy}" if self.strategy else "",
@@ -109,6 +110,7 @@ class Replay:
         self._specs: dict[tuple, JobSpec] = {}
         self.nodes: dict[str, Node] = {}
         self.drained: set[str] = set()
+        self.gave_up = False
 
     def _nodes_and_events(self) -> tuple[list[Node], list[Event]]:
         events = self.trace.events
@@ -157,6 +159,9 @@ class Replay:
                 self._read_stream()
             self._read_stream()
             self._sample(now)
+            if self._waited_too_long(now):
+                self.gave_up = True
+                break
             if progress is not None and time.perf_counter() - last_shown >= 1.0:
                 last_shown = time.perf_counter()
                 progress(now, horizon, self.recorder)
@@ -176,6 +181,16 @@ class Replay:
         self.end_ms = now
         self.wall_s = time.perf_counter() - started
         return self.recorder
+
+    def _waited_too_long(self, now: int) -> bool:
+        """Whether the oldest waiting task has waited longer than ``give_up_wait_s``: a
+        probe of compaction has then failed, and replaying on would only cost time."""
+        bound = self.settings.give_up_wait_s
+        recorder = self.recorder
+        if bound is None or not recorder.pending:
+            return False
+        oldest = recorder.created_ms[next(iter(recorder.pending))]
+        return EPOCH_MS + now - oldest > bound * 1000
 
     def _round(self, ms: int) -> int:
         """Up to the next tick (an instant on a tick stays)."""

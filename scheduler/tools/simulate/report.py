@@ -17,6 +17,7 @@ def summarise(replay: Replay) -> dict:
     simulated_tasks = recorder.placed + len(recorder.pending)
     return {
         "settings": replay.settings.label(),
+        "gave_up": replay.gave_up,
         "source": trace.source,
         "nodes": len(replay.nodes),
         "tasks": len(recorder.created_ms),
