@@ -131,10 +131,12 @@ end
 
 -- Give back exactly what commit.lua took for a live task: the allocation and host ports
 -- recorded on the task, its place in the node's task set, and its tallies.
--- k = {node=, node_tasks=, tally_job=, tally_priority=, changes=, seq=, usage=}.
+-- k = {node=, node_tasks=, tally_job=, tally_dom=, tally_priority=, changes=, seq=, usage=}.
 -- tenant: the task's tenant field, set by commit.lua when it counted the task in the usage
--- hash (nil for a task committed before usage was kept).
-local function release(id, name, alloc, ports, priority, k, tenant)
+-- hash (nil for a task committed before usage was kept). domains: the task's domains field,
+-- the JSON list of tally:dom fields commit.lua counted it under (nil for a task of a job
+-- that is not counted by domain); each, and "*", loses one.
+local function release(id, name, alloc, ports, priority, k, tenant, domains)
   if redis.call('SREM', k.node_tasks, id) == 1 then
     local counted = tenant and k.usage
     for pair in string.gmatch(alloc or '', '[^,]+') do
@@ -158,6 +160,13 @@ local function release(id, name, alloc, ports, priority, k, tenant)
     redis.call('ZADD', k.changes, redis.call('INCR', k.seq), name)
   end
   if tonumber(redis.call('ZINCRBY', k.tally_job, -1, name)) <= 0 then redis.call('ZREM', k.tally_job, name) end
+  if domains and k.tally_dom then
+    local fields = cjson.decode(domains)
+    fields[#fields + 1] = '*'
+    for _, field in ipairs(fields) do
+      if redis.call('HINCRBY', k.tally_dom, field, -1) <= 0 then redis.call('HDEL', k.tally_dom, field) end
+    end
+  end
   if priority and tonumber(redis.call('HINCRBY', k.tally_priority, priority, -1)) <= 0 then
     redis.call('HDEL', k.tally_priority, priority)
   end
@@ -168,23 +177,25 @@ end
 -- task leaves every queue and loses its lease; a live one gives back what it held
 -- (release), and one that failed on its node is counted in faults:<job> in the same step
 -- ("<node>|<task>|<version>"), dropping the entries older than k.fault_window ms.
--- k = {task=, node=, node_tasks=, tally_job=, faults=, fault_window=, queues={4 queue
--- keys}, leases=, tally_priority=, changes=, seq=, usage=}. expected: the node the caller
+-- k = {task=, node=, node_tasks=, tally_job=, tally_dom=, faults=, fault_window=, queues={the 5
+-- queue keys: active, backoff, unschedulable, inflight, waiting}, leases=, tally_priority=,
+-- changes=, seq=, usage=, ended= (tasks:ended, which retention counts from)}. expected: the node the caller
 -- saw it on ("" while pending); events: where the end is announced (events_to). Returns
 -- what finish.lua reports for it (the state it left, "absent", "terminal:<state>" or
 -- "elsewhere") and whether it freed room on a node.
 local function end_task(id, state, message, expected, k, events, now)
-  local cur = redis.call('HMGET', k.task, 'state', 'node', 'alloc', 'ports', 'job', 'priority', 'tenant', 'version')
+  local cur = redis.call('HMGET', k.task, 'state', 'node', 'alloc', 'ports', 'job', 'priority', 'tenant', 'version',
+    'domains')
   local was, on = cur[1], cur[2] or ''
   if not was then return 'absent', false end
   if was ~= 'pending' and was ~= 'assigned' and was ~= 'running' then return 'terminal:' .. was, false end
   if (was == 'pending' and expected ~= '') or (was ~= 'pending' and on ~= expected) then return 'elsewhere', false end
   local freed = false
   if was == 'pending' then
-    for q = 1, 4 do redis.call('ZREM', k.queues[q], id) end
+    for q = 1, #k.queues do redis.call('ZREM', k.queues[q], id) end
     redis.call('HDEL', k.leases, id)
   else
-    release(id, on, cur[3], cur[4], cur[6], k, cur[7] or nil)
+    release(id, on, cur[3], cur[4], cur[6], k, cur[7] or nil, cur[9] or nil)
     freed = true
     if state == 'failed' then
       redis.call('ZADD', k.faults, int(now), on .. '|' .. id .. '|' .. (cur[8] or ''))
@@ -192,6 +203,62 @@ local function end_task(id, state, message, expected, k, events, now)
     end
   end
   redis.call('HSET', k.task, 'state', state, 'ended_at', int(now), 'message', message)
+  redis.call('ZADD', k.ended, int(now), id)
   emit(events, {'type', 'task', 'id', id, 'job', cur[5] or '', 'state', state, 'node', on}, now)
   return was, freed
+end
+
+
+-- Retention (docs/redis-keys.md, Retention): where a job stands once its ended tasks are
+-- counted in job:<id>:ended. It is finished when none of its tasks is open (pending or
+-- live) and it is stopped, or is a batch job with tasks: then it waits in jobs:finished
+-- (scored by when it finished), or, with its own ttl_after_finished, in jobs:expiring
+-- (scored by when it goes), with finished_at on its hash, and its finish is announced
+-- once. Otherwise, if it has ended tasks that retention may remove (a batch job's
+-- slot outcomes, scored inf, stay with it), it waits in jobs:ended scored by when the
+-- oldest of them ended, or 0 when it has more than g.per_job of them.
+-- j = {id=, job=, tasks=, ended=}; g = {jobs_ended=, finished=, expiring=, per_job=,
+-- retention= (ms, job_retention: the finished event's remove_at), now=}; spec: the job's spec
+-- decoded, or nil to read it; at: when it finished, if it did (ms).
+-- Returns 'finished' (just now), 'kept' (finished before), 'open' or 'gone'.
+local function settle(j, g, spec, at, events)
+  local f = redis.call('HMGET', j.job, 'status', 'spec', 'finished_at', 'version')
+  if not f[1] then
+    redis.call('ZREM', g.jobs_ended, j.id)
+    redis.call('ZREM', g.finished, j.id)
+    redis.call('ZREM', g.expiring, j.id)
+    return 'gone'
+  end
+  spec = spec or cjson.decode(f[2])
+  local total = redis.call('ZCARD', j.tasks)
+  if total - redis.call('ZCARD', j.ended) <= 0 and (f[1] == 'stopped' or (spec.type == 'batch' and total > 0)) then
+    redis.call('ZREM', g.jobs_ended, j.id)
+    if f[3] then return 'kept' end
+    redis.call('HSET', j.job, 'finished_at', int(at))
+    local ttl, remove_at = tonumber(spec.ttl_after_finished), nil
+    if ttl then
+      remove_at = at + ttl * 1000
+      redis.call('ZADD', g.expiring, int(remove_at), j.id)
+    else
+      remove_at = at + g.retention
+      redis.call('ZADD', g.finished, int(at), j.id)
+    end
+    emit(events, {'type', 'job', 'id', j.id, 'event', 'finished', 'version', tonumber(f[4]),
+      'status', f[1] == 'stopped' and 'stopped' or 'complete', 'remove_at', remove_at}, g.now)
+    return 'finished'
+  end
+  if f[3] then
+    redis.call('HDEL', j.job, 'finished_at')
+    redis.call('ZREM', g.finished, j.id)
+    redis.call('ZREM', g.expiring, j.id)
+  end
+  local first = redis.call('ZRANGEBYSCORE', j.ended, '-inf', '(inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  if #first == 0 then
+    redis.call('ZREM', g.jobs_ended, j.id)
+  elseif redis.call('ZCOUNT', j.ended, '-inf', '(inf') > g.per_job then
+    redis.call('ZADD', g.jobs_ended, 0, j.id)
+  else
+    redis.call('ZADD', g.jobs_ended, first[2], j.id)
+  end
+  return 'open'
 end

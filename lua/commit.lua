@@ -4,7 +4,10 @@
 -- in the same order, against the node as it is now (including the placements before it
 -- in this call), and applied only if it holds: lease still held by this claim, node
 -- exists, status ready, availability active, room in every resource, host ports free,
--- max_per_node, then the namespace's quota. Room nominated for a preemptor of the same or
+-- max_per_node, taints (every group: a NoSchedule or NoExecute taint the group does not
+-- tolerate refuses), the group's domain rules (topology spread, distinct_property, job
+-- affinity, job anti-affinity: scheduler/engine/rules.py), then the namespace's quota.
+-- Room nominated for a preemptor of the same or
 -- higher priority (of another job, not yet expired) counts as taken. Refusals are partial:
 -- the rest of the batch still commits, except within a gang group: every placement of a
 -- gang group is checked first (each seeing the ones before it), and only if all hold are
@@ -31,6 +34,8 @@
 -- then for each node i of the N in ARGV: node HASH, node tasks SET
 -- then for each group g of the G: tally:job:<job> ZSET of its job
 -- then for each placement, in ARGV order: task HASH
+-- then the keys the groups' options name by index (tally:dom:<job> HASH of each job a rule
+--   counts, rules:gen STRING, nodes:epoch STRING), each once
 -- then usage HASH (resource or "tasks" -> namespace total; "tenant:<t>:<resource>")
 -- then quota HASH (resource or "tasks" -> the namespace's limit)
 -- ARGV[1] fencing token
@@ -38,8 +43,26 @@
 -- ARGV[3] namespace name (for the quota reason)
 -- ARGV[4] R, then R resource names
 -- then N, then N node names
--- then G, then per group: job id, max_per_node, priority, tenant, gang (1: all or none), n, n x (resource index (1-based,
---   into the names), amount), m, m x host port, k, k x (task id, node index (1-based))
+-- then D: 1 when some group's job is counted by domain or has domain rules (nodes' descriptions are read)
+-- then G, then per group: job id, max_per_node, priority, tenant, gang (1: all or none),
+--   o, o x option (its name, c, c values: below), n, n x (resource index (1-based, into the
+--   names), amount), m, m x host port, k, k x (task id, node index (1-based))
+-- The group options (none for a job without tolerations or domain rules); K is an index into KEYS:
+--   tolerate: 4 per toleration: key, operator (Equal|Exists), value, effect ("" for every effect)
+--   count: K of the job's tally:dom, K of q:cycle, K of q:move_cycle: its tasks are counted
+--     under every domain of their node (scheduler/model/domains.py), each task records what
+--     it was counted under (domains), and placing one is a cluster event (tasks waiting for
+--     a job affinity, or out of a spread's skew, may now fit)
+--   gen: K of rules:gen, the value its selectors were resolved at (else: refused, retried)
+--   epoch: K of nodes:epoch, the value its spreads' eligible domains were read at
+--   spread: attribute, max_skew, min_domains, self (1: the task counts in its own domain),
+--     reason without the attribute, reason over max_skew, J, J x K (tally:dom of the jobs
+--     counted), then the eligible domains (the attribute's values)
+--   distinct: attribute, limit, reason without the attribute, reason at the limit, K (own tally:dom)
+--   affinity: attribute, self (1: the job meets its own selector), reason, J, J x K
+--   anti: attribute, reason, J, J x K
+-- then (optional) P, then P x (job id, parallelism): jobs with at most that many live tasks
+--   at once (their live tasks are the sum of their tally:job, read once per call)
 -- ARGV[#ARGV] now (ms), or "" for Redis TIME: a simulation's virtual clock (see clock_ms)
 -- Returns {now, results, changes}: results has one entry per placement, 1 when assigned,
 -- else the reason it was refused (the words scheduler/reasons.py uses); changes lists
@@ -62,10 +85,115 @@ for i = 1, N do
   nodes[i] = {name = ARGV[a + i], key = KEYS[7 + 2 * i], tasks_key = KEYS[8 + 2 * i]}
 end
 a = a + N + 1
+local describe = ARGV[a] == '1'
+a = a + 1
 local G = tonumber(ARGV[a])
 a = a + 1
 local tally_base = 8 + 2 * N
 local task_base = tally_base + G
+
+-- Group options (see the header): tolerations, and the domain rules with their counts.
+local NONE = {}
+local ARCH = {x86_64 = 'amd64', ['x86-64'] = 'amd64', aarch64 = 'arm64'}
+local watchers = {}  -- K of a tally:dom -> the spreads counting it (kept current as this call places)
+local spreads = {}
+local function keys_at(at, j)
+  local out = {}
+  for i = 1, j do out[i] = tonumber(ARGV[at + i - 1]) end
+  return out
+end
+local function option(group, name, at, c)
+  if name == 'tolerate' then
+    group.tolerations = {}
+    for i = at, at + c - 1, 4 do
+      group.tolerations[#group.tolerations + 1] = {key = ARGV[i], operator = ARGV[i + 1], value = ARGV[i + 2],
+                                                   effect = ARGV[i + 3]}
+    end
+    return
+  end
+  if name == 'count' then
+    group.count, group.cycle, group.move_cycle = tonumber(ARGV[at]), tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2])
+    return
+  end
+  if name == 'gen' or name == 'epoch' then
+    group.expect = group.expect or {}
+    group.expect[#group.expect + 1] = {key = tonumber(ARGV[at]), value = ARGV[at + 1], name = name}
+    return
+  end
+  group.rules = group.rules or {}
+  local rule = {kind = name, attribute = ARGV[at]}
+  if name == 'spread' then
+    rule.max_skew, rule.min_domains = tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2])
+    rule.self, rule.missing, rule.reason = tonumber(ARGV[at + 3]), ARGV[at + 4], ARGV[at + 5]
+    local j = tonumber(ARGV[at + 6])
+    rule.keys = keys_at(at + 7, j)
+    rule.domains = {}
+    for i = at + 7 + j, at + c - 1 do rule.domains[#rule.domains + 1] = ARGV[i] end
+    spreads[#spreads + 1] = rule
+    for _, k in ipairs(rule.keys) do
+      watchers[k] = watchers[k] or {}
+      watchers[k][#watchers[k] + 1] = rule
+    end
+  elseif name == 'distinct' then
+    rule.limit, rule.missing, rule.reason, rule.keys = tonumber(ARGV[at + 1]), ARGV[at + 2], ARGV[at + 3],
+      {tonumber(ARGV[at + 4])}
+  elseif name == 'affinity' then
+    rule.self, rule.reason = ARGV[at + 1] == '1', ARGV[at + 2]
+    rule.keys = keys_at(at + 4, tonumber(ARGV[at + 3]))
+    group.affinities = (group.affinities or 0) + 1
+  else  -- anti
+    rule.reason = ARGV[at + 1]
+    rule.keys = keys_at(at + 3, tonumber(ARGV[at + 2]))
+  end
+  group.rules[#group.rules + 1] = rule
+end
+
+-- A spread's eligible domains and their counts, and the global minimum, kept current.
+local function spread_minimum(rule)
+  local low, at = nil, 0
+  for _, v in ipairs(rule.domains) do
+    local c = rule.sums[v]
+    if low == nil or c < low then low, at = c, 1 elseif c == low then at = at + 1 end
+  end
+  rule.low, rule.at_low = low or 0, at
+end
+local function spread_counted(rule, value, sign)
+  local c = rule.sums[value]
+  if c == nil then return end
+  rule.sums[value] = c + sign
+  if sign > 0 then
+    if c == rule.low then
+      rule.at_low = rule.at_low - 1
+      if rule.at_low == 0 then spread_minimum(rule) end
+    end
+  elseif c + sign < rule.low then
+    rule.low, rule.at_low = c + sign, 1
+  elseif c + sign == rule.low then
+    rule.at_low = rule.at_low + 1
+  end
+end
+
+-- tally:dom counts as this call sees them: read on first use, plus what it placed.
+local dom_base, dom_delta = {}, {}
+local function dom_get(k, field)
+  local base = dom_base[k]
+  if base == nil then
+    base = {}
+    dom_base[k] = base
+  end
+  local v = base[field]
+  if v == nil then
+    v = tonumber(redis.call('HGET', KEYS[k], field) or '0')
+    base[field] = v
+  end
+  local d = dom_delta[k]
+  return v + (d and d[field] or 0)
+end
+local function dom_sum(keys, field)
+  local n = 0
+  for _, k in ipairs(keys) do n = n + dom_get(k, field) end
+  return n
+end
 
 -- Decode the groups first, so the leases can be read in one call. Groups of one job
 -- (two versions of its spec) share its tasks-per-node counts.
@@ -76,8 +204,15 @@ for g = 1, G do
   local group = {job = job, max_per_node = tonumber(ARGV[a + 1]), priority = tonumber(ARGV[a + 2]),
                  tenant = ARGV[a + 3], gang = ARGV[a + 4] == '1',
                  req = {}, ports = {}, on = jobs[job].on, placed = jobs[job].placed}
-  local n = tonumber(ARGV[a + 5])
+  local o = tonumber(ARGV[a + 5])
   a = a + 6
+  for _ = 1, o do
+    local c = tonumber(ARGV[a + 1])
+    option(group, ARGV[a], a + 2, c)
+    a = a + 2 + c
+  end
+  local n = tonumber(ARGV[a])
+  a = a + 1
   local alloc = {}
   for i = 1, n do
     local index, amount = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
@@ -103,8 +238,44 @@ for g = 1, G do
   end
   groups[g] = group
 end
+-- parallelism: a job's live tasks (the sum of its tally:job, whose members are at most that
+-- many), read on first use and kept with this call's placements.
+local parallelism = {}
+local P = a < #ARGV and tonumber(ARGV[a]) or 0  -- (the last ARGV is the time)
+for i = 1, P do parallelism[ARGV[a + 2 * i - 1]] = tonumber(ARGV[a + 2 * i]) end
+local function live_of(job)
+  if job.live == nil then
+    local on = redis.call('ZRANGE', job.tally, 0, -1, 'WITHSCORES')
+    job.live = 0
+    for i = 2, #on, 2 do job.live = job.live + tonumber(on[i]) end
+  end
+  return job.live
+end
 if #ids == 0 then return {now, {}, {}} end
 local leases = call_all('HMGET', KEYS[2], ids)
+-- Groups whose selectors or eligible domains were read before labels, rules or nodes
+-- changed are refused (and retried); every spread's eligible domains read at once, before
+-- this call places anything.
+for _, group in ipairs(groups) do
+  for _, e in ipairs(group.expect or NONE) do
+    if (redis.call('GET', KEYS[e.key]) or '') ~= e.value then
+      group.stale = e.name == 'gen' and 'job labels or rules changed since planned' or 'nodes changed since planned'
+    end
+  end
+end
+for _, rule in ipairs(spreads) do
+  rule.sums = {}
+  for _, v in ipairs(rule.domains) do rule.sums[v] = 0 end
+  for _, k in ipairs(rule.keys) do
+    if #rule.domains > 0 then
+      local fields = {}
+      for i, v in ipairs(rule.domains) do fields[i] = rule.attribute .. '=' .. v end
+      local got = call_all('HMGET', KEYS[k], fields)
+      for i, v in ipairs(rule.domains) do rule.sums[v] = rule.sums[v] + tonumber(got[i] or '0') end
+    end
+  end
+  spread_minimum(rule)
+end
 local usage_key, quota_key = KEYS[#KEYS - 1], KEYS[#KEYS]
 
 -- The namespace's quota and what its live tasks hold (both small hashes).
@@ -125,6 +296,13 @@ for r = 1, R do
   node_fields[#node_fields + 1] = 'cap:' .. names[r]
   node_fields[#node_fields + 1] = alloc_fields[r]
 end
+local more = #node_fields  -- then taints, and (with describe) what domains are made of
+node_fields[more + 1] = 'taints'
+if describe then
+  for _, f in ipairs({'hostname', 'role', 'os', 'arch', 'labels', 'engine_labels'}) do
+    node_fields[#node_fields + 1] = f
+  end
+end
 local function state(node)
   if node.status == nil then
     local st = redis.call('HMGET', node.key, unpack(node_fields))
@@ -137,8 +315,103 @@ local function state(node)
       node.used[r] = tonumber(st[4 + 2 * r] or '0')
     end
     node.ports, node.placed = {}, {}
+    node.taints = st[more + 1] or false
+    if describe then node.desc = {unpack(st, more + 2, more + 7)} end
   end
   return node
+end
+
+-- The node's taints as {key, value, effect, text}, parsed on first use.
+local function taints_of(node)
+  if node.taint_list == nil then
+    node.taint_list = {}
+    for entry in string.gmatch(node.taints, '%S+') do
+      local key, value, effect = string.match(entry, '^([^=:@]+)=?([^:@]*):(%a+)')
+      if key then
+        node.taint_list[#node.taint_list + 1] = {key = key, value = value, effect = effect,
+          text = value ~= '' and (key .. '=' .. value .. ':' .. effect) or (key .. ':' .. effect)}
+      end
+    end
+  end
+  return node.taint_list
+end
+
+-- kube's TaintToleration filter: the first NoSchedule or NoExecute taint no toleration of
+-- the group tolerates.
+local function untolerated(node, group)
+  for _, taint in ipairs(taints_of(node)) do
+    if taint.effect ~= 'PreferNoSchedule' then
+      local tolerated = false
+      for _, t in ipairs(group.tolerations or NONE) do
+        if (t.effect == '' or t.effect == taint.effect) and (t.key == '' or t.key == taint.key)
+            and (t.operator == 'Exists' or t.value == taint.value) then
+          tolerated = true
+          break
+        end
+      end
+      if not tolerated then return 'untolerated taint ' .. taint.text end
+    end
+  end
+  return nil
+end
+
+-- The node's attribute -> value (as scheduler/model/constraints.py reads them) and the
+-- tally:dom fields a task on it is counted under (scheduler/model/domains.py node_domains),
+-- with their JSON for the task's domains field.
+local function domains_of(node)
+  if node.attrs == nil then
+    local d = node.desc
+    local hostname = (d[1] and d[1] ~= '') and d[1] or node.name
+    local arch = d[4] or 'amd64'
+    arch = ARCH[string.lower(arch)] or arch
+    local attrs = {['node.name'] = node.name, ['node.hostname'] = hostname, ['node.role'] = d[2] or 'worker',
+                   ['node.platform.os'] = d[3] or 'linux', ['node.platform.arch'] = arch}
+    local fields = {}
+    for _, f in ipairs({'node.name', 'node.hostname', 'node.role', 'node.platform.os', 'node.platform.arch'}) do
+      if attrs[f] ~= '' then fields[#fields + 1] = f .. '=' .. attrs[f] end
+    end
+    for prefix, text in pairs({['node.labels.'] = d[5], ['engine.labels.'] = d[6]}) do
+      for k, v in pairs(cjson.decode(text or '{}')) do
+        v = tostring(v)
+        attrs[prefix .. k] = v
+        if v ~= '' then fields[#fields + 1] = prefix .. k .. '=' .. v end
+      end
+    end
+    node.attrs, node.fields, node.record = attrs, fields, cjson.encode(fields)
+  end
+  return node.attrs
+end
+
+-- The group's domain rules (scheduler/engine/rules.py domain_misfit), in its order:
+-- spreads, distinct_property, affinity, anti-affinity; nil when they all hold.
+local function domain_refusal(group, node)
+  local attrs = domains_of(node)
+  local first = nil
+  for _, rule in ipairs(group.rules) do
+    local value = attrs[rule.attribute] or ''
+    local kind = rule.kind
+    if kind == 'spread' then
+      if value == '' then return rule.missing end
+      local c = rule.sums[value] or dom_sum(rule.keys, rule.attribute .. '=' .. value)
+      local low = (#rule.domains == 0 or #rule.domains < rule.min_domains) and 0 or rule.low
+      if c + rule.self - low > rule.max_skew then return rule.reason end
+    elseif kind == 'distinct' then
+      if value == '' then return rule.missing end
+      if dom_sum(rule.keys, rule.attribute .. '=' .. value) >= rule.limit then return rule.reason end
+    elseif kind == 'affinity' then
+      if first == nil then  -- kube's first task: nothing matched anywhere, and it matches itself
+        first = true
+        for _, other in ipairs(group.rules) do
+          if other.kind == 'affinity' and (not other.self or dom_sum(other.keys, '*') > 0) then first = false end
+        end
+      end
+      if value == '' then return rule.reason end
+      if not first and dom_sum(rule.keys, rule.attribute .. '=' .. value) <= 0 then return rule.reason end
+    elseif value ~= '' and dom_sum(rule.keys, rule.attribute .. '=' .. value) > 0 then  -- anti
+      return rule.reason
+    end
+  end
+  return nil
 end
 
 -- Room held on the node for preemptors that this task must not take: nominations
@@ -166,6 +439,7 @@ end
 -- The rule of fit.py; nil when the task fits.
 local function refusal(group, node, lease)
   if lease ~= token then return 'lease expired' end
+  if group.stale then return group.stale end
   if not node.status then return 'node removed' end
   if node.status ~= 'ready' then return 'node down' end
   if node.availability ~= 'active' then
@@ -190,6 +464,18 @@ local function refusal(group, node, lease)
       group.on[node] = tonumber(redis.call('ZSCORE', jobs[group.job].tally, node.name) or '0')
     end
     if group.on[node] >= group.max_per_node then return 'max_per_node reached' end
+  end
+  if node.taints then
+    local taint = untolerated(node, group)
+    if taint then return taint end
+  end
+  if group.rules then
+    local broken = domain_refusal(group, node)
+    if broken then return broken end
+  end
+  local limit = parallelism[group.job]
+  if limit and live_of(jobs[group.job]) >= limit then
+    return 'job ' .. group.job .. ' runs its parallelism of ' .. limit
   end
   if next(quota) then  -- the rule of fit.over_quota
     for _, ra in ipairs(group.req) do
@@ -220,11 +506,26 @@ local function stage(group, node, id, sign)
   node.tasks = node.tasks + sign
   if sign > 0 then node.placed[#node.placed + 1] = id else table.remove(node.placed) end
   if group.on[node] then group.on[node] = group.on[node] + sign end
+  local job = jobs[group.job]
+  if job.live ~= nil then job.live = job.live + sign end
+  if group.count then  -- counted by domain: every field of the node, and the total
+    local k = group.count
+    local attrs = domains_of(node)
+    local delta = dom_delta[k] or {}
+    dom_delta[k] = delta
+    for _, field in ipairs(node.fields) do delta[field] = (delta[field] or 0) + sign end
+    delta['*'] = (delta['*'] or 0) + sign
+    for _, rule in ipairs(watchers[k] or NONE) do
+      local value = attrs[rule.attribute]
+      if value then spread_counted(rule, value, sign) end
+    end
+  end
   group.placed[node] = (group.placed[node] or 0) + sign
   if group.placed[node] == 0 then group.placed[node] = nil end
 end
 
 local results, placed, touched, by_priority = {}, {}, {}, {}
+local event_keys = nil  -- q:cycle, q:move_cycle when a counted job placed a task
 local tenant_use = {}  -- usage hash field -> amount this call adds
 local function count(field, amount)
   tenant_use[field] = (tenant_use[field] or 0) + amount
@@ -266,8 +567,14 @@ for _, group in ipairs(groups) do
     end
     -- The last attempt's explanation is cleared (a task nominated elsewhere has its
     -- nominated_node cleared by unnominate.lua).
-    redis.call('HSET', KEYS[task_base + ti], 'state', 'assigned', 'node', node.name, 'assigned_at', nowtxt,
-      'alloc', group.alloc, 'ports', group.port_list, 'explanation', '', 'tenant', group.tenant)
+    if group.count then  -- and what it is counted under, which its end takes back
+      redis.call('HSET', KEYS[task_base + ti], 'state', 'assigned', 'node', node.name, 'assigned_at', nowtxt,
+        'alloc', group.alloc, 'ports', group.port_list, 'explanation', '', 'tenant', group.tenant,
+        'domains', node.record)
+    else
+      redis.call('HSET', KEYS[task_base + ti], 'state', 'assigned', 'node', node.name, 'assigned_at', nowtxt,
+        'alloc', group.alloc, 'ports', group.port_list, 'explanation', '', 'tenant', group.tenant)
+    end
     -- Ids and names are validated to plain characters, so the event is built directly.
     send(events, '"type":"task","id":"' .. id .. '","job":"' .. group.job .. '","state":"assigned","node":"' ..
       node.name .. '"', nowtxt)
@@ -280,6 +587,7 @@ for _, group in ipairs(groups) do
   end
   -- The group's tallies and usage, once for all its placements.
   local n = #staged
+  if n > 0 and group.count then event_keys = {group.cycle, group.move_cycle} end
   if n > 0 then
     by_priority[group.priority] = (by_priority[group.priority] or 0) + n
     local prefix = 'tenant:' .. group.tenant .. ':'
@@ -335,6 +643,12 @@ end
 for field, amount in pairs(tenant_use) do
   redis.call('HINCRBY', usage_key, field, amount)
 end
+for k, delta in pairs(dom_delta) do
+  for field, n in pairs(delta) do
+    if n ~= 0 and redis.call('HINCRBY', KEYS[k], field, n) <= 0 then redis.call('HDEL', KEYS[k], field) end
+  end
+end
+if event_keys then redis.call('SET', KEYS[event_keys[2]], redis.call('GET', KEYS[event_keys[1]]) or '0') end
 
 -- Each changed node's new change sequence, and its delta.
 local names_touched = {}

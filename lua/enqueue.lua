@@ -22,7 +22,8 @@
 -- KEYS[10] stream          STREAM  the namespace's events
 -- KEYS[11] config          HASH  stream_maxlen
 -- KEYS[12] job:<id>:history LIST  where a first call records the submit
--- KEYS[13 ..]              task HASH of each new task (<job>.<first index + i>)
+-- KEYS[13] q:waiting       ZSET  where the tasks of a job held by its dependencies wait
+-- KEYS[14 ..]              task HASH of each new task (<job>.<first index + i>)
 -- ARGV[1] the job as read: "" = must not exist, "<version>|<next_index>|<status>", or
 --         "=<version>": a fill call (see above); "=" alone matches no job and writes
 --         nothing (Store.check_enqueue: whether Redis lets the caller run this script)
@@ -45,6 +46,9 @@
 --   announced (an audit event) after the call's other events, in the same step
 -- then, optionally, one pinned node per task
 -- last: now (ms), or "" for Redis TIME: a simulation's virtual clock (see clock_ms)
+-- While the job's hash says held=1 (its `after` dependencies do not hold yet: the first
+-- call of a submit that starts it writes the field, lua/unhold.lua removes it), its new
+-- tasks wait in q:waiting, scored as in q:active, and wake no worker.
 -- Returns {0} if the job changed since it was read (read it again), else {1, now, created}.
 
 local MAX_PRIORITY = 1000
@@ -70,8 +74,8 @@ local submitted, pins_at = nil, pairs_at + 1
 if ARGV[pairs_at] ~= '' then submitted, pins_at = record_at(ARGV, pairs_at) end
 local now = clock_ms(ARGV[#ARGV])
 local new = {}  -- offsets of the tasks to create
-for i = 0, #KEYS - 13 do
-  if not fill or redis.call('EXISTS', KEYS[13 + i]) == 0 then new[#new + 1] = i end
+for i = 0, #KEYS - 14 do
+  if not fill or redis.call('EXISTS', KEYS[14 + i]) == 0 then new[#new + 1] = i end
 end
 local count = #new
 if fill and count == 0 then return {1, now, 0} end
@@ -98,7 +102,9 @@ if not fill then
 end
 
 local queued, indexes = {}, {}
-local queue = delay > 0 and KEYS[5] or KEYS[4]
+local held = redis.call('HGET', job, 'held') == '1'
+if held then delay = 0 end
+local queue = held and KEYS[13] or (delay > 0 and KEYS[5] or KEYS[4])
 for n = 1, count do
   local i = new[n]
   local index = int(first + i)
@@ -121,11 +127,11 @@ for n = 1, count do
   queued[#queued + 1] = id
   indexes[#indexes + 1] = index
   indexes[#indexes + 1] = id
-  redis.call('HSET', KEYS[13 + i], unpack(task))
+  redis.call('HSET', KEYS[14 + i], unpack(task))
   emit(events, {'type', 'task', 'id', id, 'job', job_id, 'state', 'pending'}, now)
 end
 call_all('ZADD', queue, queued)
 call_all('ZADD', KEYS[6], indexes)
-if count > 0 and delay == 0 then wake(KEYS[9]) end
+if count > 0 and delay == 0 and not held then wake(KEYS[9]) end
 if submitted then record(events, KEYS[12], submitted, now) end
 return {1, now, count}

@@ -23,8 +23,10 @@
 -- ARGV[4] maximum backoff (ms)
 -- ARGV[5] events: channel, and the members every event carries (see events_to in _lib.lua)
 -- ARGV[6] entries an attempts list keeps
--- ARGV[7 ..] quadruples: task id, explanation (JSON), "1" if refused at commit else "0",
---            the gang (job id) the task waits with, or "" (then the event has no "gang")
+-- ARGV[7 ..] quadruples: task id, explanation (JSON), "1" if refused at commit, "2" if it
+--            waits its turn (its job runs its parallelism: no backoff window, an event or
+--            a due flush brings it back at once), else "0", the gang (job id) the task waits
+--            with, or "" (then the event has no "gang")
 -- Returns one entry per task: "backoff", "unschedulable", or "lease expired" (not ours).
 --
 -- An attempts entry: {"first": attempt, "last": attempt, "since": ms (of the first), "at":
@@ -65,6 +67,7 @@ end
 local k = 8
 for i = 7, #ARGV, 4 do
   local id, explanation, conflict, gang = ARGV[i], ARGV[i + 1], ARGV[i + 2] == '1', ARGV[i + 3]
+  local turn = ARGV[i + 2] == '2'
   local task, attempts_list = KEYS[k], KEYS[k + 1]
   k = k + 2
   if redis.call('HGET', KEYS[2], id) ~= token then
@@ -79,6 +82,7 @@ for i = 7, #ARGV, 4 do
       if delay >= cap then break end
     end
     if delay > cap then delay = cap end
+    if turn then delay = 0 end
     redis.call('HSET', task, 'state', 'pending', 'explanation', explanation,
       'backoff_until', int(now + delay), 'last_cycle', token)
     local where

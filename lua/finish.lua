@@ -9,11 +9,13 @@
 -- KEYS[1] q:active  KEYS[2] q:backoff  KEYS[3] q:unschedulable  KEYS[4] q:inflight
 -- KEYS[5] q:leases  KEYS[6] nodes:changes  KEYS[7] nodes:seq
 -- KEYS[8] q:cycle   KEYS[9] q:move_cycle  KEYS[10] tally:priority
--- then 5 keys per task p (0-based), from b = 11:
+-- then 6 keys per task p (0-based), from b = 11:
 --   task HASH, node HASH, node tasks SET, tally:job:<job> ZSET, for the node named in ARGV,
---   faults:<job> ZSET (written when a live task ends as failed)
--- KEYS[#KEYS - 2] stream STREAM (the namespace's events), KEYS[#KEYS - 1] config HASH (stream_maxlen)
--- KEYS[#KEYS] usage HASH (namespace and tenant usage, see commit.lua)
+--   faults:<job> ZSET (written when a live task ends as failed), tally:dom:<job> HASH
+-- KEYS[#KEYS - 4] stream STREAM (the namespace's events), KEYS[#KEYS - 3] config HASH (stream_maxlen)
+-- KEYS[#KEYS - 2] usage HASH (namespace and tenant usage, see commit.lua)
+-- KEYS[#KEYS - 1] tasks:ended ZSET (each task that ends is added, for retention)
+-- KEYS[#KEYS] q:waiting ZSET (tasks of jobs held by their dependencies)
 -- ARGV[1] events: channel, and the members every event carries (see events_to in _lib.lua)
 -- ARGV[2] how long a failure counts in faults:<job> (ms)
 -- then per task: id, new state, message, the node the task is on ("" while pending)
@@ -22,19 +24,19 @@
 -- (it is not on the node given: it was placed or moved since the caller looked).
 
 local now = clock_ms(ARGV[#ARGV])
-local events = events_to(ARGV[1], KEYS[#KEYS - 2], KEYS[#KEYS - 1])
+local events = events_to(ARGV[1], KEYS[#KEYS - 4], KEYS[#KEYS - 3])
 local fault_window = tonumber(ARGV[2])
 local out = {}
 local any_freed = false
 local p = 0
 for a = 3, #ARGV - 1, 4 do
-  local base = 11 + 5 * p
+  local base = 11 + 6 * p
   p = p + 1
   local result, freed = end_task(ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3],
     {task = KEYS[base], node = KEYS[base + 1], node_tasks = KEYS[base + 2], tally_job = KEYS[base + 3],
-     faults = KEYS[base + 4], fault_window = fault_window,
-     queues = {KEYS[1], KEYS[2], KEYS[3], KEYS[4]}, leases = KEYS[5], tally_priority = KEYS[10],
-     changes = KEYS[6], seq = KEYS[7], usage = KEYS[#KEYS]}, events, now)
+     faults = KEYS[base + 4], tally_dom = KEYS[base + 5], fault_window = fault_window,
+     queues = {KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[#KEYS]}, leases = KEYS[5], tally_priority = KEYS[10],
+     changes = KEYS[6], seq = KEYS[7], usage = KEYS[#KEYS - 2], ended = KEYS[#KEYS - 1]}, events, now)
   out[#out + 1] = result
   any_freed = any_freed or freed
 end

@@ -12,6 +12,7 @@
 -- KEYS[8] nodes:epoch STRING (bumped: global jobs may need reconciling)
 -- KEYS[9] stream STREAM (the namespace's events)
 -- KEYS[10] config HASH (stream_maxlen)
+-- KEYS[11] nodes:noexecute SET (the node is in it while its taints hold a NoExecute one)
 -- ARGV[1] events: channel, and the members every event carries (see events_to in _lib.lua)
 -- ARGV[2] node name
 -- ARGV[3] R, then R pairs (resource name, capacity; "" = the node no longer has it)
@@ -37,6 +38,9 @@ for a = 4 + 2 * R, #ARGV, 2 do
   redis.call('HSET', KEYS[1], ARGV[a], ARGV[a + 1])
 end
 redis.call('SADD', KEYS[2], name)
+if string.find(redis.call('HGET', KEYS[1], 'taints') or '', ':NoExecute', 1, true) then
+  redis.call('SADD', KEYS[11], name)
+end
 redis.call('ZADD', KEYS[3], redis.call('INCR', KEYS[4]), name)
 redis.call('INCR', KEYS[8])
 redis.call('SET', KEYS[6], redis.call('GET', KEYS[5]) or '0')

@@ -10,8 +10,9 @@
 -- KEYS[6] preemptor task HASH  KEYS[7] node HASH  KEYS[8] node tasks SET
 -- KEYS[9] tally:priority HASH
 -- KEYS[10] stream STREAM (the namespace's events)  KEYS[11] config HASH (stream_maxlen)
--- then 2 keys per victim: task HASH, tally:job:<its job> ZSET
--- KEYS[#KEYS] usage HASH (namespace and tenant usage, see commit.lua)
+-- then 3 keys per victim: task HASH, tally:job:<its job> ZSET, tally:dom:<its job> HASH
+-- KEYS[#KEYS - 1] usage HASH (namespace and tenant usage, see commit.lua)
+-- KEYS[#KEYS] tasks:ended ZSET (each victim is added, for retention)
 -- ARGV[1] fencing token  ARGV[2] events (see events_to in _lib.lua)  ARGV[3] preemptor task id
 -- ARGV[4] node name  ARGV[5] nomination lifetime (ms)
 -- ARGV[6] nomination value without its expiry: priority, job, allocation, ports as
@@ -34,19 +35,21 @@ if st[2] ~= 'active' then return st[2] == 'drain' and 'node drained' or 'node pa
 
 local victims = {}
 for a = first_victim, #ARGV - 1 do
-  local v = (a - first_victim) * 2
+  local v = (a - first_victim) * 3
   local task = KEYS[12 + v]
-  local cur = redis.call('HMGET', task, 'state', 'node', 'alloc', 'ports', 'job', 'priority', 'tenant')
+  local cur = redis.call('HMGET', task, 'state', 'node', 'alloc', 'ports', 'job', 'priority', 'tenant', 'domains')
   if (cur[1] ~= 'assigned' and cur[1] ~= 'running') or cur[2] ~= name then return 'victims changed' end
-  victims[#victims + 1] = {id = ARGV[a], task = task, tally_job = KEYS[13 + v], cur = cur}
+  victims[#victims + 1] = {id = ARGV[a], task = task, tally_job = KEYS[13 + v], tally_dom = KEYS[14 + v], cur = cur}
 end
 
 local keys = {node = KEYS[7], node_tasks = KEYS[8], tally_priority = KEYS[9],
-  changes = KEYS[4], seq = KEYS[5], usage = KEYS[#KEYS]}
+  changes = KEYS[4], seq = KEYS[5], usage = KEYS[#KEYS - 1]}
 for _, victim in ipairs(victims) do
-  keys.tally_job = victim.tally_job
-  release(victim.id, name, victim.cur[3], victim.cur[4], victim.cur[6], keys, victim.cur[7] or nil)
+  keys.tally_job, keys.tally_dom = victim.tally_job, victim.tally_dom
+  release(victim.id, name, victim.cur[3], victim.cur[4], victim.cur[6], keys, victim.cur[7] or nil,
+    victim.cur[8] or nil)
   redis.call('HSET', victim.task, 'state', 'preempted', 'ended_at', int(now), 'message', 'preempted by ' .. id)
+  redis.call('ZADD', KEYS[#KEYS], int(now), victim.id)
   emit(events, {'type', 'task', 'id', victim.id, 'job', victim.cur[5], 'state', 'preempted', 'node', name, 'by', id},
     now)
 end

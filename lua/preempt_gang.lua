@@ -11,7 +11,8 @@
 -- KEYS[4] nodes:changes  KEYS[5] nodes:seq  KEYS[6] tally:priority HASH  KEYS[7] usage HASH
 -- KEYS[8] stream STREAM (the namespace's events)  KEYS[9] config HASH (stream_maxlen)
 -- then 3 keys per member: task HASH, its node's HASH, its node's tasks SET
--- then 2 keys per victim: task HASH, tally:job:<its job> ZSET
+-- then 3 keys per victim: task HASH, tally:job:<its job> ZSET, tally:dom:<its job> HASH
+-- KEYS[#KEYS] tasks:ended ZSET (each victim is added, for retention)
 -- ARGV[1] fencing token  ARGV[2] events (see events_to in _lib.lua)  ARGV[3] nomination lifetime (ms)
 -- ARGV[4] nomination value without its expiry (as preempt.lua's ARGV[6])
 -- ARGV[5] the gang (job id)
@@ -49,23 +50,25 @@ end
 local victims = {}
 for a = first_victim_arg, #ARGV - 1, 2 do
   local v = (a - first_victim_arg) / 2
-  local task = KEYS[first_victim_key + 2 * v]
+  local task = KEYS[first_victim_key + 3 * v]
   local name = ARGV[a + 1]
-  local cur = redis.call('HMGET', task, 'state', 'node', 'alloc', 'ports', 'job', 'priority', 'tenant')
+  local cur = redis.call('HMGET', task, 'state', 'node', 'alloc', 'ports', 'job', 'priority', 'tenant', 'domains')
   if (cur[1] ~= 'assigned' and cur[1] ~= 'running') or cur[2] ~= name or not nodes[name] then
     return 'victims changed'
   end
-  victims[#victims + 1] = {id = ARGV[a], task = task, name = name, tally_job = KEYS[first_victim_key + 2 * v + 1],
-    cur = cur}
+  victims[#victims + 1] = {id = ARGV[a], task = task, name = name, tally_job = KEYS[first_victim_key + 3 * v + 1],
+    tally_dom = KEYS[first_victim_key + 3 * v + 2], cur = cur}
 end
 
 for _, victim in ipairs(victims) do
   local node = nodes[victim.name]
   local keys = {node = node.key, node_tasks = node.tasks, tally_priority = KEYS[6],
-    changes = KEYS[4], seq = KEYS[5], usage = KEYS[7], tally_job = victim.tally_job}
-  release(victim.id, victim.name, victim.cur[3], victim.cur[4], victim.cur[6], keys, victim.cur[7] or nil)
+    changes = KEYS[4], seq = KEYS[5], usage = KEYS[7], tally_job = victim.tally_job, tally_dom = victim.tally_dom}
+  release(victim.id, victim.name, victim.cur[3], victim.cur[4], victim.cur[6], keys, victim.cur[7] or nil,
+    victim.cur[8] or nil)
   redis.call('HSET', victim.task, 'state', 'preempted', 'ended_at', int(now), 'message',
     'preempted by gang ' .. gang)
+  redis.call('ZADD', KEYS[#KEYS], int(now), victim.id)
   emit(events, {'type', 'task', 'id', victim.id, 'job', victim.cur[5], 'state', 'preempted',
     'node', victim.name, 'by', members[1].id, 'gang', gang}, now)
 end

@@ -26,17 +26,20 @@ from typing import Iterable, Iterator
 
 import orjson
 
-from scheduler.control import changes, deployer, feed, reconcile
+from scheduler.control import changes, dependencies, deployer, feed, periodic, reconcile, retention, schedule
+from scheduler.control.dispatch import dispatch as dispatch_job
+from scheduler.control.outcomes import Outcomes
 from scheduler.control.feed import EventFilter, TaskState
 from scheduler.control.plan import plan as plan_job
 from scheduler.control.processes import process
 from scheduler.control.worker_config import WorkerConfig
-from scheduler.model import (BATCH, LIVE_STATES, PENDING, TASK_STATES, TERMINAL_STATES, JobSpec, Node, SchedError, SpecError, Task,
-                             make_node)
+from scheduler.model import (BATCH, COMPLETED, LIVE_STATES, PENDING, RUN_TO_COMPLETION, TASK_STATES, TERMINAL_STATES,
+                             JobSpec, Node, SchedError, SpecError, Task, make_node)
 from scheduler.model.quantities import CPU, MEMORY, decimal_memory, format_quantity
 from scheduler.model.spec_text import as_spec, from_template, read_specs
+from scheduler.model.taints import EFFECTS, Taint, parse_taint
 from scheduler.model.errors import NotFound, PermissionDenied
-from scheduler.state import acl
+from scheduler.state import acl, layout
 from scheduler.state.app import App, default_namespace
 from scheduler.state.dashboard_users import DashboardUsers
 from scheduler.state.history import Record, Submitted
@@ -122,13 +125,15 @@ class Client:
     # Nodes.
     def add_node(self, name: str, *, cpu, memory, gpu=None, resources: dict | None = None,
                  labels: dict | list | None = None, engine_labels: dict | list | None = None, os: str = "linux",
-                 arch: str = "amd64", role: str = "worker", plugins: Iterable[str] = ()) -> bool:
-        """Register a node (no agent: it stays ready), or update it. Returns True when new."""
+                 arch: str = "amd64", role: str = "worker", plugins: Iterable[str] = (),
+                 taints: Iterable[str] = ()) -> bool:
+        """Register a node (no agent: it stays ready), or update it. Returns True when new.
+        ``taints``: ``KEY[=VALUE]:EFFECT`` texts; given, they replace the node's."""
         extra = dict(resources or {})
         if gpu is not None:
             extra["gpu"] = gpu
         node = make_node(name, cpu=cpu, memory=memory, resources=extra, labels=labels, engine_labels=engine_labels,
-                         os=os, arch=arch, role=role, plugins=list(plugins))
+                         os=os, arch=arch, role=role, plugins=list(plugins), taints=list(taints))
         return self.put_node(node)
 
     def put_node(self, node: Node) -> bool:
@@ -167,6 +172,24 @@ class Client:
 
     def remove_node(self, name: str) -> None:
         self.store.remove_node(name)
+
+    def taint(self, name: str, taint: str | Taint) -> dict:
+        """Taint a node (``KEY[=VALUE]:EFFECT``, kube's ``kubectl taint``), replacing a taint
+        of the same key and effect; returns ``{node, before, after}`` (the taints as text).
+        A NoExecute taint evicts running tasks that do not tolerate it."""
+        parsed = parse_taint(taint) if isinstance(taint, str) else taint
+        before, after = self.store.taint(name, parsed)
+        self._record("taint", node=name, taint=str(parsed))
+        return {"node": name, "before": before, "after": after}
+
+    def untaint(self, name: str, key: str, effect: str = "") -> dict:
+        """Remove the node's taints of ``key`` (of ``effect`` only, if given); returns
+        ``{node, before, after}``."""
+        if effect and effect not in EFFECTS:
+            raise SpecError(f"taint effect {effect!r} is not one of {', '.join(EFFECTS)}.")
+        before, after = self.store.untaint(name, key, effect)
+        self._record("untaint", node=name, taint=f"{key}:{effect}" if effect else key)
+        return {"node": name, "before": before, "after": after}
 
     # Jobs.
     def submit(self, spec: dict | str | JobSpec) -> dict:
@@ -302,22 +325,64 @@ class Client:
 
     def job(self, job_id: str) -> dict:
         """``{id, version, status, created, spec}``. ``status`` is ``running``, ``stopped``,
-        or ``complete`` for a batch job none of whose tasks is pending or live any more."""
+        ``complete`` for a batch job none of whose tasks is pending or live any more (and
+        enough of them completed), or ``failed`` (some failed for good, its deadline passed
+        or a dependency could not hold: ``failure`` says why). A job held by its ``after``
+        dependencies has ``waiting_for``; a periodic job ``next_launch`` (ISO 8601, UTC;
+        None while suspended), ``suspended`` and its last ``launches``; a launch names its
+        ``parent``."""
         job = self.store.get_job(job_id)
-        states = Counter(task.state for task in self.store.tasks(self.store.job_task_ids(job_id)))
-        return {**job, "status": job_status(job, states)}
+        fields = self.store.job_fields(job_id)
+        tasks = self.store.tasks(self.store.job_task_ids(job_id))
+        states = Counter(task.state for task in tasks)
+        record = {**job, "status": job_status({**job, "failure": fields.get("failure", "")}, states, tasks)}
+        record.update(schedule.details(self.store, job_id, fields))
+        return record
 
     def jobs(self) -> list[dict]:
-        """Every job with its task counts by state (the ``sched job ls --json`` records)."""
+        """Every job with its task counts by state (the ``sched job ls --json`` records);
+        a periodic job's record has ``next_launch`` (ISO 8601, UTC; None while suspended)."""
         records = []
-        for job in self.store.job_summaries():  # two round trips for every job together
+        summaries = self.store.job_summaries()  # two round trips for every job together
+        launches = self.store.next_launches([job.id for job in summaries if "periodic" in job.spec])
+        for job in summaries:
             counts = Counter(job.task_states)
             spec = job.spec
-            records.append({"id": job.id, "type": spec["type"], "priority": spec["priority"],
-                            "replicas": spec.get("replicas"), "version": job.version,
-                            "status": job_status({"status": job.status, "spec": spec}, counts),
-                            "tasks": dict(counts)})
+            record = {"id": job.id, "type": spec["type"], "priority": spec["priority"],
+                      "replicas": spec.get("replicas"), "version": job.version,
+                      "status": job_status({"status": job.status, "spec": spec, "failure": job.failure}, counts),
+                      "tasks": dict(counts)}
+            if job.id in launches:
+                record["next_launch"] = schedule.iso(launches[job.id])
+            records.append(record)
         return records
+
+    # Launches: periodic and parameterized jobs.
+    def launch(self, job_id: str) -> dict:
+        """Launch a periodic job now, outside its schedule (``sched job launch``; Nomad's
+        ``periodic force``): ``{id, launched}`` (the child job's id)."""
+        result = periodic.force(self.store, Outcomes(), job_id, self.by)
+        return result
+
+    def suspend(self, job_id: str) -> dict:
+        """Launch no tick of a periodic job until :meth:`resume`: ``{id, suspended, next_launch}``."""
+        result = periodic.suspend(self.store, job_id, True)
+        self._record("suspend", job=job_id)
+        return {**result, "next_launch": schedule.iso(result["next_launch"])}
+
+    def resume(self, job_id: str) -> dict:
+        """Launch a suspended periodic job's ticks again, from the next one on."""
+        result = periodic.suspend(self.store, job_id, False)
+        self._record("resume", job=job_id)
+        return {**result, "next_launch": schedule.iso(result["next_launch"])}
+
+    def dispatch(self, job_id: str, meta: dict | None = None, payload: bytes | str | None = None,
+                 idempotency_token: str | None = None) -> dict:
+        """Launch a parameterized job with its input (``sched job dispatch``): ``{id,
+        dispatched, created}``, ``dispatched`` the child job's id; with a token the job has
+        seen, the child that dispatch made (``created`` False)."""
+        data = payload.encode() if isinstance(payload, str) else payload
+        return dispatch_job(self.store, job_id, meta or {}, data, idempotency_token, self.by)
 
     # Tasks.
     def task(self, task_id: str) -> Task:
@@ -347,6 +412,11 @@ class Client:
                   "nodes_evaluated": explanation["nodes_evaluated"] if explanation else 0,
                   "reasons": explanation["reasons"] if explanation else {},
                   "message": explain_message(task, explanation)}
+        if task.state == PENDING and self.store.is_waiting(task.id):  # held by its job's dependencies
+            spec = self._job_spec_or_none(task.job)
+            waits = dependencies.waiting_for(self.store, spec) if spec is not None else []
+            record.update(queue="waiting", waiting_for=waits, reasons={"waiting for dependencies": 1},
+                          message=(" and ".join(waits) or "waiting for its dependencies to be checked") + ".")
         if task.nominated_node:
             record["nominated_node"] = task.nominated_node
         if task.health:  # a running task its agent has looked at
@@ -588,6 +658,71 @@ class Client:
         """Keep about ``entries`` events in the stream from now on (0: no stream)."""
         self.store.stream.set_maxlen(entries)
 
+    # Settings and retention.
+    def config(self) -> dict:
+        """The namespace's settings: the retention settings (seconds, and a count) and
+        ``stream_maxlen``, each with whether it is set or the default."""
+        settings = self.store.retention()
+        stored = self.store.config_fields()
+        out = {name: {"value": value, "default": name not in stored}
+               for name, value in vars(settings).items()}
+        out["stream_maxlen"] = {"value": self.store.stream.maxlen(), "default": "stream_maxlen" not in stored}
+        return out
+
+    def set_config(self, **values) -> dict:
+        """Set settings: ``task_retention``, ``job_retention`` (seconds, or a text such as
+        ``90s``, ``1h``, ``7d``), ``ended_tasks_per_job`` and ``stream_maxlen`` (counts).
+        Each is checked before any is written. Returns :meth:`config`."""
+        for name in values:
+            _check_setting(name)
+        entries = values.pop("stream_maxlen", None)
+        if entries is not None:
+            if isinstance(entries, str) and entries.strip().isdigit():
+                entries = int(entries)
+            if isinstance(entries, bool) or not isinstance(entries, int) or entries < 0:
+                raise SpecError(f"stream_maxlen must be a whole number of entries, 0 or more, not {entries!r}.")
+        self.store.set_retention(values)
+        if entries is not None:
+            self.store.stream.set_maxlen(entries)
+        self._record("config-set", **{k: str(v) for k, v in {**values, **({} if entries is None else
+                                                                         {"stream_maxlen": entries})}.items()})
+        return self.config()
+
+    def unset_config(self, *names: str) -> dict:
+        """Set these settings back to their defaults. Returns :meth:`config`."""
+        for name in names:
+            _check_setting(name)
+        self.store.unset_settings(list(names))
+        self._record("config-unset", settings=",".join(names))
+        return self.config()
+
+    def memory(self) -> dict:
+        """Redis's memory as this namespace sees it: ``used_memory``, ``maxmemory`` (0: no
+        limit), ``maxmemory_policy``, the namespace's ``live_tasks``, ``jobs`` and
+        ``nodes``, and ``bytes_per_live_task``, ``bytes_per_job`` (its tasks apart) and
+        ``bytes_per_node``, averaged over a sample of each (``MEMORY USAGE``)."""
+        return self.store.memory_report()
+
+    def layout(self) -> int:
+        """The version of the namespace's key layout (0: empty; scheduler/state/layout.py)."""
+        return self.store.layout_version()
+
+    def upgrade(self) -> dict:
+        """Move the namespace's key layout forward to the one this sched writes, in place
+        (``sched upgrade``). Returns ``{namespace, from, to, steps}``."""
+        return self.store.upgrade_layout()
+
+    def gc(self, dry_run: bool = False) -> dict:
+        """Remove now the ended work that retention would remove (``sched gc``): ended
+        tasks of running jobs past ``task_retention`` or beyond ``ended_tasks_per_job``,
+        and finished jobs past their retention. Returns what it removed (``dry_run``:
+        what it would remove of the work counted so far, removing nothing)."""
+        done = retention.collect(self.store, dry_run=dry_run)
+        record = {"namespace": self.namespace, **done.as_dict()}
+        if not dry_run and done.anything:
+            self._record("gc", jobs=len(done.jobs_removed), tasks=done.tasks_removed + done.job_tasks_removed)
+        return record
+
     # Snapshots (docs/reliability.md, Snapshots).
     def snapshot_save(self, target, tries: int = 3, max_pause: float = 5.0) -> dict:
         """Write the namespace's whole state, as of one moment, to ``target`` (a path,
@@ -628,6 +763,7 @@ class Client:
         target = self.namespace if namespaces is None else list(namespaces)
         for namespace in [target] if isinstance(target, str) else target:
             self._check_access(namespace)
+            layout.check_before_serving(self.app.url, Keys(namespace))  # another key layout: one sentence now
         return process("run-workers")(self.app.url, target, concurrency, config)
 
     def _check_access(self, namespace: str) -> None:
@@ -641,12 +777,38 @@ def _quantities(values: dict) -> str:
     return ",".join(f"{k}={v if k == 'tasks' else format_quantity(k, v)}" for k, v in sorted(values.items()))
 
 
-def job_status(job: dict, states: Counter) -> str:
-    """The stored status, except that a running batch job whose tasks have all ended (none
-    pending or live) is ``complete``. Computed when read, so scaling it up again simply
-    makes it running again."""
-    if (job["status"] == "running" and job["spec"]["type"] == BATCH and states
-            and all(state in TERMINAL_STATES for state in states)):
+def _check_setting(name: str) -> None:
+    """A setting's name, or one sentence (with a did-you-mean) for one that is not."""
+    import difflib
+
+    from scheduler.model.retention import SETTINGS
+
+    known = (*SETTINGS, "stream_maxlen")
+    if name not in known:
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise SpecError(f"{name!r} is not a setting{hint}; the settings are {', '.join(known)}.")
+
+
+def job_status(job: dict, states: Counter, tasks: list[Task] | None = None) -> str:
+    """The stored status, except that a job failed with a reason (its deadline passed, a
+    dependency could not hold) is ``failed``, and a running batch or sysbatch job whose
+    tasks have all ended (none pending or live) is ``complete`` when at least
+    ``replicas`` of them completed (a sysbatch job: the last on each node), else
+    ``failed``. Computed when read, so scaling it up again simply makes it running again."""
+    if job.get("failure"):
+        return "failed"
+    spec = job["spec"]
+    if (job["status"] == "running" and spec["type"] in RUN_TO_COMPLETION and "periodic" not in spec
+            and "parameterized" not in spec and states and all(state in TERMINAL_STATES for state in states)):
+        if spec["type"] == BATCH:
+            return "complete" if states.get(COMPLETED, 0) >= spec.get("replicas", 1) else "failed"
+        if tasks is not None:
+            last: dict[str, Task] = {}
+            for task in tasks:
+                if task.index >= last.get(task.pin, task).index:
+                    last[task.pin] = task
+            return "complete" if all(task.state == COMPLETED for task in last.values()) else "failed"
         return "complete"
     return job["status"]
 

@@ -30,3 +30,17 @@ def record_and_sleep(directory: str, seconds: float) -> str:
     os.replace(os.path.join(directory, name + ".tmp"), os.path.join(directory, name))
     time.sleep(seconds)
     return "slept"
+
+
+def steps(ledger: str, task: str, count: int, step_s: float) -> str:
+    """Append ``start <task> <time>`` to ``ledger``, sleep ``count`` times ``step_s`` (a
+    freeze pauses it between two), then append ``end <task> <time>``."""
+    def line(word: str) -> None:
+        with open(ledger, "a") as handle:
+            handle.write(f"{word} {task} {time.time():.6f}\n")
+
+    line("start")
+    for _ in range(count):
+        time.sleep(step_s)
+    line("end")
+    return f"{count} steps"

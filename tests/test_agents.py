@@ -27,6 +27,7 @@ from scheduler import Client
 from scheduler.control import reconcile
 from scheduler.control.audit import audit
 from scheduler.control.execution import rq_job_id
+from scheduler.control.journal import Journal
 from scheduler.model import LIVE_STATES, make_node, parse_job
 
 from restartable_redis import RestartableRedis
@@ -36,6 +37,7 @@ from worker_harness import wait_until
 SCHED = str(Path(sys.executable).parent / "sched")
 TESTS_DIR = str(Path(__file__).resolve().parent)
 HEARTBEAT_S = "0.2"  # agents whose loss a test waits for: down 0.6 s after their last beat
+OVERLAP_BOUND_S = 1.0  # the longest two runs of one slot may overlap (docs/reliability.md, "No split brain")
 STEADY_HEARTBEAT_S = "1.0"  # the others: a busy machine must not take them down by accident
 LIVENESS_S = 15.0  # a bound on "eventually", not a performance target
 STOP_TIMEOUT_S = 10.0
@@ -58,6 +60,15 @@ def alive(pid: int) -> bool:
     except (OSError, IndexError):
         return False
     return state != "Z"
+
+
+def paused(pid: int) -> bool:
+    """The process is stopped by a signal (SIGSTOP)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] == "T"
+    except (OSError, IndexError):
+        return False
 
 
 def namespace_pids(namespace: str, *words: str) -> list[int]:
@@ -366,7 +377,7 @@ def test_failing_batch_task_is_retried_up_to_max_retries(cluster, app):
         assert (logs["stdout"], logs["stderr"], logs["exit_code"]) == ("", "bad input\n", 3), logs
     for retry in tasks[1:]:  # each retry waited for the restart delay before it was placed
         assert retry.assigned_ms >= int(app.client.hget(app.keys.task(retry.id), "backoff_until"))
-    assert app.queue.counts() == {"active": 0, "backoff": 0, "unschedulable": 0, "inflight": 0}
+    assert app.queue.counts() == {"active": 0, "backoff": 0, "unschedulable": 0, "inflight": 0, "waiting": 0}
 
     # Faulty-node detection: one entry per failure, naming the node, the task and its version.
     faults = app.client.zrange(app.keys.faults(job_id), 0, -1, withscores=True)
@@ -491,6 +502,120 @@ def test_restarted_agent_does_not_keep_running_replaced_tasks(cluster, app, tmp_
     assert all(t.node == "b" for t in live)
     report = audit(app.store)
     assert report.ok, report.problems
+
+
+def test_a_killed_agent_costs_its_task_no_retry_and_its_node_no_fault(cluster, app, tmp_path):
+    """An agent is SIGKILLed while a batch task's second try runs on its node (the first
+    failed, using the job's one retry): the node is declared down and the task ends lost,
+    not failed; it is replaced once, with its retries unchanged, and the replacement runs
+    to completion on b; only the first, real failure is a fault of the node. The run on the
+    dead agent's node was frozen by its work horse, never finished, and is killed by an
+    agent started again under the node's name."""
+    ledger, marker = tmp_path / "ledger", tmp_path / "failed-once"
+    agent = cluster.agent("a", heartbeat=HEARTBEAT_S)
+    cluster.worker()
+    script = (f'if [ ! -e "{marker}" ]; then touch "{marker}"; exit 3; fi; '
+              f'echo "start $SCHED_TASK_ID 0" >> "{ledger}"; i=0; while [ $i -lt 40 ]; do sleep 0.1; '
+              f'i=$((i+1)); done; echo "end $SCHED_TASK_ID 0" >> "{ledger}"')
+    job_id = submit(app, {"id": "crunch", "type": "batch", "max_retries": 1, "restart_delay": 0, "resources": SMALL,
+                          "run": {"command": ["sh", "-c", script]}})
+    cluster.wait(lambda: states(job_tasks(app, job_id)) == ["failed", "running"] and ledger.exists(),
+                 "the first try to fail and the second to run on a")
+    first, second = job_tasks(app, job_id)
+    assert second.retries == 1 and second.node == "a"
+    cluster.agent("b")
+    os.kill(agent.pid, signal.SIGKILL)
+    agent.wait(timeout=STOP_TIMEOUT_S)
+    cluster.wait(lambda: states(job_tasks(app, job_id)) == ["failed", "lost", "completed"],
+                 "the second try to be lost and its replacement to complete on b", 30)
+    third = job_tasks(app, job_id)[2]
+    assert app.store.get_task(second.id).message == "node a is down"
+    assert (third.node, third.retries) == ("b", 1)
+    assert app.client.hget(app.keys.task(third.id), "replaces") == second.id
+    assert app.client.zrange(app.keys.faults(job_id), 0, -1) == [f"a|{first.id}|{first.version}"]
+    left = command_pids(second.id)
+    assert left and all(paused(pid) for pid in left), "the dead agent's run was not frozen"
+    cluster.agent("a", heartbeat=HEARTBEAT_S)
+    cluster.wait(lambda: not command_pids(second.id), "the returned agent to kill the frozen run")
+    words = [line.split()[:2] for line in ledger.read_text().splitlines()]
+    assert words == [["start", second.id], ["start", third.id], ["end", third.id]], words
+    report = audit(app.store)
+    assert report.ok, report.problems
+
+
+@pytest.mark.slow
+def test_an_agent_started_again_resumes_the_runs_it_left_frozen(cluster, app, tmp_path, namespace):
+    """The agent is SIGKILLed while a command (with a timeout) and a function run, and no
+    scheduler worker runs meanwhile (the node cannot be declared down): a TTL after the
+    agent's last heartbeat their work horses freeze them, the command's group and the
+    function's horse. An agent started again under the node's name adopts them and resumes
+    them; both complete, once, the command past its timeout in wall time, since the time
+    it was frozen does not count."""
+    ledger = tmp_path / "ledger"
+    agent = cluster.agent("a", heartbeat="0.5")  # a TTL of 1.5 s
+    worker = cluster.worker()
+    script = (f'echo "start $SCHED_TASK_ID 0" >> "{ledger}"; i=0; while [ $i -lt 40 ]; do sleep 0.1; '
+              f'i=$((i+1)); done; echo "end $SCHED_TASK_ID 0" >> "{ledger}"')
+    submit(app, {"id": "cmd", "type": "batch", "max_retries": 0, "resources": SMALL,
+                 "run": {"command": ["sh", "-c", script], "timeout": 6}})
+    submit(app, {"id": "fn", "type": "batch", "max_retries": 0, "resources": SMALL,
+                 "run": {"func": "agent_tasks:steps", "args": [str(ledger), "fn.0", 40, 0.1]}})
+    cluster.wait(lambda: [t.state for t in app.store.tasks(["cmd.0", "fn.0"])] == ["running", "running"]
+                 and len(ticks(ledger)) == 2, "both to run")
+    worker.send_signal(signal.SIGTERM)
+    worker.wait(timeout=STOP_TIMEOUT_S)
+    began = time.monotonic()
+    os.kill(agent.pid, signal.SIGKILL)
+    agent.wait(timeout=STOP_TIMEOUT_S)
+    journal = Journal(Path(cluster.env["SCHED_HOME"]) / "agents" / namespace / "a" / "journal.sqlite3")
+    horse = journal.get("fn.0").horse.pid  # the function runs in it
+    cluster.wait(lambda: all(paused(pid) for pid in command_pids("cmd.0")) and paused(horse),
+                 "the command and the function's work horse to be frozen")
+    time.sleep(3)
+    cluster.agent("a", heartbeat="0.5")
+    cluster.wait(lambda: [t.state for t in app.store.tasks(["cmd.0", "fn.0"])] == ["completed", "completed"],
+                 "both to complete", 30)
+    assert time.monotonic() - began > 6  # the command's timeout, in wall time
+    cmd, fn = app.store.tasks(["cmd.0", "fn.0"])
+    assert (cmd.message, fn.message) == ("exited with code 0", "agent_tasks:steps returned '40 steps'")
+    words = sorted(line.split()[:2] for line in ledger.read_text().splitlines())
+    assert words == [["end", "cmd.0"], ["end", "fn.0"], ["start", "cmd.0"], ["start", "fn.0"]], words
+    assert journal.get("cmd.0").frozen_s >= 3 and journal.get("fn.0").frozen_s >= 3
+
+
+def test_a_node_frozen_past_two_ttls_and_thawed_stops_its_run_within_the_bound(cluster, app, tmp_path, namespace):
+    """Every process of node a (agent, RQ workers, work horse, command) is paused, as a
+    frozen machine: the node is declared down and the task replaced on b. When a thaws, its
+    run must not go on beside the replacement: its watchdog's first look freezes it (the
+    heartbeat is long overdue), and the agent, back on Redis, kills it. The two runs of the
+    slot wrote lines at the same time for at most the bound (reliability.md, "No split
+    brain")."""
+    ledger = tmp_path / "ledger"
+    cluster.agent("a", heartbeat=HEARTBEAT_S)
+    cluster.worker()
+    job_id = submit(app, {"id": "slot", "replicas": 1, "resources": SMALL, "run": {"command": ticking(ledger)}})
+    cluster.wait(lambda: states(job_tasks(app, job_id)) == ["running"], "the task to run on a")
+    original = job_tasks(app, job_id)[0].id
+    cluster.wait(lambda: original in ticks(ledger), "its command to tick")
+    cluster.agent("b")
+    frozen = namespace_pids(namespace, "agent", "a") + command_pids(original)
+    for pid in frozen:
+        _signal(pid, signal.SIGSTOP)
+    try:
+        replacement = _replaced_on_b(cluster, app, job_id, original)
+        cluster.wait(lambda: replacement in ticks(ledger), "the replacement's command to tick")
+        time.sleep(0.5)
+    finally:
+        for pid in frozen:
+            _signal(pid, signal.SIGCONT)
+    cluster.wait(lambda: not command_pids(original), "the thawed node's agent to kill the lost task's command")
+    seen = ticks(ledger)
+    beside = [at for at in seen[original] if at >= min(seen[replacement])]
+    overlap = max(beside) - min(beside) + 0.05 if beside else 0.0  # plus one tick of the command
+    print(f"\noverlap {overlap:.3f} s ({len(beside)} lines of the thawed run beside its replacement)")
+    assert overlap <= OVERLAP_BOUND_S
+    task = app.store.get_task(original)
+    assert task.state == "lost" and task.message == "node a is down", task
 
 
 def test_partitioned_node_comes_back_and_stops_replaced_tasks(cluster, app, tmp_path, namespace, redis_url):
@@ -775,16 +900,22 @@ def _replaced_on_b(cluster, app, job_id: str, original: str) -> str:
     return cluster.wait(replaced, "a's task to end and a replacement to run on b", 30)
 
 
-def test_an_agent_paused_past_its_ttl_stops_its_task_before_the_replacement_starts(cluster, app, tmp_path):
+@pytest.mark.parametrize("on_loss", ["freeze", "stop"])
+def test_an_agent_paused_past_its_ttl_freezes_its_task_before_the_replacement_starts(cluster, app, tmp_path,
+                                                                                      on_loss):
     """Only the agent's own process is paused (SIGSTOP): its work horse and command run on,
     as they would on a machine whose agent died. Its heartbeat lapses, and the task is
-    replaced on b (its work horse, which still reaches Redis, records it failed once it has
-    stopped it; else the node is declared down and the task lost): the original's command
-    must have stopped before the replacement's began."""
+    replaced on b: the original's command must have done its last tick before the
+    replacement's first. By default (``freeze``) the work horse's watchdog pauses the
+    command a TTL after the last heartbeat, the node is declared down and the task lost;
+    once the agent is back it kills the frozen command rather than resume it. With
+    ``on_loss: stop`` the watchdog kills it, and the task ends lost (its agent's loss, not
+    a failure of its own)."""
     ledger = tmp_path / "ledger"
     agent = cluster.agent("a", heartbeat="0.5")  # a TTL of 1.5 s
     cluster.worker()
-    job_id = submit(app, {"id": "slot", "replicas": 1, "resources": SMALL, "run": {"command": ticking(ledger)}})
+    job_id = submit(app, {"id": "slot", "replicas": 1, "resources": SMALL, "run": {"command": ticking(ledger)},
+                          "disconnect": {"on_loss": on_loss}})
     cluster.wait(lambda: states(job_tasks(app, job_id)) == ["running"], "the task to run on a")
     original = job_tasks(app, job_id)[0].id
     cluster.wait(lambda: original in ticks(ledger), "its command to tick")
@@ -793,12 +924,20 @@ def test_an_agent_paused_past_its_ttl_stops_its_task_before_the_replacement_star
     try:
         replacement = _replaced_on_b(cluster, app, job_id, original)
         cluster.wait(lambda: replacement in ticks(ledger), "the replacement's command to tick")
-        assert not command_pids(original)
+        left = command_pids(original)
+        if on_loss == "freeze":
+            assert left and all(paused(pid) for pid in left), [(pid, paused(pid)) for pid in left]
+        else:
+            assert not left
     finally:
         _signal(agent.pid, signal.SIGCONT)
+    cluster.wait(lambda: not command_pids(original), "the returned agent to kill the lost task's command")
     seen = ticks(ledger)
     assert max(seen[original]) < min(seen[replacement]), "the two runs of the slot overlapped"
-    assert "without a heartbeat" in app.store.get_task(original).message
+    task = app.store.get_task(original)
+    assert task.state == "lost", task
+    assert ("without a heartbeat" if on_loss == "stop" else "node a is down") in task.message, task
+    assert job_tasks(app, job_id)[1].retries == 0 and app.client.zcard(app.keys.faults(job_id)) == 0
 
 
 def test_a_job_that_keeps_running_when_disconnected_overlaps_until_the_agent_is_back(cluster, app, tmp_path):

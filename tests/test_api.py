@@ -8,6 +8,9 @@ Last-Event-ID and filtered; nothing written by a refused request, for any body
 
 from __future__ import annotations
 
+import base64
+from urllib.parse import quote
+
 import json
 import os
 import re
@@ -200,10 +203,29 @@ def test_every_route_answers_as_the_document_says(app, http, tokens):
     assert ready["event"] == "ready" and ready["data"]["namespace"] == app.keys.namespace
     assert api("POST", f"/v1/jobs/web/revert{ns}", json={"version": 1}).json()["version"] == 3
     assert api("POST", f"/v1/jobs/web/stop{ns}").json()["stopped"]
+    assert api("POST", f"/v1/nodes/n1/taint{ns}", json={"taint": "dedicated=gpu:NoSchedule"}).json()["after"] == \
+        "dedicated=gpu:NoSchedule"
+    assert api("GET", f"/v1/nodes/n1{ns}").json()["taints"] == ["dedicated=gpu:NoSchedule"]
+    assert api("POST", f"/v1/nodes/n1/untaint{ns}", json={"key": "dedicated"}).json()["after"] == ""
+    nightly = {"id": "nightly", "type": "batch", "periodic": {"cron": "0 2 * * *"}}
+    assert api("POST", f"/v1/jobs{ns}", json=nightly).status_code == 201
+    launched = api("POST", f"/v1/jobs/nightly/launch{ns}").json()["launched"]
+    assert api("GET", f"/v1/jobs/{quote(launched, safe='')}{ns}").json()["parent"] == "nightly"
+    assert api("POST", f"/v1/jobs/nightly/suspend{ns}").json()["next_launch"] is None
+    assert api("POST", f"/v1/jobs/nightly/resume{ns}").json()["next_launch"].endswith("T02:00:00Z")
+    render = {"id": "render", "type": "batch", "parameterized": {"meta_required": ["customer"]}}
+    assert api("POST", f"/v1/jobs{ns}", json=render).status_code == 201
+    order = {"meta": {"customer": "acme"}, "payload": base64.b64encode(b"order 1").decode(), "idempotency_token": "o1"}
+    first = api("POST", f"/v1/jobs/render/dispatch{ns}", json=order)
+    assert first.status_code == 201 and api("POST", f"/v1/jobs/render/dispatch{ns}", json=order).json() == {
+        **first.json(), "created": False}
+    assert app.store.job_payload(first.json()["dispatched"]) == b"order 1"
+    assert api("POST", f"/v1/jobs/render/dispatch{ns}", json={}).status_code == 422  # its meta is required
     assert api("POST", f"/v1/nodes/n1/pause{ns}").json()["before"] == "active"
     assert api("POST", f"/v1/nodes/n1/activate{ns}").json()["before"] == "pause"
     assert api("POST", f"/v1/nodes/n1/drain{ns}").json()["before"] == "active"
-    assert [e["action"] for e in api("GET", f"/v1/nodes/n1/history{ns}").json()] == ["pause", "activate", "drain"]
+    assert [e["action"] for e in api("GET", f"/v1/nodes/n1/history{ns}").json()] == ["taint", "untaint", "pause",
+                                                                                 "activate", "drain"]
     assert api("DELETE", f"/v1/nodes/n1{ns}").json()["removed"] is True
 
     every = {op["operationId"] for path in api.document["paths"].values() for op in path.values()}
@@ -223,6 +245,8 @@ def test_every_route_answers_as_the_document_says(app, http, tokens):
         ("POST", f"/v1/jobs/web/revert{ns}", {"json": {"version": 9}}, 422),
         ("POST", f"/v1/deployments/web@2/promote{ns}", {}, 409),
         ("PUT", f"/v1/nodes/n2{ns}", {"json": {"cpu": 1}}, 422),
+        ("POST", f"/v1/nodes/n2/taint{ns}", {"json": {"taint": "gpu"}}, 422),
+        ("POST", f"/v1/nodes/nope/untaint{ns}", {"json": {"key": "gpu"}}, 404),
         ("PUT", f"/v1/nodes/n2{ns}", {"content": b"x" * (8 * 1024 * 1024 + 1),
                                        "headers": {"content-type": "application/json"}}, 413),
         ("GET", "/v1/no-such-route", {}, 404),

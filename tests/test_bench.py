@@ -131,6 +131,24 @@ def test_cli_prints_one_json_object(app, redis_url):
     assert report["invariants_ok"] and report["overcommits"] == 0
 
 
+def test_rules_run_beside_the_plain_one(app, redis_url):
+    """`sched bench --rules`: the scenario with taints and rules, then the plain one, both
+    checked and reported, with their ratio."""
+    result = CliRunner().invoke(main, ["--namespace", app.keys.namespace, "bench", "--redis-url", redis_url,
+                                       "--rules", "--nodes", "40", "--jobs", "8", "--replicas", "4", "--workers", "1",
+                                       "--json"])
+    assert result.exit_code == 0, result.output
+    report = orjson.loads(result.stdout)
+    assert report["mode"] == "rules" and report["plain"]["mode"] == "batch"
+    for run in (report, report["plain"]):
+        assert run["invariants_ok"] and run["overcommits"] == 0 and run["assigned"] > 0
+    assert report["rules_to_plain"] == round(report["placements_per_s"] / report["plain"]["placements_per_s"], 3)
+    specs = bench.job_specs(bench.Scenario(nodes=40, jobs=8, replicas=4, rules=True))
+    assert all(spec["labels"] for spec in specs)
+    assert {"affinities", "topology_spread", "job_anti_affinity", "job_affinity"} <= {k for s in specs for k in s}
+    assert any(node.taints for node in bench.make_nodes(40, rules=True))
+
+
 def test_small_requests_all_fit(app, redis_url):
     result = CliRunner().invoke(main, ["--namespace", app.keys.namespace, "bench", "--redis-url", redis_url,
                                        "--small", "--nodes", "50", "--jobs", "200", "--replicas", "1", "--json"])

@@ -195,7 +195,7 @@ def test_job_stop(sched, app):
     sched("job", "submit", "-", input=WEB_YAML)
     live(app, "web.1", "n1")
     assert sched("job", "stop", "web").stdout == "job web stopped (3 task(s))\n"
-    assert as_json(sched("queue", "ls", "--json")) == {"active": 0, "backoff": 0, "unschedulable": 0, "inflight": 0}
+    assert as_json(sched("queue", "ls", "--json")) == {"active": 0, "backoff": 0, "unschedulable": 0, "inflight": 0, "waiting": 0}
     assert {t["state"] for t in as_json(sched("task", "ls", "--json"))} == {"stopped"}
     assert as_json(sched("job", "show", "web", "--json"))["status"] == "stopped"
     assert as_json(sched("node", "ls", "--json"))[0]["allocated"]["cpu"] == 0
@@ -262,7 +262,7 @@ def test_task_explain_placed_and_stopped(sched, app):
 
 # ----------------------------------------------------------------------------- queue
 def test_queue_ls_json_shape(sched, app):
-    assert as_json(sched("queue", "ls", "--json")) == {"active": 0, "backoff": 0, "unschedulable": 0, "inflight": 0}
+    assert as_json(sched("queue", "ls", "--json")) == {"active": 0, "backoff": 0, "unschedulable": 0, "inflight": 0, "waiting": 0}
     sched("job", "submit", "-", input=WEB_YAML)
     sched("job", "submit", "-", input=BATCH_JSON)
     claim = app.queue.claim(3)
@@ -270,7 +270,7 @@ def test_queue_ls_json_shape(sched, app):
     app.queue.cluster_event()
     app.queue.fail(claim.token, [(claim.task_ids[1], {"nodes_evaluated": 0, "reasons": {}, "message": "x"})])
     counts = as_json(sched("queue", "ls", "--json"))
-    assert counts == {"active": 2, "backoff": 1, "unschedulable": 1, "inflight": 1}
+    assert counts == {"active": 2, "backoff": 1, "unschedulable": 1, "inflight": 1, "waiting": 0}
     table = sched("queue", "ls").stdout
     assert "unschedulable" in table and app.keys.active in table
 

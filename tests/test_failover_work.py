@@ -1,12 +1,14 @@
 """Work that starts during a failover, end to end, as an operator runs it: a Redis
 Cluster (3 masters, a replica each) or a master, a replica and 3 sentinels; two `sched
-worker` processes; one `sched agent` with its RQ queue on a plain server of its own
-(`--rq-url`) running 30 short commands; tasks on static nodes. The master of the
-namespace's slot is SIGKILLed while the agent is starting the commands.
+worker` processes; one `sched agent` with the default heartbeat and its RQ queue on a
+plain server of its own (`--rq-url`) running 40 short commands and 2 long ones; tasks
+on static nodes. The master of the namespace's slot is SIGKILLed while the long commands
+run and the agent is starting the short ones.
 
-Judged on the outcome: every command ran exactly once and its task completed; the
-workers and the agent carried on without a restart (the same processes placed a job
-submitted after the failover, and ran the rest of the commands); the audit passes.
+Judged on the outcome: every command ran exactly once and its task completed (the long
+ones outlived the failover); the workers and the agent carried on without a restart (the
+same processes placed a job submitted after the failover, and ran the rest of the
+commands); the audit passes.
 With `--wait-replicas 1` the promoted master has no replica left (the old master stays
 dead): writes go on without the WAIT, said once. The test prints how long the commands
 took to finish after the kill and the placements per second of the job submitted after
@@ -34,6 +36,7 @@ from redis_topologies import HOST, PASSWORD, Server, free_ports, wait_until
 SCHED = str(Path(sys.executable).parent / "sched")
 WAIT_S = 180  # deadlines only: a healthy run takes a fraction of this
 COMMANDS = 40
+LONG = 2  # commands that run across the failover (about 6 s each)
 STATIC_NODES = 20
 BEFORE, AFTER = 1500, 10000  # tasks on static nodes submitted before and after the kill
 
@@ -91,20 +94,23 @@ def work_started_during_failover(url: str, namespace: str, kill, rq_url: str, tm
         app.store.put_node(make_node(f"s{i}", cpu="64", memory="256GiB", labels=["kind=static"]))
     ledger = tmp_path / "ledger"
     logs = {name: tmp_path / f"{name}.log" for name in ("agent", "w1", "w2")}
-    # A heartbeat TTL of 15 s, past the failover bound (11 s under Sentinel here): the runs
-    # outlive the failover however slowly a loaded machine goes through it (a node cut off
-    # for longer than its TTL stops its runs by design: docs/reliability.md, "No split brain").
+    # The default heartbeat: the defaults are chosen to fit a failover (docs/reliability.md,
+    # "Redis stalls"), and a longer one would freeze the runs, not stop them.
     agent = start(url, "-n", namespace, "agent", "a1", "--cpu", "4", "--memory", "8GiB", "--label", "kind=agent",
-                  "--rq-url", rq_url, "--slots", "2", "--heartbeat", "5", env=env, log=logs["agent"])
+                  "--rq-url", rq_url, "--slots", "4", env=env, log=logs["agent"])
     workers = [start(url, "worker", "--namespace", namespace, env=env, log=logs[name]) for name in ("w1", "w2")]
     processes = [agent, *workers]
     try:
         wait_until(lambda: "a1" in app.store.node_names(), WAIT_S, "the agent to register")
         command = ["sh", "-c", f'echo "$SCHED_TASK_ID" >> {ledger}']
+        slow = ["sh", "-c", f'echo "$SCHED_TASK_ID" >> {ledger}; i=0; while [ $i -lt 30 ]; do sleep 0.2; '
+                            f'i=$((i+1)); done; echo "$SCHED_TASK_ID" >> {ledger}']
         reconcile.submit(app.store, parse_job(job("before", BEFORE, "static")))
+        reconcile.submit(app.store, parse_job(job("long", LONG, "agent", {"command": slow})))
+        wait_until(lambda: ledger.exists() and len(ledger.read_text().split()) >= LONG, WAIT_S,
+                   "the agent to start the long commands")
         reconcile.submit(app.store, parse_job(job("cmds", COMMANDS, "agent", {"command": command})))
-        wait_until(lambda: ledger.exists() and len(ledger.read_text().split()) >= 5, WAIT_S,
-                   "the agent to start commands")
+        wait_until(lambda: len(ledger.read_text().split()) >= LONG + 5, WAIT_S, "the agent to start commands")
         killed_at = time.monotonic()
         kill()  # returns once a replica has taken over
         fresh = App(redis_url=url, namespace=namespace)
@@ -113,8 +119,8 @@ def work_started_during_failover(url: str, namespace: str, kill, rq_url: str, tm
         wait_until(lambda: placed(fresh, "after") == AFTER, WAIT_S, "the workers to place the job submitted after "
                                                                     "the failover", interval_s=0.1)
         placed_at = time.monotonic()
-        wait_until(lambda: set(states(fresh, "cmds").values()) <= TERMINAL_STATES, WAIT_S,
-                   f"every command to end ({states(fresh, 'cmds')})")
+        wait_until(lambda: set(states(fresh, "cmds").values()) | set(states(fresh, "long").values())
+                   <= TERMINAL_STATES, WAIT_S, f"every command to end ({states(fresh, 'cmds')})")
         commands_s = time.monotonic() - killed_at
         assert all(process.poll() is None for process in processes), "a worker or the agent exited"
     finally:
@@ -123,11 +129,13 @@ def work_started_during_failover(url: str, namespace: str, kill, rq_url: str, tm
     measured = {"commands_done_after_kill_s": round(commands_s, 1),
                 "after_submitted_to_placed_s": round(placed_at - submitted_at, 1)}
     print(f"\nwait_replicas={wait_replicas}: {measured}")
-    found = states(fresh, "cmds")
-    assert found == {f"cmds.{i}": COMPLETED for i in range(COMMANDS)}, {
+    found = {**states(fresh, "cmds"), **states(fresh, "long")}
+    assert found == {**{f"cmds.{i}": COMPLETED for i in range(COMMANDS)},
+                     **{f"long.{i}": COMPLETED for i in range(LONG)}}, {
         task.id: (task.state, task.message) for task in fresh.store.tasks(list(found)) if task.state != COMPLETED}
     lines = ledger.read_text().split()
-    assert sorted(lines) == sorted(found), f"commands that did not run exactly once: {lines}"
+    assert sorted(lines) == sorted([*found, *states(fresh, "long")]), \
+        f"commands that did not run exactly once (a long one writes its id as it starts and as it ends): {lines}"
     assert assigned(fresh, "before") == BEFORE and assigned(fresh, "after") == AFTER
     report = audit(fresh.store)
     assert report.ok, report.problems

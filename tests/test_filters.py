@@ -82,11 +82,13 @@ def test_filters_with_nothing_to_check_drop_out(filter_class, spec):
 
 
 def test_pipeline_keeps_only_filters_the_job_needs():
-    assert [f.name for f in filter_pipeline(job()).filters] == ["ready"]
+    assert [f.name for f in filter_pipeline(job(), taints=False).filters] == ["ready"]
+    assert [f.name for f in filter_pipeline(job()).filters] == ["ready", "taints"]  # some node may have taints
     full = filter_pipeline(job(resources={"cpu": 1}, plugins=["net"], constraints=["node.labels.a==b", "node.platform.os==linux"],
                                ports=[80], max_per_node=1))
-    assert [f.name for f in full.filters] == ["ready", "resources", "plugins", "constraints", "platform", "ports", "max_per_node"]
-    assert [f.name for f in full.static] == ["plugins", "constraints", "platform"]
+    assert [f.name for f in full.filters] == ["ready", "resources", "plugins", "constraints", "platform", "taints", "ports",
+                                              "max_per_node"]
+    assert [f.name for f in full.static] == ["plugins", "constraints", "platform", "taints"]
 
 
 BAD = job(resources={"cpu": 1}, plugins=["net"], constraints=["node.labels.zone==eu-1", "node.platform.os==windows"],

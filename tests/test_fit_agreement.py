@@ -6,7 +6,7 @@ placement through lua/commit.lua, and compares the script's verdict with misfit'
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from scheduler.state.commit import Planned, by_spec, commit
@@ -287,3 +287,170 @@ def test_lua_commit_agrees_with_misfit_on_quota(app, request, quota, used):
         assert after["tasks"] == used["tasks"] + 1
         assert all(after[r] == used[r] + amount for r, amount in request.items())
     client.delete(k.quota, k.usage)
+
+
+# ----------------------------------------------------------------------------- taints
+# Every group is refused on a node with a NoSchedule or NoExecute taint it does not
+# tolerate (kube's matching), PreferNoSchedule never refuses: the commit and the Python
+# filter (scheduler.model.taints.untolerated) agree, reason included.
+TAINT_TEXTS = ["dedicated=gpu:NoSchedule", "dedicated=db:NoSchedule", "spot:PreferNoSchedule",
+               "gone=yes:NoExecute", "spot:NoSchedule", "dedicated=gpu:NoExecute"]
+tolerations = st.lists(st.builds(
+    lambda key, operator, value, effect: {"key": key, "operator": operator, **({"value": value} if operator == "Equal" else {}),
+                                          **({"effect": effect} if effect else {})},
+    st.sampled_from(["", "dedicated", "spot", "gone"]), st.sampled_from(["Equal", "Exists"]),
+    st.sampled_from(["gpu", "db", "yes", ""]), st.sampled_from(["", "NoSchedule", "NoExecute", "PreferNoSchedule"]),
+).filter(lambda t: t["key"] or t["operator"] == "Exists"), max_size=3)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(taints=st.lists(st.sampled_from(TAINT_TEXTS), max_size=3, unique=True), wanted=tolerations)
+def test_lua_commit_agrees_with_the_taint_filter(app, taints, wanted):
+    from scheduler.model.taints import parse_taint, taints_text, untolerated
+
+    node = ({r: 8 for r in RESOURCES}, {r: 0 for r in RESOURCES}, set(), "ready", "active")
+    fields = fresh_node_fields(app, node)
+    parsed = tuple(parse_taint(text, 1) for text in taints)
+    if parsed:
+        fields["taints"] = taints_text(parsed)
+    write_node_and_lease(app, fields, 0)
+    spec = parse_job({"id": "j", "tolerations": wanted, "resources": {"cpu": "1m"}})
+    taint = untolerated(parsed, spec.tolerations)
+    py = None if taint is None else f"untolerated taint {taint}"
+    outcome = commit(app.scripts, app.keys, "7", [Planned("j.0", "n", spec)])
+    assert (None if outcome.accepted else outcome.refused[0][1]) == py
+
+
+# ----------------------------------------------------------------------------- domain rules
+# Hard spreads, distinct_property, required job affinity and anti-affinity against counts
+# of several jobs in tally:dom, over a batch of placements on a few labelled nodes: each
+# placement is judged by the commit exactly as scheduler.engine.rules.domain_misfit judges
+# it against the counts the placements before it left (counted jobs count on every domain
+# of their node), and the counts and each task's domains record end as the reference's.
+ZONES = ["a", "b", "c", ""]
+JOBS = ("j", "x", "y")
+
+
+@st.composite
+def domain_cases(draw):
+    from scheduler.model.placement_rules import AffinityRule, AntiRule, DistinctRule, Rules, SpreadRule
+
+    nodes = []
+    for i in range(draw(st.integers(2, 5))):
+        labels = {}
+        zone, rack = draw(st.sampled_from(ZONES)), draw(st.sampled_from(["r1", "r2", ""]))
+        if zone:
+            labels["zone"] = zone
+        if rack:
+            labels["rack"] = rack
+        nodes.append(make_labelled(f"n{i}", labels))
+    counts = {}
+    for job in JOBS:
+        fields = {}
+        for attribute, values in (("node.labels.zone", "abc"), ("node.labels.rack", ("r1", "r2")),
+                                  ("node.name", [n.name for n in nodes])):
+            for value in values:
+                n = draw(st.integers(0, 2))
+                if n:
+                    fields[f"{attribute}={value}"] = n
+        if fields and draw(st.booleans()):
+            fields["*"] = sum(fields.values())
+        counts[job] = fields
+    attributes = st.sampled_from(["node.labels.zone", "node.labels.rack", "node.name"])
+    jobs = st.lists(st.sampled_from(JOBS), min_size=1, max_size=3, unique=True).map(lambda js: tuple(sorted(js)))
+    spreads = tuple(SpreadRule(a, draw(st.integers(1, 2)), draw(st.integers(0, 4)), js, draw(st.booleans()),
+                               tuple(draw(st.lists(st.sampled_from(["a", "b", "c", "r1", "r2", "n0", "n1"]),
+                                                   unique=True, max_size=4))),
+                               True, f"no {a} for topology_spread", f"topology_spread {a} exceeded")
+                    for a, js in draw(st.lists(st.tuples(attributes, jobs), max_size=2)))
+    distinct = tuple(DistinctRule(a, draw(st.integers(1, 3)), f"no {a} for distinct_property",
+                                  f"distinct_property {a} reached")
+                     for a in draw(st.lists(attributes, max_size=1)))
+    affinity = tuple(AffinityRule(a, js, draw(st.booleans()), f"job_affinity on {a} not met")
+                     for a, js in draw(st.lists(st.tuples(attributes, jobs), max_size=2)))
+    anti = tuple(AntiRule(a, js, f"job_anti_affinity on {a}") for a, js in draw(st.lists(st.tuples(attributes, jobs),
+                                                                                          max_size=2)))
+    rules = Rules("j", True, spreads, distinct, affinity, anti)
+    plans = draw(st.lists(st.integers(0, len(nodes) - 1), min_size=1, max_size=6))
+    return nodes, counts, rules, plans, draw(st.booleans())
+
+
+def make_labelled(name: str, labels: dict):
+    from scheduler.model import make_node
+
+    return make_node(name, cpu=8, memory=8 * 2**30, labels=labels)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=domain_cases())
+def test_lua_commit_agrees_with_the_domain_rules(app, case):
+    import dataclasses
+
+    import orjson
+
+    from scheduler.engine.domains import DomainCounts
+    from scheduler.engine.fill import apply as _apply
+    from scheduler.engine.rules import domain_misfit
+    from scheduler.model.domains import node_domains
+    from scheduler.state.nodes import node_fields
+
+    nodes, counts, rules, plans, labelled = case
+    k, client = app.keys, app.client
+    client.delete(*(k.tally_dom(job) for job in JOBS), k.tally_job("j"),
+                  *(key for n in nodes for key in (k.node(n.name), k.node_tasks(n.name))),
+                  *(k.task(f"j.{i}") for i in range(len(plans))))
+    for node in nodes:
+        client.hset(k.node(node.name), mapping={"name": node.name, "status": "ready", "availability": "active",
+                                                "tasks": 0, "cap:cpu": 8000, "alloc:cpu": 0,
+                                                **dict(zip(node_fields(node)[::2], node_fields(node)[1::2]))})
+    for job, fields in counts.items():
+        if fields:
+            client.hset(k.tally_dom(job), mapping=fields)
+    for i in range(len(plans)):
+        client.hset(k.task(f"j.{i}"), mapping={"id": f"j.{i}", "job": "j", "state": "pending"})
+        client.zadd(k.inflight, {f"j.{i}": 1})
+        client.hset(k.leases, f"j.{i}", "7")
+    spec = parse_job({"id": "j", "resources": {"cpu": "1m"}, **({"labels": {"app": "j"}} if labelled else {}),
+                      "constraints": ["node.labels.zone distinct_property 9"]})  # counted either way
+    rules = dataclasses.replace(rules, counted=spec.counted)
+    outcome = commit(app.scripts, k, "7", [Planned(f"j.{i}", nodes[n].name, spec, False, rules)
+                                          for i, n in enumerate(plans)])
+    verdicts = {plan.task_id: reason for plan, reason in outcome.refused}
+    event(f"{len(outcome.accepted)} accepted, {len(verdicts)} refused")
+
+    reference = DomainCounts(counts)
+    by_name = {n.name: dataclasses.replace(n) for n in nodes}
+    for i, n in enumerate(plans):
+        node = by_name[nodes[n].name]
+        expected = domain_misfit(node, rules, reference)
+        assert verdicts.get(f"j.{i}") == expected, (i, node.name, rules)
+        if expected is None:
+            _apply(node, spec, f"j.{i}", None)
+            reference.add("j", node)
+            assert sorted(orjson.loads(client.hget(k.task(f"j.{i}"), "domains"))) == sorted(node_domains(node))
+    for job in JOBS:
+        stored = {f: int(v) for f, v in client.hgetall(k.tally_dom(job)).items()}
+        assert stored == {f: v for f, v in reference.counts.get(job, {}).items() if v > 0}
+
+
+def test_a_placement_resolved_before_rules_or_nodes_changed_is_refused(app):
+    """The commit refuses a group whose selectors were resolved at another rules:gen, or
+    whose spread's eligible domains were read at another nodes:epoch; the group with the
+    current values commits."""
+    from scheduler.model.placement_rules import Rules
+
+    k, client = app.keys, app.client
+    fields = fresh_node_fields(app, ({r: 8 for r in RESOURCES}, {r: 0 for r in RESOURCES}, set(), "ready", "active"))
+    write_node_and_lease(app, fields, 0)
+    client.set(k.rules_gen, 5)
+    client.set(k.node_epoch, 9)
+    spec = parse_job({"id": "j", "labels": {"app": "j"}})
+    for rules, refused in ((Rules("j", True, gen="4"), "job labels or rules changed since planned"),
+                           (Rules("j", True, gen="5", epoch="8"), "nodes changed since planned")):
+        outcome = commit(app.scripts, k, "7", [Planned("j.0", "n", spec, False, rules)])
+        assert [reason for _, reason in outcome.refused] == [refused]
+        assert client.hget(k.task("j.0"), "state") == "pending"
+    outcome = commit(app.scripts, k, "7", [Planned("j.0", "n", spec, False, Rules("j", True, gen="5", epoch="9"))])
+    assert outcome.accepted and client.hget(k.task("j.0"), "domains")
+    assert client.hget(k.tally_dom("j"), "*") == "1"
+    client.delete(k.rules_gen, k.node_epoch, k.tally_dom("j"))

@@ -11,16 +11,22 @@ itself.
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import subprocess
 import sys
 import threading
+import time
 from contextlib import contextmanager
+from pathlib import Path
 
 import orjson
 import pytest
 
-from scheduler.control import reconcile
+from scheduler.control import process_groups, reconcile
+from scheduler.control.journal import Journal
+from scheduler.model.disconnect import DEFAULT
 from scheduler.model import make_node, parse_job
 from scheduler.model.update import HealthCheck
 from workers.health import HealthChecks, check
@@ -111,10 +117,10 @@ def health_events(app):
 
 
 @contextmanager
-def checks_on(app, node: str):
-    """The node's health checks, as its agent runs them, until the block ends."""
+def checks_on(app, node: str, journal: Path | None = None):
+    """The node's health checks, as its agent runs them (with its journal), until the block ends."""
     stop = threading.Event()
-    HealthChecks(app, node, stop).start()
+    HealthChecks(app, node, stop, Journal(journal) if journal else None).start()
     try:
         yield
     finally:
@@ -148,6 +154,30 @@ def test_a_path_that_is_not_there_never_turns_healthy(app, tmp_path):
         wait_until(lambda: len(seen) == 2, LIVENESS_S, "two health events", 0.05)
     assert seen == ["starting", "unhealthy"]
     assert app.store.get_task(task_id).message == "health check failed 2 time(s) in a row: GET /nope answered 404"
+
+
+def test_a_frozen_task_is_not_checked_nor_a_check_it_froze_during_counted(app, tmp_path):
+    """A run frozen for want of its agent's heartbeat cannot answer: while the node's journal
+    says it is frozen its checks are not run, and one that was under way as it froze is
+    forgotten, so it is still healthy, and running, once it is resumed."""
+    port = free_port()
+    task_id = running_task(app, {"http": {"port": port, "path": "/healthz"}, "interval": 0.1, "timeout": 0.3,
+                                 "failures": 2})
+    path = tmp_path / "journal.sqlite3"
+    journal = Journal(path)
+    journal.started(task_id, "rq", process_groups.identify(os.getpid()), DEFAULT)
+    with http_server(tmp_path, port) as server, checks_on(app, "n1", path):
+        wait_until(lambda: app.store.get_task(task_id).health == "healthy", LIVENESS_S, "the task to be healthy", 0.05)
+        journal.frozen(task_id)
+        server.send_signal(signal.SIGSTOP)
+        time.sleep(2)  # checks every 0.1 s failing after 0.3 s would have made it unhealthy by now
+        task = app.store.get_task(task_id)
+        assert (task.state, task.health) == ("running", "healthy")
+        server.send_signal(signal.SIGCONT)
+        journal.thawed(task_id)
+        time.sleep(0.5)
+        task = app.store.get_task(task_id)
+        assert (task.state, task.health) == ("running", "healthy")
 
 
 def test_an_agent_checks_the_http_server_its_task_runs(cluster, app):

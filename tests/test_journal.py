@@ -15,6 +15,7 @@ from scheduler.control import process_groups
 from scheduler.control.execution import Watchdog, _launch
 from scheduler.control.journal import Journal
 from scheduler.control.process_groups import ProcessId
+from scheduler.model.disconnect import DEFAULT, Disconnect
 
 
 def test_an_execution_goes_queued_started_ended_delivered(tmp_path):
@@ -23,10 +24,10 @@ def test_an_execution_goes_queued_started_ended_delivered(tmp_path):
     first = journal.get("web.0")
     assert (first.rq_job, first.started, first.ended) == ("rq-web-0", False, False)
     horse = ProcessId(1234, 99, process_groups.boot_id())
-    journal.started("web.0", "rq-web-0", horse, math.inf)
+    journal.started("web.0", "rq-web-0", horse, Disconnect("run", math.inf))
     journal.command_started("web.0", ProcessId(1240, 100, process_groups.boot_id()))
     started = journal.get("web.0")
-    assert (started.horse, started.command.pid, started.stop_after) == (horse, 1240, math.inf)
+    assert (started.horse, started.command.pid, started.disconnect) == (horse, 1240, Disconnect("run", math.inf))
     assert journal.ended("web.0", True, "exited with code 0")
     assert not journal.ended("web.0", False, "stopped")  # the first end recorded stands
     ended = Journal(tmp_path / "j.sqlite3").get("web.0")  # another connection sees it
@@ -107,7 +108,7 @@ def test_a_command_starts_only_once_its_group_is_recorded(tmp_path):
     """A work horse starts a command behind a gate it opens after recording the command's
     group: when the horse fails (or dies) before that, the command never runs."""
     journal = Journal(tmp_path / "j.sqlite3")
-    journal.started("t.0", "rq", process_groups.identify(os.getpid()), None)
+    journal.started("t.0", "rq", process_groups.identify(os.getpid()), DEFAULT)
 
     class DiesBeforeRecording(Watchdog):
         def command_started(self, pid: int) -> None:
@@ -115,7 +116,7 @@ def test_a_command_starts_only_once_its_group_is_recorded(tmp_path):
             raise RuntimeError("the horse died here")
 
     marker = tmp_path / "ran"
-    watchdog = DiesBeforeRecording(journal, "t.0", None, in_process=False)
+    watchdog = DiesBeforeRecording(journal, "t.0", DEFAULT, in_process=False)
     with pytest.raises(RuntimeError):
         _launch(["sh", "-c", f"touch {marker}"], dict(os.environ), watchdog)
     deadline = time.monotonic() + 10
@@ -124,7 +125,91 @@ def test_a_command_starts_only_once_its_group_is_recorded(tmp_path):
     assert not process_groups.running(watchdog.child)
     assert not marker.exists()
 
-    recorded = Watchdog(journal, "t.0", None, in_process=False)
+    recorded = Watchdog(journal, "t.0", DEFAULT, in_process=False)
     process = _launch(["sh", "-c", f"touch {marker}"], dict(os.environ), recorded)
     assert process.wait(timeout=10) == 0 and marker.exists()
     assert journal.get("t.0").command == recorded.command
+
+
+def test_a_journal_written_before_freezing_gets_its_columns_and_reads_as_it_meant(tmp_path):
+    """A journal of an earlier agent (no on_loss, no freeze, no lost): opened now, it gains
+    the columns, and its runs read as they were then: stopped after a TTL, or never."""
+    import sqlite3
+
+    path = tmp_path / "old.sqlite3"
+    old = sqlite3.connect(str(path))
+    old.executescript("""
+        CREATE TABLE executions (task TEXT PRIMARY KEY, rq_job TEXT, queued_at REAL, pgid INTEGER, start INTEGER,
+            cmd_pgid INTEGER, cmd_start INTEGER, boot TEXT, started_at REAL, stop_after REAL, ended_at REAL,
+            succeeded INTEGER, message TEXT, delivered INTEGER NOT NULL DEFAULT 0);
+        INSERT INTO executions (task, pgid, stop_after) VALUES ('a.0', 10, NULL), ('a.1', 11, -1), ('a.2', 12, 30);
+    """)
+    old.commit()
+    old.close()
+    journal = Journal(path)
+    runs = journal.executions()
+    assert [runs[t].disconnect for t in ("a.0", "a.1", "a.2")] == [
+        Disconnect("stop"), Disconnect("stop", math.inf), Disconnect("stop", 30.0)]
+    assert runs["a.1"].disconnect.action(1e6, 3.0) == "run" and runs["a.0"].disconnect.action(3.1, 3.0) == "stop"
+    assert not runs["a.0"].frozen and not runs["a.0"].lost
+    assert journal.frozen("a.0") and not journal.frozen("a.0")  # marked once
+    time.sleep(0.05)
+    assert journal.thawed("a.0") >= 0.05 and journal.thawed("a.0") is None
+    assert journal.get("a.0").frozen_s >= 0.05
+    assert journal.ended("a.0", False, "stopped", lost=True) and journal.get("a.0").lost
+
+
+def test_a_frozen_command_is_paused_and_its_timeout_does_not_count_the_freeze(tmp_path):
+    """The watchdog freezes a running command (SIGSTOP of its group) once the heartbeat in
+    the journal is a TTL old, and freezes it again if something resumes it while the
+    heartbeat stays old; only a fresh heartbeat and a thaw (the agent's) let it go on. A
+    command of 1.2 s (twelve sleeps of 0.1 s: a freeze pauses it between two) with a
+    timeout of 1.5 s, frozen for 1.5 s, completes: the time frozen is not counted."""
+    import threading
+
+    from scheduler.control.execution import execute
+
+    journal = Journal(tmp_path / "j.sqlite3")
+    journal.beat(time.monotonic() - 10, 0.5)  # an agent that beat long ago, TTL 0.5 s
+    journal.started("t.0", "rq", process_groups.identify(os.getpid()), DEFAULT)
+    watchdog = Watchdog(journal, "t.0", DEFAULT, in_process=False)
+    watchdog.start()
+    seen = {}
+
+    def agent():
+        deadline = time.monotonic() + 10
+        while (watchdog.command is None or not process_groups.stopped(watchdog.command)) \
+                and time.monotonic() < deadline:
+            time.sleep(0.01)
+        seen["frozen"] = Journal(tmp_path / "j.sqlite3").get("t.0").frozen
+        process_groups.thaw_group(watchdog.command)  # something resumes it: frozen again
+        time.sleep(0.75)
+        seen["again"] = process_groups.stopped(watchdog.command)
+        time.sleep(0.75)
+        own = Journal(tmp_path / "j.sqlite3")
+        # The agent is back and beats on, as an agent does (a single beat of a 0.5 s TTL
+        # could be a TTL old again before the thaw on a loaded machine); the task is still
+        # its node's, so it thaws the run.
+        while not done.is_set():
+            own.beat(time.monotonic(), 0.5)
+            if process_groups.stopped(watchdog.command):
+                process_groups.thaw_group(watchdog.command)
+                seen.setdefault("thawed", own.thawed("t.0"))
+            time.sleep(0.05)
+
+    done = threading.Event()
+    helper = threading.Thread(target=agent)
+    helper.start()
+    began = time.monotonic()
+    try:
+        succeeded, message = execute({"command": ["sh", "-c", "for i in 1 2 3 4 5 6 7 8 9 10 11 12; do sleep 0.1; done"],
+                                      "timeout": 1.5}, task_id="t.0", watchdog=watchdog)
+    finally:
+        done.set()
+    took = time.monotonic() - began
+    helper.join()
+    watchdog.stop()
+    assert (succeeded, message) == (True, "exited with code 0")
+    assert seen["frozen"] and seen["again"] and seen["thawed"] >= 1.4
+    assert took > 1.5 + 0.5  # well past its timeout, in wall time
+    assert journal.get("t.0").frozen_s >= 1.4

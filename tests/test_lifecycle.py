@@ -73,7 +73,7 @@ def assert_released(app) -> None:
         assert app.store.node_task_ids(node.name) == []
     for job_id in app.store.job_ids():
         assert all(score == 0 for _, score in client.zrange(k.tally_job(job_id), 0, -1, withscores=True)), job_id
-    assert app.queue.counts() == {"active": 0, "backoff": 0, "unschedulable": 0, "inflight": 0}
+    assert app.queue.counts() == {"active": 0, "backoff": 0, "unschedulable": 0, "inflight": 0, "waiting": 0}
     assert_audit_ok(app)
 
 
@@ -184,6 +184,43 @@ def test_a_failure_is_counted_in_the_step_that_ends_the_task(app):
     assert result["state"] == "failed" and len(result["replacement"]) == 1
     assert sorted(app.client.zrange(app.keys.faults(job_id), 0, -1)) == [f"n1|{first.id}|1", f"n1|{third.id}|1"]
     assert_audit_ok(app)
+
+
+def test_ends_of_the_infrastructures_doing_count_neither_as_retries_nor_as_faults(app):
+    """A batch task with max_retries 1 fails once (a retry, a fault), then its retry's run is
+    lost with its agent, its node goes down, its node is drained, it is preempted: each time
+    a replacement comes with the same retries and no fault is recorded; one more failure
+    then ends the job, as max_retries says."""
+    store = app.store
+    add_nodes(app, "n1", "n2", "n3", "n4", cpu="4")
+    job_id = submit(app, {"id": "crunch", "type": "batch", "max_retries": 1, "restart_delay": 0, "resources": SMALL})
+    settle(app)
+
+    def current():
+        return next(t for t in tasks_of(app, job_id) if not t.terminal)
+
+    assert reconcile.task_ended(store, current(), False, "exited with code 1")["state"] == "failed"
+    settle(app)
+    assert current().retries == 1
+    ends = [("lost with its agent", lambda t: reconcile.task_ended(store, t, False, "stopped after 3.1 s", lost=True)),
+            ("its node down", lambda t: reconcile.node_lost(store, t.node)),
+            ("its node drained", lambda t: reconcile.drain_tasks(store, t.node)),
+            ("preempted", lambda t: (store.finish([t], "preempted", "preempted by x"),
+                                     reconcile.preempted(store, [(t.id, job_id, t.node)])))]
+    for cause, end in ends:
+        before = current()
+        assert before.state == "assigned", (cause, before)
+        end(before)
+        after = current()
+        assert after.id != before.id and after.retries == 1, (cause, after)
+        assert store.get_task(before.id).state in ("lost", "stopped", "preempted"), cause
+        settle(app)
+    assert app.client.zcard(app.keys.faults(job_id)) == 1  # the one failure
+    assert reconcile.task_ended(store, current(), False, "exited with code 1") == {"state": "failed",
+                                                                                 "replacement": []}
+    assert [t.state for t in tasks_of(app, job_id)] == ["failed", "lost", "lost", "stopped", "preempted", "failed"]
+    assert app.client.zcard(app.keys.faults(job_id)) == 2
+    assert_released(app)
 
 
 def test_batch_task_that_succeeds_on_retry_is_done(app, redis_url, namespace, tmp_path):
@@ -468,7 +505,7 @@ def test_scale_down_stops_pending_tasks_before_live_ones(app):
     assert reconcile.scale(app.store, job_id, 3)["stopped"] == ["web.3"]
     assert reconcile.scale(app.store, job_id, 1)["stopped"] == ["web.2", "web.1"]
     assert [t.id for t in live(app, job_id)] == ["web.0"]
-    assert app.queue.counts() == {"active": 0, "backoff": 0, "unschedulable": 0, "inflight": 0}
+    assert app.queue.counts() == {"active": 0, "backoff": 0, "unschedulable": 0, "inflight": 0, "waiting": 0}
     assert_audit_ok(app)
 
 

@@ -7,7 +7,9 @@ import math
 
 import orjson
 import pytest
+from hypothesis import given, settings, strategies as st
 
+from scheduler.model.disconnect import FREEZE, RUN, STOP, Disconnect
 from scheduler.model.errors import SpecError
 from scheduler.model import make_node, parse_job, parse_labels
 from scheduler.state.jobs import parse_stored
@@ -208,26 +210,73 @@ def test_stored_form_parses_back_to_itself(raw):
     assert [c.text for c in again.constraints] == [c.text for c in spec.constraints]
 
 
-@pytest.mark.parametrize("disconnect, stop_after, stored", [
-    (None, None, None),
-    ({"stop_after": 30}, 30.0, {"stop_after": 30.0}),
-    ({"stop_after": 0.5}, 0.5, {"stop_after": 0.5}),
-    ({"stop_after": "never"}, math.inf, {"stop_after": "never"}),
+@pytest.mark.parametrize("disconnect, on_loss, stop_after, stored", [
+    (None, "freeze", None, None),
+    ({"on_loss": "freeze"}, "freeze", None, None),
+    ({"on_loss": "stop"}, "stop", None, {"on_loss": "stop"}),
+    ({"on_loss": "run"}, "run", None, {"on_loss": "run"}),
+    ({"on_loss": "freeze", "stop_after": 600}, "freeze", 600.0, {"on_loss": "freeze", "stop_after": 600.0}),
+    ({"on_loss": "stop", "stop_after": 1.5}, "stop", 1.5, {"on_loss": "stop", "stop_after": 1.5}),
+    ({"on_loss": "run", "stop_after": 30}, "run", 30.0, {"stop_after": 30.0}),
+    # Specs written before on_loss existed keep their meaning (and their stored form): run until then.
+    ({"stop_after": 30}, "run", 30.0, {"stop_after": 30.0}),
+    ({"stop_after": 0.5}, "run", 0.5, {"stop_after": 0.5}),
+    ({"stop_after": "never"}, "run", math.inf, {"stop_after": "never"}),
 ])
-def test_disconnect_stop_after_parses_and_round_trips(disconnect, stop_after, stored):
+def test_disconnect_parses_and_round_trips(disconnect, on_loss, stop_after, stored):
     raw = {"id": "web"} if disconnect is None else {"id": "web", "disconnect": disconnect}
     spec = parse_job(raw)
-    assert spec.stop_after_disconnect == stop_after
+    assert (spec.disconnect.on_loss, spec.disconnect.stop_after) == (on_loss, stop_after)
     assert spec.raw.get("disconnect") == stored
-    assert parse_job(spec.raw).stop_after_disconnect == stop_after
-    assert spec.with_id("other").stop_after_disconnect == stop_after
+    assert parse_job(spec.raw).disconnect == spec.disconnect
+    assert spec.with_id("other").disconnect == spec.disconnect
 
 
-@pytest.mark.parametrize("disconnect", [{}, {"stop_after": 0}, {"stop_after": -1}, {"stop_after": True},
-                                        {"stop_after": "soon"}, {"stop_after": 86_401}, {"after": 3}, "never", 30])
-def test_disconnect_refuses_anything_but_seconds_or_never(disconnect):
-    with pytest.raises(SpecError, match=r"^job web: disconnect must be \{stop_after: <seconds> \| never\}"):
+@pytest.mark.parametrize("disconnect, says", [
+    ({}, ""), ({"stop_after": 0}, ", with a number of seconds above 0 and at most 86400, not 0."),
+    ({"stop_after": -1}, ", with a number"), ({"stop_after": True}, ", with a number"),
+    ({"stop_after": "soon"}, ", with a number"), ({"stop_after": 86_401}, ", with a number"),
+    ({"after": 3}, "."), ("never", "."), (30, "."),
+    ({"on_loss": "pause"}, "; on_loss 'pause' is not one of freeze, stop, run."),
+    ({"on_loss": True}, "; on_loss True is not one of"),
+])
+def test_disconnect_refuses_what_it_does_not_know_in_one_sentence(disconnect, says):
+    with pytest.raises(SpecError) as raised:
         parse_job({"id": "web", "disconnect": disconnect})
+    message = str(raised.value)
+    assert message.startswith("job web: disconnect must be {on_loss: freeze | stop | run, "
+                              "stop_after: <seconds> | never}" + says), message
+
+
+def test_disconnect_refuses_a_stop_that_never_comes():
+    with pytest.raises(SpecError, match=r"^job web: disconnect has on_loss: stop with stop_after: never; a run "
+                                        r"that is never stopped is on_loss: run\.$"):
+        parse_job({"id": "web", "disconnect": {"on_loss": "stop", "stop_after": "never"}})
+
+
+@settings(max_examples=300, deadline=None)
+@given(on_loss=st.sampled_from(["freeze", "stop", "run"]),
+       stop_after=st.one_of(st.none(), st.just(math.inf), st.floats(0.01, 100)),
+       ttl=st.floats(0.1, 30), times=st.lists(st.floats(0, 200), min_size=2, max_size=8))
+def test_a_run_goes_from_running_to_frozen_to_stopped_and_never_back(on_loss, stop_after, ttl, times):
+    """What a run does as its agent's heartbeat ages: it runs within a TTL of the last
+    renewal, is frozen only with on_loss freeze, is stopped exactly past stop_after (by
+    default one TTL for stop, never otherwise), and never goes back as the age grows."""
+    if on_loss == "stop" and stop_after == math.inf:
+        return
+    disconnect = Disconnect(on_loss, stop_after)
+    limit = stop_after if stop_after is not None else (ttl if on_loss == "stop" else math.inf)
+    order = {RUN: 0, FREEZE: 1, STOP: 2}
+    seen = []
+    for since in sorted(times):
+        action = disconnect.action(since, ttl)
+        assert (action == STOP) == (since > limit)
+        assert action != FREEZE or (on_loss == "freeze" and ttl < since <= limit)
+        if since <= ttl and since <= limit:
+            assert action == RUN
+        seen.append(order[action])
+    assert seen == sorted(seen)
+    assert disconnect.action(None, ttl) == disconnect.action(5.0, None) == RUN  # nothing known yet: run
 
 
 def test_parse_job_full_spec():

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import pytest
 
+from scheduler.engine.domains import DomainCounts
+from scheduler.model.placement_rules import AntiRule, Rules
 from scheduler.engine.fit import misfit
 from scheduler.model import DOWN, DRAIN, PAUSE, Node, Nomination, parse_job
 from scheduler.engine.preemption import DEFAULT_MARGIN, Choice, Search, Victim, eligible, find, victims_on
@@ -175,7 +177,7 @@ def test_then_prefers_least_total_priority():
     nodes = [node_with("a", 2, tasks["a"]), node_with("b", 2, tasks["b"])]
     choice = find(nodes, spec(cpu=2), tasks, {}).choice
     assert choice.node == "b" and ids(choice.victims) == ("b1", "b2")
-    assert choice.key == (5, 2, 6, "b")
+    assert choice.key == (5, 2, 6, 0, "b")
 
 
 def test_then_node_name():
@@ -367,3 +369,48 @@ def test_room_left_by_an_earlier_eviction_is_a_choice_without_victims():
     search = find([n0, n1], spec(priority=200, cpu=3), tasks_on, {}, task_id="hi.1")
     assert search.choice == Choice("n1", ())
     assert "room left by earlier evictions" in search.message(spec(priority=200, cpu=3), DEFAULT_MARGIN)
+
+
+# ----------------------------------------------------------------------------- kube's start-time tie-breaks
+def started(task_id, at_ms, cpu=1, priority=0, job="low", domains=None):
+    return Victim(task_id=task_id, job=job, priority=priority, resources={"cpu": int(cpu * CORE)}, ports=(),
+                  started_ms=at_ms, domains=domains)
+
+
+def test_of_equal_priorities_the_victim_started_last_is_evicted():
+    """kube's reprieve gives back the more important first: of equal priorities, the one
+    started first. So the one started last goes."""
+    pool = [started("old", 1000), started("new", 3000), started("mid", 2000)]
+    node = node_with("n", 3, pool)
+    assert ids(victims_on(node, spec(cpu=1), pool, 0)) == ("new",)
+
+
+def test_of_nodes_whose_victims_are_otherwise_equal_the_one_whose_victims_started_latest_is_chosen():
+    tasks = {"a": [started("a1", 1000)], "b": [started("b1", 5000)], "c": [started("c1", 3000)]}
+    nodes = [node_with(name, 1, tasks[name]) for name in tasks]
+    assert find(nodes, spec(cpu=1), tasks, {}).choice.node == "b"
+
+
+# ----------------------------------------------------------------------------- hard domain rules
+ANTI_DB = Rules("hi", False, anti=(AntiRule("node.hostname", ("db",), "job_anti_affinity app=db on node.hostname"),))
+
+
+def test_never_evicts_where_a_hard_rule_would_still_refuse():
+    """The node with the fewest, lowest victims holds a task the preemptor's
+    anti-affinity matches, which is not a victim: evicting there would not let the task in."""
+    tasks = {"db-host": [started("low1", 1000)], "free-host": [started("low2", 1000, priority=5)]}
+    nodes = [node_with(name, 1, victims) for name, victims in tasks.items()]
+    counts = DomainCounts({"db": {"node.hostname=db-host": 1, "*": 1}})
+    assert find(nodes, spec(cpu=1), tasks, {}).choice.node == "db-host"  # what resources alone would pick
+    assert find(nodes, spec(cpu=1), tasks, {}, rules=ANTI_DB, domains=counts).choice.node == "free-host"
+    assert find(nodes[:1], spec(cpu=1), tasks, {}, rules=ANTI_DB, domains=counts).choice is None
+
+
+def test_evicting_the_task_an_anti_affinity_matches_can_make_room():
+    """kube counts the victims' removal: a lower-priority task of the matched job is a
+    victim whose eviction lets the anti-affinity hold."""
+    db = started("db.0", 1000, cpu=0, job="db", domains=("node.name=h", "node.hostname=h"))
+    tasks = {"h": [db]}
+    counts = DomainCounts({"db": {"node.name=h": 1, "node.hostname=h": 1, "*": 1}})
+    choice = find([node_with("h", 2, tasks["h"])], spec(cpu=1), tasks, {}, rules=ANTI_DB, domains=counts).choice
+    assert choice is not None and ids(choice.victims) == ("db.0",)

@@ -89,7 +89,7 @@ def test_active_queue_is_the_schedule_order(app):
     second = app.queue.claim(10)
     assert second.task_ids == ["midnew.0", "low.0", "low.1"]
     assert int(second.token) == int(first.token) + 1
-    assert app.queue.counts() == {"active": 0, "backoff": 0, "unschedulable": 0, "inflight": 6}
+    assert app.queue.counts() == {"active": 0, "backoff": 0, "unschedulable": 0, "inflight": 6, "waiting": 0}
 
 
 def test_tasks_of_one_job_are_claimed_in_index_order(app):
@@ -519,7 +519,7 @@ def test_many_tasks_move_in_chunks(clocked_app, clock):
     clock.advance(1_000)
     app.queue.cluster_event()
     assert app.queue.move_all_to_active() == (1_203, 0)
-    assert app.queue.counts() == {"active": 1_203, "backoff": 0, "unschedulable": 0, "inflight": 0}
+    assert app.queue.counts() == {"active": 1_203, "backoff": 0, "unschedulable": 0, "inflight": 0, "waiting": 0}
     assert set(app.client.zrange(app.keys.active, 0, -1)) == set(tasks)
 
 
@@ -534,7 +534,7 @@ def test_every_pending_task_is_in_exactly_one_queue(clocked_app, clock):
     app.queue.release(claim.token, [claim.task_ids[2]])
     for t in tasks:
         assert len(where(app, t)) == 1, t
-    assert app.queue.counts() == {"active": 3, "backoff": 1, "unschedulable": 1, "inflight": 1}
+    assert app.queue.counts() == {"active": 3, "backoff": 1, "unschedulable": 1, "inflight": 1, "waiting": 0}
 
 
 def test_a_commit_conflict_backs_off_even_without_a_cluster_event(clocked_app, clock):

@@ -228,3 +228,19 @@ def test_the_strategy_setting_changes_where_tasks_go(simulator):
     # bin-packing puts both on one node and leaves the other whole.
     assert (spread["pending_at_end"], binpack["pending_at_end"]) == (1, 0)
     assert binpack["settings"] == "strategy=binpack" and binpack["placed"] == 3
+
+
+def test_taints_tolerations_and_job_anti_affinity_replay_through_the_commit(simulator):
+    cache = {"labels": {"app": "cache"},
+             "job_anti_affinity": [{"match": {"app": "cache"}, "attribute": "node.hostname", "required": True}]}
+    trace = trace_of(node("n0", 4, "8GiB", taints=["dedicated=gpu:NoSchedule"]), node("n1", 4, "8GiB"),
+                     node("n2", 4, "8GiB"),
+                     task(0, "cache", 3, None, 1, "1GiB", **cache),
+                     task(0, "gpu", 1, None, 4, "1GiB",
+                          tolerations=[{"key": "dedicated", "operator": "Equal", "value": "gpu",
+                                        "effect": "NoSchedule"}]))
+    report = simulator.replay(trace, Settings())
+    # One cache task per node, and n0's taint keeps them off it: the third waits. The gpu
+    # job tolerates the taint and takes n0 whole.
+    assert (report["placed"], report["pending_at_end"]) == (3, 1)
+    assert report["utilisation"]["cpu"] == 0.5  # 6 of 12 cores, all along

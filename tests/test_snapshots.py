@@ -22,6 +22,7 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
+from scheduler.state.layout import CURRENT
 from scheduler import Client
 from scheduler.control import reconcile, snapshot
 from scheduler.model import make_node, parse_job
@@ -175,7 +176,7 @@ def test_a_non_empty_namespace_is_refused_in_one_sentence_and_left_as_it_was(red
     (lambda lines: lines[:2] + lines[3:], "damaged"),
     (lambda lines: [lines[0], b'{"key": "task:x", "ttl": -1, "dump": "not base64!"}\n', *lines[1:]], "line 2"),
     (lambda lines: [b"hello\n"], "not a snapshot"),
-    (lambda lines: [lines[0].replace(b'"layout":1', b'"layout":99'), *lines[1:]], "key layout 99"),
+    (lambda lines: [lines[0].replace(f'"layout":{CURRENT}'.encode(), b'"layout":99'), *lines[1:]], "key layout 99"),
 ])
 def test_a_damaged_or_foreign_file_is_refused_before_anything_is_written(redis_url, tmp_path, damage, words):
     source = App(redis_url=redis_url, namespace=fresh())

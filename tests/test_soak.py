@@ -19,16 +19,21 @@ ledger. Every 4-10 s a fault, drawn from a seeded random generator:
 A sampler thread reads the state every half second. Once the faults stop, everything is
 made whole again (paused processes resumed, the dead started) and the soak waits for the
 cluster to converge (the state as below, and no command left running for an ended task),
-then judges: nothing lost or stuck (every batch job completed its
-replicas, the service runs exactly its replicas, nothing pending); no task id executed
-twice; a completed task ran once (one start, one end), and a run that wrote its end is
-recorded completed, unless its process was stopped before it exited (killed with its work
-horse, or stopped for want of a heartbeat no later than ``EXIT_S`` after it wrote its end,
-by the node's journal) or it wrote its end after its node had been declared down (a paused node's run resumes for an instant before
-its watchdog stops it: the overlap below bounds that); no command runs for
-an ended task; the service never had more open tasks than its replicas, and no node was
-overcommitted, in any sample; the audit is clean; two runs of one slot (a task and the
-task that replaced it) overlapped by at most ``OVERLAP_BOUND_S`` (docs/reliability.md).
+then judges, from the commands' own ledger: nothing lost or stuck (every batch job
+completed its replicas, the service runs exactly its replicas, nothing pending); no task
+id executed twice; a completed task ran once (one start, one end); **no command ran
+twice** (a run that started and did not complete, so that its slot ran again) unless a
+documented fault on its node during the run explains it (docs/reliability.md, the fault
+table): its node declared down after its agent was killed or the whole node was killed or
+paused, or its work horse killed with or without the rest of the node; a pause, a restart
+of Redis or a scheduler worker's death explains none (runs are frozen, not stopped, while
+their agent cannot renew its heartbeat); a run that wrote its end is recorded completed,
+unless it was killed with its work horse or wrote its end after its node had been
+declared down (a paused node's run resumes for an instant before its watchdog freezes it
+again: the overlap below bounds that); no command runs for an ended task; the service
+never had more open tasks than its replicas, and no node was overcommitted, in any
+sample; the audit is clean; two runs of one slot (a task and the task that replaced it)
+overlapped by at most ``OVERLAP_BOUND_S`` (docs/reliability.md).
 
 The seed is printed; ``SCHED_SOAK_SEED=<seed>`` replays its faults and workload (the
 processes' timing is the machine's), ``SCHED_SOAK_SEED=random`` draws a new one, and
@@ -41,7 +46,6 @@ from __future__ import annotations
 import os
 import random
 import signal
-import sqlite3
 import sys
 import threading
 import time
@@ -72,12 +76,12 @@ SERVICE = "svc"
 OVERLAP_BOUND_S = 1.0  # the longest two runs of one slot may overlap (docs/reliability.md, "No split brain")
 CONVERGE_S = 150.0  # a bound on "eventually", not a performance target
 COMMAND = str(Path(__file__).resolve().parent / "soak_command.py")
-# How a run that wrote its end may still be recorded failed: its process was stopped before it exited
-# (killed with its work horse, which then recorded nothing; or stopped without a heartbeat, which
-# the journal records as it stops it).
-INTERRUPTED = "its run was interrupted"
-STOPPED = ("stopped after", "stopped by its agent")
-EXIT_S = 0.5  # a command exits within this of writing its end line (a stop journalled later came after its exit)
+# What may cut a run short, by how its task ended (docs/reliability.md, the fault table): a fault on
+# its node, begun before the task ended and after the run began.
+INTERRUPTED = ("its run was interrupted", "its run was lost", "exited with code -9")  # killed with its horse
+EXPLAINS = {"its node declared down": ("kill agent", "kill node", "pause node"),
+            "killed with its work horse": ("kill node", "kill rq process")}
+SCALED_DOWN = "scaled down to"  # the workload's doing: the slot is gone, it does not run again
 
 
 @pytest.mark.slow
@@ -110,6 +114,7 @@ class Soak:
         self.agents: dict[str, object] = {}
         self.workers: list = []
         self.faults: list[tuple[float, str]] = []
+        self.spans: list[tuple[str, str | None, float, float]] = []  # kind, node or None, wall-clock start, end
         self.violations: list[str] = []
         self.samples = 0
         self.done = threading.Event()
@@ -180,7 +185,7 @@ class Soak:
         kind = self.rng.choice(["kill worker", "kill agent", "kill node", "kill rq process", "pause redis",
                                 "kill redis", "pause node"])
         name = self.rng.choice(AGENTS)
-        started = time.monotonic() - self.t0
+        started, began = time.monotonic() - self.t0, time.time()
         if kind == "kill worker":
             index = self.rng.randrange(len(self.workers))
             _kill(self.workers[index].pid, signal.SIGKILL)
@@ -234,6 +239,8 @@ class Soak:
                 _kill(pid, signal.SIGCONT)
             detail = f"{name}: {len(victims)} processes for {pause:.1f} s"
         self.faults.append((started, f"{kind} ({detail})"))
+        on_node = kind in ("kill agent", "kill node", "kill rq process", "pause node")
+        self.spans.append((kind, name if on_node else None, began, time.time()))
 
     # ------------------------------------------------------------------ workload and samples
     def _workload(self) -> None:
@@ -340,8 +347,8 @@ class Soak:
             times.setdefault(task, []).append(at)
             if word == "end":
                 ends[task] = at
-        journalled = self._journalled_ends()
         problems = list(self.violations)
+        cut_short: Counter = Counter()
         for task_id, counts in lines.items():
             task = tasks.get(task_id)
             if counts["start"] > 1:
@@ -349,18 +356,22 @@ class Soak:
             if task is None:
                 problems.append(f"a command ran for {task_id}, which is no task")
                 continue
-            if not counts["end"] or task.state == "completed":
+            if task.state in ("completed", *LIVE_STATES) or (task.state == "stopped"
+                                                             and task.message.startswith(SCALED_DOWN)):
+                continue  # it ran to its end, runs still (the service), or its slot is gone
+            # It ran, and its slot runs again: a fault on its node during the run must explain it.
+            cause = self._cause(task)
+            if cause is None:
+                problems.append(f"task {task_id} ran and was cut short, {task.state}: {task.message}")
                 continue
-            if task.message.startswith(INTERRUPTED):
+            if not self._fault_on(task.node, EXPLAINS[cause], (min(times[task_id]), task.ended_ms / 1000)):
+                problems.append(f"task {task_id} was cut short ({cause}: {task.message}) with no fault on node "
+                                f"{task.node} during its run")
                 continue
-            if task.message.startswith(STOPPED):
-                # Stopped as it was exiting, or it exited and the stop came after: the journal's time tells.
-                late = journalled.get(task_id, ends[task_id]) - ends[task_id]
-                if late > EXIT_S:
-                    problems.append(f"task {task_id} wrote its end {late:.2f} s before its run was recorded "
-                                    f"stopped: {task.message}")
-            elif not (task.state == "lost" and ends[task_id] * 1000 >= task.ended_ms):  # after its node went down
-                problems.append(f"task {task_id} ran to its end but is {task.state}: {task.message}")
+            cut_short[cause] += 1
+            if counts["end"] and cause == "its node declared down" and ends[task_id] * 1000 < task.ended_ms:
+                problems.append(f"task {task_id} ran to its end before its node was declared down, but is "
+                                f"{task.state}: {task.message}")
         for task in tasks.values():
             counts = lines.get(task.id, Counter())
             if task.state == "completed" and task.job != SERVICE and (counts["start"], counts["end"]) != (1, 1):
@@ -380,30 +391,38 @@ class Soak:
         longest = max(overlaps, default=(0.0, "", ""))
         if longest[0] > OVERLAP_BOUND_S:
             problems.append(f"runs {longest[1]} and {longest[2]} of one slot overlapped for {longest[0]:.2f} s")
-        summary = self._summary(tasks, overlaps)
+        summary = self._summary(tasks, overlaps, cut_short)
         print(summary, file=sys.stderr)
         assert not problems, "\n".join(problems[:50]) + "\n" + summary
 
-    def _journalled_ends(self) -> dict[str, float]:
-        """Task -> when (wall clock) its node's journal recorded how its run ended."""
-        ends = {}
-        for path in (Path(self.cluster.env["SCHED_HOME"]) / "agents" / self.namespace).glob("*/journal.sqlite3"):
-            journal = sqlite3.connect(str(path))
-            try:
-                ends.update(journal.execute("SELECT task, ended_at FROM executions WHERE ended_at IS NOT NULL"))
-            finally:
-                journal.close()
-        return ends
+    @staticmethod
+    def _cause(task) -> str | None:
+        """How a run that did not complete was cut short, if by a fault the table documents."""
+        if task.state == "lost" and task.message == f"node {task.node} is down":
+            return "its node declared down"
+        if task.state in ("lost", "failed") and task.message.startswith(INTERRUPTED):
+            return "killed with its work horse"
+        return None
 
-    def _summary(self, tasks=None, overlaps=()) -> str:
+    def _fault_on(self, node: str, kinds: tuple[str, ...], span: tuple[float, float]) -> bool:
+        """A fault of one of ``kinds`` on ``node`` that began before the run's task ended and
+        lasted until after the run began."""
+        first, ended = span
+        return any(kind in kinds and on == node and began <= ended and until >= first
+                   for kind, on, began, until in self.spans)
+
+    def _summary(self, tasks=None, overlaps=(), cut_short=None) -> str:
         kinds = Counter(description.split(" (")[0] for _, description in self.faults)
         lines = [f"{len(self.faults)} faults: " + ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items()))]
         lines += [f"  {at:6.1f} s  {description}" for at, description in self.faults]
         if tasks is not None:
             states = Counter(t.state for t in tasks.values())
             longest = max(overlaps, default=(0.0, "", ""))
+            cut = cut_short or {}
             lines.append(f"{len(tasks)} tasks ({dict(states)}), {self.samples} samples, "
                          f"{len(overlaps)} replaced runs, longest overlap {longest[0]:.3f} s {longest[1:]}")
+            lines.append(f"runs cut short: {sum(cut.values())} ("
+                         + (", ".join(f"{n} {cause}" for cause, n in sorted(cut.items())) or "none") + ")")
         return "\n".join(lines)
 
 

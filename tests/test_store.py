@@ -255,12 +255,12 @@ def test_stop_ends_every_task_and_empties_the_queues(clocked_app, clock):
     app.queue.fail(claim.token, [("web.1", {"nodes_evaluated": 0, "reasons": {}, "message": "x"})])
     app.queue.cluster_event()
     app.queue.fail(claim.token, [("web.2", {"nodes_evaluated": 0, "reasons": {}, "message": "x"})])
-    assert app.queue.counts() == {"active": 2, "backoff": 1, "unschedulable": 1, "inflight": 1}
+    assert app.queue.counts() == {"active": 2, "backoff": 1, "unschedulable": 1, "inflight": 1, "waiting": 0}
 
     result = reconcile.stop(app.store, "web")
     assert sorted(result["stopped"]) == [f"web.{i}" for i in range(6)]
     assert [state(app, f"web.{i}") for i in range(6)] == ["stopped"] * 6
-    assert app.queue.counts() == {"active": 0, "backoff": 0, "unschedulable": 0, "inflight": 0}
+    assert app.queue.counts() == {"active": 0, "backoff": 0, "unschedulable": 0, "inflight": 0, "waiting": 0}
     assert app.client.hlen(app.keys.leases) == 0
     node = app.client.hgetall(app.keys.node("n1"))
     assert (node["alloc:cpu"], node["alloc:memory"], node["tasks"]) == ("0", "0", "0")
@@ -275,7 +275,7 @@ def test_stop_ends_every_task_and_empties_the_queues(clocked_app, clock):
         == ["lease expired"]
     assert app.queue.release(claim.token, ["web.3"]) == []
     assert state(app, "web.3") == "stopped"
-    assert app.queue.counts() == {"active": 0, "backoff": 0, "unschedulable": 0, "inflight": 0}
+    assert app.queue.counts() == {"active": 0, "backoff": 0, "unschedulable": 0, "inflight": 0, "waiting": 0}
 
 
 def test_stop_twice_and_stop_unknown(app):

@@ -31,13 +31,13 @@ def test_a_deep_queue_is_claimed_one_batch_ahead_and_handed_back_on_stop(app):
     worker = SchedulerWorker(app, WorkerConfig(batch_size=2))
     assert worker.step() == 2
     # Placed two; the next two are leased already; six wait for anyone.
-    assert queue_becomes(app, active=6, inflight=2) == {"active": 6, "backoff": 0, "unschedulable": 0, "inflight": 2}
+    assert queue_becomes(app, active=6, inflight=2) == {"active": 6, "backoff": 0, "unschedulable": 0, "inflight": 2, "waiting": 0}
     assert worker.step() == 2  # works on the batch it claimed ahead, and claims the next
     assert worker.stats.placed == 4
-    assert queue_becomes(app, active=4, inflight=2) == {"active": 4, "backoff": 0, "unschedulable": 0, "inflight": 2}
+    assert queue_becomes(app, active=4, inflight=2) == {"active": 4, "backoff": 0, "unschedulable": 0, "inflight": 2, "waiting": 0}
     worker.stop()
     worker.run()  # stopping: nothing more is placed, the batch claimed ahead goes back
-    assert app.queue.counts() == {"active": 6, "backoff": 0, "unschedulable": 0, "inflight": 0}
+    assert app.queue.counts() == {"active": 6, "backoff": 0, "unschedulable": 0, "inflight": 0, "waiting": 0}
     assert app.client.hlen(app.keys.leases) == 0
 
 
@@ -46,7 +46,7 @@ def test_a_short_queue_is_left_to_other_workers(app):
     worker = SchedulerWorker(app, WorkerConfig(batch_size=2))
     assert worker.step() == 2
     # Three were waiting: fewer than two more batches, so none is claimed ahead.
-    assert app.queue.counts() == {"active": 3, "backoff": 0, "unschedulable": 0, "inflight": 0}
+    assert app.queue.counts() == {"active": 3, "backoff": 0, "unschedulable": 0, "inflight": 0, "waiting": 0}
 
 
 def test_a_redis_that_lost_its_scripts_is_served_again(app):
@@ -68,7 +68,7 @@ def test_tasks_whose_job_is_gone_are_stopped_with_a_reason(app):
     for task_id in ("web.0", "web.1"):
         task = app.store.get_task(task_id)
         assert task.state == "stopped" and "its job no longer exists" in task.message, task
-    assert app.queue.counts() == {"active": 0, "backoff": 0, "unschedulable": 0, "inflight": 0}
+    assert app.queue.counts() == {"active": 0, "backoff": 0, "unschedulable": 0, "inflight": 0, "waiting": 0}
 
 
 def test_a_worker_loads_the_script_its_refreshes_queue_before_its_first_batch(app):

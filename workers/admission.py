@@ -1,6 +1,7 @@
-"""How many tasks of a group a namespace's quota admits, counted as the worker plans: the
-rule of ``fit.over_quota`` (which commit.lua enforces), applied one task after another to
-the usage read with the nodes, so the worker does not plan what the commit would refuse."""
+"""How many tasks of a group a namespace's quota and the job's ``parallelism`` admit,
+counted as the worker plans: the rule of ``fit.over_quota`` (which commit.lua enforces),
+applied one task after another to the usage read with the nodes, and the job's live
+tasks as its tallies say; so the worker does not plan what the commit would refuse."""
 
 from __future__ import annotations
 
@@ -32,3 +33,13 @@ def use(usage: dict[str, int], spec: JobSpec, count: int) -> None:
         for resource, amount in spec.resources.items():
             usage[resource] = usage.get(resource, 0) + amount * count
         usage["tasks"] = usage.get("tasks", 0) + count
+
+
+def within_parallelism(spec: JobSpec, count: int, live: int):
+    """How many of ``count`` tasks of ``spec`` its ``parallelism`` admits beside its
+    ``live`` tasks (commit.lua's rule), and why the next one waits."""
+    if not spec.parallelism or live + count <= spec.parallelism:
+        return count, ""
+    allowed = max(0, spec.parallelism - live)
+    return allowed, (f"job {spec.id} runs its parallelism of {spec.parallelism}: {live + allowed} of its tasks are "
+                     f"live or being placed.")

@@ -12,18 +12,22 @@ For a task this node should run:
   task began, or is held by a worker that is gone): queue it, again if need be (with a
   growing pause). The RQ job starts it only while it is still assigned here
   (``start.lua``), so queueing it twice never runs it twice.
-- **started, its work horse running**: nothing. This is also how an agent that restarted
-  adopts what its predecessor started.
+- **started, its work horse running**: nothing, but for a run that was frozen for want of
+  a heartbeat: it is resumed (SIGCONT) once the heartbeat is current again. This is also
+  how an agent that restarted adopts what its predecessor started, frozen or not.
 - **started, its horse gone**: stop what is left of it (its command's group), then
-  deliver the end the journal has, or "interrupted" when the horse died without one.
+  deliver the end the journal has, or "interrupted" when the horse died without one
+  (``lost`` for a command: its horse only ran it; ``failed`` for a function, which ran in
+  it and may have been its death).
 - **ended in the journal**: deliver the end to Redis (the run ended while Redis was away,
   or a failover lost the end).
 - **running in Redis with no execution here** after a grace: its run was lost; it is
-  recorded failed (from RQ's record of the run, when RQ has one).
+  recorded lost (or as RQ's record of the run says, when RQ has one).
 
 For an execution whose task is no longer this node's (stopped, scaled down, lost while
-the node was away and replaced): its process groups are stopped, and it is forgotten only
-once they are confirmed gone (a job still queued in RQ is cancelled).
+the node was away and replaced): its process groups are stopped (a frozen one is never
+resumed first), and it is forgotten only once they are confirmed gone (a job still queued
+in RQ is cancelled).
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from rq.job import Job, JobStatus
 from scheduler.control import process_groups, reconcile
 from scheduler.control.execution import rq_job_id, run_task
 from scheduler.control.journal import Execution, Journal
-from scheduler.model import ASSIGNED, COMPLETED, FAILED, JobSpec, Task
+from scheduler.model import ASSIGNED, COMPLETED, FAILED, LOST as LOST_STATE, JobSpec, Task
 from scheduler.model.errors import SchedError
 from scheduler.state.app import App
 from workers import metrics
@@ -52,14 +56,20 @@ LOST_GRACE_S = 3.0  # a task running with nothing here: its horse may be between
 WRAP_UP_S = 5.0  # a horse that recorded its end is left this long to deliver it and exit
 KEEP_ENDS_S = 3600.0  # delivered ends kept, should a failover lose them from Redis
 PRUNE_EVERY_S = 60.0
+# RQ's own records of a task's run (its job hash, result, registries' entries), kept only
+# as a fallback for a run the journal lost: the task's end is in Redis and the journal.
+RQ_RESULT_TTL_S = 60  # a run that returned
+RQ_FAILURE_TTL_S = 86_400  # a work horse that died or raised (rq info shows these)
+RQ_QUEUED_TTL_S = 86_400  # a job never picked up (its node gone for good): discarded by RQ
 INTERRUPTED = "its run was interrupted: its process ended without recording how"
 LOST = "its run was lost: no process on its node runs it and no end of it was kept"
 
 
 class NodeSync:
-    def __init__(self, app: App, node: str, journal: Journal, rq_queue, live_workers):
+    def __init__(self, app: App, node: str, journal: Journal, rq_queue, live_workers, fresh_s: float = 2.0):
         self.app, self.store, self.node = app, app.store, node
         self.journal = journal  # the calling thread's connection
+        self.fresh_s = fresh_s  # a heartbeat renewed this recently is current: frozen runs may resume
         self.rq_queue = rq_queue
         self.live_workers = live_workers  # () -> names of this agent's RQ workers now running
         self.specs: dict[tuple[str, int], JobSpec] = {}  # a version's spec never changes
@@ -114,10 +124,12 @@ class NodeSync:
             return
         if execution is not None and execution.started:
             if process_groups.running(execution.horse):
+                self._thaw(task, execution)
                 return
             if self._stop(execution):
                 return  # confirmed gone on a later round, then recorded
-            self.journal.ended(task.id, False, INTERRUPTED)
+            in_process = execution.command is None and "func" in (self._spec(task).run or {})
+            self.journal.ended(task.id, False, INTERRUPTED, lost=not in_process)
             self._deliver(task, self.journal.get(task.id))
             return
         if task.state == ASSIGNED:
@@ -131,6 +143,24 @@ class NodeSync:
             self._enqueue(task, spec, execution)
         elif self._spec(task).run is not None:
             self._lost_run(task)
+
+    def _thaw(self, task: Task, execution: Execution) -> None:
+        """Resume a frozen run of a task that is still this node's, once the heartbeat is
+        current (the watchdog and the fence freeze again whenever it is overdue). Frozen
+        means marked so in the journal, or a leader paused by a signal: a run can be paused
+        just after an agent cleared its mark (and whole machines are paused and resumed)."""
+        groups = [g for g in (execution.horse, execution.command) if g is not None]
+        if not execution.frozen and not any(process_groups.stopped(g) for g in groups):
+            return
+        since, _ttl = self.journal.since_beat()
+        if since is None or since > self.fresh_s:
+            return
+        for group in groups:
+            process_groups.thaw_group(group)
+        frozen_s = self.journal.thawed(task.id)
+        log.info("agent %s: task %s resumed%s: its node still runs it", self.node, task.id,
+                 f" after {frozen_s:.1f} s frozen" if frozen_s is not None else "",
+                 extra={"fields": {"node": self.node, "task": task.id}})
 
     def _queued(self, task_id: str, execution: Execution) -> bool:
         """Whether the task's RQ job is still on its way to a work horse."""
@@ -170,11 +200,14 @@ class NodeSync:
             Job.fetch(job_id, connection=self.rq_queue.connection).delete()  # what is left of an earlier try
         except NoSuchJobError:
             pass
-        timeout = int(spec.run["timeout"]) + 30 if spec.run.get("timeout") else -1
+        # A command's timeout is kept by its work horse, which does not count the time it
+        # was frozen (RQ's would); a function's is RQ's (frozen time counts).
+        timeout = int(spec.run["timeout"]) + 30 if spec.run.get("timeout") and "func" in spec.run else -1
         # Both URLs: the scheduling state's (any topology) and RQ's own execution Redis.
         self.rq_queue.enqueue_call(run_task, args=(self.app.url, keys.namespace, self.node, task.id),
                                    kwargs={"rq_url": self.app.rq_url, "journal": str(self.journal.path)},
-                                   job_id=job_id, timeout=timeout, result_ttl=3600, failure_ttl=86400,
+                                   job_id=job_id, timeout=timeout, ttl=RQ_QUEUED_TTL_S,
+                                   result_ttl=RQ_RESULT_TTL_S, failure_ttl=RQ_FAILURE_TTL_S,
                                    description=f"task {task.id}")
         if not again:
             self._started(task.id)
@@ -194,9 +227,10 @@ class NodeSync:
             return  # a horse is on it (it records itself in the journal as it starts)
         result = job.return_value() if job is not None and job.is_finished else None
         if isinstance(result, dict) and result.get("ran"):  # a run kept by RQ alone
-            ended = reconcile.task_ended(self.store, task, bool(result.get("succeeded")), result.get("message", ""))
+            ended = reconcile.task_ended(self.store, task, bool(result.get("succeeded")), result.get("message", ""),
+                                         lost=bool(result.get("lost")))
         else:
-            ended = reconcile.task_ended(self.store, task, False, LOST)
+            ended = reconcile.task_ended(self.store, task, False, LOST, lost=True)
         self.unaccounted.pop(task.id, None)
         log.warning("agent %s: task %s was running with no process here and no end kept; recorded %s",
                     self.node, task.id, ended["state"], extra={"fields": {"node": self.node, "task": task.id}})
@@ -243,8 +277,9 @@ class NodeSync:
             found = self.store.tasks([execution.task])
             task = found[0] if found else None
         if task is not None and task.live and task.node == self.node:
-            ended = reconcile.task_ended(self.store, task, bool(execution.succeeded), execution.message)
-            if ended["state"] in (COMPLETED, FAILED):
+            ended = reconcile.task_ended(self.store, task, bool(execution.succeeded), execution.message,
+                                         lost=execution.lost)
+            if ended["state"] in (COMPLETED, FAILED, LOST_STATE):
                 log.info("agent %s: task %s %s (recorded from the node's journal): %s", self.node, task.id,
                          ended["state"], execution.message, extra={"fields": {"node": self.node, "task": task.id}})
         self.journal.delivered(execution.task)

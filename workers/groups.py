@@ -56,7 +56,7 @@ def _one_tenant_batches(groups: list[Group], counts: dict[str, dict[str, int]], 
     for group in groups:
         spec = group.spec
         if (len(group.task_ids) == 1 and not group.pin and not group.nominated and not counts.get(spec.id)
-                and spec.id not in faults):
+                and spec.id not in faults and not spec.rules):  # a job's rules are its own
             classes.setdefault(placement_shape(spec), []).append(group)
     merged: dict[int, list[Group]] = {}  # id of a class's first group -> the class
     for members in classes.values():

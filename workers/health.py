@@ -10,6 +10,9 @@ task. A task without checks is healthy once it runs (a deployment counts it afte
 ``min_healthy_time``). Health is written with ``task_health.lua`` and published.
 
 Checks run in a small pool of threads, so one slow check does not hold up the others.
+A run frozen for want of its agent's heartbeat (``disconnect``) cannot answer: it is not
+checked while frozen, and a check it was frozen during (the node's journal says so) is
+forgotten rather than counted.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from dataclasses import dataclass, field
 import redis
 
 from scheduler.control import reconcile
+from scheduler.control.journal import Journal
 from scheduler.model import RUNNING, SchedError, Task
 from scheduler.model.update import HEALTHY, STARTING, UNHEALTHY, HealthCheck
 from scheduler.state.app import App
@@ -67,13 +71,15 @@ class _Watch:
     due: float = 0.0
     failures: int = 0
     running: Future | None = field(default=None, repr=False)
+    frozen_s: float = 0.0  # how long the run had been frozen when the running check began
 
 
 class HealthChecks:
     """The checks of one node's running tasks, in a daemon thread until ``stop`` is set."""
 
-    def __init__(self, app: App, node: str, stop: threading.Event):
+    def __init__(self, app: App, node: str, stop: threading.Event, journal: Journal | None = None):
         self.app, self.node, self.stop = app, node, stop
+        self.journal = journal  # the node's journal (this thread's connection): which runs are frozen
         self.watches: dict[str, _Watch] = {}
         self.specs: dict[tuple[str, int], HealthCheck | None] = {}
         self.pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="health")
@@ -114,13 +120,24 @@ class HealthChecks:
                 watch = self.watches[task.id] = _Watch(seen=now)
                 if not task.health:
                     store.set_task_health(task.id, self.node, STARTING)
+            frozen = self._frozen(task.id)
             if watch.running is not None and watch.running.done():
                 passed, said = watch.running.result()
-                watch.running = None
-                self._record(task, health, watch, passed, said, now)
-            if watch.running is None and now >= watch.due and task.id in self.watches:
+                began_frozen, watch.running = watch.frozen_s, None
+                if frozen is None or frozen == began_frozen:  # (else it was frozen meanwhile: forgotten)
+                    self._record(task, health, watch, passed, said, now)
+            if watch.running is None and now >= watch.due and task.id in self.watches and frozen is not None:
                 watch.due = now + health.interval
+                watch.frozen_s = frozen
                 watch.running = self.pool.submit(check, health, task.id)
+
+    def _frozen(self, task_id: str) -> float | None:
+        """Seconds the task's run was frozen before now (each freeze adds to them once it
+        ends), or None while it is frozen."""
+        execution = self.journal.get(task_id) if self.journal is not None else None
+        if execution is None:
+            return 0.0
+        return None if execution.frozen else execution.frozen_s
 
     def _record(self, task: Task, health: HealthCheck, watch: _Watch, passed: bool, said: str, now: float) -> None:
         store = self.app.store

@@ -35,6 +35,13 @@ COMMIT_SECONDS = Histogram("sched_commit_seconds", "Time of one atomic commit of
                            buckets=FAST)
 SUBMIT_TO_ASSIGNED = Histogram("sched_submit_to_assigned_seconds",
                                "From a task's creation to its commit (both Redis time).", buckets=SLOW)
+GC_JOBS_REMOVED = Counter("sched_gc_jobs_removed_total", "Finished jobs this worker removed (retention).")
+GC_TASKS_REMOVED = Counter("sched_gc_tasks_removed_total",
+                           "Ended tasks this worker removed (retention), with their jobs or alone.")
+REDIS_USED_MEMORY = Gauge("sched_redis_used_memory_bytes", "Redis used_memory, as this worker last read it.")
+REDIS_MAXMEMORY = Gauge("sched_redis_maxmemory_bytes", "Redis maxmemory (0: no limit), as this worker last read it.")
+REDIS_MEMORY_HIGH = Gauge("sched_redis_memory_high",
+                          "1 while Redis used memory is past 80% of maxmemory (this worker warned), else 0.")
 
 # Node agents.
 AGENT_STARTED = Counter("sched_agent_tasks_started_total", "Tasks this agent started (enqueued or marked running).")

@@ -12,11 +12,14 @@ not take is delivered when it answers.
 A loop thread heartbeats once an interval and syncs several times an interval
 (``agent_sync.py``): it compares what Redis says this node should run with what runs, and
 acts until they agree. Before anything else, each turn of the loop (and the agent's
-start) stops the runs whose job does not let them outlive a heartbeat that was not
-renewed in time (``disconnect.stop_after``, by default the heartbeat's TTL): an agent
-that was paused, or cut off from Redis, stops its tasks before the scheduler may declare
-its node down and start their replacements elsewhere. (Each run's work horse watches the
-same limit on its own, for when the agent itself is paused or dead.)
+start) is the *fence*: once the heartbeat has gone a TTL without being renewed, each run
+does what its job's ``disconnect`` says (``scheduler/model/disconnect.py``): by default it
+is frozen (SIGSTOP), and a job may have it stopped, or run on. An agent that was paused,
+or cut off from Redis, thus has its tasks do nothing before the scheduler may declare its
+node down and start their replacements elsewhere; once it reaches Redis again, its sync
+resumes the frozen runs of tasks that are still its node's and kills the others. (Each
+run's work horse watches the same limits on its own, for when the agent itself is paused
+or dead.)
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from rq import Queue
 from scheduler.control import heartbeat, process_groups
 from scheduler.control.journal import Journal
 from scheduler.model import Node
+from scheduler.model.disconnect import RUN, STOP
 from scheduler.model.errors import SchedError
 from scheduler.state.app import App
 from scheduler.state.connection import wait_for_redis
@@ -69,7 +73,8 @@ class NodeAgent:
         self.rq_queue = Queue(queue_name, connection=app.rq_client)
         self.workers = RQWorkers(app.rq_url, queue_name, slots, Journal(path),  # the main thread's connection
                                  labels=("--namespace", app.keys.namespace, "agent", node.name))
-        self.sync = NodeSync(app, node.name, self.journal, self.rq_queue, self.workers.names)
+        self.sync = NodeSync(app, node.name, self.journal, self.rq_queue, self.workers.names,
+                             fresh_s=self.ttl_s - interval_s)
         self._stop = threading.Event()
         self._stop_requests = 0
         self._wake = threading.Event()
@@ -96,30 +101,39 @@ class NodeAgent:
         self.last_beat = sent
 
     def fence(self) -> list[str]:
-        """Stop the runs that have gone longer without a renewed heartbeat than their job
-        allows, recording why in the journal (delivered once Redis answers); returns
-        their tasks. Cheap when the last beat is recent."""
+        """Freeze or stop the runs whose job does not let them go on as they were when the
+        heartbeat has gone this long without being renewed (a stop is recorded in the
+        journal, delivered once Redis answers, as lost); returns the tasks it stopped.
+        Cheap when the last beat is recent."""
         since, ttl = self.journal.since_beat()
         if since is None or since <= self.interval_s:
             return []
-        stopped = []
+        stopped, frozen = [], []
         for execution in self.journal.executions().values():
-            limit = execution.stop_after if execution.stop_after is not None else ttl
-            if not execution.started or execution.ended or limit is None or since <= limit:
+            action = execution.disconnect.action(since, ttl)
+            if not execution.started or execution.ended or action == RUN:
                 continue
-            groups = [g for g in (execution.horse, execution.command) if g is not None]
             # The work itself: the command once it has one (a command that exited is over,
             # its horse about to record how), else the horse (a function runs in it).
-            if not process_groups.group_running(execution.command or execution.horse):
+            work = execution.command or execution.horse
+            if not process_groups.group_running(work):
                 continue
-            self.journal.ended(execution.task, False, f"stopped by its agent after {since:.1f} s without a "
-                                                      f"renewed heartbeat (limit {limit:g} s)")
-            for group in groups:
-                process_groups.stop_group(group)
-            stopped.append(execution.task)
-        if stopped:
-            log.warning("agent %s: no heartbeat renewed for %.1f s: stopped %s", self.node.name, since,
-                        ", ".join(sorted(stopped)), extra={"fields": {"node": self.node.name}})
+            if action == STOP:
+                limit = execution.disconnect.stop_limit(ttl)
+                self.journal.ended(execution.task, False, f"stopped by its agent after {since:.1f} s without a "
+                                                          f"renewed heartbeat (limit {limit:g} s)", lost=True)
+                for group in (execution.horse, execution.command):
+                    if group is not None:
+                        process_groups.stop_group(group)
+                stopped.append(execution.task)
+                continue
+            if self.journal.frozen(execution.task):
+                frozen.append(execution.task)
+            process_groups.freeze_group(work)  # again each turn: something may have resumed it
+        for done, tasks in (("stopped", stopped), ("froze", frozen)):
+            if tasks:
+                log.warning("agent %s: no heartbeat renewed for %.1f s: %s %s", self.node.name, since, done,
+                            ", ".join(sorted(tasks)), extra={"fields": {"node": self.node.name}})
         return stopped
 
     def loop(self) -> None:
@@ -130,7 +144,10 @@ class NodeAgent:
                 self.fence()
                 if time.monotonic() >= next_beat:
                     self.beat()
-                    next_beat = time.monotonic() + self.interval_s
+                    # A beat that waited long for its reply counts from when it was sent:
+                    # send another at once, so frozen runs resume as soon as Redis answers.
+                    late = time.monotonic() - self.last_beat > self.interval_s
+                    next_beat = time.monotonic() + (0 if late else self.interval_s)
                 self.sync()
             except (redis.RedisError, SchedError) as exc:
                 log.warning("agent %s: %s", self.node.name, exc, extra={"fields": {"node": self.node.name}})
@@ -140,13 +157,16 @@ class NodeAgent:
         """Register, then supervise the RQ workers in this thread until a signal stops it:
         the first SIGTERM or SIGINT lets running tasks finish, a second one stops them."""
         self.fence()  # what ran too long without a heartbeat while no agent was here
-        self.register()
+        # Before the first beat: a function's frozen work horse whose RQ worker this kills
+        # is resumed by the kernel (see run_task), and its watchdog freezes it again only
+        # while the heartbeat is overdue; the sync decides its fate once the agent beats.
         left = self.workers.stop_left_behind()
         if left:
             log.info("agent %s: stopped %d RQ worker(s) an earlier agent left behind", self.node.name, len(left))
+        self.register()
         thread = threading.Thread(target=self.loop, name="agent-loop", daemon=True)
         thread.start()
-        HealthChecks(self.app, self.node.name, self._stop).start()
+        HealthChecks(self.app, self.node.name, self._stop, Journal(self.journal.path)).start()
         previous = {sig: signal.signal(sig, self._request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
             while True:
@@ -190,6 +210,11 @@ def run_agent(app: App, node: Node, interval_s: float = heartbeat.DEFAULT_INTERV
     """Run a node agent for ``node`` until a signal stops it (``sched agent``). A Redis
     that does not answer yet is waited for (logged on stderr), not a reason to exit."""
     wait_for_redis(app.url)
+    try:
+        app.store.check_layout()
+    except SchedError as exc:  # a namespace of another key layout: say so once and run nothing
+        log.error("agent %s: %s", node.name, exc)
+        raise SystemExit(2) from None
     agent = NodeAgent(app, node, interval_s=interval_s, slots=slots, state_dir=state_dir)
     if metrics_port:
         metrics.serve(metrics_port)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 
 from scheduler.control.preemptor import Preemptor
+from scheduler.control.rule_view import RuleView
 from scheduler.control.worker_config import WorkerConfig
 from scheduler.state.app import App
 from workers.groups import Group
@@ -17,10 +18,13 @@ from workers.stats import WorkerStats
 
 class Preemption:
     """A worker's preemption: ``refresh`` is the worker's ``_refresh`` (its nodes brought up
-    to date, with the tallies of the jobs asked for), ``stats`` its counts."""
+    to date, with the tallies of the jobs asked for, and the domain counts into ``rules``),
+    ``stats`` its counts."""
 
-    def __init__(self, app: App, config: WorkerConfig, preemptor: Preemptor, refresh, stats: WorkerStats):
+    def __init__(self, app: App, config: WorkerConfig, preemptor: Preemptor, refresh, stats: WorkerStats,
+                 rules: RuleView | None = None):
         self.app, self.config, self.preemptor, self.stats = app, config, preemptor, stats
+        self.rules = rules if rules is not None else RuleView(app.store)  # the worker's: its refresh reads into it
         self._refresh = refresh
         self._hopeless: dict[tuple, float] = {}  # (job, pin) -> until when preemption is not retried
         # Seconds: the App's clock when it has one (a simulation's virtual time), else monotonic.
@@ -34,12 +38,16 @@ class Preemption:
         preemptor = self.preemptor
         lowest = preemptor.lowest_live_priority()
         now = self._clock()
+        waiting = {t for t, explanation in failures.items() if explanation.get("parallelism")}  # their turn comes
         for task_id, explanation in list(failures.items()):  # no live task is low enough: say so
             spec = group_of[task_id].spec
+            if task_id in waiting:
+                continue
             if task_id not in conflicts and spec.preempt != "never" and not preemptor.worth_trying(spec, lowest):
                 failures[task_id] = _noted(explanation, f"preemption tried: no task runs at priority "
                                                         f"{spec.priority - preemptor.margin} or lower.")
-        todo = [t for t in failures if t not in conflicts and preemptor.worth_trying(group_of[t].spec, lowest)
+        todo = [t for t in failures if t not in conflicts and t not in waiting
+                and preemptor.worth_trying(group_of[t].spec, lowest)
                 and self._hopeless.get(_hope_key(group_of[t]), 0) <= now]
         gangs: dict[str, list[str]] = {}  # job -> its members that wait whole (in claim order)
         for task_id in todo:
@@ -61,14 +69,17 @@ class Preemption:
                 continue
             # Fresh nodes, with the room nominated for the preemptors before this one: the
             # search counts the room held for the job's other tasks as taken (as plan does).
-            nodes, counts, _, _, _ = self._refresh({group.spec.id}, claim.now_ms)
+            nodes, counts, _, _, _ = self._refresh({group.spec.id}, claim.now_ms,
+                                                   domains=self.rules.begin([group.spec]))
+            rules = self.rules.rules(group.spec, list(nodes.values()))
             if group.spec.gang and sum(counts[group.spec.id].values()) < group.spec.gang:
                 # A member of a gang whose minimum is not running: never preempt for part of it.
                 failures[task_id] = _noted(failures[task_id], "preemption not tried: its gang is not running "
                                                               "yet, and a gang preempts only as a whole.")
                 continue
             candidates = ([nodes[group.pin]] if group.pin in nodes else []) if group.pin else list(nodes.values())
-            search = preemptor.search(candidates, group.spec, counts[group.spec.id], task_id=task_id)
+            search = preemptor.search(candidates, group.spec, counts[group.spec.id], task_id=task_id, rules=rules,
+                                      domains=self.rules.counts)
             if search.choice is not None:
                 result = preemptor.apply(claim.token, task_id, group.spec, search)
                 if result == "ok":
@@ -96,7 +107,8 @@ class Preemption:
         member's choice applied to a copy of the nodes before the next is searched, and
         evict and nominate them all in one script call, or nothing."""
         preemptor, spec = self.preemptor, group.spec
-        nodes, counts, _, _, _ = self._refresh({spec.id}, claim.now_ms)
+        nodes, counts, _, _, _ = self._refresh({spec.id}, claim.now_ms, domains=self.rules.begin([spec]))
+        rules = self.rules.rules(spec, list(nodes.values()))
         need = spec.gang - sum(counts[spec.id].values())
         if need > len(members):  # cannot happen for a gang that waits whole; be safe
             for task_id in members:
@@ -105,7 +117,7 @@ class Preemption:
             return
         chosen = members[:need]
         candidates = ([nodes[group.pin]] if group.pin in nodes else []) if group.pin else list(nodes.values())
-        search = preemptor.search_gang(candidates, spec, counts[spec.id], chosen)
+        search = preemptor.search_gang(candidates, spec, counts[spec.id], chosen, rules=rules, domains=self.rules.counts)
         if search.choices is None:
             self._hopeless[_hope_key(group)] = now + 1.0
             note = search.message(spec, preemptor.margin)

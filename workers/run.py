@@ -10,7 +10,7 @@ import os
 import signal
 
 from scheduler.control.worker_config import WorkerConfig
-from scheduler.model import Node
+from scheduler.model import Node, SchedError
 from scheduler.state.app import App
 from scheduler.state.queue import QueueConfig
 from workers import metrics
@@ -42,6 +42,11 @@ def run_one(url: str, namespace: str, config: WorkerConfig, queue_config: QueueC
                                "batch_size": config.batch_size, "pid": os.getpid()}})
     signal.signal(signal.SIGTERM, worker.stop)
     signal.signal(signal.SIGINT, worker.stop)
+    try:
+        app.store.check_layout()
+    except SchedError as exc:  # a namespace of another key layout: say so once and serve nothing
+        log.error("%s: %s", worker.name, exc)
+        return WorkerStats().as_dict()
     if nodes is not None:
         worker.cache.adopt(*nodes)
     worker._load_nodes()

@@ -26,8 +26,10 @@ from functools import partial
 
 import redis
 
-from scheduler.control import deployer, heartbeat, reconcile
+from scheduler.control import deadlines, dependencies, deployer, evictions, heartbeat, periodic, reconcile, retention
+from scheduler.control.outcomes import Outcomes
 from scheduler.control.preemptor import Preemptor
+from scheduler.control.rule_view import RuleView
 from scheduler.control.worker_config import WorkerConfig
 from scheduler.engine.placement import Placement, Placer, gang_waits_message
 from scheduler.model import STOPPED, JobSpec, Node, reasons
@@ -37,6 +39,8 @@ from scheduler.state.commit import Planned, commit
 from scheduler.state.node_cache import NodeCache
 from scheduler.state.series import SAMPLE_EVERY_MS
 from scheduler.state.jobs import parse_stored
+from scheduler.state.history import Record
+from scheduler.state.memory import MEMORY_ERRORS
 from scheduler.tools.logs import Summary
 from workers import admission, metrics
 from workers.groups import Group, batches, regroup
@@ -51,6 +55,8 @@ _planned = tuple.__new__
 
 log = logging.getLogger("sched.worker")
 
+MEMORY_EVERY_S = 10.0  # how often a worker reads Redis's memory
+
 
 class SchedulerWorker:
     def __init__(self, app: App, config: WorkerConfig | None = None, name: str | None = None):
@@ -63,11 +69,13 @@ class SchedulerWorker:
         self.preemptor = Preemptor(app.store, self._spec, self.config.preemption_margin) \
             if self.config.preemption else None
         self.stats = WorkerStats()
-        self.preemption = Preemption(app, self.config, self.preemptor, self._refresh, self.stats) \
+        self.rules = RuleView(app.store)  # for jobs with domain rules or labels
+        self.preemption = Preemption(app, self.config, self.preemptor, self._refresh, self.stats, self.rules) \
             if self.preemptor is not None else None
         self._specs: dict[tuple[str, int], JobSpec] = {}
         self._stopping = False
-        self._last_maintain = self._last_health = 0.0
+        self._last_maintain = self._last_health = self._last_memory = 0.0
+        self._memory_high = False  # this worker has warned that Redis memory passed 80% of maxmemory
         self._last_sample, self._sampling = 0.0, True
         # Node liveness as this worker has seen it; a gap of two health checks means a stall.
         self._watch = heartbeat.Watch(stall_gap_ms=int(max(heartbeat.STALL_GAP_MS, 2000 * self.config.health_every_s)))
@@ -80,6 +88,7 @@ class SchedulerWorker:
         self._unreported: dict[str, int] = defaultdict(int)  # counts not yet in the stats hash
         self._last_report = time.monotonic()
         self._summary = Summary(log, f"{self.name}: scheduling")
+        self._outcomes = Outcomes()  # what jobs came to, for dependencies, deadlines and periodic overlap
 
     def stop(self, *_args) -> None:
         """Finish the batch in hand (commit or requeue it), then return from :meth:`run`."""
@@ -139,18 +148,22 @@ class SchedulerWorker:
             log.exception("%s: could not read the nodes", self.name)
 
     def maintain(self, force: bool = False) -> None:
-        """Queue upkeep about every 100 ms; node health and global jobs about every second."""
+        """Queue upkeep and periodic launches about every 100 ms; node health, global jobs,
+        dependencies and deadlines about every second."""
         now = time.monotonic()
         if force or now - self._last_maintain >= self.config.maintain_every_s:
             self._last_maintain = now
             self.app.queue.maintain()
             deployer.advance_all(self.app.store)
+            periodic.launch_due(self.app.store, self._outcomes)
         if force or now - self._last_health >= self.config.health_every_s:
             self._last_health = now
             for name in heartbeat.check(self.app.store, self._watch):
                 metrics.NODES_DOWN.inc()
                 log.warning("%s: node %s marked down: its heartbeat lapsed; its tasks are replaced",
                             self.name, name, extra={"fields": {"node": name}})
+            for task_id in evictions.enforce(self.app.store):
+                log.warning("%s: task %s evicted by a NoExecute taint", self.name, task_id)
             for job_id in reconcile.complete_fills(self.app.store):
                 log.warning("%s: job %s: its submit stopped part way; the rest of its tasks are queued", self.name,
                             job_id, extra={"fields": {"job": job_id}})
@@ -158,6 +171,9 @@ class SchedulerWorker:
             if epoch != self._seen_epoch:
                 self._seen_epoch = epoch
                 reconcile.reconcile_global(self.app.store)
+            dependencies.release(self.app.store, self._outcomes)
+            deadlines.expire(self.app.store, self._outcomes)
+            self._retention()
         if now - self._last_sample >= SAMPLE_EVERY_MS / 1000 and self._sampling:
             self._last_sample = now
             self._sample()
@@ -173,6 +189,45 @@ class SchedulerWorker:
                 raise
             self._sampling = False
             log.warning("%s: no samples for the dashboard's charts: %s", self.name, exc)
+
+    def _retention(self) -> None:
+        """Remove ended work whose time has come (one bounded pass, if no other worker is
+        making one), and watch Redis's memory."""
+        done = retention.upkeep(self.app.store)
+        if done is not None and (done.jobs_removed or done.tasks_removed):
+            metrics.GC_JOBS_REMOVED.inc(len(done.jobs_removed))
+            metrics.GC_TASKS_REMOVED.inc(done.tasks_removed + done.job_tasks_removed)
+            log.debug("%s: retention removed %d job(s) and %d ended task(s)", self.name, len(done.jobs_removed),
+                      done.tasks_removed + done.job_tasks_removed)
+        if time.monotonic() - self._last_memory >= MEMORY_EVERY_S:
+            self._last_memory = time.monotonic()
+            self._watch_memory()
+
+    def _watch_memory(self) -> None:
+        """Warn once (log, metric, and a note in the namespace's history) when Redis's used
+        memory passes 80% of maxmemory: at 100% every write fails (noeviction)."""
+        store = self.app.store
+        try:
+            memory = store.redis_memory()
+        except MEMORY_ERRORS:
+            return  # a role without INFO: nothing to watch
+        metrics.REDIS_USED_MEMORY.set(memory["used_memory"])
+        metrics.REDIS_MAXMEMORY.set(memory["maxmemory"])
+        high = store.memory_high(memory)
+        if high and not self._memory_high:
+            self._memory_high = True
+            metrics.REDIS_MEMORY_HIGH.set(1)
+            share = memory["used_memory"] / memory["maxmemory"]
+            log.warning("%s: Redis uses %.0f%% of its maxmemory (%d of %d bytes): at 100%% every write fails; "
+                        "shorten retention (`sched config set job_retention ...`) or give Redis more memory",
+                        self.name, 100 * share, memory["used_memory"], memory["maxmemory"])
+            if store.first_to_warn():
+                store.record_history([Record("memory-high", None, details={
+                    "used_memory": memory["used_memory"], "maxmemory": memory["maxmemory"]})])
+        elif high is False and self._memory_high:
+            self._memory_high = False
+            metrics.REDIS_MEMORY_HIGH.set(0)
+            store.memory_back_under()
 
     def idle(self) -> bool:
         """Nothing left that a worker could schedule: no active, backoff or in-flight tasks."""
@@ -196,8 +251,9 @@ class SchedulerWorker:
         for attempt in range(cfg.commit_retries):
             if not groups:
                 break
+            domains = self.rules.begin([group.spec for group in groups])
             nodes, counts, faults, quota, usage = self._refresh({group.spec.id for group in groups}, claim.now_ms,
-                                                                quotas=True)
+                                                                quotas=True, domains=domains)
             seen = self.cache.seq
             # Placements go to the committer thread in chunks, so Redis applies one chunk
             # while this thread places the next (Redis works while Python does).
@@ -216,6 +272,11 @@ class SchedulerWorker:
                         conflicts.add(task_id)
                     continue
                 admitted, over = admission.admit(self.app.keys.namespace, spec, len(group.task_ids), usage, quota)
+                waits_its_turn = False
+                if spec.parallelism and not independent:  # at most so many live at once: the rest wait
+                    allowed, why = admission.within_parallelism(spec, admitted, sum(job_counts.values()))
+                    if allowed < admitted:
+                        admitted, over, waits_its_turn = allowed, why, True
                 if need > 0 and admitted < need:
                     for task_id in group.task_ids:
                         failures[task_id] = _gang_waits(spec, need, over, len(nodes), {over.split(":")[0]: len(nodes) or 1})
@@ -225,15 +286,21 @@ class SchedulerWorker:
                 for task_id in refused_by_quota:
                     failures[task_id] = {"nodes_evaluated": max(len(nodes), 1), "reasons": {over.split(":")[0]: max(len(nodes), 1)},
                                          "message": over}
+                    if waits_its_turn:  # no eviction would let it run sooner
+                        failures[task_id]["parallelism"] = spec.parallelism
                     conflicts.discard(task_id)
                 if not todo:
                     continue
                 if len(todo) != len(group.task_ids):
                     group = Group(group.spec, group.pin, group.nominated, todo, group.nominated_of)
-                result = self._place(group, nodes, everywhere, job_counts, faults.get(spec.id), independent)
+                rules = self.rules.rules(spec, everywhere, self.placer) if spec.rules else None
+                result = self._place(group, nodes, everywhere, job_counts, faults.get(spec.id), independent, rules)
                 if need > 0 and len(result.assignments) < need:  # the gang does not fit: nothing of it stays
                     self.placer.undo(nodes, spec, result.assignments, job_counts)
-                    why = self.placer.explain(everywhere, spec, job_counts)
+                    if rules is not None and rules.counted:
+                        for _, name in result.assignments:
+                            self.rules.counts.add(spec.id, nodes[name], -1)
+                    why = self.placer.explain(everywhere, spec, job_counts, rules, self.rules.counts)
                     for task_id in group.task_ids:
                         failures[task_id] = _gang_waits(spec, need, f"{len(result.assignments)} could be placed "
                                                                    f"at once. {why.message()}", why.nodes_evaluated,
@@ -245,7 +312,7 @@ class SchedulerWorker:
                     nodes[node].nominations.pop(task_id, None)
                 gang = need > 0
                 # Each task's own spec: one-task jobs of one shape are placed as one group.
-                plans += [_planned(Planned, (task_id, node, group_of[task_id].spec, gang))
+                plans += [_planned(Planned, (task_id, node, group_of[task_id].spec, gang, rules))
                           for task_id, node in result.assignments]
                 for task_id in result.unplaced:
                     failures[task_id] = _explanation(result.explanation, len(nodes))
@@ -348,14 +415,15 @@ class SchedulerWorker:
             for name in replaced:
                 self._everywhere[self._rows[name]] = nodes[name]
         self.placer.replaced(replaced, changed)
+        self.placer.tainted = [nodes[name] for name in self.cache.tainted if name in nodes]
         return self._everywhere
 
     def _place(self, group: Group, nodes: dict[str, Node], everywhere: list[Node], job_counts: dict[str, int],
-               faults, independent: bool = False) -> Placement:
+               faults, independent: bool = False, rules=None) -> Placement:
         """Place one group: a pinned group only on its node; a nominated group on its
         nominated node first (kube's fast path), then anywhere."""
         place = partial(self.placer.place, job=group.spec, job_counts=job_counts, faults=faults,
-                        independent=independent)
+                        independent=independent, **({"rules": rules, "domains": self.rules.counts} if rules else {}))
         if group.pin:
             return place([nodes[group.pin]] if group.pin in nodes else [], task_ids=group.task_ids)
         if group.nominated_of:  # a gang that preempted: each member on its nominated node first
@@ -443,10 +511,11 @@ class SchedulerWorker:
             self._keep(job_id, version, spec)
         return spec
 
-    def _refresh(self, job_ids: set[str], now_ms: int, quotas: bool = False):
+    def _refresh(self, job_ids: set[str], now_ms: int, quotas: bool = False, domains: list[str] | None = None):
         """The nodes brought up to date and, in the same round trip, the tasks of each job
-        per node (for spread and max_per_node), its recent failures per node and (with
-        ``quotas``) the namespace's quota and usage."""
+        per node (for spread and max_per_node), its recent failures per node, (with
+        ``quotas``) the namespace's quota and usage and (with ``domains``) those jobs'
+        tasks per topology domain, kept in :attr:`rules`."""
         store, ordered = self.app.store, sorted(job_ids)
         since = now_ms - self.config.fault_window_ms
 
@@ -454,10 +523,14 @@ class SchedulerWorker:
             store.queue_job_tallies(pipe, ordered, since)
             if quotas:
                 store.queue_quota_and_usage(pipe)
+            if domains:
+                store.queue_domain_counts(pipe, domains)
 
         nodes, replies = self.cache.refresh_with(now_ms, also)
         counts, faults = store.read_job_tallies(ordered, replies[0])
-        quota, usage = store.read_quota_and_usage(replies[1:]) if quotas else ({}, {})
+        quota, usage = store.read_quota_and_usage(replies[1:3]) if quotas else ({}, {})
+        if domains:
+            self.rules.read(store.read_domain_counts(domains, replies[-len(domains):]))
         return nodes, counts, faults, quota, usage
 
     def _count(self, claimed: int, placed: int, refused: int, unplaced: int, preempted: int) -> None:

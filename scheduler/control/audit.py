@@ -13,6 +13,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from scheduler.model import LIVE_STATES, PENDING
+from scheduler.model.domains import TOTAL
 from scheduler.state.replication import namespace_replicas
 from scheduler.state.store import Store
 
@@ -46,6 +47,7 @@ def audit(store: Store) -> AuditReport:
     live_ids: dict[str, set[str]] = defaultdict(set)
     ports: dict[str, dict[int, str]] = defaultdict(dict)
     per_job: dict[str, Counter] = defaultdict(Counter)
+    per_domain: dict[str, Counter] = defaultdict(Counter)
     for task in tasks:
         state, task_id = task.state, task.id
         report.states[state] += 1
@@ -62,6 +64,8 @@ def audit(store: Store) -> AuditReport:
             allocated[node].update(task.allocated)
             live_ids[node].add(task_id)
             per_job[task.job][node] += 1
+            if task.domains is not None:
+                per_domain[task.job].update((*task.domains, TOTAL))
             for port in task.ports:
                 if port in ports[node]:
                     report.problem(f"host port {port} on {node} held by {ports[node][port]} and {task_id}")
@@ -83,6 +87,11 @@ def audit(store: Store) -> AuditReport:
         count = len(live_ids[name])
         if node.tasks != count or set(members) != live_ids[name]:
             report.problem(f"node {name} task count {node.tasks}, set {len(members)}, but {count} live tasks")
+    held = store.held_job_ids()
+    for task_id in tallies.queues.get("waiting", ()):
+        job = task_id.rpartition(".")[0]
+        if job not in held:
+            report.problem(f"task {task_id} waits in q:waiting but job {job} is not held by its dependencies")
     by_priority = Counter(t.priority for t in tasks if t.live)
     recorded_priority = {p: c for p, c in tallies.priority.items() if c}
     if recorded_priority != dict(by_priority):
@@ -91,6 +100,10 @@ def audit(store: Store) -> AuditReport:
         recorded = {n: c for n, c in tally.items() if c != 0}
         if recorded != dict(per_job[job_id]):
             report.problem(f"job {job_id} tally {recorded} differs from its live tasks {dict(per_job[job_id])}")
+    for job_id, counted in store.domain_counts(store.job_ids()).items():
+        if counted != dict(per_domain[job_id]):
+            report.problem(f"job {job_id} tally:dom {counted} differs from its live tasks' domains "
+                           f"{dict(per_domain[job_id])}")
     replicas_note(store, report)
     return report
 
@@ -111,7 +124,7 @@ def replicas_note(store: Store, report: AuditReport) -> None:
 
 def repair(store: Store) -> dict:
     """Make the bookkeeping agree with the task hashes (the truth): node allocations, host
-    ports, task counts and task sets, ``tally:job``, ``tally:priority``, and the queues (a
+    ports, task counts and task sets, ``tally:job``, ``tally:dom``, ``tally:priority``, and the queues (a
     pending task in no queue goes back to ``q:active``, one in several stays in one; an
     ended or placed task leaves them). A live task on a node that no longer exists is
     marked lost and replaced. Returns what it changed: ``{"problems": [...before],
@@ -128,10 +141,12 @@ def repair(store: Store) -> dict:
     nodes = {n.name: n for n in store.nodes()}
     tasks = store.tasks(store.all_task_ids())
     tallies = store.tallies(list(nodes), store.job_ids())
-    queue_order = ("active", "backoff", "unschedulable", "inflight")
+    queue_order = ("active", "backoff", "unschedulable", "inflight", "waiting")
+    held = store.held_job_ids()
     book = {name: {"capacity": dict(n.capacity), "allocated": Counter(), "ports": {}, "tasks": []}
             for name, n in nodes.items()}
     jobs: dict[str, Counter] = {job_id: Counter() for job_id in tallies.jobs}
+    domains: dict[str, Counter] = {job_id: Counter() for job_id in tallies.jobs}
     priority: Counter = Counter()
     stale: dict[str, list[str]] = defaultdict(list)
     requeue: list[tuple[str, int]] = []
@@ -141,7 +156,7 @@ def repair(store: Store) -> dict:
         where = [name for name in queue_order if task.id in tallies.queues[name]]
         if task.state == PENDING:
             if not where:
-                requeue.append((task.id, task.priority))
+                requeue.append((task.id, task.priority, task.job in held))
             for name in where[1:]:  # kept in the first (active before backoff ...)
                 stale[name].append(task.id)
             continue
@@ -159,10 +174,13 @@ def repair(store: Store) -> dict:
         for port in task.ports:
             node["ports"][port] = task.id
         jobs.setdefault(task.job, Counter())[task.node] += 1
+        if task.domains is not None:
+            domains.setdefault(task.job, Counter()).update((*task.domains, TOTAL))
         priority[task.priority] += 1
     for node in book.values():
         node["allocated"] = {r: node["allocated"].get(r, 0) for r in set(node["capacity"]) | set(node["allocated"])}
-    store.rewrite_bookkeeping(book, {j: dict(c) for j, c in jobs.items()}, dict(priority), dict(stale), requeue, lost)
+    store.rewrite_bookkeeping(book, {j: dict(c) for j, c in jobs.items()}, dict(priority), dict(stale), requeue, lost,
+                              {j: dict(c) for j, c in domains.items()})
     replacements: dict[str, list[str]] = {}
     by_job = Counter(task.job for task in orphans)
     for job_id, count in by_job.items():

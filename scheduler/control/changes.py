@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import orjson
 
-from scheduler.model import BATCH, GLOBAL, PENDING, JobSpec, Task
+from scheduler.model import PENDING, RUN_TO_COMPLETION, JobSpec, Task
 
 CREATE, NONE, SCALE, DEPLOYMENT, REPLACE_ALL = "create", "none", "scale", "deployment", "replace-all"
 
@@ -44,7 +44,7 @@ def kind_of(stored: dict, spec: JobSpec) -> str:
     new = orjson.loads(orjson.dumps(spec.raw))
     if old == new:
         return NONE
-    if spec.type != GLOBAL and {**old, "replicas": spec.replicas} == new:
+    if not spec.per_node and not spec.launcher and {**old, "replicas": spec.replicas} == new:
         return SCALE
     return DEPLOYMENT if spec.update is not None else REPLACE_ALL
 
@@ -62,8 +62,11 @@ def describe(stored: dict, spec: JobSpec, open_tasks: list[Task], targets: int |
            "to_version": version if action in (NONE, SCALE) else version + 1,
            "fields": field_changes(old, spec.raw) if old is not None else [], "stop": [], "start": 0, "kept": []}
     live = [t for t in open_tasks if t.live]
+    if spec.launcher:  # a periodic or parameterized job runs no task itself: its launches do
+        out["stop"] = [t.id for t in open_tasks] if action == REPLACE_ALL else []
+        return out
     if action == CREATE or (action == REPLACE_ALL and stored.get("status") != "running"):
-        out["start"] = spec.replicas if spec.type != GLOBAL else targets or 0
+        out["start"] = spec.replicas if not spec.per_node else targets or 0
     elif action == SCALE:
         if spec.replicas >= len(open_tasks):
             out["start"] = spec.replicas - len(open_tasks)
@@ -71,13 +74,13 @@ def describe(stored: dict, spec: JobSpec, open_tasks: list[Task], targets: int |
             surplus = sorted(open_tasks, key=lambda t: (t.state != PENDING, -t.index))[:len(open_tasks) - spec.replicas]
             out["stop"] = [t.id for t in surplus]
     elif action == REPLACE_ALL:
-        if spec.type == BATCH:
+        if spec.type in RUN_TO_COMPLETION and not spec.per_node:
             out["kept"] = [t.id for t in live]
             out["stop"] = [t.id for t in open_tasks if not t.live]
             out["start"] = max(0, spec.replicas - len(live))
         else:
             out["stop"] = [t.id for t in open_tasks]
-            out["start"] = spec.replicas if spec.type != GLOBAL else targets or 0
+            out["start"] = spec.replicas if not spec.per_node else targets or 0
     elif action == DEPLOYMENT:
         out["kept"] = [t.id for t in open_tasks]
         update = spec.update

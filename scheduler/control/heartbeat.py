@@ -25,7 +25,10 @@ from scheduler.control import reconcile
 from scheduler.model import DOWN, READY
 from scheduler.state.store import Store
 
-DEFAULT_INTERVAL_S = 1.0
+# A TTL of 9 s: a Sentinel or Cluster failover with short timeouts, or a restart from the
+# AOF of a million tasks, leaves Redis unanswering for less than a TTL less an interval
+# here (docs/reliability.md, "Redis stalls"), so it costs running work nothing at all.
+DEFAULT_INTERVAL_S = 3.0
 DEFAULT_MISSED = 3
 STALL_GAP_MS = 2000  # checks run about every second: a longer gap means the store (or we) stalled
 

@@ -6,14 +6,15 @@ those processes and any outage of Redis. It holds:
 
 - **executions**, one row per task: its RQ job and when it was queued; once a work horse
   started it, the horse's and the command's process groups (each named by its leader,
-  a ``process_groups.ProcessId``), when, and how long it may go on without a heartbeat;
-  once it ended, how (succeeded, message), and whether Redis has that yet. A result is
-  written here before Redis is told, so a run that ends while Redis is away is recorded as
-  it ended when Redis answers.
+  a ``process_groups.ProcessId``), when, and what it does without a heartbeat (its job's
+  ``disconnect``); while it is frozen, since when, and how long it was frozen before;
+  once it ended, how (succeeded, message, and whether the end was the infrastructure's
+  doing: lost), and whether Redis has that yet. A result is written here before Redis is
+  told, so a run that ends while Redis is away is recorded as it ended when Redis answers.
 - **the last renewed heartbeat**, on the machine's monotonic clock (the same in every
-  process), with the heartbeat TTL: each work horse watches it and stops its command when
-  its agent has not renewed it for the task's ``stop_after`` (no split brain, even when the
-  agent is dead or paused).
+  process), with the heartbeat TTL: each work horse watches it and freezes or stops its
+  command as its job's ``disconnect`` says when its agent has not renewed it in time (no
+  split brain, even when the agent is dead or paused).
 - **the RQ worker processes** the agent started, so that the next agent of the node stops
   those a dead one left behind.
 """
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scheduler.control.process_groups import ProcessId, boot_id
+from scheduler.model.disconnect import STOP, Disconnect
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS executions (
@@ -39,17 +41,25 @@ CREATE TABLE IF NOT EXISTS executions (
     cmd_start INTEGER,
     boot TEXT,
     started_at REAL,
-    stop_after REAL,          -- seconds without a heartbeat before it stops; NULL: the TTL; -1: never
+    stop_after REAL,          -- seconds without a heartbeat before it stops; NULL: on_loss's default; -1: never
     ended_at REAL,
     succeeded INTEGER,
     message TEXT,
     delivered INTEGER NOT NULL DEFAULT 0,
-    assigned INTEGER          -- the task's assigned_ms: which placement of the task id this run is
+    assigned INTEGER,         -- the task's assigned_ms: which placement of the task id this run is
+    on_loss TEXT,             -- freeze, stop or run (NULL: written before on_loss existed, stop)
+    frozen_at REAL,           -- monotonic clock when it was frozen; NULL while it is not
+    frozen_s REAL NOT NULL DEFAULT 0,  -- seconds it was frozen before, in all
+    lost INTEGER NOT NULL DEFAULT 0    -- its end was the infrastructure's doing (recorded lost, not failed)
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS rq_workers (name TEXT PRIMARY KEY, pid INTEGER, start INTEGER, boot TEXT);
 """
 NEVER = -1.0  # stop_after as stored for "never"
+# Columns added since the first journals, in the order of SCHEMA (a journal written before
+# them gets them, in that order, when it is opened).
+ADDED = (("assigned", "INTEGER"), ("on_loss", "TEXT"), ("frozen_at", "REAL"),
+         ("frozen_s", "REAL NOT NULL DEFAULT 0"), ("lost", "INTEGER NOT NULL DEFAULT 0"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,12 +70,15 @@ class Execution:
     horse: ProcessId | None = None
     command: ProcessId | None = None
     started_at: float | None = None
-    stop_after: float | None = None  # None: the agent's heartbeat TTL; math.inf: never
+    disconnect: Disconnect = Disconnect(STOP)  # what it does without a heartbeat
     ended_at: float | None = None
     succeeded: bool | None = None
     message: str = ""
     delivered: bool = False
     assigned: int | None = None  # the placement (task.assigned_ms) the run belongs to
+    frozen_at: float | None = None  # monotonic clock when it was frozen; None while it is not
+    frozen_s: float = 0.0  # seconds it was frozen before
+    lost: bool = False  # its end was the infrastructure's doing
 
     @property
     def started(self) -> bool:
@@ -75,17 +88,25 @@ class Execution:
     def ended(self) -> bool:
         return self.ended_at is not None
 
+    @property
+    def frozen(self) -> bool:
+        return self.frozen_at is not None
+
+    def frozen_for(self) -> float:
+        """Seconds it has been frozen in all, this freeze included."""
+        return self.frozen_s + (time.monotonic() - self.frozen_at if self.frozen_at is not None else 0.0)
+
 
 def _execution(row) -> Execution:
     (task, rq_job, queued_at, pgid, start, cmd_pgid, cmd_start, boot, started_at, stop_after, ended_at, succeeded,
-     message, delivered, assigned) = row
+     message, delivered, assigned, on_loss, frozen_at, frozen_s, lost) = row
     return Execution(
         task=task, rq_job=rq_job, queued_at=queued_at,
         horse=ProcessId(pgid, start or 0, boot or "") if pgid else None,
         command=ProcessId(cmd_pgid, cmd_start or 0, boot or "") if cmd_pgid else None,
-        started_at=started_at, stop_after=math.inf if stop_after == NEVER else stop_after, ended_at=ended_at,
-        succeeded=None if succeeded is None else bool(succeeded), message=message or "", delivered=bool(delivered),
-        assigned=assigned)
+        started_at=started_at, disconnect=Disconnect(on_loss or STOP, math.inf if stop_after == NEVER else stop_after),
+        ended_at=ended_at, succeeded=None if succeeded is None else bool(succeeded), message=message or "",
+        delivered=bool(delivered), assigned=assigned, frozen_at=frozen_at, frozen_s=frozen_s or 0.0, lost=bool(lost))
 
 
 class Journal:
@@ -98,10 +119,11 @@ class Journal:
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=FULL")
         self.db.executescript(SCHEMA)
-        try:  # a journal written before runs named their placement
-            self.db.execute("ALTER TABLE executions ADD COLUMN assigned INTEGER")
-        except sqlite3.OperationalError:
-            pass  # it has the column
+        for column, kind in ADDED:  # a journal written before the column existed
+            try:
+                self.db.execute(f"ALTER TABLE executions ADD COLUMN {column} {kind}")
+            except sqlite3.OperationalError:
+                pass  # it has the column
 
     def close(self) -> None:
         self.db.close()
@@ -127,26 +149,51 @@ class Journal:
                         "ON CONFLICT(task) DO UPDATE SET rq_job = excluded.rq_job, queued_at = excluded.queued_at, "
                         "assigned = excluded.assigned", (task, rq_job, time.time(), assigned))
 
-    def started(self, task: str, rq_job: str, horse: ProcessId, stop_after: float | None,
+    def started(self, task: str, rq_job: str, horse: ProcessId, disconnect: Disconnect,
                 assigned: int | None = None) -> None:
         """A work horse started the task (start.lua said so)."""
-        stored = NEVER if stop_after == math.inf else stop_after
+        after = disconnect.stop_after
+        stored = NEVER if after == math.inf else after
         self.db.execute(
-            "INSERT INTO executions (task, rq_job, pgid, start, boot, started_at, stop_after, assigned) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(task) DO UPDATE SET rq_job = excluded.rq_job, "
+            "INSERT INTO executions (task, rq_job, pgid, start, boot, started_at, stop_after, on_loss, assigned) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(task) DO UPDATE SET rq_job = excluded.rq_job, "
             "pgid = excluded.pgid, start = excluded.start, boot = excluded.boot, started_at = excluded.started_at, "
-            "stop_after = excluded.stop_after, assigned = excluded.assigned",
-            (task, rq_job, horse.pid, horse.start, horse.boot, time.time(), stored, assigned))
+            "stop_after = excluded.stop_after, on_loss = excluded.on_loss, assigned = excluded.assigned",
+            (task, rq_job, horse.pid, horse.start, horse.boot, time.time(), stored, disconnect.on_loss, assigned))
 
     def command_started(self, task: str, command: ProcessId) -> None:
         self.db.execute("UPDATE executions SET cmd_pgid = ?, cmd_start = ? WHERE task = ?",
                         (command.pid, command.start, task))
 
-    def ended(self, task: str, succeeded: bool, message: str) -> bool:
-        """Record how the run ended; the first end recorded stands. Returns whether this one did."""
-        cursor = self.db.execute("UPDATE executions SET ended_at = ?, succeeded = ?, message = ? "
-                                 "WHERE task = ? AND ended_at IS NULL", (time.time(), int(succeeded), message, task))
+    def ended(self, task: str, succeeded: bool, message: str, lost: bool = False) -> bool:
+        """Record how the run ended (``lost``: by the infrastructure's doing, not its own);
+        the first end recorded stands. Returns whether this one did."""
+        cursor = self.db.execute("UPDATE executions SET ended_at = ?, succeeded = ?, message = ?, lost = ? "
+                                 "WHERE task = ? AND ended_at IS NULL",
+                                 (time.time(), int(succeeded), message, int(lost), task))
         return cursor.rowcount == 1
+
+    def frozen(self, task: str) -> bool:
+        """The run's processes are being frozen (SIGSTOP); returns whether it was not already."""
+        cursor = self.db.execute("UPDATE executions SET frozen_at = ? WHERE task = ? AND frozen_at IS NULL "
+                                 "AND ended_at IS NULL", (time.monotonic(), task))
+        return cursor.rowcount == 1
+
+    def thawed(self, task: str) -> float | None:
+        """The run's processes were resumed (SIGCONT): the freeze's length, or None if it
+        was not marked frozen."""
+        now = time.monotonic()
+        row = self.db.execute("SELECT frozen_at FROM executions WHERE task = ?", (task,)).fetchone()
+        if row is None or row[0] is None:
+            return None
+        self.db.execute("UPDATE executions SET frozen_s = frozen_s + (? - frozen_at), frozen_at = NULL "
+                        "WHERE task = ? AND frozen_at IS NOT NULL", (now, task))
+        return now - row[0]
+
+    def frozen_for(self, task: str) -> float:
+        """Seconds the run has been frozen in all (0 for a task it does not know)."""
+        execution = self.get(task)
+        return execution.frozen_for() if execution is not None else 0.0
 
     def delivered(self, task: str) -> None:
         """Redis has the end."""

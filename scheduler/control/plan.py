@@ -16,6 +16,7 @@ from scheduler.engine.placement import PlacementOptions, Placer, gang_waits_mess
 from scheduler.engine.preemption import Search
 from scheduler.control import changes
 from scheduler.control.preemptor import Preemptor
+from scheduler.control.rule_view import rules_now
 from scheduler.control.reconcile import RUNNING_JOB, global_targets, open_tasks, same_but_replicas
 
 
@@ -49,6 +50,7 @@ def placements(app: App, spec: JobSpec, margin: int | None = None) -> dict:
             new = spec.replicas - open_count
     nodes = {node.name: node for node in store.nodes()}  # our own copies: placing changes only them
     counts = store.job_tally(spec.id)
+    rules, domains = rules_now(store, spec, list(nodes.values()))  # its domain rules against the counts now
     placer = Placer(PlacementOptions(seed=0))
     preemptor = Preemptor(store, lambda job, version: _spec_or_none(store, job, version),
                           **({"margin": margin} if margin is not None else {}))
@@ -64,10 +66,10 @@ def placements(app: App, spec: JobSpec, margin: int | None = None) -> dict:
     gang = None
     if spec.gang and not new:  # a new gang: its first spec.gang members are placed whole or not at all
         gang, wanted, tasks_on = _plan_gang(spec, wanted, nodes, counts, placer, preemptor, lowest,
-                                            placements, preemptions, pending)
+                                            placements, preemptions, pending, rules, domains)
     for task_id, only in wanted:
         candidates = only if only is not None else list(nodes.values())
-        result = placer.place(candidates, spec, [task_id], job_counts=counts)
+        result = placer.place(candidates, spec, [task_id], job_counts=counts, rules=rules, domains=domains)
         if result.assignments:
             placements.append({"task": task_id, "node": result.assignments[0][1]})
             continue
@@ -75,11 +77,11 @@ def placements(app: App, spec: JobSpec, margin: int | None = None) -> dict:
         if preemptor.worth_trying(spec, lowest):
             if tasks_on is None:
                 tasks_on = preemptor.tasks_on(preemptor.candidates(list(nodes.values()), spec))
-            search = preemptor.search(candidates, spec, counts, tasks_on, task_id)
+            search = preemptor.search(candidates, spec, counts, tasks_on, task_id, rules, domains)
         if search is not None and search.choice is not None:
             choice = search.choice
-            _evict_locally(nodes[choice.node], choice.victims, tasks_on)
-            placer.place([nodes[choice.node]], spec, [task_id], job_counts=counts)
+            _evict_locally(nodes[choice.node], choice.victims, tasks_on, domains)
+            placer.place([nodes[choice.node]], spec, [task_id], job_counts=counts, rules=rules, domains=domains)
             if not choice.victims:  # room without evicting (held for the job's own tasks)
                 placements.append({"task": task_id, "node": choice.node})
                 continue
@@ -99,7 +101,7 @@ def placements(app: App, spec: JobSpec, margin: int | None = None) -> dict:
 
 
 def _plan_gang(spec: JobSpec, wanted, nodes, counts, placer: Placer, preemptor: Preemptor, lowest,
-               placements: list, preemptions: list, pending: list):
+               placements: list, preemptions: list, pending: list, rules=None, domains=None):
     """The gang's first ``spec.gang`` members as one unit, as the worker places them: all
     placed (outright, or by preempting for all of them at once), or all pending with the
     gang's one explanation. Returns ``(gang summary, the members left to plan one by one
@@ -107,22 +109,25 @@ def _plan_gang(spec: JobSpec, wanted, nodes, counts, placer: Placer, preemptor: 
     need = spec.gang
     members, rest = [task_id for task_id, _ in wanted[:need]], wanted[need:]
     summary = {"size": need, "fits": True, "preempts": False, "message": None}
-    result = placer.place(list(nodes.values()), spec, members, job_counts=counts)
+    result = placer.place(list(nodes.values()), spec, members, job_counts=counts, rules=rules, domains=domains)
     if len(result.assignments) >= need:
         placements += [{"task": task_id, "node": node, "gang": spec.id} for task_id, node in result.assignments]
         return summary, rest, None
     placer.undo(nodes, spec, result.assignments, counts)  # nothing of it holds room
-    why = placer.explain(list(nodes.values()), spec, counts)
+    if rules is not None and rules.counted:
+        for _, name in result.assignments:
+            domains.add(spec.id, nodes[name], -1)
+    why = placer.explain(list(nodes.values()), spec, counts, rules, domains)
     note, tasks_on = None, None
     if preemptor.worth_trying(spec, lowest):
         tasks_on = preemptor.tasks_on(preemptor.candidates(list(nodes.values()), spec))
-        search = preemptor.search_gang(list(nodes.values()), spec, counts, members, tasks_on)
+        search = preemptor.search_gang(list(nodes.values()), spec, counts, members, tasks_on, rules, domains)
         if search.choices is not None:
             summary["preempts"] = bool(search.victims)
             summary["message"] = search.message(spec, preemptor.margin)
             for task_id, choice in search.choices:
-                _evict_locally(nodes[choice.node], choice.victims, tasks_on)
-                placer.place([nodes[choice.node]], spec, [task_id], job_counts=counts)
+                _evict_locally(nodes[choice.node], choice.victims, tasks_on, domains)
+                placer.place([nodes[choice.node]], spec, [task_id], job_counts=counts, rules=rules, domains=domains)
                 if choice.victims:
                     preemptions.append({"task": task_id, "node": choice.node, "gang": spec.id,
                                         "victims": [{"id": v.task_id, "job": v.job, "priority": v.priority}
@@ -141,8 +146,12 @@ def _plan_gang(spec: JobSpec, wanted, nodes, counts, placer: Placer, preemptor: 
     return summary, [], tasks_on
 
 
-def _evict_locally(node, victims, tasks_on) -> None:
+def _evict_locally(node, victims, tasks_on, domains=None) -> None:
     for victim in victims:
+        if domains is not None and victim.domains is not None:
+            fields = domains.counts.setdefault(victim.job, {})
+            for field in (*victim.domains, "*"):
+                fields[field] = fields.get(field, 0) - 1
         for resource, amount in victim.resources.items():
             node.allocated[resource] = node.allocated.get(resource, 0) - amount
         for port in victim.ports:

@@ -13,7 +13,9 @@ from typing import Callable, Mapping, Sequence
 
 from scheduler.control import reconcile
 from scheduler.model import ACTIVE, READY, JobSpec, Node
+from scheduler.engine.domains import DomainCounts
 from scheduler.engine.preemption import DEFAULT_MARGIN, GangSearch, Search, Victim, find, find_gang
+from scheduler.model.placement_rules import Rules
 from scheduler.state.nominations import reservation
 from scheduler.state.store import Store
 
@@ -45,7 +47,8 @@ class Preemptor:
                 spec = self.spec_of(task.job, task.version)
                 out.setdefault(node, []).append(Victim(
                     task_id=task.id, job=task.job, priority=task.priority, resources=task.allocated,
-                    ports=task.ports, preemptible=spec.preemptible if spec is not None else True))
+                    ports=task.ports, preemptible=spec.preemptible if spec is not None else True,
+                    started_ms=task.assigned_ms, domains=task.domains))
         return out
 
     def candidates(self, nodes: Sequence[Node], job: JobSpec) -> list[Node]:
@@ -54,7 +57,8 @@ class Preemptor:
                 and all(n.capacity.get(r, 0) >= amount for r, amount in job.resources.items())]
 
     def search(self, nodes: Sequence[Node], job: JobSpec, job_counts: Mapping[str, int],
-               tasks_on: Mapping[str, Sequence[Victim]] | None = None, task_id: str = "") -> Search:
+               tasks_on: Mapping[str, Sequence[Victim]] | None = None, task_id: str = "",
+               rules: Rules | None = None, domains: DomainCounts | None = None) -> Search:
         """Where one task of ``job`` (``task_id``) could go by evicting; room nominated for
         the job's other tasks counts as taken (see :func:`scheduler.engine.preemption.find`),
         so a worker preempting for task after task of a job evicts what ``sched job plan``
@@ -62,7 +66,7 @@ class Preemptor:
         pool = self.candidates(nodes, job)
         if tasks_on is None:
             tasks_on = self.tasks_on(pool)
-        return find(pool, job, tasks_on, job_counts, self.margin, task_id)
+        return find(pool, job, tasks_on, job_counts, self.margin, task_id, rules, domains)
 
     def apply(self, token: str, task_id: str, job: JobSpec, search: Search) -> str:
         """Evict the chosen victims (if any: a choice may be room already free) and
@@ -75,13 +79,14 @@ class Preemptor:
         return result
 
     def search_gang(self, nodes: Sequence[Node], job: JobSpec, job_counts: Mapping[str, int], task_ids: Sequence[str],
-                    tasks_on: Mapping[str, Sequence[Victim]] | None = None) -> GangSearch:
+                    tasks_on: Mapping[str, Sequence[Victim]] | None = None, rules: Rules | None = None,
+                    domains: DomainCounts | None = None) -> GangSearch:
         """Victims for every one of ``task_ids`` (members of the gang ``job``) at once, or
         none (:func:`scheduler.engine.preemption.find_gang`)."""
         pool = self.candidates(nodes, job)
         if tasks_on is None:
             tasks_on = self.tasks_on(pool)
-        return find_gang(pool, job, tasks_on, job_counts, task_ids, self.margin)
+        return find_gang(pool, job, tasks_on, job_counts, task_ids, self.margin, rules, domains)
 
     def apply_gang(self, token: str, job: JobSpec, search: GangSearch) -> str:
         """Evict every victim of the gang's choices and nominate every member, in one

@@ -89,11 +89,35 @@ def _members(pgid: int):
 
 
 def stop_group(leader: ProcessId) -> bool:
-    """SIGKILL every member of the group ``leader`` leads; True when nothing of it was
-    left to stop. (The kill takes effect shortly after: ask again to confirm it.)"""
+    """SIGKILL every member of the group ``leader`` leads (then SIGCONT, so that a frozen
+    one dies at once); True when nothing of it was left to stop. (The kill takes effect
+    shortly after: ask again to confirm it.)"""
     if not group_running(leader) or leader.pid in (os.getpgrp(), 0, 1):
         return True  # never our own group: an execution's groups are always others'
-    return not _signal(leader.pid, signal.SIGKILL)
+    if not _signal(leader.pid, signal.SIGKILL):
+        return True
+    _signal(leader.pid, signal.SIGCONT)
+    return False
+
+
+def freeze_group(leader: ProcessId) -> None:
+    """SIGSTOP every member of the group ``leader`` leads (not our own group)."""
+    if leader.pid not in (os.getpgrp(), 0, 1) and group_running(leader):
+        _signal(leader.pid, signal.SIGSTOP)
+
+
+def thaw_group(leader: ProcessId) -> None:
+    """SIGCONT every member of the group ``leader`` leads."""
+    if leader.pid not in (0, 1) and group_running(leader):
+        _signal(leader.pid, signal.SIGCONT)
+
+
+def stopped(process: ProcessId) -> bool:
+    """The process is paused by a signal (SIGSTOP), not running nor traced."""
+    if process.boot != boot_id():
+        return False
+    stat = _stat(process.pid)
+    return stat is not None and stat[0] == "T" and stat[2] == process.start
 
 
 def kill(process: ProcessId) -> bool:

@@ -9,12 +9,16 @@ stopping ends every task.
 
 from __future__ import annotations
 
+import math
+
 import orjson
 
 from scheduler.model.errors import RedisUnavailable, SpecError
-from scheduler.model import (ACTIVE, BATCH, COMPLETED, FAILED, GLOBAL, LIVE_STATES, LOST, PENDING, READY, SERVICE,
-                             STOPPED, JobSpec, Task, parse_job)
-from scheduler.control import changes
+from scheduler.model.names import parent_of
+from scheduler.model.taints import untolerated
+from scheduler.model import (ACTIVE, BATCH, COMPLETED, FAILED, LIVE_STATES, LOST, PENDING, PER_NODE_TYPES, PREEMPTED,
+                             READY, RUN_TO_COMPLETION, STOPPED, SYSBATCH, JobSpec, Task, parse_job)
+from scheduler.control import changes, deadlines, dependencies, periodic
 from scheduler.state.deployments import deployment_id
 from scheduler.state.history import Submitted
 from scheduler.state.jobs import ENQUEUE_CHUNK, job_state, parse_stored, shares_value
@@ -24,12 +28,14 @@ from scheduler.state.store import Store
 RUNNING_JOB = "running"
 
 
-def global_targets(spec: JobSpec, nodes) -> set[str]:
-    """The nodes a global job wants a task on: ready, active, and meeting its constraints
-    and plugins. (Whether the task fits is the scheduler's business, as for any task.)"""
+def global_targets(spec: JobSpec, nodes, taints: bool = True) -> set[str]:
+    """The nodes a global job wants a task on: ready, active, meeting its constraints and
+    plugins, and (unless ``taints`` is False) without a NoSchedule or NoExecute taint it
+    does not tolerate. (Whether the task fits is the scheduler's business, as for any task.)"""
     return {n.name for n in nodes
             if n.status == READY and n.availability == ACTIVE
-            and all(c.matches(n) for c in spec.constraints) and all(p in n.plugins for p in spec.plugins)}
+            and all(c.matches(n) for c in spec.constraints) and all(p in n.plugins for p in spec.plugins)
+            and not (taints and n.taints and untolerated(n.taints, spec.tolerations))}
 
 
 def same_but_replicas(stored: str | None, spec: JobSpec) -> bool:
@@ -51,11 +57,14 @@ def submit(store: Store, spec: JobSpec, recorded: Submitted | None = None) -> di
     running tasks (and gets only the tasks that make up its replicas).
     A new job takes one round trip: ``enqueue.lua`` creates it unless it exists, and
     records it in the same call."""
+    check_submittable(store, spec)
     raw = orjson.dumps(spec.raw).decode()
+    if spec.labels or any(t.required for t in spec.job_anti_affinity):
+        store.index_job_rules(spec)  # before any task of it can be placed (scheduler/state/rules.py)
     pins = None
-    if spec.type == GLOBAL:
+    if spec.per_node and not spec.launcher:
         pins = sorted(global_targets(spec, store.nodes()))
-    count = len(pins) if pins is not None else spec.replicas
+    count = 0 if spec.launcher else len(pins) if pins is not None else spec.replicas
     shares = shares_value(spec)  # tenant and gang size, for claim.lua: written with the job
     current: dict = {}
     tasks: list[Task] = []
@@ -88,21 +97,67 @@ def submit(store: Store, spec: JobSpec, recorded: Submitted | None = None) -> di
                 count = change["start"]
                 fields["stable"] = ""  # not known healthy: a later deployment's revert goes back to this one
             fields["next_index"] = first + count
+            starts = not current or current.get("status") != RUNNING_JOB
+            fields.update(_timing_fields(store, spec, current, starts))
             record = None if recorded is None else recorded.record(spec.id, store.who(recorded.by), version,
                                                                    change["action"], count)
             if store.enqueue(spec.id, job_state(current), fields, version, spec.priority, first, count, pins=pins,
-                             is_global=spec.type == GLOBAL, shares=shares, event="updated" if current else "submitted",
-                             replicas=None if spec.type == GLOBAL else spec.replicas, record=record) is not None:
+                             is_global=spec.per_node, shares=shares, event="updated" if current else "submitted",
+                             replicas=None if spec.per_node else spec.replicas, record=record) is not None:
+                _started(store, spec, fields)
                 break
         current = store.job_fields(spec.id)  # it exists, or changed: read it, decide again
         tasks = open_tasks(store, spec.id) if current else []
     new_ids = [f"{spec.id}.{first + i}" for i in range(count)]
+    if current and _indexed(current.get("spec")) and not (spec.labels or spec.job_anti_affinity):
+        store.index_job_rules(spec)  # its labels or anti-affinity went away
     if current:  # read again: a replacement may have been queued at the old version meanwhile
         old = [t.id for t in open_tasks(store, spec.id)
                if t.version < version and not (spec.type == BATCH and t.live)]
         store.finish_ids(old, STOPPED, f"replaced by version {version}")
     return {"id": spec.id, "version": version, "tasks": new_ids, "created": not current, "deployment": None,
             "changes": change}
+
+
+def check_submittable(store: Store, spec: JobSpec) -> None:
+    """Refuse, in one sentence, what a person may not submit: an id that names a launch of
+    a periodic or parameterized job, or ``after`` dependencies on jobs that do not exist or
+    that would close a cycle."""
+    parent = parent_of(spec.id)
+    if parent is not None:
+        raise SpecError(f"job id {spec.id!r} names a launch of job {parent}; launches are made by sched (submit "
+                        f"{parent} itself, or `sched job launch|dispatch {parent}`).")
+    if spec.after:
+        dependencies.check(store, spec)
+
+
+def _timing_fields(store: Store, spec: JobSpec, current: dict, starts: bool) -> dict:
+    """The job hash's fields for its dependencies and schedule, written with a new version:
+    ``held`` when a submit that starts it has ``after`` dependencies (its tasks wait),
+    ``next_launch`` and ``anchor`` of a periodic job (its schedule starts over), and an
+    empty ``failure`` (a job failed before runs again)."""
+    fields: dict = {}
+    if spec.after and starts:
+        store.hold(spec.id)  # listed first: the upkeep drops an entry whose job is not held
+        store.need([a.job for a in spec.after], spec.id)  # retention keeps what it waits for
+        fields["held"] = "1"
+    if current.get("failure"):
+        fields["failure"] = ""
+    if spec.periodic is not None:
+        now = store.now_ms()
+        first = periodic.first_launch(spec.periodic, now)
+        fields.update(anchor=now, next_launch="+inf" if first == math.inf else first,
+                      suspended="1" if spec.periodic.suspend else "0")
+    return fields
+
+
+def _started(store: Store, spec: JobSpec, fields: dict) -> None:
+    """After a new version is written: a periodic job enters the launcher's heap; a batch
+    job that is not held starts counting its deadline."""
+    if spec.periodic is not None:
+        store.set_launcher(spec.id, float(fields["next_launch"]))
+    elif "held" not in fields and not spec.launcher:
+        deadlines.start(store, spec.id, spec)
 
 
 def submit_many(store: Store, jobs: list[tuple[str, JobSpec]], recorded: Submitted | None = None) -> list[dict]:
@@ -114,7 +169,16 @@ def submit_many(store: Store, jobs: list[tuple[str, JobSpec]], recorded: Submitt
     in the same calls); a job that turns out to exist, a global job and a bigger one are
     then submitted one by one, in their order (so a job id given twice ends as its last
     spec)."""
-    bulk = [i for i, (_, spec) in enumerate(jobs) if spec.type != GLOBAL and spec.replicas <= ENQUEUE_CHUNK]
+    for job_id, spec in jobs:
+        if parent_of(job_id) is not None:
+            check_submittable(store, spec.with_id(job_id))
+    # In bulk: plain new jobs only (not those placed per node, held, launched on a schedule
+    # or by dispatch, or with a deadline to start: submitted one by one below).
+    bulk = [i for i, (_, spec) in enumerate(jobs) if not spec.per_node and spec.replicas <= ENQUEUE_CHUNK
+            and not spec.after and not spec.launcher and not spec.deadline]
+    indexed = [jobs[i] for i in bulk if jobs[i][1].labels or any(t.required for t in jobs[i][1].job_anti_affinity)]
+    if indexed:
+        store.index_many_job_rules([spec.with_id(job_id) for job_id, spec in indexed])
     by = None if recorded is None or not bulk else store.who(recorded.by)
     created = store.enqueue_many([jobs[i] for i in bulk], by=by)
     results: list[dict | None] = [None] * len(jobs)
@@ -132,6 +196,11 @@ def submit_many(store: Store, jobs: list[tuple[str, JobSpec]], recorded: Submitt
         if results[i] is None:
             results[i] = submit(store, spec.with_id(job_id), recorded)
     return results
+
+
+def _indexed(stored: str | None) -> bool:
+    """Whether a stored spec had what ``jobs:labels`` or ``jobs:anti`` record."""
+    return stored is not None and ('"labels"' in stored or '"job_anti_affinity"' in stored)
 
 
 def _recorded(store: Store, recorded: Submitted | None, result: dict) -> dict:
@@ -205,8 +274,12 @@ def scale(store: Store, job_id: str, replicas: int) -> dict:
     job's open tasks never exceed the count it is written with (a replacement is queued
     in the same step as the end of the task it replaces, so it never adds to the count)."""
     job = store.get_job(job_id)
-    if job["spec"]["type"] == GLOBAL:
-        raise SpecError(f"job {job_id} is global: it runs one task per eligible node and cannot be scaled.")
+    if job["spec"]["type"] in PER_NODE_TYPES:
+        raise SpecError(f"job {job_id} is {job['spec']['type']}: it runs one task per eligible node and cannot be "
+                        f"scaled.")
+    if "periodic" in job["spec"] or "parameterized" in job["spec"]:
+        raise SpecError(f"job {job_id} runs no task itself (its launches do): submit it with the replicas its "
+                        f"launches should have.")
     if job["status"] != RUNNING_JOB:
         raise SpecError(f"job {job_id} is stopped; submit its spec again to start it before scaling.")
     new_spec = parse_job(dict(job["spec"], replicas=replicas))
@@ -241,7 +314,8 @@ def _replace(store: Store, tasks: list[Task], state: str, message: str) -> tuple
     replaced: dict[str, list[str]] = {}
     for job_id, group in by_job.items():
         ended = _end_with_successors(store, job_id, group, state, message,
-                                     lambda spec, task: None if spec.type == GLOBAL else Successor())
+                                     lambda spec, task: None if spec.per_node else
+                                     Successor(retries=retries_after(task, state)))
         stopped += [task_id for task_id, (result, _) in ended.items() if result in LIVE_STATES]
         successors = [successor for _, successor in ended.values() if successor]
         if successors:
@@ -262,9 +336,10 @@ def _end_with_successors(store: Store, job_id: str, tasks: list[Task], state: st
         ends = [(task, successor(spec, task)) for task in tasks] if spec is not None else []
         if fields.get("status", RUNNING_JOB) != RUNNING_JOB or not any(s for _, s in ends):
             return {task.id: (result, "") for task, result in zip(tasks, store.finish(tasks, state, message))}
+        delays = [s.delay_ms for _, s in ends if s and s.delay_ms is not None]
+        delay_ms = max(delays) if delays else int(spec.restart_delay * 1000) if restart_delay else 0
         done = end_and_replace(store, job_id, job_state(fields), int(fields.get("next_index", 0)),
-                               version=int(fields["version"]), priority=spec.priority,
-                               delay_ms=int(spec.restart_delay * 1000) if restart_delay else 0,
+                               version=int(fields["version"]), priority=spec.priority, delay_ms=delay_ms,
                                ends=ends, state=state, message=message)
         if done is not None:
             return {task.id: pair for task, pair in zip(tasks, zip(done.results, done.successors))}
@@ -295,29 +370,76 @@ def stop(store: Store, job_id: str) -> dict:
 
 
 # Lifecycle: what happens after a task ends or a node is lost.
-def task_ended(store: Store, task: Task, succeeded: bool, message: str) -> dict:
+OWN_ENDS = (COMPLETED, FAILED)  # ends of the task's own doing; any other is the infrastructure's
+
+
+def retries_after(ended: Task, state: str) -> int:
+    """The ``retries`` of the task that replaces ``ended``, which ended in ``state``: the one
+    place ends are counted. Only an end of the task's own doing (it completed or failed)
+    counts, as a restart of its slot (and a batch job's ``max_retries`` limits its
+    failures); an end of the infrastructure's doing (its run lost with its agent or node,
+    stopped for want of a heartbeat, its node drained, preempted) passes the count on
+    unchanged. (Only a failure is a fault of the node, too: ``end_task`` in ``_lib.lua``
+    counts state ``failed`` alone.)"""
+    return ended.retries + 1 if state in OWN_ENDS else ended.retries
+
+
+def task_ended(store: Store, task: Task, succeeded: bool, message: str, lost: bool = False) -> dict:
     """Record the end of a task that ran on its node, and queue what the job needs next,
     in the same step (``end_and_replace``).
 
-    A service keeps its replicas: any ended task is replaced after ``restart_delay``. A
-    batch task that failed is retried (up to ``max_retries``); one that completed is done.
-    A global task is restarted on the same node. A failure also counts towards faulty-node
-    detection for the job's version on that node, in the same step (``faults:<job>``).
+    A service keeps its replicas: a task that completed is replaced after
+    ``restart_delay``, one that failed as its reschedule policy says (by default the same).
+    A batch or sysbatch task that completed is done; one that failed is retried as the
+    policy says (``reschedule``, or ``max_retries`` retries after ``restart_delay``). A
+    global task is restarted on the same node, a sysbatch one retried there. A failure also
+    counts towards faulty-node detection for the job's version on that node, in the same
+    step (``faults:<job>``). A run that the infrastructure ended (``lost``: stopped for want
+    of its agent's heartbeat, its work horse gone, nothing of it left) ends ``lost``
+    instead: its task is replaced whatever its type, and the end counts neither as a retry,
+    an attempt of its reschedule policy, nor a fault.
     """
-    state = COMPLETED if succeeded else FAILED
+    state = LOST if lost else COMPLETED if succeeded else FAILED
+    clock: list[int] = []  # Redis time, read once and only for a policy with an interval
+
+    def now_ms() -> int:
+        if not clock:
+            clock.append(store.now_ms())
+        return clock[0]
 
     def successor(spec: JobSpec, ended: Task) -> Successor | None:
-        if spec.type == SERVICE or (spec.type == BATCH and not succeeded and ended.retries < spec.max_retries):
-            return Successor(retries=ended.retries + 1)
-        if spec.type == GLOBAL and ended.pin:
-            return Successor(retries=ended.retries + 1, pin=ended.pin)
-        return None
+        retries = retries_after(ended, state)
+        pin = ended.pin if spec.per_node else ""
+        if spec.per_node and not pin:
+            return None
+        if state == LOST:
+            return Successor(retries=retries, pin=pin)
+        if succeeded:
+            return None if spec.type in RUN_TO_COMPLETION else Successor(retries=retries, pin=pin)
+        return next_attempt(spec.policy, ended, pin, now_ms)
 
     result, replacement = _end_with_successors(store, task.job, [task], state, message, successor,
                                                restart_delay=True).get(task.id, ("absent", ""))
     if result not in LIVE_STATES:
         return {"state": result, "replacement": []}  # stopped, lost or replaced meanwhile
     return {"state": state, "replacement": [replacement] if replacement else []}
+
+
+def next_attempt(policy, ended: Task, pin: str, now_ms) -> Successor | None:
+    """The replacement of a task that failed, as its job's reschedule policy says: None
+    once the slot has failed more than ``attempts`` times (inside ``interval``, or over the
+    job's life without one) and the policy is not ``unlimited``; else a successor that
+    waits the policy's delay for that many failures."""
+    if policy.interval:
+        since = now_ms() - int(policy.interval * 1000)
+        recent = tuple(t for t in ended.failures if t > since) + (now_ms(),)
+        count = len(recent)
+        kept = recent[-min(policy.attempts + 1, 1000):]
+    else:
+        count, kept = ended.retries + 1, ()
+    if not policy.allows(count):
+        return None
+    return Successor(retries=ended.retries + 1, pin=pin, failures=kept, delay_ms=int(policy.delay_s(count) * 1000))
 
 
 def node_lost(store: Store, name: str) -> dict:
@@ -327,11 +449,14 @@ def node_lost(store: Store, name: str) -> dict:
     return replace(store, tasks, LOST, f"node {name} is down")
 
 
-def reconcile_global(store: Store) -> dict:
-    """Give every running global job one task on each node it wants, and stop its tasks on
-    nodes that no longer qualify (constraints changed, drained, down, removed). Runs under
-    a short lock, since any worker may call it after a node change."""
-    global_jobs = store.global_job_ids()
+def reconcile_global(store: Store, only: list[str] | None = None) -> dict:
+    """Give every running global and sysbatch job (or those of ``only``) one task on each
+    node it wants, and stop its open tasks on nodes that no longer qualify (constraints
+    changed, drained, down, removed). A sysbatch job runs once per node: a node whose task
+    completed or failed for good gets none again; one whose task was lost or stopped (the
+    node went down, was drained) gets another when it qualifies again. Runs under a short
+    lock, since any worker may call it after a node change."""
+    global_jobs = store.global_job_ids() if only is None else only
     if not global_jobs:
         return {}  # nothing to do, and no need to read every node
     if not store.take_lock("reconcile-global", 10_000):
@@ -341,14 +466,25 @@ def reconcile_global(store: Store) -> dict:
         added: dict[str, list[str]] = {}
         for job_id in global_jobs:
             job = store.get_job(job_id)
-            if job["status"] != RUNNING_JOB or job["spec"]["type"] != GLOBAL:
+            kind = job["spec"]["type"]
+            if job["status"] != RUNNING_JOB or kind not in PER_NODE_TYPES:
                 continue
-            wanted = global_targets(store.job_spec(job_id), nodes.values())
-            tasks = open_tasks(store, job_id)
-            unwanted = [t.id for t in tasks if t.pin not in wanted]
+            spec = store.job_spec(job_id)
+            wanted = global_targets(spec, nodes.values())
+            # A taint keeps new tasks off a node, but only a NoExecute taint ends a task that
+            # runs there, after its toleration_seconds (scheduler/control/evictions.py), as
+            # kube's taint manager does: a running task is kept while its node otherwise
+            # qualifies; a pending one, which the taint would keep waiting, is stopped.
+            kept = global_targets(spec, nodes.values(), taints=False)
+            tasks = store.tasks(store.job_task_ids(job_id))
+            current = [t for t in tasks if not t.terminal]
+            unwanted = [t.id for t in current if t.pin not in (wanted if t.state == PENDING else kept)]
             if unwanted:
-                store.finish_ids(unwanted, STOPPED, "node no longer eligible for this global job")
-            missing = sorted(wanted - {t.pin for t in tasks})
+                store.finish_ids(unwanted, STOPPED, f"node no longer eligible for this {kind} job")
+            covered = {t.pin for t in current}
+            if kind == SYSBATCH:  # once per node: what ran to its end there is not run again
+                covered |= {t.pin for t in tasks if t.version == job["version"] and t.state in (COMPLETED, FAILED)}
+            missing = sorted(wanted - covered)
             if missing:
                 added[job_id] = add_tasks(store, job_id, len(missing), pins=missing)
         return added
@@ -359,17 +495,17 @@ def reconcile_global(store: Store) -> dict:
 def preempted(store: Store, victims: list[tuple[str, str, str]]) -> dict[str, list[str]]:
     """Replace tasks evicted by preemption, given as (task id, job id, node): a running
     service or batch job gets a new pending task for each; a global job gets its task back
-    on the same node, where it waits for room."""
-    by_job: dict[str, list[str]] = {}
-    for _task_id, job_id, node in victims:
-        by_job.setdefault(job_id, []).append(node)
+    on the same node, where it waits for room. Each keeps its victim's ``retries``
+    (``retries_after``: an eviction is not the task's doing)."""
+    retries = {task.id: retries_after(task, PREEMPTED) for task in store.tasks([v[0] for v in victims])}
+    by_job: dict[tuple[str, int], list[str]] = {}
+    for task_id, job_id, node in victims:
+        by_job.setdefault((job_id, retries.get(task_id, 0)), []).append(node)
     added: dict[str, list[str]] = {}
-    for job_id, nodes in by_job.items():
+    for (job_id, count), nodes in by_job.items():
         job = store.get_job(job_id)
         if job["status"] != RUNNING_JOB:
             continue
-        if job["spec"]["type"] == GLOBAL:
-            added[job_id] = add_tasks(store, job_id, len(nodes), pins=nodes)
-        else:
-            added[job_id] = add_tasks(store, job_id, len(nodes))
+        pins = nodes if job["spec"]["type"] in PER_NODE_TYPES else None
+        added.setdefault(job_id, []).extend(add_tasks(store, job_id, len(nodes), pins=pins, retries=count))
     return added

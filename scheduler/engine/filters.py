@@ -97,7 +97,9 @@ class _ConstraintSet(Filter):
         raise NotImplementedError
 
     def set_task(self, job):
-        self.checks = [(c.get, c.test, self.reason(c)) for c in job.constraints if self.wanted(c.key)]
+        # distinct_property depends on where the job's tasks are: a domain rule, not a filter
+        self.checks = [(c.get, c.test, self.reason(c)) for c in job.constraints
+                       if self.wanted(c.key) and not c.dynamic]
         return bool(self.checks)
 
     def check(self, node, job_on_node):
@@ -203,14 +205,23 @@ class Pipeline:
         return result
 
 
-def filter_pipeline(job: JobSpec) -> Pipeline:
-    """The chain of filters, in SwarmKit's order (the order failures are reported in)."""
-    return Pipeline(job, (
+def filter_pipeline(job: JobSpec, taints: bool = True) -> Pipeline:
+    """The chain of filters, in SwarmKit's order (the order failures are reported in).
+    ``taints``: whether some node may have taints (the placer leaves the taint filter out
+    while none has, so that jobs without rules keep their fast path)."""
+    from scheduler.engine.taints import Taints  # beside its scorer; it builds on Filter
+
+    chain: list[Filter] = [
         NodeReady(),    # status ready; availability active, not pause or drain
         Resources(),    # cpu, memory, gpu... free beyond what is allocated
         Plugins(),      # every plugin the job names is installed
         Constraints(),  # the job's constraints (other than platform)
         Platform(),     # node.platform.os / node.platform.arch constraints
+    ]
+    if taints:
+        chain.append(Taints())  # no NoSchedule or NoExecute taint the job does not tolerate
+    chain += [
         HostPorts(),    # the job's host ports are free on the node
         MaxPerNode(),   # the node holds fewer than max_per_node tasks of the job
-    ))
+    ]
+    return Pipeline(job, chain)

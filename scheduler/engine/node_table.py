@@ -22,7 +22,7 @@ from scheduler.model import ACTIVE, READY, Node
 
 
 def _description(node: Node) -> tuple:
-    return (node.labels, node.engine_labels, node.plugins, node.os, node.arch, node.role, node.hostname)
+    return (node.labels, node.engine_labels, node.plugins, node.os, node.arch, node.role, node.hostname, node.taints)
 
 
 class NodeTable:
@@ -41,6 +41,7 @@ class NodeTable:
         self._nominated: set[int] = set()
         self._static: dict[tuple, tuple[int, np.ndarray, np.ndarray]] = {}
         self._codes: dict[tuple, tuple[int, np.ndarray, list[tuple]]] = {}
+        self._columns: dict[tuple, tuple[int, np.ndarray]] = {}
 
     def sync(self, nodes: Sequence[Node]) -> None:
         """Make the rows match ``nodes`` (same order), rewriting only rows whose object changed.
@@ -177,6 +178,17 @@ class NodeTable:
                 self._static.clear()
             cached = self._static[key] = (self.epoch, reasons, np.equal(reasons, None))  # type: ignore[call-overload]
         return cached[1], cached[2]
+
+    def column(self, key: tuple, value: Callable[[Node], float]) -> np.ndarray:
+        """A number per node that depends on what it is (a static score), cached per key
+        while no node's description changes."""
+        cached = self._columns.get(key)
+        if cached is None or cached[0] != self.epoch:
+            column = np.fromiter((value(node) for node in self.nodes), dtype=np.float64, count=len(self.nodes))
+            if len(self._columns) > 64:
+                self._columns.clear()
+            cached = self._columns[key] = (self.epoch, column)
+        return cached[1]
 
     def nominated(self) -> np.ndarray:
         """Rows of nodes holding room for preemptors (their fit needs the exact check)."""

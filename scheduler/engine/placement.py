@@ -44,13 +44,18 @@ from typing import Mapping, Sequence
 import numpy as np
 import numpy.random  # noqa: F401  imported here, before worker processes fork, not lazily in each
 
+from scheduler.engine import rule_placement
+from scheduler.engine.domains import DomainCounts
 from scheduler.engine.fewest import FewestTasks
 from scheduler.engine.fill import Fill
 from scheduler.engine.filters import Pipeline, filter_pipeline
 from scheduler.engine.fit import misfit
+from scheduler.engine.rules import domain_misfit
+from scheduler.engine.taints import prefers_against
 from scheduler.model import BINPACK, JobSpec, Node
 from scheduler.engine.node_table import NodeTable
 from scheduler.model import reasons
+from scheduler.model.placement_rules import Rules
 from scheduler.model.reasons import Explanation
 from scheduler.engine.scoring import Context, KeyFn, faulty_nodes, ranking
 from scheduler.engine.topology import build, take
@@ -67,6 +72,7 @@ CACHED_SPECS = 64  # static verdicts kept for this many distinct (constraints, p
 # lasts across those rounds instead of being sorted again for each.
 NOISE_TASKS = 512
 FEWEST_WALK_MAX = 8  # tasks in a group up to which candidates are walked to, not scanned for (FewestTasks)
+SMALL_LIST = 64  # a list of fewer nodes than this (a pinned or nominated node) gets a table of its own
 
 
 @dataclass
@@ -98,9 +104,31 @@ def nodes_to_find(total: int, percentage: int | None) -> int:
     return max(total * percentage // 100, MIN_FEASIBLE_NODES)
 
 
-def explain(nodes: Sequence[Node], job: JobSpec, job_counts: Mapping[str, int]) -> Explanation:
-    """What the filters say over ``nodes`` about one more task of ``job`` (a dry run)."""
-    return filter_pipeline(job).explain(nodes, job_counts)
+def explain(nodes: Sequence[Node], job: JobSpec, job_counts: Mapping[str, int], rules: Rules | None = None,
+            domains: DomainCounts | None = None) -> Explanation:
+    """What the filters, and the domain rules if given, say over ``nodes`` about one more
+    task of ``job`` (a dry run)."""
+    pipeline = filter_pipeline(job)
+    if rules is None or not rules.hard:
+        return pipeline.explain(nodes, job_counts)
+    return _explain_rules(pipeline, nodes, job_counts, rules, domains or DomainCounts())
+
+
+def _explain_rules(pipeline: Pipeline, nodes: Sequence[Node], job_counts: Mapping[str, int], rules: Rules,
+                   domains: DomainCounts) -> Explanation:
+    """``pipeline.explain``, a node that passes it counted under the domain rule it fails."""
+    result = Explanation()
+    count = job_counts.get
+    for node in nodes:
+        result.nodes_evaluated += 1
+        reason = pipeline.check(node, count(node.name, 0))
+        if reason is None:
+            reason = domain_misfit(node, rules, domains)
+        if reason is None:
+            result.available += 1
+        else:
+            result.add(reason)
+    return result
 
 
 def gang_waits_message(spec: JobSpec, need: int, why: str) -> str:
@@ -129,9 +157,14 @@ class Placer:
         self._stamp = 0  # bumped per call; a fact stamped this call belongs to a node in view
         # static key -> node name -> [node, static reason or None, preference path, stamp]
         self._facts: OrderedDict[tuple, dict[str, list]] = OrderedDict()
+        # The nodes in view that have taints, when the caller keeps track (a worker's node
+        # cache does); None: look at the nodes of each call.
+        self.tainted: Sequence[Node] | None = None
+        self._prefer_for: tuple = (None, {})  # (tainted list, tolerations -> prefers against)
 
-    def explain(self, nodes: Sequence[Node], job: JobSpec, job_counts: Mapping[str, int]) -> Explanation:
-        return explain(nodes, job, job_counts)
+    def explain(self, nodes: Sequence[Node], job: JobSpec, job_counts: Mapping[str, int], rules: Rules | None = None,
+                domains: DomainCounts | None = None) -> Explanation:
+        return explain(nodes, job, job_counts, rules, domains)
 
     def replaced(self, names, changed=()) -> None:
         """The caller replaced these nodes' objects in the list it keeps passing, and
@@ -145,19 +178,26 @@ class Placer:
 
     def place(self, nodes: Sequence[Node], job: JobSpec, task_ids: Sequence[str], *,
               job_counts: dict[str, int], faults: Mapping[str, int] | None = None,
-              independent: bool = False) -> Placement:
+              independent: bool = False, rules: Rules | None = None, domains: DomainCounts | None = None) -> Placement:
         """Place ``task_ids``, identical tasks of ``job``. ``independent``: each task is a
         job of its own, of ``job``'s shape (:func:`placement_shape`) with no task placed
-        yet, so placing one does not count toward the next one's spread or max_per_node."""
+        yet, so placing one does not count toward the next one's spread or max_per_node.
+        ``rules`` and ``domains``: the job's domain rules as resolved for this placement
+        and the tasks counted per domain (:mod:`scheduler.engine.rules`); a job with rules
+        is placed by :mod:`scheduler.engine.rule_placement`."""
         tasks = list(task_ids)
         if not tasks:
             return Placement([], [], None)
-        pipeline = self._pipeline(job)
+        tainted = self.tainted if self.tainted is not None else [node for node in nodes if node.taints]
+        pipeline = self._pipeline(job, bool(tainted))
         ctx = Context(job, faults or {}, self.options.faulty_threshold)
         bad = faulty_nodes(ctx)
+        if rules is not None or job.rules or (tainted and self._prefers_against(tainted, job)):
+            return self._place_by_rules(nodes, job, tasks, pipeline, ctx, bad, job_counts, independent, rules,
+                                        domains, bool(tainted))
         penalised = (lambda node: node.name in bad) if bad else None
         batch = Fill(job, job_counts, ranking(job).bind(ctx), counted=not independent)
-        facts = self._facts_for(job, pipeline)
+        facts = self._facts_for(job, pipeline, bool(tainted))
         self._stamp += 1
 
         total = len(nodes)
@@ -189,11 +229,11 @@ class Placer:
                 break
             assignments.append((batch.task_id, node.name))
 
-        if vector:
-            table = self._table
+        table = self._table
+        if vector or table._source is nodes:  # the table follows this list: its placed rows too
             rows = table.rows
             table.write_rows([rows[name] for name in {name for _, name in assignments}])
-        elif len(facts) > total + CACHED_SPECS and scanned == total:
+        if not vector and len(facts) > total + CACHED_SPECS and scanned == total:
             self._forget_removed(facts)
         self._placed_with_noise += len(assignments)
         unplaced = tasks[len(assignments):]
@@ -225,9 +265,51 @@ class Placer:
             if row is not None:
                 table.write(row)
 
-    def _facts_for(self, job: JobSpec, pipeline: Pipeline) -> dict[str, list]:
+    def _prefers_against(self, tainted: Sequence[Node], job: JobSpec) -> bool:
+        """Whether a node in view has a PreferNoSchedule taint the job does not tolerate,
+        remembered per list of tainted nodes and tolerations."""
+        if self._prefer_for[0] is not tainted:
+            self._prefer_for = (tainted, {})
+        known = self._prefer_for[1]
+        found = known.get(job.tolerations)
+        if found is None:
+            found = known[job.tolerations] = prefers_against(tainted, job.tolerations)
+        return found
+
+    def _place_by_rules(self, nodes: Sequence[Node], job: JobSpec, tasks: list[str], pipeline: Pipeline,
+                        ctx: Context, bad: frozenset[str], job_counts: dict[str, int], independent: bool,
+                        rules: Rules | None, domains: DomainCounts | None, tainted: bool) -> Placement:
+        """:mod:`scheduler.engine.rule_placement` over the node table (of its own for a
+        short list, such as a pinned or nominated node)."""
+        own = len(nodes) < SMALL_LIST and nodes is not self._table._source
+        table = NodeTable() if own else self._table
+        table.sync(nodes)
+        _, passing = table.static(_static_key(job, tainted), pipeline.static_check)
+        noise = self._np_random.random(len(table.nodes)) if own else self._noise(len(table.nodes))
+        counts = domains if domains is not None else DomainCounts()
+        assignments = rule_placement.place(table, np.flatnonzero(passing), job, tasks, job_counts, not independent,
+                                           ctx, bad, rules, counts, noise)
+        self._placed_with_noise += len(assignments)
+        unplaced = tasks[len(assignments):]
+        explanation = None
+        if unplaced:
+            explanation = (_explain_rules(pipeline, nodes, job_counts, rules, counts) if rules is not None and rules.hard
+                           else pipeline.explain(nodes, job_counts))
+        return Placement(assignments, unplaced, explanation)
+
+    def eligible_domains(self, nodes: Sequence[Node], job: JobSpec, attribute: str) -> list[str]:
+        """The values of ``attribute`` on the nodes that pass the job's constraints,
+        platform and plugins (whatever their status or taints): a spread's eligible
+        domains (kube's nodeAffinityPolicy Honor, nodeTaintsPolicy Ignore)."""
+        table = self._table
+        table.sync(nodes)
+        pipeline = self._pipeline(job, False)
+        _, passing = table.static(_static_key(job, False), pipeline.static_check)
+        return rule_placement.domain_values(table, attribute, passing)
+
+    def _facts_for(self, job: JobSpec, pipeline: Pipeline, tainted: bool = True) -> dict[str, list]:
         """Static verdicts and preference paths, shared by every spec with the same static part."""
-        key = _static_key(job)
+        key = _static_key(job, tainted)
         facts = self._facts.get(key)
         if facts is None:
             facts = self._facts[key] = {}
@@ -285,14 +367,16 @@ class Placer:
             self._noise_values = self._np_random.random(size)
         return self._noise_values
 
-    def _pipeline(self, job: JobSpec) -> Pipeline:
+    def _pipeline(self, job: JobSpec, tainted: bool = True) -> Pipeline:
         """The job's filter chain, kept while the same spec object comes back (workers keep
-        one object per job and version): building it is per-task work done once."""
-        cached = self._pipelines.get(id(job))
+        one object per job and version): building it is per-task work done once. Without
+        ``tainted`` (no node in view has a taint) it leaves the taint filter out."""
+        key = (id(job), tainted)
+        cached = self._pipelines.get(key)
         if cached is None or cached.job is not job:
             if len(self._pipelines) > CACHED_SPECS:
                 self._pipelines.clear()
-            cached = self._pipelines[id(job)] = filter_pipeline(job)
+            cached = self._pipelines[key] = filter_pipeline(job, tainted)
         return cached
 
     def _candidates(self, nodes: Sequence[Node], wanted: int, pipeline: Pipeline, batch: Fill, path_of,
@@ -313,7 +397,7 @@ class Placer:
                 return fewest, {}
         mask = table.room(job.resources)
         if pipeline.static:
-            mask &= table.static(_static_key(job), pipeline.static_check)[1]
+            mask &= table.static(_static_key(job, _tainted(pipeline)), pipeline.static_check)[1]
         if by_tasks:
             return self._fewest_tasks(mask, wanted, path_of, batch), {}
         rows = np.flatnonzero(mask)
@@ -384,7 +468,8 @@ class Placer:
         (:class:`FewestTasks`): a few rows looked at instead of passes over all; None when
         the nodes that qualify are too rare for that (the caller scans)."""
         table, job = self._table, pipeline.job
-        passing = table.static(_static_key(job), pipeline.static_check)[1] if pipeline.static else None
+        passing = table.static(_static_key(job, _tainted(pipeline)), pipeline.static_check)[1] \
+            if pipeline.static else None
         nodes, needs, priority, job_id = table.nodes, job.resources, job.priority, job.id
 
         def qualifies(row: int) -> bool:
@@ -461,7 +546,7 @@ class Placer:
                 result.add(reasons.insufficient(resource), int(lacking.sum()))
                 remaining &= ~lacking
         if pipeline.static:
-            verdicts, passing = table.static(_static_key(job), pipeline.static_check)
+            verdicts, passing = table.static(_static_key(job, _tainted(pipeline)), pipeline.static_check)
             for reason in verdicts[remaining & ~passing].tolist():
                 result.add(reason)
             remaining &= passing
@@ -566,9 +651,16 @@ def placement_shape(job: JobSpec) -> tuple:
     return (job.priority, tuple(job.resources.items()), _static_key(job), job.ports, job.strategy, job.max_per_node)
 
 
-def _static_key(job: JobSpec) -> tuple:
-    """What static filter verdicts and preference paths depend on."""
-    return (tuple(c.text for c in job.constraints), job.plugins, tuple(p.spread for p in job.preferences))
+def _static_key(job: JobSpec, tainted: bool = True) -> tuple:
+    """What static filter verdicts and preference paths depend on (with ``tainted``, the
+    taint filter's verdicts: the job's tolerations)."""
+    return (tuple(c.text for c in job.constraints), job.plugins, tuple(p.spread for p in job.preferences),
+            job.tolerations if tainted else None)
+
+
+def _tainted(pipeline: Pipeline) -> bool:
+    """Whether the pipeline holds the taint filter (the last static one when it does)."""
+    return bool(pipeline.static) and pipeline.static[-1].name == "taints"
 
 
 def _path_getter(job: JobSpec):

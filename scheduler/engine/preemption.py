@@ -4,9 +4,16 @@ kube-scheduler's DefaultPreemption with Nomad's margin. For each node that passe
 job's static filters, take every *eligible* victim away (preemptible, and at least
 ``margin`` priority levels below the preemptor: 10 by default, as in Nomad) and see
 whether the task would fit; if it would, give victims back one by one, highest priority
-first, keeping back every one the task can do without (kube's reprieve). The node to
-use is the one whose victims have the lowest highest-priority, then the fewest victims,
-then the least total priority.
+first, keeping back every one the task can do without (kube's reprieve; of equal
+priorities the one started first is kept, so the one started last is evicted). The node
+to use is the one whose victims have the lowest highest-priority, then the fewest victims,
+then the least total priority, then (kube's last tie-break) the one whose highest-priority
+victims started latest.
+
+A node where a hard domain rule (topology spread, ``distinct_property``, job affinity or
+anti-affinity) would still refuse the task once the victims are gone is no choice: victims
+are only ever evicted for room the task can take. Their removal counts, as in kube: evicting
+a task of a job the task's anti-affinity matches can make a node possible.
 
 Room already held on a node for other tasks *of the same job* (their nominations, made by
 earlier preemptions) counts as taken here, though a placement may use it (any task of
@@ -24,9 +31,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
+from scheduler.engine.domains import DomainCounts
 from scheduler.engine.filters import filter_pipeline
 from scheduler.engine.fit import misfit
+from scheduler.engine.rules import domain_misfit
 from scheduler.model import ACTIVE, READY, JobSpec, Node
+from scheduler.model.placement_rules import Rules
 
 DEFAULT_MARGIN = 10
 
@@ -41,6 +51,8 @@ class Victim:
     resources: dict[str, int]
     ports: tuple[int, ...]
     preemptible: bool = True
+    started_ms: int = 0  # when it was placed (kube's start time: of equals, the one started last goes first)
+    domains: tuple[str, ...] | None = None  # what it is counted under by domain (its job's rules may count it)
 
 
 @dataclass(frozen=True)
@@ -50,10 +62,15 @@ class Choice:
 
     @property
     def key(self) -> tuple:
+        """Lower is better: kube's pickOneNodeForPreemption (lowest highest priority, least
+        total priority, fewest victims; then the node whose earliest-started victim of the
+        highest priority started latest)."""
         priorities = [v.priority for v in self.victims]
         if not priorities:  # room without evicting anything: the best there is
-            return (-1, 0, 0, self.node)
-        return (max(priorities), len(priorities), sum(priorities), self.node)
+            return (-1, 0, 0, 0, self.node)
+        top = max(priorities)
+        earliest = min(v.started_ms for v in self.victims if v.priority == top)
+        return (top, len(priorities), sum(priorities), -earliest, self.node)
 
 
 @dataclass(frozen=True)
@@ -119,33 +136,60 @@ def holding(node: Node, job: str, task_id: str = "") -> Node:
     return replace(node, allocated=allocated, ports=ports, tasks=node.tasks + len(mine), nominations=others)
 
 
-def victims_on(node: Node, job: JobSpec, candidates, job_on_node: int, margin: int = DEFAULT_MARGIN):
+def _uncounted(domains: DomainCounts, victims) -> DomainCounts:
+    """``domains`` as it would be with ``victims`` gone."""
+    counted = [v for v in victims if v.domains is not None]
+    if not counted:
+        return domains
+    left = domains.copy()
+    for victim in counted:
+        fields = left.counts.setdefault(victim.job, {})
+        for field in (*victim.domains, "*"):
+            fields[field] = fields.get(field, 0) - 1
+    return left
+
+
+def victims_on(node: Node, job: JobSpec, candidates, job_on_node: int, margin: int = DEFAULT_MARGIN,
+               rules: Rules | None = None, domains: DomainCounts | None = None):
     """The fewest, lowest-priority victims on ``node`` that make room for one task of
-    ``job``, or None when evicting every eligible task would not be enough."""
+    ``job`` (and let its hard domain ``rules`` hold), or None when evicting every eligible
+    task would not be enough."""
     pool = eligible(candidates, job.priority, margin)
     if not pool:
         return None
     room = _without(node, pool)
+    hard = rules is not None and rules.hard
+    counts = domains or DomainCounts()
 
-    def fits() -> bool:
-        return misfit(room, job.resources, job.ports, job.max_per_node, job_on_node, job.priority, job.id) is None
+    def fits(gone) -> bool:
+        if misfit(room, job.resources, job.ports, job.max_per_node, job_on_node, job.priority, job.id) is not None:
+            return False
+        return not hard or domain_misfit(room, rules, _uncounted(counts, gone)) is None
 
-    if not fits():
+    if not fits(pool):
         return None
-    victims = []
-    for victim in sorted(pool, key=lambda v: (-v.priority, v.task_id)):
+    victims: list[Victim] = []
+    kept = set()
+    # Most important first: the highest priority, then (kube) the one started first.
+    for victim in sorted(pool, key=lambda v: (-v.priority, v.started_ms, v.task_id)):
         _give_back(room, victim)
-        if not fits():
+        kept.add(victim.task_id)
+        if not fits([v for v in pool if v.task_id not in kept]):
             room = _without(room, [victim])
+            kept.discard(victim.task_id)
             victims.append(victim)
     return tuple(victims) if victims else None
 
 
 def find(nodes: Sequence[Node], job: JobSpec, tasks_on: Mapping[str, Sequence[Victim]],
-         job_counts: Mapping[str, int], margin: int = DEFAULT_MARGIN, task_id: str = "") -> Search:
+         job_counts: Mapping[str, int], margin: int = DEFAULT_MARGIN, task_id: str = "",
+         rules: Rules | None = None, domains: DomainCounts | None = None) -> Search:
     """The best node to preempt on for one task of ``job`` (``task_id``: its own
-    nomination, if any, is not counted against it), among ``nodes``."""
+    nomination, if any, is not counted against it), among ``nodes``; with the job's
+    ``rules`` and the ``domains`` counts, only where its hard domain rules would hold."""
     static = filter_pipeline(job).static_check
+    hard = rules is not None and rules.hard
+    counts = domains or DomainCounts()
     best: Choice | None = None
     tried = with_victims = 0
     for node in nodes:
@@ -154,14 +198,15 @@ def find(nodes: Sequence[Node], job: JobSpec, tasks_on: Mapping[str, Sequence[Vi
         tried += 1
         node = holding(node, job.id, task_id)
         on_node = job_counts.get(node.name, 0)
-        if misfit(node, job.resources, job.ports, job.max_per_node, on_node, job.priority, job.id) is None:
+        if (misfit(node, job.resources, job.ports, job.max_per_node, on_node, job.priority, job.id) is None
+                and (not hard or domain_misfit(node, rules, counts) is None)):
             victims = ()  # room left by earlier evictions: nothing more to evict
         else:
             candidates = tasks_on.get(node.name, ())
             if not eligible(candidates, job.priority, margin):
                 continue
             with_victims += 1
-            victims = victims_on(node, job, candidates, on_node, margin)
+            victims = victims_on(node, job, candidates, on_node, margin, rules, counts)
         if victims is not None:
             choice = Choice(node.name, victims)
             if best is None or choice.key < best.key:
@@ -206,7 +251,8 @@ def _scratch(node: Node) -> Node:
 
 
 def find_gang(nodes: Sequence[Node], job: JobSpec, tasks_on: Mapping[str, Sequence[Victim]],
-              job_counts: Mapping[str, int], task_ids: Sequence[str], margin: int = DEFAULT_MARGIN) -> GangSearch:
+              job_counts: Mapping[str, int], task_ids: Sequence[str], margin: int = DEFAULT_MARGIN,
+              rules: Rules | None = None, domains: DomainCounts | None = None) -> GangSearch:
     """Victims for every one of ``task_ids`` (members of the gang ``job``) at once: each
     member's choice (:func:`find`) is applied to copies of the nodes (its victims gone,
     its own room taken, the job's count on the node raised) before the next member is
@@ -222,9 +268,10 @@ def find_gang(nodes: Sequence[Node], job: JobSpec, tasks_on: Mapping[str, Sequen
     by_name = {node.name: node for node in copies}
     left = {name: list(victims) for name, victims in tasks_on.items()}
     counts = dict(job_counts)
+    counted = (domains or DomainCounts()).copy()
     choices: list[tuple[str, Choice]] = []
     for task_id in task_ids:
-        search = find(copies, job, left, counts, margin, task_id)
+        search = find(copies, job, left, counts, margin, task_id, rules, counted)
         if search.choice is None:
             return GangSearch(None, len(task_ids), len(choices), search)
         choice = search.choice
@@ -243,5 +290,8 @@ def find_gang(nodes: Sequence[Node], job: JobSpec, tasks_on: Mapping[str, Sequen
             node.ports[port] = task_id
         node.tasks += 1
         counts[node.name] = counts.get(node.name, 0) + 1
+        if rules is not None and rules.counted:
+            counted = _uncounted(counted, choice.victims)
+            counted.add(job.id, node)
         choices.append((task_id, choice))
     return GangSearch(tuple(choices), len(task_ids), len(choices))

@@ -14,9 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
+from scheduler.engine.domains import DomainCounts
 from scheduler.engine.filters import filter_pipeline
 from scheduler.engine.fit import held_room
+from scheduler.engine.rules import domain_misfit
 from scheduler.model import JobSpec, Node, reasons
+from scheduler.model.placement_rules import Rules
 
 HELD_FOR_PREEMPTOR = "held for a preemptor"
 
@@ -39,15 +42,24 @@ def needs(spec: JobSpec) -> dict[str, int]:
     return {resource: amount for resource, amount in spec.resources.items() if amount > 0}
 
 
-def verdicts(spec: JobSpec, nodes: Iterable[Node], job_counts: Mapping[str, int]) -> list[NodeVerdict]:
+def verdicts(spec: JobSpec, nodes: Iterable[Node], job_counts: Mapping[str, int], rules: Rules | None = None,
+             domains: DomainCounts | None = None) -> list[NodeVerdict]:
     """One verdict per node: the nodes it fits on first, then the nearest misses (a node
-    short of room, a port or ``max_per_node``, by how little it lacks), then nodes that
-    cannot take it whatever runs there (down, paused, constraints, platform, plugins)."""
+    short of room, a port or ``max_per_node``, by how little it lacks, or refused by a
+    domain rule: spread, distinct_property, job affinity or anti-affinity), then nodes
+    that cannot take it whatever runs there (down, paused, constraints, platform,
+    plugins, taints)."""
     pipeline = filter_pipeline(spec)
     wanted = needs(spec)
+    hard = rules is not None and rules.hard
+    ruled: set[str] = set()
     out = []
     for node in nodes:
         reason = pipeline.check(node, job_counts.get(node.name, 0))
+        if reason is None and hard:
+            reason = domain_misfit(node, rules, domains or DomainCounts())
+            if reason is not None:
+                ruled.add(reason)
         held, held_ports = held_room(node, spec.priority, spec.id) if node.nominations else ({}, set())
         free = {r: node.capacity.get(r, 0) - node.allocated.get(r, 0) - held.get(r, 0) for r in wanted}
         short = frozenset(r for r, amount in wanted.items() if free[r] < amount)
@@ -57,6 +69,7 @@ def verdicts(spec: JobSpec, nodes: Iterable[Node], job_counts: Mapping[str, int]
     # Reasons that come and go with the tasks on a node (the rest hold whatever runs there).
     passing = {reasons.insufficient(r) for r in wanted} | {reasons.port_in_use(p) for p in spec.ports}
     passing.add(reasons.MAX_PER_NODE)
+    passing |= ruled
 
     def order(verdict: NodeVerdict):
         if verdict.fits:

@@ -12,6 +12,6 @@ from scheduler.model.names import check_job_id, check_namespace, check_node_name
 from scheduler.model.node import Node, Nomination, make_node
 from scheduler.model.states import (ACTIVE, ASSIGNED, AVAILABILITIES, BATCH, BINPACK, COMPLETED, DOWN, DRAIN, FAILED,
                                     GLOBAL, JOB_TYPES, LIVE_STATES, LOST, MAX_PRIORITY, MAX_REPLICAS, MIN_PRIORITY,
-                                    PAUSE, PENDING, PREEMPTED, READY, RUNNING, SERVICE, SPREAD, STOPPED, STRATEGIES,
-                                    TASK_STATES, TERMINAL_STATES)
+                                    PAUSE, PENDING, PER_NODE_TYPES, PREEMPTED, READY, RUN_TO_COMPLETION, RUNNING,
+                                    SERVICE, SPREAD, STOPPED, STRATEGIES, SYSBATCH, TASK_STATES, TERMINAL_STATES)
 from scheduler.model.task import Task, parse_allocation

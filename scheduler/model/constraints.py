@@ -1,6 +1,12 @@
 """Placement constraints: SwarmKit's ``key==value`` / ``key!=value`` over node attributes,
 extended with Nomad's operators (``<``, ``<=``, ``>``, ``>=``, ``regexp``, ``in``,
-``is_set``, ``is_not_set``).
+``is_set``, ``is_not_set``, ``version``, ``semver``, ``set_contains``,
+``set_contains_any``, ``distinct_property``).
+
+Every operator but ``distinct_property`` looks at the node alone. ``distinct_property``
+(``node.labels.rack distinct_property 2``: at most 2 live tasks of the job per rack
+value) depends on where the job's tasks are: it is parsed here, with the others, and
+enforced as a domain rule (``scheduler/engine/distinct_property.py``, and the commit).
 
 A constraint is parsed once, at submit time (an unknown key or operator is a spec error
 then, never a silent mismatch later), and evaluated against many nodes.
@@ -19,6 +25,7 @@ from functools import lru_cache
 from typing import Callable
 
 from scheduler.model.errors import SpecError
+from scheduler.model.versions import version_test
 
 ARCH_ALIASES = {"x86_64": "amd64", "x86-64": "amd64", "aarch64": "arm64"}
 
@@ -43,8 +50,10 @@ _LABEL_KEY_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./-]*")
 # The first operator in the text splits key from value (a key holds none of ``=!<>``);
 # at one position the longest wins, so that ``<=`` is not read as ``<``.
 _SYMBOL_OP_RE = re.compile(r"==|!=|<=|>=|<|>")
-_WORD_OPS = ("regexp", "in", "is_set", "is_not_set")
+_WORD_OPS = ("regexp", "in", "is_set", "is_not_set", "version", "semver", "set_contains", "set_contains_any",
+             "distinct_property")
 _UNARY_OPS = ("is_set", "is_not_set")
+DISTINCT = "distinct_property"
 
 
 def attribute_getter(key: str, what: str = "constraint") -> Callable:
@@ -84,6 +93,17 @@ class Constraint:
     def matches(self, node) -> bool:
         return self.test(self.get(node))
 
+    @property
+    def dynamic(self) -> bool:
+        """Whether it depends on where the job's tasks are (``distinct_property``), not on
+        the node alone."""
+        return self.op == DISTINCT
+
+    @property
+    def limit(self) -> int:
+        """``distinct_property``'s most tasks per value (1 when not written)."""
+        return int(self.value) if self.value else 1
+
     def __str__(self) -> str:
         return self.text
 
@@ -104,6 +124,24 @@ def _tester(op: str, value: str, text: str) -> Callable[[str], bool]:
         if not choices:
             raise SpecError(f"constraint {text!r} needs a comma-separated list after 'in'.")
         return lambda actual: actual.casefold() in choices
+    if op in ("version", "semver"):
+        test = version_test(value, strict=op == "semver")
+        if test is None:
+            raise SpecError(f"constraint {text!r} has an invalid {op} constraint {value!r}; write comparisons such as "
+                            f"'>= 1.2, < 2' (operators =, !=, >, <, >=, <={', ~>' if op == 'version' else ''}).")
+        return test
+    if op in ("set_contains", "set_contains_any"):
+        wanted = frozenset(part.strip() for part in value.split(",") if part.strip())
+        if not wanted:
+            raise SpecError(f"constraint {text!r} needs a comma-separated list after {op!r}.")
+        if op == "set_contains":
+            return lambda actual: wanted <= {part.strip() for part in actual.split(",")}
+        return lambda actual: not wanted.isdisjoint({part.strip() for part in actual.split(",")})
+    if op == DISTINCT:
+        if value and (not value.isdigit() or not 1 <= int(value) <= 1_000_000):
+            raise SpecError(f"constraint {text!r}: distinct_property takes a whole number of tasks from 1 to "
+                            f"1000000, or none for 1.")
+        return lambda actual: True  # enforced where the job's tasks are counted
     if op == "regexp":
         try:
             pattern = re.compile(value)
@@ -144,7 +182,7 @@ def _parse_text(text: str) -> Constraint:
         value = parts[2].strip() if len(parts) == 3 else ""
         if op in _UNARY_OPS and value:
             raise SpecError(f"constraint {expr!r}: {op} takes no value.")
-        if op not in _UNARY_OPS and not value:
+        if op not in _UNARY_OPS and op != DISTINCT and not value:
             raise SpecError(f"constraint {expr!r}: {op} needs a value.")
         return _build(key, op, value, expr)
     match = _SYMBOL_OP_RE.search(expr)
@@ -153,7 +191,8 @@ def _parse_text(text: str) -> Constraint:
         return _build(key.strip(), match.group(), value.strip(), expr)
     raise SpecError(
         f"constraint {expr!r} has no operator; write key==value, key!=value, key<value, "
-        f"'key in a,b', 'key regexp RE', 'key is_set' or 'key is_not_set'."
+        f"'key in a,b', 'key regexp RE', 'key is_set', 'key is_not_set', 'key version >= 1.2', "
+        f"'key semver >= 1.2.0', 'key set_contains a,b', 'key set_contains_any a,b' or 'key distinct_property N'."
     )
 
 

@@ -9,6 +9,9 @@ from scheduler.model.errors import SpecError
 
 # Always used with fullmatch: "$" alone would also match before a final newline ("web\n").
 _JOB_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}")
+# A launch of a periodic or parameterized job: its parent's id, then Nomad's suffix
+# (``nightly/periodic-1700000000``, ``render/dispatch-1700000000-3fa2b1c0``).
+_CHILD_ID_RE = re.compile(r"([A-Za-z0-9][A-Za-z0-9_-]{0,62})/(periodic-[0-9]{1,12}|dispatch-[0-9]{1,12}-[0-9a-f]{8})")
 _NODE_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,252}")
 _LABEL_KEY_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./-]{0,252}")
 _PLUGIN_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}")
@@ -36,7 +39,9 @@ def check_tenant(tenant, what: str = "tenant") -> str:
 
 
 def check_job_id(job_id) -> str:
-    if not isinstance(job_id, str) or not _JOB_ID_RE.fullmatch(job_id):
+    """A job's id: one a person gives, or a launch of a periodic or parameterized job
+    (``<parent>/periodic-<unix time>``, ``<parent>/dispatch-<unix time>-<8 hex digits>``)."""
+    if not isinstance(job_id, str) or not is_job_id(job_id):
         raise SpecError(
             f"job id {job_id!r} is not valid; use up to 63 letters, digits, - and _, starting with a letter or digit."
         )
@@ -44,7 +49,14 @@ def check_job_id(job_id) -> str:
 
 
 def is_job_id(text: str) -> bool:
-    return _JOB_ID_RE.fullmatch(text) is not None
+    return _JOB_ID_RE.fullmatch(text) is not None or _CHILD_ID_RE.fullmatch(text) is not None
+
+
+def parent_of(job_id: str) -> str | None:
+    """The periodic or parameterized job that launched ``job_id`` (None for a job a person
+    submitted)."""
+    match = _CHILD_ID_RE.fullmatch(job_id)
+    return match.group(1) if match else None
 
 
 def check_node_name(name) -> str:

@@ -9,6 +9,7 @@ from scheduler.model.errors import SpecError
 from scheduler.model.names import check_node_name, parse_labels, parse_plugins
 from scheduler.model.quantities import CPU, MEMORY, parse_resources
 from scheduler.model.states import ACTIVE, READY
+from scheduler.model.taints import parse_taints
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +45,7 @@ class Node:
     ports: dict[int, str] = field(default_factory=dict)  # host port -> task id holding it
     tasks: int = 0  # tasks of every job placed here
     nominations: dict[str, Nomination] = field(default_factory=dict)  # task id -> room held for it
+    taints: tuple = ()  # its Taints (scheduler.model.taints), in the order they were given
 
     def __post_init__(self):
         if not self.hostname:
@@ -54,7 +56,7 @@ class Node:
 
 
 def make_node(name, *, cpu=None, memory=None, resources=None, labels=None, engine_labels=None,
-              os="linux", arch="amd64", role="worker", plugins=None, hostname=None) -> Node:
+              os="linux", arch="amd64", role="worker", plugins=None, hostname=None, taints=None) -> Node:
     """Validate a node description (from ``sched node add`` flags or an agent)."""
     check_node_name(name)
     raw = dict(resources or {})
@@ -79,5 +81,6 @@ def make_node(name, *, cpu=None, memory=None, resources=None, labels=None, engin
         os=os,
         arch=arch,
         plugins=frozenset(parse_plugins(plugins, f"node {name} plugins")),
+        taints=parse_taints(taints),
     )
 

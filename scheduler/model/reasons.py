@@ -43,6 +43,43 @@ def constraint_not_met(text: str) -> str:
     return f"constraint {text} not met"
 
 
+def untolerated_taint(taint: str) -> str:
+    return f"untolerated taint {taint}"
+
+
+# Domain rules (their words travel to the commit with each rule, so both say the same).
+NODES_CHANGED = "nodes changed since planned"
+RULES_CHANGED = "job labels or rules changed since planned"
+
+
+def spread_missing(attribute: str) -> str:
+    return f"no {attribute} for topology_spread"
+
+
+def spread_skew(attribute: str, max_skew: int) -> str:
+    return f"topology_spread {attribute} max_skew {max_skew} exceeded"
+
+
+def distinct_missing(attribute: str) -> str:
+    return f"no {attribute} for distinct_property"
+
+
+def distinct_reached(attribute: str, limit: int) -> str:
+    return f"distinct_property {attribute} {limit} reached"
+
+
+def job_affinity_not_met(selector: str, attribute: str) -> str:
+    return f"job_affinity {selector} on {attribute} not met"
+
+
+def job_anti_affinity(selector: str, attribute: str) -> str:
+    return f"job_anti_affinity {selector} on {attribute}"
+
+
+def job_anti_affinity_of(job: str, attribute: str) -> str:
+    return f"job_anti_affinity of job {job} on {attribute}"
+
+
 @dataclass(slots=True)
 class Explanation:
     """Counts of reasons over the nodes evaluated for one task (or one group of identical tasks)."""

@@ -13,8 +13,10 @@ ACTIVE, PAUSE, DRAIN = "active", "pause", "drain"
 AVAILABILITIES = (ACTIVE, PAUSE, DRAIN)
 READY, DOWN = "ready", "down"
 
-SERVICE, BATCH, GLOBAL = "service", "batch", "global"
-JOB_TYPES = (SERVICE, BATCH, GLOBAL)
+SERVICE, BATCH, GLOBAL, SYSBATCH = "service", "batch", "global", "sysbatch"
+JOB_TYPES = (SERVICE, BATCH, GLOBAL, SYSBATCH)
+PER_NODE_TYPES = frozenset({GLOBAL, SYSBATCH})  # one task on every eligible node, no replicas
+RUN_TO_COMPLETION = frozenset({BATCH, SYSBATCH})  # a task that completed is done
 SPREAD, BINPACK = "spread", "binpack"
 STRATEGIES = (SPREAD, BINPACK)
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import orjson
+
 from scheduler.model.states import LIVE_STATES, PENDING, TERMINAL_STATES
 
 
@@ -51,6 +53,11 @@ class Task:
     health: str = ""  # starting, healthy or unhealthy while it runs ("" before its agent looked)
     health_ms: int = 0  # when its health last changed (Redis ms)
     health_check: str = ""  # what its last health check that changed something said
+    slot: int = 0  # the index of the first task of its slot: stable across retries (kube's completion index)
+    failures: tuple[int, ...] = ()  # when the slot's earlier tasks failed (ms), as reschedule.interval counts them
+    replaces: str = ""  # the task it was queued to replace (a restart, retry or move)
+    replaced_by: str = ""  # the task queued to replace it
+    domains: tuple[str, ...] | None = None  # the tally:dom fields commit counted it under (None: not counted)
 
     @property
     def live(self) -> bool:
@@ -76,4 +83,8 @@ class Task:
             started_ms=_int(fields.get("started_at")), ended_ms=_int(fields.get("ended_at")),
             health=fields.get("health", ""),
             health_ms=_int(fields.get("health_at")), health_check=fields.get("health_check", ""),
+            slot=_int(fields.get("slot"), _int(fields.get("index"))),
+            failures=tuple(int(t) for t in filter(None, fields.get("failures", "").split(","))),
+            replaces=fields.get("replaces", ""), replaced_by=fields.get("replaced_by", ""),
+            domains=tuple(orjson.loads(fields["domains"])) if fields.get("domains") else None,
         )

@@ -73,7 +73,7 @@ _ROLE_SCRIPTS = {
     "viewer": (),
     "submitter": tuple(name for name in SCRIPT_NAMES if name not in _ADMIN_SCRIPTS),
     "worker": tuple(name for name in SCRIPT_NAMES if name not in _ADMIN_SCRIPTS),
-    "agent": ("node_put", "node_set", "start", "task_health", "finish", "replace", "history"),
+    "agent": ("node_put", "node_set", "start", "task_health", "finish", "replace", "history", "output"),
 }
 _SCRIPT_CALLS = ("script|load",)  # with the EVALSHA rules: redis-py loads a script Redis lost
 
@@ -102,16 +102,18 @@ def scripts_digest(role: str) -> str:
 _ROLE_COMMANDS = {
     "viewer": (),
     "submitter": ("wait",),
-    # BLPOP: an idle worker waits on q:wake; DEL: its short locks; MULTI/EXEC: --repair-on-start.
-    "worker": ("wait", "blpop", "del", "multi", "exec", "discard"),
+    # BLPOP: an idle worker waits on q:wake; DEL: its short locks; MULTI/EXEC: --repair-on-start;
+    # INFO: it watches Redis's memory (and warns past 80% of maxmemory).
+    "worker": ("wait", "blpop", "del", "multi", "exec", "discard", "info"),
     "agent": ("wait",),
 }
 # The keys of its namespace an agent may write (directly, and inside its scripts): the
 # queues, tasks (their output and attempts too), nodes, heartbeats, tallies, usage,
-# failures, events and a job's task index. Not the jobs: a job's hash (but HINCRBY, below),
+# failures, events, a job's task index, the tasks that ended (for retention) and, when its
+# write is a namespace's first, the key layout's version (layout.py). Not the jobs: a job's hash (but HINCRBY, below),
 # the jobs' sets and shares, deployments, config, quota, tenants, histories but a node's.
 _AGENT_WRITES = ("q:*", "task:*", "node:*", "nodes", "nodes:*", "resources", "agents", "agents:*", "tally:*",
-                 "usage", "stream", "faults:*", "job:*:tasks")
+                 "usage", "stream", "faults:*", "job:*:tasks", "tasks:ended", "layout")
 # A requeue (replace.lua) moves a job's next_index and updated with HINCRBY: the one
 # write an agent may make to a job's hash, which cannot write a spec.
 _AGENT_JOB_COMMANDS = ("hincrby",)

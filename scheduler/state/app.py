@@ -18,6 +18,7 @@ from scheduler.model.errors import RedisUnavailable
 from scheduler.state.connection import CLUSTER_SCHEMES, SENTINEL_SCHEMES, client_for, connect, mask_url, resolve_url
 from scheduler.state.failover import configured_bound_s
 from scheduler.state.keys import Keys
+from scheduler.state.layout import LayoutStore
 from scheduler.state.queue import QueueConfig, SchedulingQueue
 from scheduler.state.replication import on_missing_mode
 from scheduler.state.scripts import Scripts
@@ -102,8 +103,11 @@ class App:
 
     @cached_property
     def scripts(self) -> Scripts:
-        return Scripts(self.client, self.once_client, wait_replicas=self.wait_replicas,
-                       on_missing=self.on_missing_replicas, label=self.keys.namespace, clock=self.clock)
+        scripts = Scripts(self.client, self.once_client, wait_replicas=self.wait_replicas,
+                          on_missing=self.on_missing_replicas, label=self.keys.namespace, clock=self.clock)
+        # Before the first write: is the namespace of the key layout this sched writes? (layout.py)
+        scripts.set_guard(LayoutStore(self.client, self.keys, scripts).check_layout)
+        return scripts
 
     @cached_property
     def store(self) -> Store:

@@ -11,6 +11,7 @@ from typing import NamedTuple
 
 from scheduler.state.keys import Keys
 from scheduler.model import JobSpec
+from scheduler.model.placement_rules import Rules
 from scheduler.state.scripts import Scripts
 from scheduler.state.stream import events_argument
 
@@ -23,6 +24,7 @@ class Planned(NamedTuple):
     node: str
     job: JobSpec
     gang: bool = False  # all of the job's placements in this commit, or none of them
+    rules: Rules | None = None  # the job's domain rules as placing resolved them (scheduler.engine.rules)
 
 
 @dataclass
@@ -60,25 +62,45 @@ def commit(scripts: Scripts, keys: Keys, token: str, plans: list[Planned], event
             if resource not in index:
                 names.append(resource)
                 index[resource] = len(names)
-    argv: list = [token, events or events_argument(keys), keys.namespace, len(names), *names, len(nodes), *nodes, len(groups)]
+    # Keys the groups' options name, after the task hashes: their index is known once
+    # every placement is counted.
+    extra: dict[str, int] = {}
+    first_extra = 8 + 2 * len(nodes) + len(groups) + len(plans) + 1
+
+    def key_index(key: str) -> int:
+        if key not in extra:
+            extra[key] = first_extra + len(extra)
+        return extra[key]
+
+    options = [_options(group[0].job, group[0].rules, keys, key_index) for group in groups]
+    describe = any(group_options[0] and (group[0].job.counted or group[0].rules is not None)
+                   for group, group_options in zip(groups, options))
+    argv: list = [token, events or events_argument(keys), keys.namespace, len(names), *names, len(nodes), *nodes,
+                  1 if describe else 0, len(groups)]
     node_keys: list[str] = []
     for name in nodes:
         node_keys += [keys.node(name), keys.node_tasks(name)]
     ordered: list[Planned] = []
-    for group in groups:
+    for group, group_options in zip(groups, options):
         job = group[0].job
-        argv += [job.id, job.max_per_node, job.priority, job.tenant, 1 if group[0].gang else 0, len(job.resources)]
+        argv += [job.id, job.max_per_node, job.priority, job.tenant, 1 if group[0].gang else 0, *group_options,
+                 len(job.resources)]
         for resource, amount in job.resources.items():
             argv += [index[resource], amount]
         argv += [len(job.ports), *job.ports, len(group)]
         for plan in group:
             argv += [plan.task_id, nodes[plan.node]]
         ordered += group
+    limited = {group[0].job.id: group[0].job.parallelism for group in groups if group[0].job.parallelism}
+    if limited:  # jobs with at most so many live tasks at once (none: nothing is sent)
+        argv.append(len(limited))
+        for job_id, limit in limited.items():
+            argv += [job_id, limit]
     reply = scripts.commit(
         keys=[keys.inflight, keys.leases, keys.node_changes, keys.node_seq, keys.tally_priority,
               keys.node_deltas, keys.stream, keys.config, *node_keys,
               *(keys.tally_job(group[0].job.id) for group in groups),
-              *(keys.task(plan.task_id) for plan in ordered), keys.usage, keys.quota],
+              *(keys.task(plan.task_id) for plan in ordered), *extra, keys.usage, keys.quota],
         args=[*argv, scripts.now_arg()])
     now, results, changes = reply
     accepted, refused = [], []
@@ -90,3 +112,44 @@ def commit(scripts: Scripts, keys: Keys, token: str, plans: list[Planned], event
     return CommitResult(now_ms=int(now), accepted=accepted, refused=refused,
                         changes={changes[i]: (int(changes[i + 1]), int(changes[i + 2]))
                                  for i in range(0, len(changes), 3)})
+
+
+_NO_OPTIONS = [0]
+
+
+def _options(job: JobSpec, rules: Rules | None, keys: Keys, key_index) -> list:
+    """A group's option list for commit.lua (``o``, then each option's name, count and
+    values; see its header): the job's tolerations and its domain rules."""
+    if rules is None and not job.counted and not job.tolerations:
+        return _NO_OPTIONS
+    options: list[tuple[str, list]] = []
+    if job.tolerations:
+        options.append(("tolerate", [x for t in job.tolerations for x in (t.key, t.operator, t.value, t.effect)]))
+    if job.counted:
+        options.append(("count", [key_index(keys.tally_dom(job.id)), key_index(keys.cycle), key_index(keys.move_cycle)]))
+    if rules is not None:
+        if rules.gen is not None:
+            options.append(("gen", [key_index(keys.rules_gen), rules.gen]))
+        if rules.epoch is not None:
+            options.append(("epoch", [key_index(keys.node_epoch), rules.epoch]))
+
+        def doms(jobs) -> list:
+            return [len(jobs), *(key_index(keys.tally_dom(other)) for other in jobs)]
+
+        for spread in rules.spreads:
+            if spread.hard:
+                options.append(("spread", [spread.attribute, spread.max_skew, spread.min_domains,
+                                           int(spread.self_matches), spread.missing, spread.skew,
+                                           *doms(spread.jobs), *spread.domains]))
+        for distinct in rules.distinct:
+            options.append(("distinct", [distinct.attribute, distinct.limit, distinct.missing, distinct.reached,
+                                         key_index(keys.tally_dom(rules.job))]))
+        for affinity in rules.affinity:
+            options.append(("affinity", [affinity.attribute, int(affinity.self_matches), affinity.reason,
+                                         *doms(affinity.jobs)]))
+        for anti in rules.anti:
+            options.append(("anti", [anti.attribute, anti.reason, *doms(anti.jobs)]))
+    out: list = [len(options)]
+    for name, values in options:
+        out += [name, len(values), *values]
+    return out

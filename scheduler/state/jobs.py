@@ -8,6 +8,7 @@ have in common.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import queue
 import threading
@@ -80,6 +81,7 @@ class JobSummary:
     created_ms: int
     spec: dict
     task_states: list[str]
+    failure: str = ""  # why it ended as failed (its deadline passed, a dependency could not hold)
 
 
 class JobStore(NamespaceStore):
@@ -95,11 +97,33 @@ class JobStore(NamespaceStore):
         """The job's hash as stored (empty when there is no such job)."""
         return self.client.hgetall(self.keys.job(job_id))
 
+    def set_failure(self, job_id: str, reason: str) -> None:
+        """Record why the job ended as failed (its deadline passed, a dependency could not
+        hold): its status then reads ``failed``. A new version clears it."""
+        self.client.hset(self.keys.job(job_id), "failure", reason)
+
+    def set_deadline(self, job_id: str, at_ms: int) -> None:
+        """The job fails if it still runs at ``at_ms`` (``jobs:deadlines``)."""
+        self.client.zadd(self.keys.deadlines, {job_id: at_ms})
+
+    def due_deadlines(self, now_ms: int, limit: int = 100) -> list[str]:
+        return self.client.zrangebyscore(self.keys.deadlines, "-inf", now_ms, start=0, num=limit)
+
+    def clear_deadline(self, job_id: str) -> None:
+        self.client.zrem(self.keys.deadlines, job_id)
+
+    def job_payload(self, job_id: str) -> bytes | None:
+        """The payload a dispatch gave the job (its hash's ``payload``, base64), or None."""
+        text = self.client.hget(self.keys.job(job_id), "payload")
+        return None if text is None else base64.b64decode(text)
+
     def stop_job(self, job_id: str) -> bool:
         """``job_stop.lua``: mark the job stopped and announce it (a ``job`` event). Returns
         False when it was stopped already."""
+        check_job_id(job_id)  # before any write (a first write records the namespace's key layout)
         k = self.keys
-        result = self.scripts.job_stop(keys=[k.job(job_id), k.stream, k.config], args=[self.events_arg, job_id])
+        result = self.scripts.job_stop(keys=[k.job(job_id), k.stream, k.config, k.jobs_ended],
+                                       args=[self.events_arg, job_id])
         if result == -1:
             raise NotFound(f"job {job_id!r} does not exist.")
         return result == 1
@@ -121,6 +145,11 @@ class JobStore(NamespaceStore):
 
     def job_task_ids(self, job_id: str) -> list[str]:
         return self.client.zrange(self.keys.job_tasks(job_id), 0, -1)
+
+    def job_task_ids_after(self, job_id: str, index: int) -> list[tuple[str, int]]:
+        """(task id, index) of the job's tasks with an index above ``index``."""
+        return [(task_id, int(i)) for task_id, i in
+                self.client.zrangebyscore(self.keys.job_tasks(job_id), f"({index}", "+inf", withscores=True)]
 
     def job_snapshot(self, job_id: str) -> tuple[str, dict[str, tuple[str, str]]]:
         """``snapshot.lua``: (the stream's last entry id, task id -> (state, node)) of the
@@ -145,15 +174,15 @@ class JobStore(NamespaceStore):
         ids = self.job_ids()
         with self.client.pipeline(transaction=False) as pipe:
             for job_id in ids:
-                pipe.hmget(k.job(job_id), "version", "status", "created", "spec")
+                pipe.hmget(k.job(job_id), "version", "status", "created", "spec", "failure")
                 pipe.zrange(k.job_tasks(job_id), 0, -1)
             replies = pipe.execute()
         found, task_ids = [], []
-        for job_id, (version, status, created, spec), ids_of_job in zip(ids, replies[::2], replies[1::2]):
+        for job_id, (version, status, created, spec, failure), ids_of_job in zip(ids, replies[::2], replies[1::2]):
             if spec is None:
                 continue  # removed between the two reads
             found.append(JobSummary(job_id, int(version or 0), status or "running", int(created or 0),
-                                    orjson.loads(spec), []))
+                                    orjson.loads(spec), [], failure or ""))
             task_ids.append(ids_of_job)
         with self.client.pipeline(transaction=False) as pipe:
             for ids_of_job in task_ids:
@@ -276,6 +305,12 @@ class JobStore(NamespaceStore):
             if self.enqueue_fill(job_id, version, priority, first_index + offset, size, pins=chunk_pins,
                                  delay_ms=delay_ms, retries=retries) is None:
                 break
+
+    def fill_launched(self, job_id: str, priority: int, count: int) -> None:
+        """Create the ``count`` tasks of a job that ``launch.lua`` created with its hash only
+        (marked ``filling:1:0``), then drop the mark."""
+        self._fill(job_id, 1, priority, 0, count)
+        self.filled(job_id, "filling:1:0")
 
     def complete_fills(self, before_ms: int) -> list[str]:
         """Create the missing tasks of submits that began before ``before_ms`` and stopped
@@ -405,7 +440,7 @@ class JobStore(NamespaceStore):
         args += record_args(record, record.by) if record is not None else [""]
         args += [*pins, self.scripts.now_arg()]
         keys = [k.job(job_id), k.jobs, k.global_jobs, k.active, k.backoff, k.job_tasks(job_id), k.enqueue_seq,
-                k.job_shares, k.wake, k.stream, k.config, k.job_history(job_id),
+                k.job_shares, k.wake, k.stream, k.config, k.job_history(job_id), k.waiting,
                 *(k.task(f"{job_id}.{first_index + i}") for i in range(count))]
         return self.scripts.enqueue(keys=keys, args=args)
 

@@ -38,6 +38,12 @@ class Keys:
         return self._key("q", "inflight")
 
     @cached_property
+    def waiting(self) -> str:
+        """ZSET of the pending tasks of jobs held by their ``after`` dependencies, scored as
+        in ``q:active`` (where they go, unchanged, once the dependencies hold)."""
+        return self._key("q", "waiting")
+
+    @cached_property
     def leases(self) -> str:
         """HASH task id -> fencing token of the claim that holds it."""
         return self._key("q", "leases")
@@ -117,6 +123,11 @@ class Keys:
         tells reconcilers that global jobs may need tasks added or taken away."""
         return self._key("nodes", "epoch")
 
+    @cached_property
+    def nodes_noexecute(self) -> str:
+        """SET: nodes with a NoExecute taint (the evictions look at these)."""
+        return self._key("nodes", "noexecute")
+
     def heartbeat(self, name: str) -> str:
         return self._key("node", name, "heartbeat")
 
@@ -139,6 +150,31 @@ class Keys:
         """ZSET job id -> when a submit began queueing more tasks than one call takes (ms);
         the job hash holds a ``filling:<version>:<first index>`` field until they all exist."""
         return self._key("jobs", "filling")
+
+    @cached_property
+    def held(self) -> str:
+        """ZSET job id -> when it began waiting for its ``after`` dependencies (ms): the
+        jobs the workers' upkeep checks (control/dependencies.py)."""
+        return self._key("jobs", "held")
+
+    @cached_property
+    def deadlines(self) -> str:
+        """ZSET job id -> when its ``deadline`` passes (ms): batch jobs stopped then if still running."""
+        return self._key("jobs", "deadlines")
+
+    @cached_property
+    def launchers(self) -> str:
+        """ZSET periodic job id -> its next launch (ms; +inf while suspended or when its
+        schedule has no more ticks): the launcher's heap (control/periodic.py)."""
+        return self._key("jobs", "periodic")
+
+    def job_children(self, job_id: str) -> str:
+        """ZSET child job id -> when it was launched (ms): a periodic or parameterized job's launches."""
+        return self._key("job", job_id, "children")
+
+    def dispatch_tokens(self, job_id: str) -> str:
+        """HASH idempotency token -> the child job a dispatch with it made."""
+        return self._key("job", job_id, "tokens")
 
     def job(self, job_id: str) -> str:
         return f"{self.prefix}job:{job_id}"
@@ -181,6 +217,74 @@ class Keys:
         """LIST of the outcomes of the task's failed placement attempts, oldest first (fail.lua)."""
         return self._key("task", task_id, "attempts")
 
+    # Retention (scheduler/control/retention.py; docs/redis-keys.md, Retention).
+    @cached_property
+    def ended(self) -> str:
+        """ZSET task id -> when it ended (ms): tasks that ended since the workers' upkeep
+        last looked (every script that ends a task adds it; gc_note.lua takes it out)."""
+        return self._key("tasks", "ended")
+
+    def job_ended(self, job_id: str) -> str:
+        """ZSET task id -> when it ended (ms; ``inf`` for a batch job's slot outcome,
+        kept with its job): the job's ended tasks, as counted by the upkeep."""
+        return self._key("job", job_id, "ended")
+
+    def job_holds(self, job_id: str) -> str:
+        """SET of what still needs the job (for instance a job that waits for it): a job
+        with a member here is not removed."""
+        return self._key("job", job_id, "holds")
+
+    @cached_property
+    def jobs_ended(self) -> str:
+        """ZSET job id -> when retention next has to look at its ended tasks (ms; 0: now)."""
+        return self._key("jobs", "ended")
+
+    @cached_property
+    def jobs_finished(self) -> str:
+        """ZSET job id -> when it finished (ms): finished jobs kept for the namespace's
+        ``job_retention``."""
+        return self._key("jobs", "finished")
+
+    @cached_property
+    def jobs_expiring(self) -> str:
+        """ZSET job id -> when it is removed (ms): finished jobs with a ``ttl_after_finished``."""
+        return self._key("jobs", "expiring")
+
+    @cached_property
+    def layout(self) -> str:
+        """STRING: the version of the namespace's key layout (scheduler/state/layout.py)."""
+        return self._key("layout")
+
+    def task_keys(self, task_id: str) -> list[str]:
+        """Every key that belongs to one task alone: removed with it."""
+        return [self.task(task_id), self.task_output(task_id), self.task_attempts(task_id)]
+
+    def job_keys(self, job_id: str) -> list[str]:
+        """Every key that belongs to one job alone (its tasks' and deployments' apart):
+        removed with it by ``gc_job.lua``, whatever its type. A feature that gives a job a
+        key of its own adds it here; the first five are in this order for gc_job.lua."""
+        return [self.job(job_id), self.job_tasks(job_id), self.job_ended(job_id), self.job_deployments(job_id),
+                self.job_holds(job_id), self.job_history(job_id), self.faults(job_id), self.tally_job(job_id),
+                self.tally_dom(job_id), self.job_children(job_id), self.dispatch_tokens(job_id)]
+
+    @cached_property
+    def job_indexes(self) -> list[str]:
+        """Every key of the namespace that holds job ids as members (SET, ZSET) or fields
+        (HASH): the job's id is taken out of each when it is removed. A feature that keeps
+        a new index of jobs adds it here."""
+        return [self.jobs, self.global_jobs, self.job_shares, self.filling, self.jobs_ended, self.jobs_finished,
+                self.jobs_expiring, self.job_labels, self.job_anti, self.held, self.deadlines, self.launchers]
+
+    def node_keys(self, name: str) -> list[str]:
+        """Every key that belongs to one node alone: removed with it (``node_rm.lua``)."""
+        return [self.node(name), self.node_tasks(name), self.heartbeat(name), self.node_history(name)]
+
+    @cached_property
+    def node_indexes(self) -> list[str]:
+        """Every key that holds node names as members or fields, the change feed
+        (``nodes:changes``) apart: the name is taken out of each when the node is removed."""
+        return [self.nodes, self.agents, self.agent_ttls]
+
     def faults(self, job_id: str) -> str:
         """ZSET "node|task" -> failure time (ms): faulty-node detection per job."""
         return f"{self.prefix}faults:{job_id}"
@@ -188,6 +292,27 @@ class Keys:
     # Tallies kept by the Lua commit and release.
     def tally_job(self, job_id: str) -> str:
         return f"{self.prefix}tally:job:{job_id}"
+
+    def tally_dom(self, job_id: str) -> str:
+        """HASH ``<attribute>=<value>`` (and ``*``) -> live tasks of a job counted by topology
+        domain (only jobs with labels or domain rules: scheduler/model/domains.py)."""
+        return f"{self.prefix}tally:dom:{job_id}"
+
+    @cached_property
+    def rules_gen(self) -> str:
+        """Counter bumped whenever jobs:labels or jobs:anti changes: a placement whose
+        selectors were resolved before is refused at commit."""
+        return self._key("rules", "gen")
+
+    @cached_property
+    def job_labels(self) -> str:
+        """HASH job -> its labels (JSON), for jobs with labels: what selectors match."""
+        return self._key("jobs", "labels")
+
+    @cached_property
+    def job_anti(self) -> str:
+        """HASH job -> its required job_anti_affinity entries (JSON), which keep other jobs away too."""
+        return self._key("jobs", "anti")
 
     @cached_property
     def tally_priority(self) -> str:
@@ -243,7 +368,8 @@ class Keys:
 
     @cached_property
     def config(self) -> str:
-        """HASH of the namespace's settings kept in Redis: ``stream_maxlen``."""
+        """HASH of the namespace's settings kept in Redis: ``stream_maxlen`` and the
+        retention settings (scheduler/model/retention.py)."""
         return self._key("config")
 
     @cached_property

@@ -85,6 +85,7 @@ class NamespaceStore:
                 batch = []
         if batch:
             self.client.unlink(*batch)
+        self.scripts.rearm()  # its next write records the key layout again (layout.py)
 
     def server_usage(self) -> dict:
         """The Redis server's memory in use (bytes) and CPU time so far (seconds)."""

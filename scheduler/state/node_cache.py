@@ -52,6 +52,7 @@ class NodeCache:
         self.seq = -1
         self._dirty: set[str] = set()
         self._nominated: set[str] = set()  # nodes holding room for a preemptor
+        self.tainted: set[str] = set()  # nodes with taints (a delta never changes them)
         self._own: dict[str, int] = {}  # node -> change sequence of our own commit, already in the copy
         self._own_members: set[int] = set()  # last change sequences of own commits whose every node is in _own
         self._feed_needed = False  # the last refresh found a change that left no delta: read the feed at once
@@ -75,6 +76,7 @@ class NodeCache:
         self.membership += 1
         self._dirty.clear()
         self._nominated = {name for name, node in self.nodes.items() if node.nominations}
+        self.tainted = {name for name, node in self.nodes.items() if node.taints}
         self.ready_capacity = dict(ready_capacity) if ready_capacity is not None else _ready_capacity(self.nodes)
 
     def refresh(self, now_ms: int | None = None) -> dict[str, Node]:
@@ -111,6 +113,7 @@ class NodeCache:
             self.reads += len(self.nodes)
             self._dirty.clear()
             self._nominated = {name for name, node in self.nodes.items() if node.nominations}
+            self.tainted = {name for name, node in self.nodes.items() if node.taints}
         else:
             replies = self._read_changes(also)
         if now_ms is not None and self._nominated:
@@ -261,8 +264,13 @@ class NodeCache:
                 self.replaced.add(name)
                 if node.nominations:
                     self._nominated.add(name)
+                if node.taints:
+                    self.tainted.add(name)
+                else:
+                    self.tainted.discard(name)
             elif old is not None:
                 del self.nodes[name]
+                self.tainted.discard(name)
                 self.membership += 1
 
     def take_replaced(self) -> set[str]:

@@ -9,12 +9,14 @@ Every change of a node goes through a Lua script (``node_put``, ``node_set``,
 
 from __future__ import annotations
 
+import dataclasses
 from functools import lru_cache
 
 import orjson
 
 from scheduler.model import ACTIVE, AVAILABILITIES, DOWN, READY, Node, check_node_name
 from scheduler.model.errors import NotFound, SpecError
+from scheduler.model.taints import NO_EXECUTE, Taint, taints_from_text, taints_text
 from scheduler.state.hashes import hgetall_many
 from scheduler.state.namespace import NamespaceStore
 from scheduler.state.nominations import parse_nomination
@@ -22,7 +24,8 @@ from scheduler.state.nominations import parse_nomination
 _DESCRIPTION = ("hostname", "role", "os", "arch")
 
 
-_PLAIN = frozenset(("name", "availability", "status", "tasks", *_DESCRIPTION, "labels", "engine_labels", "plugins"))
+_PLAIN = frozenset(("name", "availability", "status", "tasks", *_DESCRIPTION, "labels", "engine_labels", "plugins",
+                    "taints"))
 
 
 def node_from_hash(fields: dict[str, str]) -> Node:
@@ -57,6 +60,7 @@ def node_from_hash(fields: dict[str, str]) -> Node:
         ports=ports,
         tasks=int(get("tasks", 0)),
         nominations=nominations,
+        taints=_taints(get("taints", "")),
     )
 
 
@@ -68,14 +72,34 @@ def _decoded(text: str, kind=None):
     return value if kind is None else kind(value)
 
 
+@lru_cache(maxsize=10_000)  # nodes share a few taint texts
+def _taints(text: str) -> tuple:
+    return taints_from_text(text)
+
+
 def node_fields(node: Node) -> list[str]:
-    """The description part of a node hash, as field/value pairs (capacity goes separately)."""
+    """The description part of a node hash, as field/value pairs (capacity goes separately).
+    Taints only when the node has some: registering a node again without taints keeps
+    those it has (``sched node untaint`` removes them)."""
     out = []
     for name in _DESCRIPTION:
         out += [name, getattr(node, name)]
     out += ["labels", orjson.dumps(node.labels).decode(), "engine_labels", orjson.dumps(node.engine_labels).decode(),
             "plugins", orjson.dumps(sorted(node.plugins)).decode()]
+    if node.taints:
+        out += ["taints", taints_text(node.taints)]
     return out
+
+
+def _stamped(taints, before, now_ms) -> tuple:
+    """``taints`` with each NoExecute taint's time: the one it had (``before``), else ``now_ms()``."""
+    out = []
+    for taint in taints:
+        if taint.effect == NO_EXECUTE:
+            old = next((t for t in before if t.same(taint)), None)
+            taint = dataclasses.replace(taint, added_ms=old.added_ms if old is not None else now_ms())
+        out.append(taint)
+    return tuple(out)
 
 
 class NodeStore(NamespaceStore):
@@ -85,6 +109,9 @@ class NodeStore(NamespaceStore):
     def put_node(self, node: Node) -> bool:
         """Register or update a node; returns True when it is new."""
         current = self.client.hgetall(self.keys.node(node.name))
+        if node.taints:
+            node = dataclasses.replace(node, taints=_stamped(node.taints, taints_from_text(current.get("taints")),
+                                                             self.now_ms))
         return bool(self.node_put(node, {f[4:] for f in current if f.startswith("cap:")}))
 
     def node_put(self, node: Node, previous_resources=frozenset(), client=None):
@@ -100,13 +127,16 @@ class NodeStore(NamespaceStore):
         args += node_fields(node)
         return self.scripts.node_put(
             keys=[k.node(node.name), k.nodes, k.node_changes, k.node_seq, k.cycle, k.move_cycle, k.resources,
-                  k.node_epoch, k.stream, k.config],
+                  k.node_epoch, k.stream, k.config, k.nodes_noexecute],
             args=args, client=client)
 
     def put_new_nodes(self, nodes: list[Node], chunk: int = 1000, advance=None) -> None:
         """Register nodes that do not exist yet, ``chunk`` per round trip: the same script
         call as :meth:`put_node`, without first reading each node. ``advance(n)`` is called
         after each chunk (a progress bar)."""
+        if any(node.taints for node in nodes):
+            nodes = [dataclasses.replace(node, taints=_stamped(node.taints, (), self.now_ms)) if node.taints else node
+                     for node in nodes]
         with self.client.pipeline(transaction=False) as pipe:
             for i in range(0, len(nodes), chunk):
                 part = nodes[i:i + chunk]
@@ -150,18 +180,45 @@ class NodeStore(NamespaceStore):
             raise SpecError(f"status {status!r} is not one of ready, down.")
         return self._set_node(name, "status", status)
 
+    def taint(self, name: str, taint: Taint) -> tuple[str, str]:
+        """Add ``taint`` to the node (replacing one of its key and effect); returns the
+        node's taints before and after, as text."""
+        return self._taint(name, "add", taint.key, taint.value, taint.effect)
+
+    def untaint(self, name: str, key: str, effect: str = "") -> tuple[str, str]:
+        """Remove the node's taints of ``key`` (of ``effect`` only, if given)."""
+        return self._taint(name, "remove", key, "", effect)
+
+    def _taint(self, name: str, mode: str, key: str, value: str, effect: str) -> tuple[str, str]:
+        k = self.keys
+        check_node_name(name)
+        reply = self.scripts.node_taint(
+            keys=[k.node(name), k.node_changes, k.node_seq, k.cycle, k.move_cycle, k.node_epoch, k.nodes_noexecute,
+                  k.stream, k.config],
+            args=[self.events_arg, name, mode, key, value, effect])
+        if not reply:
+            raise NotFound(f"node {name!r} does not exist.")
+        return reply[0], reply[1]
+
+    def noexecute_nodes(self) -> list[str]:
+        """Nodes that have (or had, until the evictions look) a NoExecute taint."""
+        return sorted(self.client.smembers(self.keys.nodes_noexecute))
+
+    def forget_noexecute(self, names: list[str]) -> None:
+        if names:
+            self.client.srem(self.keys.nodes_noexecute, *names)
+
     def remove_node(self, name: str) -> None:
         k = self.keys
         check_node_name(name)
+        own = k.node_keys(name)
         result = self.scripts.node_rm(
-            keys=[k.node(name), k.nodes, k.node_tasks(name), k.node_changes, k.node_seq,
-                  k.heartbeat(name), k.node_epoch, k.stream, k.config],
-            args=[self.events_arg, name])
+            keys=[k.node_changes, k.node_seq, k.node_epoch, k.stream, k.config, *own, *k.node_indexes],
+            args=[self.events_arg, name, len(own)])
         if result == 0:
             raise NotFound(f"node {name!r} does not exist.")
         if result == -1:
             raise SpecError(f"node {name!r} still runs tasks; drain it and wait for them to move first.")
-        self.forget_agent(name)
 
     def node_task_ids(self, name: str) -> list[str]:
         return sorted(self.client.smembers(self.keys.node_tasks(name)))

@@ -39,7 +39,8 @@ class NominationStore(NamespaceStore):
         return self.scripts.preempt(
             keys=[k.inflight, k.leases, k.active, k.node_changes, k.node_seq, k.task(task_id),
                   k.node(node), k.node_tasks(node), k.tally_priority, k.stream, k.config,
-                  *(key for victim, job, _ in victims for key in (k.task(victim), k.tally_job(job))), k.usage],
+                  *(key for victim, job, _ in victims for key in (k.task(victim), k.tally_job(job), k.tally_dom(job))),
+                  k.usage, k.ended],
             args=[token, self.events_arg, task_id, node, nomination_ms, held, *(victim for victim, _, _ in victims),
                   self.scripts.now_arg()])
 
@@ -54,7 +55,8 @@ class NominationStore(NamespaceStore):
         return self.scripts.preempt_gang(
             keys=[k.inflight, k.leases, k.active, k.node_changes, k.node_seq, k.tally_priority, k.usage, k.stream,
                   k.config, *(key for task_id, node in members for key in (k.task(task_id), k.node(node), k.node_tasks(node))),
-                  *(key for victim, job, _, _ in victims for key in (k.task(victim), k.tally_job(job)))],
+                  *(key for victim, job, _, _ in victims
+                    for key in (k.task(victim), k.tally_job(job), k.tally_dom(job))), k.ended],
             args=[token, self.events_arg, nomination_ms, held, gang, len(members),
                   *(x for member in members for x in member), *(x for v, _, node, _ in victims for x in (v, node)),
                   self.scripts.now_arg()])

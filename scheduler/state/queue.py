@@ -1,6 +1,6 @@
 """The scheduling queue: kube-scheduler's PriorityQueue, as Redis sorted sets and Lua.
 
-Every pending task is in exactly one of four sorted sets:
+Every pending task is in exactly one of five sorted sets, four of them here:
 
 ``q:active``         ready to be scheduled. Score = priority band, then enqueue order, so
                      ``ZRANGE q:active 0 0`` is the next task (higher priority, then older).
@@ -11,6 +11,12 @@ Every pending task is in exactly one of four sorted sets:
 ``q:unschedulable``  failed while nothing in the cluster changed. Score = when it entered.
                      A cluster event (node added or made available, resources freed) moves
                      them all back; leftovers older than 60 s move back anyway.
+
+A fifth set holds pending tasks that may not be scheduled yet, whatever the cluster:
+
+``q:waiting``        tasks of a job whose ``after`` dependencies do not hold yet. Score =
+                     the task's active-queue score; ``unhold.lua`` moves them, unchanged, to
+                     ``q:active`` once they hold (control/dependencies.py).
 
 The choice between backoff and unschedulable is kube's moveRequestCycle rule: each claim
 takes a new value of the scheduling-cycle counter (also its fencing token); each cluster
@@ -114,15 +120,17 @@ class SchedulingQueue:
     def fail(self, token: str, failures: list[tuple[str, dict]], conflicts=frozenset()) -> list[str]:
         """Requeue claimed tasks that did not fit, each with its explanation (a dict).
         Tasks in ``conflicts`` were refused at commit by a race, not for lack of room: they
-        back off rather than wait for a cluster event."""
+        back off rather than wait for a cluster event. A task whose explanation says it
+        waits for its job's ``parallelism`` has no backoff window: the end of one of the
+        job's tasks (a cluster event) brings it back at once."""
         k, c = self.keys, self.config
         results: list[str] = []
         for chunk in _chunks(failures):
             args = [token, self._now_arg(), c.initial_backoff_ms, c.max_backoff_ms, events_argument(k), ATTEMPTS_KEPT]
             keys = [k.inflight, k.leases, k.backoff, k.unschedulable, k.move_cycle, k.stream, k.config]
             for task_id, explanation in chunk:
-                args += [task_id, orjson.dumps(explanation), "1" if task_id in conflicts else "0",
-                         explanation.get("gang") or ""]
+                flag = "1" if task_id in conflicts else "2" if explanation.get("parallelism") else "0"
+                args += [task_id, orjson.dumps(explanation), flag, explanation.get("gang") or ""]
                 keys += [k.task(task_id), k.task_attempts(task_id)]
             results += self.scripts.fail(keys=keys, args=args)
         return results
@@ -255,7 +263,8 @@ class SchedulingQueue:
     def counts(self) -> dict[str, int]:
         k = self.keys
         with self.client.pipeline(transaction=False) as pipe:
-            for key in (k.active, k.backoff, k.unschedulable, k.inflight):
+            for key in (k.active, k.backoff, k.unschedulable, k.inflight, k.waiting):
                 pipe.zcard(key)
-            active, backoff, unschedulable, inflight = pipe.execute()
-        return {"active": active, "backoff": backoff, "unschedulable": unschedulable, "inflight": inflight}
+            active, backoff, unschedulable, inflight, waiting = pipe.execute()
+        return {"active": active, "backoff": backoff, "unschedulable": unschedulable, "inflight": inflight,
+                "waiting": waiting}

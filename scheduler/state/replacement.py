@@ -18,11 +18,14 @@ from scheduler.state.tallies import FAULT_WINDOW_MS
 
 @dataclass(frozen=True, slots=True)
 class Successor:
-    """What the replacement of one task is: the slot's retries so far, and its pinned node
-    (a global job's task restarts on its node)."""
+    """What the replacement of one task is: the slot's retries so far, its pinned node (a
+    global job's task restarts on its node), and the times of the slot's failures that
+    ``reschedule.interval`` still counts (ms, oldest first)."""
 
     retries: int = 0
     pin: str = ""
+    failures: tuple[int, ...] = ()
+    delay_ms: int | None = None  # how long it waits in backoff (None: as the caller's call says)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,16 +47,19 @@ def end_and_replace(store: Store, job_id: str, read: str, next_index: int, *, ve
     k = store.keys
     keys = [k.active, k.backoff, k.unschedulable, k.inflight, k.leases, k.node_changes, k.node_seq, k.cycle,
             k.move_cycle, k.tally_priority, k.usage, k.job(job_id), k.job_tasks(job_id), k.enqueue_seq, k.wake,
-            k.stream, k.config]
+            k.stream, k.config, k.waiting]
     args = [store.events_arg, read, job_id, version, priority, delay_ms, FAULT_WINDOW_MS]
     wanted = 0
     for task, successor in ends:
         node = task.node if task.live else ""
-        keys += [k.task(task.id), k.node(node), k.node_tasks(node), k.tally_job(task.job), k.faults(task.job)]
+        keys += [k.task(task.id), k.node(node), k.node_tasks(node), k.tally_job(task.job), k.faults(task.job),
+                 k.tally_dom(task.job)]
         args += [task.id, state, message, node]
-        args += ["", ""] if successor is None else [successor.retries, successor.pin]
+        args += ["", "", ""] if successor is None else [successor.retries, successor.pin,
+                                                          ",".join(map(str, successor.failures))]
         wanted += successor is not None
     keys += [k.task(f"{job_id}.{next_index + i}") for i in range(wanted)]
+    keys.append(k.ended)
     reply = store.scripts.replace(keys=keys, args=[*args, store.scripts.now_arg()])
     if not reply[0]:
         return None

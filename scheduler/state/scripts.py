@@ -38,7 +38,8 @@ log = logging.getLogger("sched.replication")
 SCRIPT_NAMES = ("enqueue", "enqueue_many", "claim", "reclaim", "fail", "move", "commit", "finish", "start", "preempt",
                 "preempt_gang", "unnominate", "claimed", "tallies", "node_put", "node_set", "node_rm", "job_stop",
                 "snapshot", "deployment_open", "deployment_set", "task_health", "history",
-                "replace", "dump_page", "series")
+                "replace", "unhold", "launch", "dump_page", "series", "gc_note", "gc_prune", "gc_job", "layout_2",
+                "output", "node_taint", "job_rules")
 
 
 @cache
@@ -49,10 +50,13 @@ def script_source(name: str) -> str:
         encoding="utf-8")
 
 
+# Scripts that set_guard never holds back: those that only read, and the layout upgrade's own.
+UNGUARDED = ("claimed", "tallies", "snapshot", "dump_page", "layout_2")
+
 # Scripts whose calls must not be resent blindly after a timeout or a lost connection (the
 # first may have run): they are called on a client that never retries, and their wrappers
 # in Store decide (enqueue's fill calls are idempotent and resent; its first call is not).
-ONCE_SCRIPTS = ("enqueue", "deployment_open", "history")
+ONCE_SCRIPTS = ("enqueue", "deployment_open", "history", "launch")
 
 
 class ClusterSafeScript(Script):
@@ -62,9 +66,15 @@ class ClusterSafeScript(Script):
     scripts first on a cluster as it does on one server. There the script is sent whole
     (EVAL, which Redis caches by its SHA as well), so that the pipeline never meets a
     node that lacks it, such as a replica promoted since the script was last loaded. A
-    direct call that meets NOSCRIPT loads the script on the node serving its keys."""
+    direct call that meets NOSCRIPT loads the script on the node serving its keys.
+
+    ``guard``, when set, is called before the call goes (``Scripts.set_guard``)."""
+
+    guard = None
 
     def __call__(self, keys=None, args=None, client=None):
+        if self.guard is not None:
+            self.guard()
         if isinstance(client, ClusterPipeline):
             keys = list(keys or [])
             return client.execute_command("EVAL", self.script, len(keys), *keys, *(args or []))
@@ -118,7 +128,7 @@ class ClusterSafeScript(Script):
 # Acknowledged writes that matter after a failover: placements, submissions, task ends
 # (and starts, preemptions, requeues with their explanation). With ``wait_replicas`` > 0
 # each call of these returns only once that many replicas have it, or the timeout passed.
-DURABLE_SCRIPTS = ("commit", "enqueue", "finish", "start", "preempt", "fail", "replace")
+DURABLE_SCRIPTS = ("commit", "enqueue", "finish", "start", "preempt", "fail", "replace", "launch", "unhold")
 
 
 class DurableScript(ClusterSafeScript):
@@ -139,6 +149,8 @@ class DurableScript(ClusterSafeScript):
     def __call__(self, keys=None, args=None, client=None):
         if client is not None and isinstance(client, (Pipeline, ClusterPipeline)):
             return super().__call__(keys, args, client)
+        if self.guard is not None:
+            self.guard()
         target = client if client is not None else self.registered_client
         keys = list(keys or [])
         watch = self.watch
@@ -220,6 +232,8 @@ class Scripts:
         self.once_client = once_client if once_client is not None else client
         self.wait_replicas = wait_replicas
         self.watch = ReplicaWatch(wait_replicas, on_missing, label) if wait_replicas > 0 else None
+        self._guard = None
+        self._check = None
         for name in SCRIPT_NAMES:
             target = once_client if once_client is not None and name in ONCE_SCRIPTS else client
             if self.watch is not None and name in DURABLE_SCRIPTS:
@@ -232,6 +246,27 @@ class Scripts:
         """The last ARGV of a script that stamps a time: "" (Redis TIME) unless a clock is given."""
         return "" if self.clock is None else str(int(self.clock()))
 
+    def set_guard(self, check) -> None:
+        """Call ``check()`` before the first call of any script that writes, until one call
+        of it returns (it raises to refuse the write: the layout check, layout.py). The
+        read-only scripts and the upgrade's own are never held back."""
+        def guard():
+            check()
+            self.set_guard(None)
+
+        if check is not None:
+            self._check = check
+        for name in SCRIPT_NAMES:
+            if name not in UNGUARDED:
+                getattr(self, name).guard = guard if check is not None else None
+        self._guard = guard if check is not None else None
+
+    def rearm(self) -> None:
+        """Check again before the next write (the namespace was emptied: its next write
+        records the layout again)."""
+        if self._check is not None:
+            self.set_guard(self._check)
+
     def queue(self, pipe, name: str, keys: list, args: list, *, read_only: bool = False, **options) -> None:
         """Queue a script call on a pipeline by its SHA. (redis-py would first ask Redis
         whether the script exists, a round trip per pipeline.) If Redis has lost it, the
@@ -241,6 +276,8 @@ class Scripts:
         routes a raw EVALSHA by its keys, like any other command. ``read_only`` sends
         EVALSHA_RO (Redis refuses any write, and runs it while writes are paused);
         ``options`` go to redis-py with the command (``NEVER_DECODE`` for a reply of bytes)."""
+        if not read_only and name not in UNGUARDED and self._guard is not None:
+            self._guard()
         pipe.execute_command("EVALSHA_RO" if read_only else "EVALSHA", getattr(self, name).sha, len(keys), *keys,
                              *args, **options)
 

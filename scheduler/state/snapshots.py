@@ -32,6 +32,7 @@ from redis.client import NEVER_DECODE
 from redis.cluster import RedisCluster
 from redis.exceptions import NoScriptError
 
+from scheduler.state.layout import CURRENT, LayoutStore
 from scheduler.state.namespace import NamespaceStore
 
 PAGE_KEYS = 256  # keys per dump_page.lua call at most
@@ -39,9 +40,9 @@ PAGE_BYTES = 1 << 20  # a call stops once its payloads pass this (a bigger key g
 PAGES_PER_TRIP = 8  # calls per pipeline
 RESTORES_PER_TRIP = 256  # RESTORE commands per pipeline
 
-# The version of the key layout this code reads and writes (docs/redis-keys.md), which a
-# snapshot records: a snapshot of a newer layout is refused.
-KEY_LAYOUT = 1
+# The version of the key layout this code reads and writes (scheduler/state/layout.py), which
+# a snapshot records: a snapshot of a newer layout is refused.
+KEY_LAYOUT = CURRENT
 
 Entry = tuple[str, int, bytes]  # (key name after the namespace's prefix, PTTL or -1, DUMP payload)
 
@@ -54,8 +55,9 @@ class SnapshotStore(NamespaceStore):
     """Reading a namespace whole and writing one back, for snapshots."""
 
     def key_layout(self) -> int:
-        """The version of the namespace's key layout (what a snapshot of it records)."""
-        return KEY_LAYOUT
+        """The version of the namespace's key layout (what a snapshot of it records; an
+        empty namespace's is the current one)."""
+        return LayoutStore.layout_version(self) or KEY_LAYOUT
 
     def redis_version(self) -> str:
         """The version of the Redis serving the namespace (a DUMP payload loads on the same

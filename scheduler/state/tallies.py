@@ -20,7 +20,7 @@ class Tallies:
     """What the scripts keep beside the tasks, read at once (for checking them against
     the tasks: see ``scheduler.control.audit``)."""
 
-    queues: dict[str, set[str]]  # active, backoff, unschedulable, inflight -> task ids
+    queues: dict[str, set[str]]  # active, backoff, unschedulable, inflight, waiting -> task ids
     node_tasks: dict[str, set[str]]  # node -> its task set
     priority: dict[int, int]  # tally:priority
     jobs: dict[str, dict[str, int]]  # job -> tally:job, node -> live tasks
@@ -29,7 +29,7 @@ class Tallies:
 class TallyStore(NamespaceStore):
     def tallies(self, nodes: list[str], jobs: list[str]) -> Tallies:
         k = self.keys
-        queues = ("active", "backoff", "unschedulable", "inflight")
+        queues = ("active", "backoff", "unschedulable", "inflight", "waiting")
         with self.client.pipeline(transaction=False) as pipe:
             for name in queues:
                 pipe.zrange(getattr(k, name), 0, -1)
@@ -80,15 +80,17 @@ class TallyStore(NamespaceStore):
 
     # Repair (scheduler.control.audit.repair): the bookkeeping rewritten from the tasks.
     def rewrite_bookkeeping(self, nodes: dict[str, dict], jobs: dict[str, dict[str, int]], priority: dict[int, int],
-                            stale: dict[str, list[str]], requeue: list[tuple[str, int]],
-                            lost: list[tuple[str, str]]) -> None:
+                            stale: dict[str, list[str]], requeue: list[tuple[str, int, bool]],
+                            lost: list[tuple[str, str]], domains: dict[str, dict[str, int]] | None = None) -> None:
         """Make the bookkeeping say what the tasks say, in one MULTI/EXEC (one slot):
         ``nodes``: name -> {"capacity", "allocated", "ports" (port -> task), "tasks" (live ids)},
         written to the node hash and its task set;
         ``jobs``: job -> node -> live tasks (``tally:job``); ``priority``: ``tally:priority``;
-        ``stale``: queue name -> task ids to take out of it; ``requeue``: (task, priority)
-        pending in no queue, put back in ``q:active``; ``lost``: (task, message) live on a
-        node that no longer exists, marked lost (not counted anywhere)."""
+        ``stale``: queue name -> task ids to take out of it; ``requeue``: (task, priority,
+        held) pending in no queue, put back in ``q:active`` (``q:waiting`` when its job is
+        held by its dependencies); ``lost``: (task, message) live on a node that no longer
+        exists, marked lost (not counted anywhere); ``domains``: job -> its ``tally:dom``
+        (what its live tasks' domains fields say)."""
         from scheduler.state.queue import queue_score
 
         k = self.keys
@@ -115,14 +117,18 @@ class TallyStore(NamespaceStore):
                 pipe.delete(k.tally_job(job_id))
                 if counts:
                     pipe.zadd(k.tally_job(job_id), counts)
+            for job_id, counts in (domains or {}).items():
+                pipe.delete(k.tally_dom(job_id))
+                if counts:
+                    pipe.hset(k.tally_dom(job_id), mapping=counts)
             pipe.delete(k.tally_priority)
             if priority:
                 pipe.hset(k.tally_priority, mapping={str(p): c for p, c in priority.items()})
             for name, ids in stale.items():
                 if ids:
                     pipe.zrem(getattr(k, name), *ids)
-            for offset, (task_id, task_priority) in enumerate(requeue):
-                pipe.zadd(k.active, {task_id: queue_score(task_priority, sequence + offset + 1)})
+            for offset, (task_id, task_priority, held) in enumerate(requeue):
+                pipe.zadd(k.waiting if held else k.active, {task_id: queue_score(task_priority, sequence + offset + 1)})
             for task_id, message in lost:
                 pipe.hset(k.task(task_id), mapping={"state": "lost", "message": message, "ended_at": now})
             pipe.execute()

@@ -33,7 +33,10 @@ class TaskStore(NamespaceStore):
         return bool(self.scripts.start(keys=[k.task(task_id), k.stream, k.config], args=[node, self.events_arg, token]))
 
     def save_output(self, task_id: str, fields: dict) -> None:
-        self.client.hset(self.keys.task_output(task_id), mapping=fields)
+        """``output.lua``: keep what the task printed, if the task still exists."""
+        if fields:
+            self.scripts.output(keys=[self.keys.task(task_id), self.keys.task_output(task_id)],
+                                args=[x for pair in fields.items() for x in pair])
 
     def task_output(self, task_id: str) -> dict[str, str]:
         """What the task printed (empty when nothing was captured)."""
@@ -49,9 +52,10 @@ class TaskStore(NamespaceStore):
         args = [self.events_arg, FAULT_WINDOW_MS]
         for task in tasks:
             node = task.node if task.live else ""
-            keys += [k.task(task.id), k.node(node), k.node_tasks(node), k.tally_job(task.job), k.faults(task.job)]
+            keys += [k.task(task.id), k.node(node), k.node_tasks(node), k.tally_job(task.job), k.faults(task.job),
+                 k.tally_dom(task.job)]
             args += [task.id, state, message, node]
-        keys += [k.stream, k.config, k.usage]
+        keys += [k.stream, k.config, k.usage, k.ended, k.waiting]
         return self.scripts.finish(keys=keys, args=[*args, self.scripts.now_arg()]) if tasks else []
 
     def finish_ids(self, task_ids: list[str], state: str = STOPPED, message: str = "", attempts: int = 3) -> dict:

@@ -71,5 +71,8 @@ def job_text(job: dict) -> str:
     """What ``sched job show`` prints: status and version, then the spec, in YAML."""
     import yaml  # only here, like rich in print_table
 
-    return yaml.safe_dump({"status": job["status"], "version": job["version"], **spec_for_people(job["spec"])},
-                          sort_keys=False).rstrip()
+    head = {"status": job["status"], "version": job["version"]}
+    for name in ("failure", "parent", "waiting_for", "next_launch", "suspended", "missed", "launches"):
+        if name in job:  # a job's place in time and order (control/schedule.py)
+            head[name] = job[name]
+    return yaml.safe_dump({**head, **spec_for_people(job["spec"])}, sort_keys=False).rstrip()

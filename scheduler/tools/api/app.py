@@ -21,6 +21,7 @@ from scheduler.state.app import App
 from scheduler.tools.api import deployments, events, jobs, meta, nodes, openapi, problems, queues, quotas, tasks, tenants
 from scheduler.tools.api.access import Guard
 from scheduler.tools.api.route import endpoint
+from scheduler.tools.ui import inputs
 from scheduler.tools.ui.security import SAFE_METHODS, same_origin
 
 NOUNS = (meta, nodes, jobs, tasks, deployments, queues, quotas, tenants, events)
@@ -42,7 +43,8 @@ def create_api(app: App, auth: bool = True, allowed_hosts: list[str] | None = No
     if allowed_hosts:
         middleware.insert(0, Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts))
     routes = [StarletteRoute(OPENAPI_PATH, openapi_json, methods=["GET"])]
-    routes += [StarletteRoute(route.path, endpoint(route), methods=[route.method]) for route in ROUTES]
+    routes += [StarletteRoute(inputs.with_launch_ids(route.path), endpoint(route), methods=[route.method])
+               for route in ROUTES]
     web = Starlette(routes=routes, middleware=middleware, exception_handlers={404: _not_found, 405: _not_allowed})
     web.state.sched = app
     web.state.guard = Guard(app.client, auth)

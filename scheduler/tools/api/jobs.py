@@ -3,6 +3,9 @@ revert jobs, their versions, and waiting for their tasks (``sched job``)."""
 
 from __future__ import annotations
 
+import base64
+import binascii
+
 from scheduler.client import WaitTimeout
 from scheduler.model import MAX_REPLICAS, TASK_STATES
 from scheduler.tools.api import schemas as s
@@ -68,6 +71,35 @@ def revert_job(call: Call):
         return call.sched.revert(call.path["job_id"], call.body["version"])
 
 
+def launch_job(call: Call):
+    with unprocessable():  # not periodic, stopped, or a launch still running under overlap forbid
+        return call.sched.launch(call.path["job_id"])
+
+
+def suspend_job(call: Call):
+    with unprocessable():
+        return call.sched.suspend(call.path["job_id"])
+
+
+def resume_job(call: Call):
+    with unprocessable():
+        return call.sched.resume(call.path["job_id"])
+
+
+def dispatch_job(call: Call):
+    body = call.body or {}
+    payload = None
+    if body.get("payload") is not None:
+        try:
+            payload = base64.b64decode(body["payload"], validate=True)
+        except (binascii.Error, ValueError):
+            raise Problem(422, "payload must be base64 (as Nomad's dispatch takes it).") from None
+    with unprocessable():  # meta or payload the job does not take
+        result = call.sched.dispatch(call.path["job_id"], body.get("meta") or {}, payload,
+                                     body.get("idempotency_token"))
+    return Answer(201 if result["created"] else 200, result)
+
+
 def wait_job(call: Call):
     job_id, state, count, timeout = (call.path["job_id"], call.query["state"], call.query["count"],
                                      call.query["timeout"])
@@ -99,6 +131,19 @@ ROUTES = [
     post("/v1/jobs/{job_id}/revert", revert_job, "Run an earlier version's spec again, as a new version",
          s.SUBMITTED, role=SUBMITTER, body=s.obj({"version": s.INTEGER}, additionalProperties=False),
          refusals=(404, 422)),
+    post("/v1/jobs/{job_id}/launch", launch_job, "Launch a periodic job now, outside its schedule", s.LAUNCHED,
+         role=SUBMITTER, refusals=(404, 422), description="Nomad's `periodic force` (`sched job launch`)."),
+    post("/v1/jobs/{job_id}/suspend", suspend_job, "Launch no tick of a periodic job", s.SCHEDULE, role=SUBMITTER,
+         refusals=(404, 422)),
+    post("/v1/jobs/{job_id}/resume", resume_job, "Launch a suspended periodic job's ticks again", s.SCHEDULE,
+         role=SUBMITTER, refusals=(404, 422)),
+    post("/v1/jobs/{job_id}/dispatch", dispatch_job, "Launch a parameterized job with its input", s.DISPATCHED,
+         role=SUBMITTER, status=(201, 200), refusals=(404, 422),
+         body=s.obj({}, {"meta": {"type": "object", "additionalProperties": s.STRING},
+                         "payload": {"type": "string", "description": "base64, at most 16 KiB once decoded"},
+                         "idempotency_token": s.STRING}, additionalProperties=False),
+         description="`sched job dispatch`: 201 with a new launch, 200 with the launch a dispatch with the same "
+                     "idempotency token made."),
     get("/v1/jobs/{job_id}/wait", wait_job, "Wait until tasks of a job are in a state", s.WAITED,
         refusals=(404,), lasting=True,
         query=(Param("state", {"type": "string", "enum": list(TASK_STATES), "default": "running"},

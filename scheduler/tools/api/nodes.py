@@ -4,6 +4,7 @@ their history (``sched node``)."""
 from __future__ import annotations
 
 from scheduler.model import make_node
+from scheduler.model.taints import parse_taint
 from scheduler.tools.api import schemas as s
 from scheduler.tools.api.problems import unprocessable
 from scheduler.tools.api.route import OPERATOR, Answer, Call, delete, get, post, put
@@ -18,7 +19,8 @@ NODE_SPEC = s.named("NodeSpec", {
                    "memory": {**QUANTITY, "description": "8GiB, 512Mi or a number of bytes"},
                    "gpu": QUANTITY, "resources": {"type": "object", "description": "other resources: {name: amount}"},
                    "labels": LABELS, "engine_labels": LABELS, "os": s.STRING, "arch": s.STRING, "role": s.STRING,
-                   "plugins": s.array(s.STRING)}})
+                   "plugins": s.array(s.STRING),
+                   "taints": {**s.array(s.STRING), "description": "KEY[=VALUE]:EFFECT; given, they replace the node's"}}})
 
 
 def list_nodes(call: Call):
@@ -39,10 +41,21 @@ def register_node(call: Call):
         node = make_node(name, cpu=body["cpu"], memory=body["memory"], resources=extra, labels=body.get("labels"),
                          engine_labels=body.get("engine_labels"), os=body.get("os", "linux"),
                          arch=body.get("arch", "amd64"), role=body.get("role", "worker"),
-                         plugins=body.get("plugins") or [])
+                         plugins=body.get("plugins") or [], taints=body.get("taints") or [])
     created = call.sched.put_node(node)
     found = call.sched.node(name)
     return Answer(201 if created else 200, {"created": created, "node": node_record(found, found.tasks)})
+
+
+def taint_node(call: Call):
+    with unprocessable():
+        taint = parse_taint(call.body["taint"])
+    return call.sched.taint(call.path["name"], taint)
+
+
+def untaint_node(call: Call):
+    with unprocessable():
+        return call.sched.untaint(call.path["name"], call.body["key"], call.body.get("effect", ""))
 
 
 def drain_node(call: Call):
@@ -74,6 +87,13 @@ ROUTES = [
         body=NODE_SPEC, status=(200, 201), refusals=(422,),
         description="A node registered here has no agent: it stays ready until changed (`sched node add`). "
                     "201 when it is new, 200 when it was updated (what runs on it is kept)."),
+    post("/v1/nodes/{name}/taint", taint_node, "Taint a node: only tasks that tolerate it go there", s.TAINT_CHANGE,
+         role=OPERATOR, body=s.obj({"taint": {**s.STRING, "description": "KEY[=VALUE]:EFFECT"}},
+                                   additionalProperties=False), refusals=(404, 422),
+         description="`sched node taint`: a taint of the same key and effect is replaced."),
+    post("/v1/nodes/{name}/untaint", untaint_node, "Remove a node's taints of a key", s.TAINT_CHANGE, role=OPERATOR,
+         body=s.obj({"key": s.STRING}, {"effect": s.STRING}, additionalProperties=False), refusals=(404, 422),
+         description="`sched node untaint`: of one effect only, when it is given."),
     post("/v1/nodes/{name}/drain", drain_node, "Drain a node: move its tasks elsewhere", s.DRAIN_REPORT,
          role=OPERATOR, refusals=(404,)),
     post("/v1/nodes/{name}/pause", pause_node, "Pause a node: no new tasks there", s.AVAILABILITY_CHANGE,

@@ -54,8 +54,12 @@ NODE = named("Node", obj({
     "name": STRING, "capacity": COUNTS, "allocated": COUNTS, "labels": {"type": "object"},
     "availability": {"type": "string", "enum": ["active", "pause", "drain"]},
     "status": STRING, "tasks": INTEGER,
-    "platform": obj({"os": STRING, "arch": STRING}), "role": STRING, "plugins": array(STRING)},
+    "platform": obj({"os": STRING, "arch": STRING}), "role": STRING, "plugins": array(STRING),
+    "taints": array(STRING)},
     description="A node, as `sched node ls --json` prints it."))
+TAINT_CHANGE = named("TaintChange", obj(
+    {"node": STRING, "before": STRING, "after": STRING},
+    description="A node's taints before and after a taint or untaint, as text (`key=value:Effect ...`)."))
 NODE_REGISTERED = named("NodeRegistered", obj({"created": BOOLEAN, "node": NODE}))
 AVAILABILITY_CHANGE = named("AvailabilityChange", obj(
     {"node": STRING, "before": STRING, "availability": STRING},
@@ -95,6 +99,12 @@ PLAN = named("Plan", obj(
      "preemptions": array(ANY_OBJECT), "pending": array(ANY_OBJECT), "unchanged": BOOLEAN, "changes": CHANGES},
     {"stopping": INTEGER, "gang": ANY_OBJECT},
     description="A dry run (`sched job plan --json`): where the tasks would go now."))
+LAUNCHED = named("Launched", obj({"id": STRING, "launched": STRING},
+                                 description="A periodic job launched now: its launch's job id."))
+SCHEDULE = named("Schedule", obj({"id": STRING, "suspended": BOOLEAN, "next_launch": nullable(STRING)},
+                                 description="A periodic job suspended or resumed; next_launch in ISO 8601, UTC."))
+DISPATCHED = named("Dispatched", obj({"id": STRING, "dispatched": STRING, "created": BOOLEAN},
+                                     description="A dispatch: its launch's job id (created false: a token's)."))
 SCALED = named("Scaled", obj({"id": STRING, "replicas": INTEGER, "added": array(STRING), "stopped": array(STRING)}))
 STOPPED = named("Stopped", obj({"id": STRING, "stopped": array(STRING)}))
 TASK = named("Task", obj(

@@ -27,6 +27,14 @@ One run (the *batch* scenario, the default):
    pending with a reason, the workers' placed counter equals the tasks assigned) and
    measure.
 
+``--rules`` runs the batch scenario with placement rules (``scenario._rules_shape``: one
+node in 10 tainted ``dedicated=gpu:NoSchedule`` and one in 10 ``spot:PreferNoSchedule``;
+every job labelled; a quarter of the jobs each with a soft zone affinity, a hard spread
+over zones, one task per host by anti-affinity with itself, or a toleration of the
+dedicated taint with a soft job affinity), then the plain scenario right after it, and
+reports both (the plain one under ``plain``) with ``rules_to_plain``, the ratio of their
+``placements_per_s``.
+
 ``--sweep`` runs the batch scenario at several cluster sizes (1k, 5k, 20k, 100k nodes),
 keeping the load per node of the chosen scenario (jobs scale with nodes), and reports how
 the time per placement grows. ``--rate N`` is the steady offered-load mode: a submitter
@@ -71,7 +79,7 @@ and the table); the runs ``batch``, ``sweep``, ``rate`` and ``cells``. What the 
 the tests use is re-exported here.
 """
 
-from scheduler.tools.bench.batch import run_batch
+from scheduler.tools.bench.batch import run_batch, run_rules
 from scheduler.tools.bench.cells import run_cells
 from scheduler.tools.bench.harness import (DEFAULT_NAMESPACE, LEASE_MS, ClaimWatch, prepare_namespace, redis_now_ms,
                                            register_nodes)
@@ -83,4 +91,4 @@ from scheduler.tools.bench.sweep import run_sweep
 
 __all__ = ["DEFAULT_NAMESPACE", "DEFAULT_REPLICAS", "LEASE_MS", "RACKS", "ZONES", "ClaimWatch", "Scenario",
            "job_specs", "make_nodes", "percentile", "prepare_namespace", "print_report", "redis_now_ms",
-           "register_nodes", "run_batch", "run_cells", "run_rate", "run_sweep", "spread_skews"]
+           "register_nodes", "run_batch", "run_cells", "run_rate", "run_rules", "run_sweep", "spread_skews"]

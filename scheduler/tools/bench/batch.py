@@ -5,6 +5,7 @@ until nothing is left that could be scheduled; measured and checked. The default
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 from scheduler.control.reconcile import submit
@@ -34,7 +35,7 @@ def _run_batch(app: App, scenario: Scenario, bar: Progress, clear: bool, private
     prepare_namespace(app, clear)
     if scenario.stream_maxlen is not None:
         app.store.stream.set_maxlen(scenario.stream_maxlen)
-    nodes = make_nodes(scenario.nodes, scenario.seed)
+    nodes = make_nodes(scenario.nodes, scenario.seed, scenario.rules)
     specs = [parse_job(raw) for raw in job_specs(scenario)]
 
     info_empty = redis_info(app)
@@ -96,7 +97,7 @@ def _run_batch(app: App, scenario: Scenario, bar: Progress, clear: bool, private
     from_start_s = (last_commit - launch_ms) / 1000 if last_commit is not None else None
     placements_per_s_from_start = len(assigned) / from_start_s if from_start_s else None
     return {
-        "mode": "distinct" if scenario.distinct else "gang" if scenario.gang else "batch",
+        "mode": "distinct" if scenario.distinct else "gang" if scenario.gang else "rules" if scenario.rules else "batch",
         "scenario": {**scenario.describe(), "requested_pct": requested_pct(nodes, specs),
                      "redis": "private" if private else "given", "namespace": app.keys.namespace},
         "tasks": len(tasks),
@@ -142,6 +143,20 @@ def _run_batch(app: App, scenario: Scenario, bar: Progress, clear: bool, private
         "machine": {**host, "loadavg_1m_after": machine()["loadavg_1m"]},
         "definitions": DEFINITIONS,
     }
+
+
+def run_rules(scenario: Scenario, redis_url: str | None = None, namespace: str = DEFAULT_NAMESPACE,
+              clear: bool = True, progress: bool = False) -> dict:
+    """``--rules``: the scenario with placement rules, and the same without (the plain
+    default) right after it, in one run: both reports, and the ratio of their placements/s."""
+    ruled = run_batch(dataclasses.replace(scenario, rules=True), redis_url, namespace, clear, progress)
+    # The same namespace again, emptied of what the first run left.
+    plain = run_batch(dataclasses.replace(scenario, rules=False), redis_url, namespace, True, progress)
+    ratio = (ruled["placements_per_s"] / plain["placements_per_s"]
+             if ruled["placements_per_s"] and plain["placements_per_s"] else None)
+    return {**ruled, "plain": plain, "rules_to_plain": _round(ratio, 3),
+            "invariants_ok": ruled["invariants_ok"] and plain["invariants_ok"],
+            "overcommits": ruled["overcommits"] + plain["overcommits"]}
 
 
 def _tenant_summary(app: App, scenario: Scenario, assigned: list[Task], specs: list[JobSpec]) -> dict:

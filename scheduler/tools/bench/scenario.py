@@ -1,7 +1,7 @@
 """The synthetic workload of ``sched bench``: the cluster's nodes and the jobs offered to it.
 
 A :class:`Scenario` names one batch run (default, ``--distinct``, ``--small``, ``--gang``,
-``--tenants``; ``--cells`` runs it in several namespaces); :func:`job_specs` and
+``--tenants``, ``--rules``; ``--cells`` runs it in several namespaces); :func:`job_specs` and
 :func:`rate_specs` turn it into raw job specs. Everything is derived from the seed, and
 nothing here touches Redis.
 """
@@ -49,6 +49,7 @@ class Scenario:
     fair_window: int | None = None  # the workers' fair_window (None: their default)
     small: bool = False  # --small: tiny requests (SMALL_CPUS, SMALL_MEMORY_MIB), so every task fits
     stream_maxlen: int | None = None  # --stream-maxlen N: the event stream's bound (0: none; None: the default)
+    rules: bool = False  # --rules: tainted nodes, and jobs with affinities, spread, anti-affinity (_rules_shape)
 
     @property
     def tasks(self) -> int:
@@ -62,15 +63,19 @@ def zone_of_rack(rack: int) -> int:
     return rack * ZONES // RACKS
 
 
-def make_nodes(count: int, seed: int = DEFAULT_SEED) -> list[Node]:
-    """``count`` nodes ``n000000``...: round-robin over the racks, sizes drawn from ``seed``."""
+def make_nodes(count: int, seed: int = DEFAULT_SEED, rules: bool = False) -> list[Node]:
+    """``count`` nodes ``n000000``...: round-robin over the racks, sizes drawn from ``seed``;
+    with ``rules``, one node in 10 tainted ``dedicated=gpu:NoSchedule`` and one in 10
+    ``spot:PreferNoSchedule``."""
     rng = random.Random(f"{seed}:nodes")
     nodes = []
     for i in range(count):
         rack = i % RACKS
+        taints = (["dedicated=gpu:NoSchedule"] if i % 10 == 0 else ["spot:PreferNoSchedule"] if i % 10 == 5 else []) \
+            if rules else None
         nodes.append(make_node(
             f"n{i:06d}", cpu=rng.choice(NODE_CPUS), memory=f"{rng.choice(NODE_MEMORY_GIB)}GiB",
-            labels={"zone": f"z{zone_of_rack(rack)}", "rack": f"r{rack:02d}"}))
+            labels={"zone": f"z{zone_of_rack(rack)}", "rack": f"r{rack:02d}"}, taints=taints))
     return nodes
 
 
@@ -90,7 +95,7 @@ def job_specs(scenario: Scenario) -> list[dict]:
         memory_mib = memories[j]
         raw = {"id": f"j{j:04d}", "replicas": scenario.replicas,
                "resources": {"cpu": cores, "memory": f"{memory_mib}MiB"}}
-        _shape(raw, j)
+        (_rules_shape if scenario.rules else _shape)(raw, j)
         if scenario.tenants:
             raw["tenant"] = f"t{j % scenario.tenants + 1}"
         if scenario.distinct:
@@ -125,6 +130,27 @@ def _shape(raw: dict, j: int) -> None:
         raw["constraints"] = [f"node.labels.zone==z{(j // 3) % ZONES}"]
     elif j % 3 == 1:
         raw["preferences"] = [{"spread": "node.labels.zone"}]
+    if j % BINPACK_EVERY == BINPACK_EVERY - 1:
+        raw["strategy"] = BINPACK
+
+
+def _rules_shape(raw: dict, j: int) -> None:
+    """``--rules``: job number ``j``'s placement rules, a quarter of the jobs each: a soft
+    affinity for a zone (and tolerating the spot taint); a hard spread over zones; one task
+    per host, by anti-affinity with itself (kube's classic); tolerating the dedicated taint,
+    with a soft affinity for the zones of the job before. Every job has labels."""
+    raw["labels"] = {"app": f"a{j:04d}"}
+    kind = j % 4
+    if kind == 0:
+        raw["affinities"] = [{"attribute": "node.labels.zone", "value": f"z{(j // 4) % ZONES}", "weight": 50}]
+        raw["tolerations"] = [{"key": "spot", "operator": "Exists"}]
+    elif kind == 1:
+        raw["topology_spread"] = [{"attribute": "node.labels.zone", "max_skew": 1}]
+    elif kind == 2:
+        raw["job_anti_affinity"] = [{"match": {"app": f"a{j:04d}"}, "attribute": "node.hostname", "required": True}]
+    else:
+        raw["tolerations"] = [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]
+        raw["job_affinity"] = [{"match": {"app": f"a{j - 1:04d}"}, "attribute": "node.labels.zone", "weight": 50}]
     if j % BINPACK_EVERY == BINPACK_EVERY - 1:
         raw["strategy"] = BINPACK
 

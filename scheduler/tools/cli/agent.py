@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import click
 
+from scheduler.control.heartbeat import DEFAULT_INTERVAL_S
 from scheduler.control.processes import process
 from scheduler.state.app import App
 from scheduler.tools import logs
@@ -15,8 +16,10 @@ from scheduler.tools.cli.node import node_from_options, node_options
 @click.command()
 @click.argument("name")
 @node_options
-@click.option("--heartbeat", "interval", type=click.FloatRange(0.05, 60), default=1.0, show_default=True,
-              help="Seconds between heartbeats; 3 missed ones mark the node down.")
+@click.option("--heartbeat", "interval", type=click.FloatRange(0.05, 60), default=DEFAULT_INTERVAL_S,
+              show_default=True, help="Seconds between heartbeats; the TTL is 3 of them. A node whose heartbeat "
+                                      "lapsed for a TTL of answering Redis time is down; runs whose agent has gone a "
+                                      "TTL without renewing it are frozen (or as their job's disconnect says).")
 @click.option("--slots", type=click.IntRange(1, 64), default=2, show_default=True,
               help="Tasks this agent runs at the same time (RQ worker processes).")
 @click.option("--rq-url", envvar="SCHED_RQ_URL", default=None, metavar="URL",
@@ -30,9 +33,12 @@ from scheduler.tools.cli.node import node_from_options, node_options
 def agent(app, name, interval, slots, rq_url, state_dir, metrics_port, log_level, log_format, **options):
     """Run a node agent: register NAME, heartbeat, and run the tasks placed on it (via RQ).
 
-    Tasks go assigned -> running -> completed or failed. If the agent stops
-    heartbeating for 3 intervals, the node goes down and its tasks are replaced
-    elsewhere; when it comes back, it stops any task that was replaced meanwhile.
+    Tasks go assigned -> running -> completed or failed. If the agent cannot renew
+    its heartbeat for a TTL (3 intervals), its runs are frozen (SIGSTOP) until it
+    can: Redis away, restarting or failing over costs them only time. If the node
+    stays silent a TTL more while Redis answers, it goes down and its tasks are lost
+    and replaced elsewhere; when the agent comes back, it kills whatever was replaced
+    meanwhile and resumes the rest. A job chooses otherwise with disconnect.
     """
     node = node_from_options(name, **options)
     logs.configure(log_level, log_format)

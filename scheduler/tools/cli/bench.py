@@ -51,13 +51,18 @@ from scheduler.tools.render import print_json
 @click.option("--stream-maxlen", type=click.IntRange(min=0), default=None, metavar="N",
               help="The event stream's bound for the run (0: no stream, events go only to the channel).  "
                    "[default: the namespace's, 100000 unless set]")
+@click.option("--rules", is_flag=True,
+              help="Placement rules: one node in 10 tainted NoSchedule and one in 10 PreferNoSchedule; every job "
+                   "labelled, a quarter each with a soft zone affinity, a hard spread over zones, one task per host "
+                   "(anti-affinity with itself), or a toleration and a soft job affinity. The plain scenario runs "
+                   "right after it: both are reported, with the ratio of their placements/s.")
 @click.option("--cells", type=click.IntRange(1, 64), default=None, metavar="N",
               help="Run N cells (namespaces, on different masters of a cluster) at once, each with the scenario "
                    "and its own --workers; report aggregate and per-cell placements/s.")
 @json_option
 @click.pass_context
 def bench(ctx, nodes, jobs, replicas, workers, batch_size, distinct, small, seed, percentage_of_nodes, bench_url, sweep,
-          sweep_nodes, rate, duration, warmup, gang, tenants, fair_window, stream_maxlen, cells, as_json):
+          sweep_nodes, rate, duration, warmup, gang, tenants, fair_window, stream_maxlen, rules, cells, as_json):
     """Measure scheduling throughput and latency on a synthetic cluster.
 
     \b
@@ -95,6 +100,8 @@ def bench(ctx, nodes, jobs, replicas, workers, batch_size, distinct, small, seed
         ctx.exit(0 if report["invariants_ok"] else 1)
     if stream_maxlen is not None and (cells is not None or rate is not None):
         raise SpecError("--stream-maxlen applies to the batch scenario and --sweep, not to --cells or --rate.")
+    if rules and (cells is not None or rate is not None or sweep):
+        raise SpecError("--rules cannot be combined with --cells, --rate or --sweep.")
     if rate is not None:
         if sweep or distinct or gang or tenants or small:
             raise SpecError("--rate cannot be combined with --sweep, --distinct, --gang, --tenants or --small "
@@ -116,6 +123,8 @@ def bench(ctx, nodes, jobs, replicas, workers, batch_size, distinct, small, seed
                 raise SpecError("--sweep-nodes needs at least one positive node count.")
             report = b.run_sweep(scenario, sizes, redis_url=url, namespace=namespace, clear=clear,
                                  progress=progress)
+        elif rules:
+            report = b.run_rules(scenario, redis_url=url, namespace=namespace, clear=clear, progress=progress)
         else:
             report = b.run_batch(scenario, redis_url=url, namespace=namespace, clear=clear, progress=progress)
     if as_json:

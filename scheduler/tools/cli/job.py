@@ -7,6 +7,7 @@ import click
 from scheduler.model.spec_text import load_specs
 from scheduler.control import changes
 from scheduler.model import SpecError
+from scheduler.model.parameterized import MAX_PAYLOAD_BYTES
 from scheduler.model.quantities import parse_memory
 from scheduler.tools.cli import complete
 from scheduler.tools.cli.common import json_option, pass_app
@@ -81,7 +82,7 @@ def job_submit(app, file, as_json):
 
     \b
     id: web                  # optional
-    type: service            # service | batch | global
+    type: service            # service | batch | global | sysbatch
     priority: 50             # 0..1000, higher goes first
     replicas: 3
     resources: {cpu: 0.5, memory: 256MiB}
@@ -93,6 +94,11 @@ def job_submit(app, file, as_json):
     run: {command: ["sleep", "1"]}
     health: {command: ["true"], interval: 1}
     update: {max_parallel: 2, min_healthy_time: 5}   # roll a new version out
+    after: [{job: extract, state: complete}]        # wait for other jobs
+    periodic: {cron: "0 2 * * *", time_zone: Europe/Berlin}   # batch: launched on a schedule
+    parameterized: {meta_required: [customer]}      # batch: launched by sched job dispatch
+    parallelism: 50          # batch: at most 50 live tasks at once
+    reschedule: {delay: 5, delay_function: exponential, max_delay: 300}
 
     A changed job prints, after its id, what changed (see `sched job plan`).
     """
@@ -131,7 +137,12 @@ def job_ls(app, as_json):
     rows = [[r["id"], r["type"], r["status"], r["priority"], "per node" if r["replicas"] is None else r["replicas"],
              r["version"],
              " ".join(f"{s}={n}" for s, n in sorted(r["tasks"].items()))] for r in records]
-    print_table(["ID", "TYPE", "STATUS", "PRIORITY", "REPLICAS", "VERSION", "TASKS"], rows)
+    headers = ["ID", "TYPE", "STATUS", "PRIORITY", "REPLICAS", "VERSION", "TASKS"]
+    if any("next_launch" in r for r in records):  # periodic jobs: when each launches next
+        headers.append("NEXT LAUNCH")
+        for row, r in zip(rows, records):
+            row.append(r.get("next_launch") or ("suspended" if "next_launch" in r else ""))
+    print_table(headers, rows)
 
 
 @job.command("show")
@@ -240,3 +251,76 @@ def job_stop(app, job_id):
     """Stop every task of a job and release what they hold."""
     result = app.stop(job_id)
     click.echo(f"job {job_id} stopped ({len(result['stopped'])} task(s))")
+
+
+@job.command("launch")
+@click.argument("job_id", metavar="ID", shell_complete=complete.job_ids)
+@json_option
+@pass_app
+def job_launch(app, job_id, as_json):
+    """Launch a periodic job now, outside its schedule (Nomad's `periodic force`), and print
+    the launch's job id (ID/periodic-<unix time>). Its overlap policy applies: with
+    `overlap: forbid` a launch still running refuses it; `replace` stops it first."""
+    result = app.launch(job_id)
+    if as_json:
+        return print_json(result)
+    click.echo(result["launched"])
+
+
+@job.command("suspend")
+@click.argument("job_id", metavar="ID", shell_complete=complete.job_ids)
+@json_option
+@pass_app
+def job_suspend(app, job_id, as_json):
+    """Launch no tick of a periodic job until `sched job resume` (kube's suspend). Its
+    running launches go on."""
+    result = app.suspend(job_id)
+    if as_json:
+        return print_json(result)
+    click.echo(f"job {job_id} suspended: no tick is launched until `sched job resume {job_id}`")
+
+
+@job.command("resume")
+@click.argument("job_id", metavar="ID", shell_complete=complete.job_ids)
+@json_option
+@pass_app
+def job_resume(app, job_id, as_json):
+    """Launch a suspended periodic job's ticks again, from the next one on (the ticks in
+    between are not run)."""
+    result = app.resume(job_id)
+    if as_json:
+        return print_json(result)
+    click.echo(f"job {job_id} resumed: next launch {result['next_launch'] or 'none (its schedule has ended)'}")
+
+
+@job.command("dispatch")
+@click.argument("job_id", metavar="ID", shell_complete=complete.job_ids)
+@click.option("--meta", "metas", multiple=True, metavar="KEY=VALUE",
+              help="A meta value the job takes (repeat for each); its commands see SCHED_META_<KEY>.")
+@click.option("--payload", type=click.File("rb"), default=None, metavar="FILE|-",
+              help="A file (- for stdin) of at most 16 KiB; its commands read it from the file SCHED_PAYLOAD names.")
+@click.option("--idempotency-token", "token", default=None, metavar="T",
+              help="A dispatch with a token the job has seen prints the launch that dispatch made instead.")
+@json_option
+@pass_app
+def job_dispatch(app, job_id, metas, payload, token, as_json):
+    """Launch a parameterized job with its input (Nomad's `job dispatch`) and print the
+    launch's job id (ID/dispatch-<unix time>-<8 hex digits>).
+
+    \b
+    sched job dispatch render --meta customer=acme --payload order.json
+    sched job dispatch render --meta customer=acme --idempotency-token order-1234
+    """
+    meta = {}
+    for item in metas:
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise SpecError(f"--meta {item!r} must look like KEY=VALUE.")
+        meta[key] = value
+    data = None
+    if payload is not None:
+        data = payload.read(MAX_PAYLOAD_BYTES + 1)
+    result = app.dispatch(job_id, meta, data, token)
+    if as_json:
+        return print_json(result)
+    click.echo(result["dispatched"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from scheduler.model import SpecError, make_node
+from scheduler.model.taints import EFFECTS, parse_taint
 from scheduler.tools.cli import complete
 from scheduler.tools.cli.common import all_namespaces_option, cells, json_option, pass_app
 from scheduler.tools.render import history_text, print_json, print_table, usage
@@ -29,13 +30,16 @@ def node_options(f):
         click.option("--arch", default="amd64", show_default=True, help="node.platform.arch"),
         click.option("--role", default="worker", show_default=True, help="node.role"),
         click.option("--plugin", "plugins", multiple=True, help="A plugin the node provides (jobs may require it)."),
+        click.option("--taint", "taints", multiple=True, metavar="KEY[=VALUE]:EFFECT",
+                     help="A taint (NoSchedule, PreferNoSchedule or NoExecute): only jobs that tolerate it go "
+                          "there. Repeat for several; given, they replace the node's taints."),
     ]
     for option in reversed(options):
         f = option(f)
     return f
 
 
-def node_from_options(name, cpu, memory, gpu, resources, labels, engine_labels, os_, arch, role, plugins):
+def node_from_options(name, cpu, memory, gpu, resources, labels, engine_labels, os_, arch, role, plugins, taints=()):
     extra = {}
     for item in resources:
         key, sep, value = item.partition("=")
@@ -45,7 +49,8 @@ def node_from_options(name, cpu, memory, gpu, resources, labels, engine_labels, 
     if gpu is not None:
         extra["gpu"] = gpu
     return make_node(name, cpu=cpu, memory=memory, resources=extra, labels=list(labels),
-                     engine_labels=list(engine_labels), os=os_, arch=arch, role=role, plugins=list(plugins))
+                     engine_labels=list(engine_labels), os=os_, arch=arch, role=role, plugins=list(plugins),
+                     taints=list(taints))
 
 
 @node.command("add")
@@ -66,7 +71,8 @@ def node_add(app, name, **options):
 def node_record(n, tasks: int) -> dict:
     return {"name": n.name, "capacity": n.capacity, "allocated": {r: n.allocated.get(r, 0) for r in n.capacity},
             "labels": n.labels, "availability": n.availability, "status": n.status, "tasks": tasks,
-            "platform": {"os": n.os, "arch": n.arch}, "role": n.role, "plugins": sorted(n.plugins)}
+            "platform": {"os": n.os, "arch": n.arch}, "role": n.role, "plugins": sorted(n.plugins),
+            "taints": [str(t) for t in n.taints]}
 
 
 @node.command("ls")
@@ -84,9 +90,9 @@ def node_ls(app, every, as_json):
         return print_json(records)
     rows = [[*([r["namespace"]] if every else []), r["name"], r["status"], r["availability"], r["tasks"],
              usage(r["capacity"], r["allocated"]),
-             ",".join(f"{k}={v}" for k, v in sorted(r["labels"].items()))] for r in records]
+             ",".join(f"{k}={v}" for k, v in sorted(r["labels"].items())), ",".join(r["taints"])] for r in records]
     print_table([*(["NAMESPACE"] if every else []), "NAME", "STATUS", "AVAILABILITY", "TASKS", "ALLOCATED/CAPACITY",
-                 "LABELS"], rows)
+                 "LABELS", "TAINTS"], rows)
 
 
 @node.command("history")
@@ -127,6 +133,45 @@ def _availability_command(name: str, value: str, doc: str):
 _availability_command("drain", "drain", "Stop placing tasks on a node and move its tasks elsewhere.")
 _availability_command("pause", "pause", "Stop placing new tasks on a node; what runs there stays.")
 _availability_command("activate", "active", "Let the scheduler place tasks on a node again.")
+
+
+@node.command("taint")
+@click.argument("name")
+@click.argument("taint", metavar="KEY[=VALUE]:EFFECT")
+@json_option
+@pass_app
+def node_taint(app, name, taint, as_json):
+    """Taint a node: only tasks of jobs that tolerate the taint go there (kube's taints).
+
+    EFFECT is NoSchedule (no new task that does not tolerate it), PreferNoSchedule (such
+    tasks go there last) or NoExecute (as NoSchedule, and running tasks that do not
+    tolerate it are stopped and replaced elsewhere, after their toleration_seconds).
+    A taint of the same KEY and EFFECT is replaced. Example:
+    `sched node taint gpu-1 dedicated=gpu:NoSchedule`.
+    """
+    parsed = parse_taint(taint)  # before connecting: bad input is one sentence
+    result = app.taint(name, parsed)
+    if as_json:
+        return print_json(result)
+    click.echo(f"node {name} tainted {parsed}" if result["after"] != result["before"]
+               else f"node {name} already has taint {parsed}")
+
+
+@node.command("untaint")
+@click.argument("name")
+@click.argument("key", metavar="KEY[:EFFECT]")
+@json_option
+@pass_app
+def node_untaint(app, name, key, as_json):
+    """Remove a node's taints of KEY (of one EFFECT only, if given): `sched node untaint gpu-1 dedicated`."""
+    key, _, effect = key.partition(":")
+    if effect and effect not in EFFECTS:
+        raise SpecError(f"taint effect {effect!r} is not one of {', '.join(EFFECTS)}.")
+    result = app.untaint(name, key, effect)
+    if as_json:
+        return print_json(result)
+    click.echo(f"node {name} untainted {key}{':' + effect if effect else ''}" if result["after"] != result["before"]
+               else f"node {name} has no taint {key}{':' + effect if effect else ''}")
 
 
 @node.command("rm")

@@ -18,7 +18,8 @@ def queue():
 @json_option
 @pass_app
 def queue_ls(app, every, as_json):
-    """Count the tasks in each queue: active, backoff, unschedulable, inflight.
+    """Count the tasks in each queue: active, backoff, unschedulable, inflight, and waiting
+    (tasks of jobs whose `after` dependencies do not hold yet).
 
     With --all-namespaces, --json prints one record per namespace: {"namespace", and the
     same counts}."""
@@ -26,7 +27,7 @@ def queue_ls(app, every, as_json):
         records = [{"namespace": ns, **client.queue_counts()} for ns, client in cells(app, True)]
         if as_json:
             return print_json(records)
-        names = ["active", "backoff", "unschedulable", "inflight"]
+        names = ["active", "backoff", "unschedulable", "inflight", "waiting"]
         return print_table(["NAMESPACE", *(n.upper() for n in names)], [[r["namespace"], *(r.get(n, 0) for n in names)]
                                                                          for r in records])
     counts = app.queue_counts()

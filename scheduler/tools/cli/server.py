@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from scheduler.tools.cli.common import json_option
+from scheduler.tools.cli.common import json_option, pass_app
+from scheduler.tools.cli.config import memory_lines
 from scheduler.tools.render import print_json
 
 
@@ -15,17 +16,25 @@ def server():
 
 @server.command("status")
 @json_option
-def server_status(as_json):
-    """Say whether the embedded server runs, and where (its socket and state folder)."""
+@pass_app
+def server_status(app, as_json):
+    """Say whether the embedded server runs, and where (its socket and state folder); and
+    the memory of the Redis in use (with --redis-url, that one): used, maxmemory, and
+    what a live task, a job and a node of the namespace take."""
+    from scheduler.state.connection import resolve_url
     from scheduler.state.embedded import embedded_status
 
     status = embedded_status()
+    memory = app.memory() if resolve_url(app.app.redis_url) or status["running"] else None
     if as_json:
-        return print_json(status)
+        return print_json({**status, "memory": memory})
     if status["running"]:
         click.echo(f"embedded server running: {status['url']} (pid {status['pid']}, state in {status['directory']})")
     else:
         click.echo(f"embedded server not running (state in {status['directory']})")
+    if memory is not None:
+        for line in memory_lines(memory):
+            click.echo(line)
 
 
 @server.command("stop")

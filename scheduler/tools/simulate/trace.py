@@ -34,7 +34,8 @@ from scheduler.model.node import make_node
 
 NODE, TASK, NODE_DOWN, NODE_UP, DRAIN, QUOTA, TENANT = "node", "task", "node_down", "node_up", "drain", "quota", "tenant"
 KINDS = (NODE, TASK, NODE_DOWN, NODE_UP, DRAIN, QUOTA, TENANT)
-NODE_FIELDS = ("name", "cpu", "memory", "gpu", "resources", "labels", "engine_labels", "os", "arch", "role", "plugins")
+NODE_FIELDS = ("name", "cpu", "memory", "gpu", "resources", "labels", "engine_labels", "os", "arch", "role", "plugins",
+               "taints")
 TASK_ONLY = ("kind", "time", "job", "count", "duration")
 
 

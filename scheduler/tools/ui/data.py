@@ -18,8 +18,10 @@ from functools import lru_cache
 
 import orjson
 
+from scheduler.control.rule_view import rules_now
 from scheduler.client import Client, explain_message, job_status
-from scheduler.control import changes, reconcile
+from scheduler.control import changes, reconcile, schedule
+from scheduler.control.outcomes import Outcomes
 from scheduler.model import ASSIGNED, DRAIN, PAUSE, PENDING, RUNNING, TASK_STATES, Node, NotFound, SpecError, Task
 from scheduler.model.quantities import parse_resources
 from scheduler.state.app import App
@@ -216,9 +218,40 @@ def task(app: App, task_id: str) -> TaskView:
         except NotFound:  # the job is being replaced: nothing to say about this version's places
             return view
         quota, used = app.store.quota_and_usage()
-        view.places = why.task_places(spec, found, app.store.nodes(), app.store.job_tally(found.job),
-                                      app.keys.namespace, quota, used)
+        nodes = app.store.nodes()
+        view.places = why.task_places(spec, found, nodes, app.store.job_tally(found.job),
+                                      app.keys.namespace, quota, used, *rules_now(app.store, spec, nodes))
     return view
+
+
+@dataclass
+class Timeline:
+    """A job's place in time and order on its page: its schedule and last launches (a
+    periodic or parameterized job), and its dependencies drawn as a graph: the jobs it
+    waits for (``after``), itself, and the jobs that wait for it."""
+
+    details: dict  # control/schedule.py: next_launch, suspended, missed, launches, parent, waiting_for, failure
+    upstream: list[dict] = field(default_factory=list)  # {id, state, status}: what this job waits for
+    downstream: list[dict] = field(default_factory=list)  # {id, state, status}: the jobs that wait for it
+
+    @property
+    def graph(self) -> bool:
+        return bool(self.upstream or self.downstream)
+
+
+def timeline(app: App, view: JobView) -> Timeline:
+    store = app.store
+    outcomes = Outcomes()
+    details = schedule.details(store, view.id, store.job_fields(view.id), outcomes)
+    upstream = [{"id": after["job"], "state": after.get("state", "complete"), "status": outcomes.of(store, after["job"])}
+                for after in view.spec.get("after", [])]
+    downstream = []
+    for summary in store.job_summaries():
+        for after in summary.spec.get("after", []):
+            if after["job"] == view.id:
+                downstream.append({"id": summary.id, "state": after.get("state", "complete"),
+                                   "status": outcomes.of(store, summary.id)})
+    return Timeline(details=details, upstream=upstream, downstream=downstream)
 
 
 def job_waits(app: App, view: JobView, tasks: list[Task]) -> why.JobWaits | None:
@@ -231,8 +264,9 @@ def job_waits(app: App, view: JobView, tasks: list[Task]) -> why.JobWaits | None
     except NotFound:
         return None
     quota, used = app.store.quota_and_usage()
-    return why.job_waits(spec, tasks, app.store.nodes(), app.store.job_tally(view.id), app.keys.namespace, quota,
-                         used)
+    nodes = app.store.nodes()
+    return why.job_waits(spec, tasks, nodes, app.store.job_tally(view.id), app.keys.namespace, quota,
+                         used, *rules_now(app.store, spec, nodes))
 
 
 def rollouts(app: App, job_id: str, compare: tuple[int, int] | None = None) -> Rollouts:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+from starlette.convertors import Convertor, register_url_convertor
+
 from scheduler.model import AVAILABILITIES, MAX_REPLICAS, check_job_id, check_node_name
 from scheduler.model.errors import SpecError
 from scheduler.state.app import App
@@ -142,3 +144,28 @@ def scoped_app(request) -> App:
     """The App for the request's ``?ns=`` (checked), sharing the dashboard's connection."""
     base = request.app.state.sched
     return data.namespace_app(base, namespace(request.query_params.get("ns"), base.keys.namespace))
+
+
+class _IdConvertor(Convertor):
+    """A route's ``{job_id:job}`` or ``{task_id:task}``: one path segment, or a launch's id
+    with its one "/" (``nightly/periodic-1700000000``), so that ``/api/jobs/web/stop`` stays
+    the stop action of job ``web``, never a job ``web/stop``."""
+
+    def __init__(self, regex: str):
+        self.regex = regex
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+_LAUNCH = r"(?:/(?:periodic-[0-9]+|dispatch-[0-9]+-[0-9a-f]+))?"
+register_url_convertor("job", _IdConvertor(r"[^/]+" + _LAUNCH))
+register_url_convertor("task", _IdConvertor(r"[^/]+" + _LAUNCH + r"(?:\.[^/]+)?"))
+
+
+def with_launch_ids(path: str) -> str:
+    """A route's path with its job and task ids taking a launch's "/" (see ``_IdConvertor``)."""
+    return path.replace("{job_id}", "{job_id:job}").replace("{task_id}", "{task_id:task}")

@@ -16,6 +16,7 @@ from starlette.responses import Response
 from scheduler.model import AVAILABILITIES, TASK_STATES
 from scheduler.model.states import DOWN, READY
 from scheduler.state.app import App
+from scheduler.state.memory import MEMORY_ERRORS
 from scheduler.tools.ui import data
 
 NODE_STATUSES = (READY, DOWN)
@@ -44,6 +45,11 @@ class ClusterCollector:
                                       "(cpu in cores, memory in bytes).", labels=ns + ["resource"])
         tasks = GaugeMetricFamily("sched_tasks", "Tasks by state.", labels=ns + ["state"])
         jobs = GaugeMetricFamily("sched_jobs", "Jobs.", labels=ns)
+        used = GaugeMetricFamily("sched_redis_used_memory_bytes", "Redis used_memory (the server of the namespace).",
+                                 labels=ns)
+        limit = GaugeMetricFamily("sched_redis_maxmemory_bytes", "Redis maxmemory (0: no limit).", labels=ns)
+        each = GaugeMetricFamily("sched_bytes_per", "Bytes one live task, job (its tasks apart) or node of the "
+                                 "namespace takes in Redis, averaged over a sample.", labels=ns + ["kind"])
         counters = {name: CounterMetricFamily(f"sched_cluster_{name}", help_text, labels=ns)
                     for name, help_text in (("placements", "Placements committed by all workers (stats hash)."),
                                             ("commit_refusals", "Placements refused at commit, all workers."),
@@ -75,7 +81,16 @@ class ClusterCollector:
             stats = store.stats()
             for name, key in (("placements", "placed"), ("commit_refusals", "refused"), ("batches", "batches")):
                 counters[name].add_metric([namespace], stats.get(key, 0))
-        yield from (queue, nodes, availability, capacity, allocated, tasks, jobs, *counters.values())
+            try:
+                memory = store.memory_report()
+            except MEMORY_ERRORS:
+                continue  # a Redis user whose role may not run INFO or MEMORY
+            used.add_metric([namespace], memory["used_memory"])
+            limit.add_metric([namespace], memory["maxmemory"])
+            for kind in ("live_task", "job", "node"):
+                each.add_metric([namespace, kind], memory[f"bytes_per_{kind}"])
+        yield from (queue, nodes, availability, capacity, allocated, tasks, jobs, *counters.values(), used, limit,
+                    each)
 
 
 def registry(app: App) -> CollectorRegistry:

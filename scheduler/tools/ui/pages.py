@@ -74,7 +74,7 @@ def job(request):
                    live_params={"limit": TASKS_SHOWN, **choice.params()}, job=view, tasks=chosen,
                    shown=listing.window(choice, chosen, TASKS_SHOWN), total=len(tasks), choice=choice,
                    waits=data.job_waits(app, view, tasks), spec_text=spec_text, limit=TASKS_SHOWN,
-                   rollouts=data.rollouts(app, job_id, compare),
+                   rollouts=data.rollouts(app, job_id, compare), timeline=data.timeline(app, view),
                    history=data.history(app, job=job_id))
 
 

@@ -15,10 +15,12 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from scheduler.engine.filters import filter_pipeline
+from scheduler.engine.domains import DomainCounts
 from scheduler.engine.fit import over_quota
+from scheduler.engine.placement import explain
 from scheduler.engine.verdicts import NodeVerdict, needs, verdicts
 from scheduler.model import PENDING, JobSpec, Node, Task
+from scheduler.model.placement_rules import Rules
 from scheduler.model.reasons import Explanation
 
 FITS_NAMED = 12  # nodes named where one more task would fit
@@ -53,14 +55,19 @@ class JobWaits:
 
 
 def task_places(spec: JobSpec, task: Task, nodes: list[Node], job_counts: dict[str, int], namespace: str,
-                quota: dict[str, int], used: dict[str, int]) -> TaskPlaces:
+                quota: dict[str, int], used: dict[str, int], rules: Rules | None = None,
+                domains: DomainCounts | None = None) -> TaskPlaces:
+    """``rules`` and ``domains``: the job's domain rules and the counts they read
+    (``scheduler.control.rule_view.rules_now``)."""
     candidates = [n for n in nodes if n.name == task.pin] if task.pin else nodes
-    return TaskPlaces(needs=needs(spec), ports=spec.ports, verdicts=verdicts(spec, candidates, job_counts),
+    return TaskPlaces(needs=needs(spec), ports=spec.ports,
+                      verdicts=verdicts(spec, candidates, job_counts, rules, domains),
                       pinned=task.pin, quota=over_quota(namespace, spec.resources, used, quota))
 
 
 def job_waits(spec: JobSpec, tasks: list[Task], nodes: list[Node], job_counts: dict[str, int], namespace: str,
-              quota: dict[str, int], used: dict[str, int]) -> JobWaits | None:
+              quota: dict[str, int], used: dict[str, int], rules: Rules | None = None,
+              domains: DomainCounts | None = None) -> JobWaits | None:
     """None when no task of the job is pending. A global job's pending tasks are judged
     against their own nodes only."""
     pending = [t for t in tasks if t.state == PENDING]
@@ -79,8 +86,8 @@ def job_waits(spec: JobSpec, tasks: list[Task], nodes: list[Node], job_counts: d
     pins = {t.pin for t in pending if t.pin}
     if pins:  # a global job's tasks each wait for their own node
         nodes = [n for n in nodes if n.name in pins]
-    now = filter_pipeline(spec).explain(nodes, job_counts)
-    fits_on = [v.node for v in verdicts(spec, nodes, job_counts) if v.fits][:FITS_NAMED]
+    now = explain(nodes, spec, job_counts, rules, domains)
+    fits_on = [v.node for v in verdicts(spec, nodes, job_counts, rules, domains) if v.fits][:FITS_NAMED]
     shown = next((t.id for t in pending if _last_message(t) is not None), pending[0].id)
     return JobWaits(pending=len(pending), unattempted=unattempted,
                     last=[(message, count, example[message]) for message, count in messages.most_common()],
