@@ -7,8 +7,9 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- The time a script works with: ARGV's value when a caller (a test) gives one, else
--- Redis TIME. Only backoff and flush decisions accept a given time; leases never do.
+-- The time a script works with: ARGV's value when a caller gives one (a test, or the
+-- simulator's virtual clock: scheduler/tools/simulate/), else Redis TIME. Timestamps,
+-- backoffs, nominations and fault windows accept a given time; leases never do.
 local function clock_ms(given)
   if given == '' then return now_ms() end
   return tonumber(given)

@@ -29,9 +29,11 @@
 -- usage / capacity over resources, plus what this claim already gave it, divided by its
 -- weight) is smallest. A gang's waiting tasks are taken together, whatever the limits
 -- (the tail rule below does the same without fairness).
+-- ARGV[#ARGV] now (ms), or "" for Redis TIME: a simulation's virtual clock (see clock_ms); the lease
+--         deadline is always Redis TIME + lease, so no caller's clock makes a lease last longer
 -- Returns {now_ms} when the queue is empty, else {now_ms, token, tasks still waiting, task id, ...}.
 
-local now = now_ms()
+local now = clock_ms(ARGV[#ARGV])
 local count = tonumber(ARGV[1])
 if ARGV[3] and ARGV[3] ~= '' then
   local half = math.ceil(redis.call('ZCARD', KEYS[1]) / 2)
@@ -164,7 +166,7 @@ if tail > 0 and #popped == count then
   end
 end
 local token = redis.call('INCR', KEYS[4])
-local deadline = now + tonumber(ARGV[2])
+local deadline = now_ms() + tonumber(ARGV[2])
 local out, inflight, leases = {now, token, redis.call('ZCARD', KEYS[1])}, {}, {}
 for i = 1, #popped do
   local id = popped[i]

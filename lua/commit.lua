@@ -63,6 +63,7 @@
 --   anti: attribute, reason, J, J x K
 -- then (optional) P, then P x (job id, parallelism): jobs with at most that many live tasks
 --   at once (their live tasks are the sum of their tally:job, read once per call)
+-- ARGV[#ARGV] now (ms), or "" for Redis TIME: a simulation's virtual clock (see clock_ms)
 -- Returns {now, results, changes}: results has one entry per placement, 1 when assigned,
 -- else the reason it was refused (the words scheduler/reasons.py uses); changes lists
 -- node name, new change sequence, previous change sequence for every node this call
@@ -70,7 +71,7 @@
 
 local DELTAS_KEPT = 50000  -- sequence numbers; a worker further behind re-reads the nodes instead
 
-local now = now_ms()
+local now = clock_ms(ARGV[#ARGV])
 local nowtxt = int(now)
 local token, namespace = ARGV[1], ARGV[3]
 local events = events_to(ARGV[2], KEYS[7], KEYS[8])
@@ -240,7 +241,7 @@ end
 -- parallelism: a job's live tasks (the sum of its tally:job, whose members are at most that
 -- many), read on first use and kept with this call's placements.
 local parallelism = {}
-local P = tonumber(ARGV[a] or '0')
+local P = a < #ARGV and tonumber(ARGV[a]) or 0  -- (the last ARGV is the time)
 for i = 1, P do parallelism[ARGV[a + 2 * i - 1]] = tonumber(ARGV[a + 2 * i]) end
 local function live_of(job)
   if job.live == nil then

@@ -45,6 +45,7 @@
 --   record of history.lua's ARGV[2..] (record_at in _lib.lua), written to KEYS[12] and
 --   announced (an audit event) after the call's other events, in the same step
 -- then, optionally, one pinned node per task
+-- last: now (ms), or "" for Redis TIME: a simulation's virtual clock (see clock_ms)
 -- While the job's hash says held=1 (its `after` dependencies do not hold yet: the first
 -- call of a submit that starts it writes the field, lua/unhold.lua removes it), its new
 -- tasks wait in q:waiting, scored as in q:active, and wake no worker.
@@ -71,7 +72,7 @@ local delay, retries = tonumber(ARGV[7]), ARGV[8]
 local pairs_at = 14 + 2 * tonumber(ARGV[13])
 local submitted, pins_at = nil, pairs_at + 1
 if ARGV[pairs_at] ~= '' then submitted, pins_at = record_at(ARGV, pairs_at) end
-local now = now_ms()
+local now = clock_ms(ARGV[#ARGV])
 local new = {}  -- offsets of the tasks to create
 for i = 0, #KEYS - 14 do
   if not fill or redis.call('EXISTS', KEYS[14 + i]) == 0 then new[#new + 1] = i end
@@ -111,7 +112,7 @@ for n = 1, count do
   local score = int((MAX_PRIORITY - priority) * 1e12 + first_seq + n - 1)
   local task = {'id', id, 'job', job_id, 'version', version, 'state', 'pending', 'priority', ARGV[5],
                 'qscore', score, 'created', int(now), 'attempts', '0', 'index', index, 'retries', retries}
-  local pin = ARGV[pins_at + i]
+  local pin = pins_at + i < #ARGV and ARGV[pins_at + i] or nil
   if pin then
     task[#task + 1] = 'pin'
     task[#task + 1] = pin

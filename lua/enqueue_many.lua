@@ -31,13 +31,14 @@
 -- ARGV[4] G, the number of groups
 -- then per group: priority, the spec text after the id ('",...}'), shares value
 --   ("tenant|gang|needs"), n (tasks per job), J (jobs), then the J job ids
+-- ARGV[#ARGV] now (ms), or "" for Redis TIME: a simulation's virtual clock (see clock_ms)
 -- Returns {now, created}: created has one entry per job, 1 when this call created it,
 -- 0 when it existed already (nothing written for it).
 
 local MAX_PRIORITY = 1000
 
 local events = events_to(ARGV[1], KEYS[6], KEYS[7])
-local now = now_ms()
+local now = clock_ms(ARGV[#ARGV])
 local nowtxt = int(now)
 local tail = events.common .. ',"ts":' .. nowtxt .. '}'  -- how every event of the call ends
 local seq = tonumber(redis.call('GET', KEYS[3]) or '0')

@@ -19,16 +19,17 @@
 -- ARGV[1] events: channel, and the members every event carries (see events_to in _lib.lua)
 -- ARGV[2] how long a failure counts in faults:<job> (ms)
 -- then per task: id, new state, message, the node the task is on ("" while pending)
+-- ARGV[#ARGV] now (ms), or "" for Redis TIME: a simulation's virtual clock (see clock_ms)
 -- Returns per task: the state it left, or "absent", "terminal:<state>", or "elsewhere"
 -- (it is not on the node given: it was placed or moved since the caller looked).
 
-local now = now_ms()
+local now = clock_ms(ARGV[#ARGV])
 local events = events_to(ARGV[1], KEYS[#KEYS - 4], KEYS[#KEYS - 3])
 local fault_window = tonumber(ARGV[2])
 local out = {}
 local any_freed = false
 local p = 0
-for a = 3, #ARGV, 4 do
+for a = 3, #ARGV - 1, 4 do
   local base = 11 + 6 * p
   p = p + 1
   local result, freed = end_task(ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3],

@@ -18,12 +18,13 @@
 -- ARGV[6] nomination value without its expiry: priority, job, allocation, ports as
 --         "priority|job|cpu=500,memory=...|8080,..." (the expiry is inserted here)
 -- ARGV[7 ..] the victim task ids
+-- ARGV[#ARGV] now (ms), or "" for Redis TIME: a simulation's virtual clock (see clock_ms)
 -- Returns "ok", or why nothing was done: "lease expired", "node removed", "node down",
 -- "node drained", "node paused", "victims changed".
 
 local token, id, name = ARGV[1], ARGV[3], ARGV[4]
 local events = events_to(ARGV[2], KEYS[10], KEYS[11])
-local now = now_ms()
+local now = clock_ms(ARGV[#ARGV])
 local first_victim = 7
 
 if redis.call('HGET', KEYS[2], id) ~= token then return 'lease expired' end
@@ -33,7 +34,7 @@ if st[1] ~= 'ready' then return 'node down' end
 if st[2] ~= 'active' then return st[2] == 'drain' and 'node drained' or 'node paused' end
 
 local victims = {}
-for a = first_victim, #ARGV do
+for a = first_victim, #ARGV - 1 do
   local v = (a - first_victim) * 3
   local task = KEYS[12 + v]
   local cur = redis.call('HMGET', task, 'state', 'node', 'alloc', 'ports', 'job', 'priority', 'tenant', 'domains')

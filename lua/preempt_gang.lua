@@ -18,12 +18,13 @@
 -- ARGV[5] the gang (job id)
 -- ARGV[6] M, then M pairs: member task id, node name;
 -- then pairs per victim: victim task id, node name (a node some member is nominated to).
+-- ARGV[#ARGV] now (ms), or "" for Redis TIME: a simulation's virtual clock (see clock_ms)
 -- Returns "ok", or why nothing was done: "lease expired", "node removed", "node down",
 -- "node drained", "node paused", "victims changed".
 
 local token, lifetime, held, gang = ARGV[1], tonumber(ARGV[3]), ARGV[4], ARGV[5]
 local events = events_to(ARGV[2], KEYS[8], KEYS[9])
-local now = now_ms()
+local now = clock_ms(ARGV[#ARGV])
 local M = tonumber(ARGV[6])
 local first_member_arg = 7
 local first_member_key = 10
@@ -47,7 +48,7 @@ for name, node in pairs(nodes) do
 end
 
 local victims = {}
-for a = first_victim_arg, #ARGV, 2 do
+for a = first_victim_arg, #ARGV - 1, 2 do
   local v = (a - first_victim_arg) / 2
   local task = KEYS[first_victim_key + 3 * v]
   local name = ARGV[a + 1]

@@ -28,6 +28,7 @@
 -- then per task: id, new state, message, its node, the replacement's retries ("" for no
 -- replacement), the replacement's pinned node ("" for none), the slot's recent failures
 -- the replacement carries ("" for none: the times, in ms, that reschedule.interval counts)
+-- ARGV[#ARGV] now (ms), or "" for Redis TIME: a simulation's virtual clock (see clock_ms)
 -- Returns {0} when the job changed since it was read; else {1, then per task what
 -- finish.lua reports, then per task the id of its replacement ("" for none)}.
 
@@ -36,11 +37,11 @@ local job = KEYS[12]
 local cur = redis.call('HMGET', job, 'version', 'next_index', 'status', 'updated')
 if (cur[1] or '') .. '|' .. (cur[2] or '') .. '|' .. (cur[3] or '') ~= ARGV[2] then return {0} end
 
-local now = now_ms()
+local now = clock_ms(ARGV[#ARGV])
 local events, job_id, version = events_to(ARGV[1], KEYS[16], KEYS[17]), ARGV[3], ARGV[4]
 local priority, delay, fault_window = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local next_index = tonumber(cur[2] or '0')
-local n = (#ARGV - 7) / 7
+local n = (#ARGV - 8) / 7
 local first_new = 19 + 6 * n
 local results, made = {}, {}
 local any_freed, created = false, 0

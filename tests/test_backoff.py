@@ -12,19 +12,8 @@ from scheduler import Client
 from scheduler.control import reconcile
 from scheduler.model import SpecError, Task, parse_job
 from scheduler.model.reschedule import Reschedule
-from test_agents import Cluster
+from test_agents import cluster  # noqa: F401 (the fixture)
 from worker_harness import run_worker_until_idle
-
-
-@pytest.fixture
-def cluster(app, redis_url, namespace, tmp_path):
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    c = Cluster(app, redis_url, namespace, logs)
-    try:
-        yield c
-    finally:
-        c.close()
 
 
 def test_delay_functions_as_nomad_defines_them():

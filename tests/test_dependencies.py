@@ -13,19 +13,8 @@ import pytest
 from scheduler import Client
 from scheduler.control.audit import audit, repair
 from scheduler.model import SpecError, make_node
-from test_agents import Cluster
+from test_agents import cluster  # noqa: F401 (the fixture)
 from worker_harness import run_worker_until_idle
-
-
-@pytest.fixture
-def cluster(app, redis_url, namespace, tmp_path):
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    c = Cluster(app, redis_url, namespace, logs)
-    try:
-        yield c
-    finally:
-        c.close()
 
 
 def _end_live(client: Client, job: str, ok: bool = True) -> None:

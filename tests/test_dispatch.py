@@ -12,18 +12,7 @@ import pytest
 from scheduler import Client
 from scheduler.model import SpecError
 from scheduler.model.parameterized import MAX_PAYLOAD_BYTES
-from test_agents import Cluster
-
-
-@pytest.fixture
-def cluster(app, redis_url, namespace, tmp_path):
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    c = Cluster(app, redis_url, namespace, logs)
-    try:
-        yield c
-    finally:
-        c.close()
+from test_agents import cluster  # noqa: F401 (the fixture)
 
 
 RENDER = {"id": "render", "type": "batch", "resources": {"cpu": 0.1, "memory": "16MiB"},

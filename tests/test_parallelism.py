@@ -71,7 +71,9 @@ def test_a_job_without_parallelism_sends_the_commit_nothing_more(app):
     app.scripts.commit = spy
     outcome = commit(app.scripts, k, "7", [Planned("q.0", "n0", spec), Planned("q.1", "n0", spec)])
     assert len(outcome.accepted) == 2
-    assert seen[0][-1] == 1  # the last argument is the last placement's node index, not a parallelism list
+    # The last argument is the time ("": Redis TIME); before it, the last placement's node
+    # index, not a parallelism list.
+    assert seen[0][-2:] == [1, ""]
 
 
 def test_waiting_tasks_say_why_and_follow_as_others_end(app):

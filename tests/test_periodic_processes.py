@@ -12,18 +12,7 @@ import pytest
 
 from scheduler import Client
 from scheduler.control.audit import audit
-from test_agents import Cluster, own_redis_cluster
-
-
-@pytest.fixture
-def cluster(app, redis_url, namespace, tmp_path):
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    c = Cluster(app, redis_url, namespace, logs)
-    try:
-        yield c
-    finally:
-        c.close()
+from test_agents import own_redis_cluster, cluster  # noqa: F401 (the fixture)
 
 
 def _ledger(path) -> list[tuple[str, str, float]]:

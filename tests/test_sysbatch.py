@@ -8,18 +8,7 @@ import pytest
 from scheduler import Client
 from scheduler.control.audit import audit
 from scheduler.model import SpecError
-from test_agents import Cluster
-
-
-@pytest.fixture
-def cluster(app, redis_url, namespace, tmp_path):
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    c = Cluster(app, redis_url, namespace, logs)
-    try:
-        yield c
-    finally:
-        c.close()
+from test_agents import cluster  # noqa: F401 (the fixture)
 
 
 @pytest.mark.slow

@@ -27,6 +27,8 @@ class Preemption:
         self.rules = rules if rules is not None else RuleView(app.store)  # the worker's: its refresh reads into it
         self._refresh = refresh
         self._hopeless: dict[tuple, float] = {}  # (job, pin) -> until when preemption is not retried
+        # Seconds: the App's clock when it has one (a simulation's virtual time), else monotonic.
+        self._clock = (lambda: app.clock() / 1000) if app.clock is not None else time.monotonic
 
     def preempt(self, claim, group_of: dict[str, Group], failures: dict[str, dict], conflicts: set[str]) -> None:
         """For tasks that fit nowhere, try evicting lower-priority tasks; a preemptor that
@@ -35,7 +37,7 @@ class Preemption:
         needs at once, or none."""
         preemptor = self.preemptor
         lowest = preemptor.lowest_live_priority()
-        now = time.monotonic()
+        now = self._clock()
         waiting = {t for t, explanation in failures.items() if explanation.get("parallelism")}  # their turn comes
         for task_id, explanation in list(failures.items()):  # no live task is low enough: say so
             spec = group_of[task_id].spec

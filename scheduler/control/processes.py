@@ -12,7 +12,8 @@ from scheduler.model.errors import SchedError
 
 
 def process(name: str):
-    """The entry point ``name``: ``run-workers``, ``worker-processes`` or ``node-agent``."""
+    """The entry point ``name``: ``run-workers``, ``worker-processes``, ``node-agent`` or
+    ``scheduler-worker`` (the worker's loop itself, which the simulator steps in process)."""
     found = entry_points(group="sched.processes", name=name)
     if not found:
         raise SchedError(f"the process {name!r} is not installed; reinstall the package (pip install -e .).")

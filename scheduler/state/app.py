@@ -104,7 +104,7 @@ class App:
     @cached_property
     def scripts(self) -> Scripts:
         scripts = Scripts(self.client, self.once_client, wait_replicas=self.wait_replicas,
-                          on_missing=self.on_missing_replicas, label=self.keys.namespace)
+                          on_missing=self.on_missing_replicas, label=self.keys.namespace, clock=self.clock)
         # Before the first write: is the namespace of the key layout this sched writes? (layout.py)
         scripts.set_guard(LayoutStore(self.client, self.keys, scripts).check_layout)
         return scripts

@@ -101,7 +101,7 @@ def commit(scripts: Scripts, keys: Keys, token: str, plans: list[Planned], event
               keys.node_deltas, keys.stream, keys.config, *node_keys,
               *(keys.tally_job(group[0].job.id) for group in groups),
               *(keys.task(plan.task_id) for plan in ordered), *extra, keys.usage, keys.quota],
-        args=argv)
+        args=[*argv, scripts.now_arg()])
     now, results, changes = reply
     accepted, refused = [], []
     for plan, result in zip(ordered, results):

@@ -421,7 +421,7 @@ class JobStore(NamespaceStore):
                 args.append(job_id)
                 keys += [k.job(job_id), k.job_tasks(job_id), k.job_history(job_id)]
                 keys += [task_key(f"{job_id}.{i}") for i in range(spec.replicas)]
-            yield chunk[0][0], chunk[-1][0], keys, args
+            yield chunk[0][0], chunk[-1][0], keys, [*args, self.scripts.now_arg()]
 
     def _enqueue_script(self, read: str, job_id: str, version: int, priority: int, first_index: int, count: int,
                         pins: list[str], *, delay_ms: int, retries: int, job_fields: dict | None = None,
@@ -438,7 +438,7 @@ class JobStore(NamespaceStore):
         for field, value in fields.items():
             args += [field, value]
         args += record_args(record, record.by) if record is not None else [""]
-        args += pins
+        args += [*pins, self.scripts.now_arg()]
         keys = [k.job(job_id), k.jobs, k.global_jobs, k.active, k.backoff, k.job_tasks(job_id), k.enqueue_seq,
                 k.job_shares, k.wake, k.stream, k.config, k.job_history(job_id), k.waiting,
                 *(k.task(f"{job_id}.{first_index + i}") for i in range(count))]

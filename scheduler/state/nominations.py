@@ -41,7 +41,8 @@ class NominationStore(NamespaceStore):
                   k.node(node), k.node_tasks(node), k.tally_priority, k.stream, k.config,
                   *(key for victim, job, _ in victims for key in (k.task(victim), k.tally_job(job), k.tally_dom(job))),
                   k.usage, k.ended],
-            args=[token, self.events_arg, task_id, node, nomination_ms, held, *(victim for victim, _, _ in victims)])
+            args=[token, self.events_arg, task_id, node, nomination_ms, held, *(victim for victim, _, _ in victims),
+                  self.scripts.now_arg()])
 
     def preempt_gang(self, token: str, gang: str, members: list[tuple[str, str]], nomination_ms: int, held: str,
                      victims: list[tuple[str, str, str, dict[str, int]]]) -> str:
@@ -57,7 +58,8 @@ class NominationStore(NamespaceStore):
                   *(key for victim, job, _, _ in victims
                     for key in (k.task(victim), k.tally_job(job), k.tally_dom(job))), k.ended],
             args=[token, self.events_arg, nomination_ms, held, gang, len(members),
-                  *(x for member in members for x in member), *(x for v, _, node, _ in victims for x in (v, node))])
+                  *(x for member in members for x in member), *(x for v, _, node, _ in victims for x in (v, node)),
+                  self.scripts.now_arg()])
 
     def unnominate(self, task_id: str, node: str) -> bool:
         """Release the room ``node`` holds for ``task_id`` (placed or nominated elsewhere)."""

@@ -112,7 +112,7 @@ class SchedulingQueue:
         if window:
             keys += [k.job_shares, k.tenants, k.usage]
             args += [",".join(f"{r}={int(a)}" for r, a in sorted((capacity or {}).items())), window]
-        reply = self.scripts.claim(keys=keys, args=args)
+        reply = self.scripts.claim(keys=keys, args=[*args, self._now_arg()])
         if len(reply) == 1:
             return Claim(token="", now_ms=int(reply[0]), task_ids=[])
         return Claim(token=str(reply[1]), now_ms=int(reply[0]), task_ids=list(reply[3:]), waiting=int(reply[2]))
@@ -245,6 +245,20 @@ class SchedulingQueue:
             cycle, earliest = pipe.execute()
         now = time_ms(self.client.time())  # apart: a cluster pipeline carries only commands with keys
         return int(cycle or 0), int(earliest[0][1]) if earliest else None, now
+
+    def next_due_ms(self) -> int | None:
+        """When the next waiting task is due back in the active queue without a cluster
+        event (the first backoff to end, or the oldest unschedulable task's leftover flush),
+        by the queue's clock; None when neither queue holds a task."""
+        k = self.keys
+        with self.client.pipeline(transaction=False) as pipe:
+            pipe.zrange(k.backoff, 0, 0, withscores=True)
+            pipe.zrange(k.unschedulable, 0, 0, withscores=True)
+            backoff, unschedulable = pipe.execute()
+        due = [int(backoff[0][1])] if backoff else []
+        if unschedulable:
+            due.append(int(unschedulable[0][1]) + self.config.unschedulable_ms)
+        return min(due) if due else None
 
     def counts(self) -> dict[str, int]:
         k = self.keys

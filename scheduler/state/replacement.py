@@ -60,7 +60,7 @@ def end_and_replace(store: Store, job_id: str, read: str, next_index: int, *, ve
         wanted += successor is not None
     keys += [k.task(f"{job_id}.{next_index + i}") for i in range(wanted)]
     keys.append(k.ended)
-    reply = store.scripts.replace(keys=keys, args=args)
+    reply = store.scripts.replace(keys=keys, args=[*args, store.scripts.now_arg()])
     if not reply[0]:
         return None
     n = len(ends)

@@ -221,11 +221,14 @@ class Scripts:
     ``wait_replicas`` > 0, :data:`DURABLE_SCRIPTS` wait for that many replicas
     (:class:`DurableScript`), all watching one master through one :class:`ReplicaWatch`
     (``on_missing`` says what to do when it has fewer; ``label`` names the namespace in
-    what it says)."""
+    what it says). ``clock`` (ms), when given, is the time the scripts that stamp one
+    work with instead of Redis TIME (:meth:`now_arg`): the simulator's virtual clock
+    (``scheduler/tools/simulate/``); leases always use Redis TIME."""
 
     def __init__(self, client: redis.Redis, once_client: redis.Redis | None = None, wait_replicas: int = 0,
-                 wait_timeout_ms: int = 1000, on_missing: str | None = None, label: str = ""):
+                 wait_timeout_ms: int = 1000, on_missing: str | None = None, label: str = "", clock=None):
         self.client = client
+        self.clock = clock
         self.once_client = once_client if once_client is not None else client
         self.wait_replicas = wait_replicas
         self.watch = ReplicaWatch(wait_replicas, on_missing, label) if wait_replicas > 0 else None
@@ -238,6 +241,10 @@ class Scripts:
                                                   resend=name not in ONCE_SCRIPTS, watch=self.watch))
             else:
                 setattr(self, name, ClusterSafeScript(target, script_source(name)))
+
+    def now_arg(self) -> str:
+        """The last ARGV of a script that stamps a time: "" (Redis TIME) unless a clock is given."""
+        return "" if self.clock is None else str(int(self.clock()))
 
     def set_guard(self, check) -> None:
         """Call ``check()`` before the first call of any script that writes, until one call

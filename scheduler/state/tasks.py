@@ -56,7 +56,7 @@ class TaskStore(NamespaceStore):
                  k.tally_dom(task.job)]
             args += [task.id, state, message, node]
         keys += [k.stream, k.config, k.usage, k.ended, k.waiting]
-        return self.scripts.finish(keys=keys, args=args) if tasks else []
+        return self.scripts.finish(keys=keys, args=[*args, self.scripts.now_arg()]) if tasks else []
 
     def finish_ids(self, task_ids: list[str], state: str = STOPPED, message: str = "", attempts: int = 3) -> dict:
         """End tasks by id, re-reading any that were placed while we looked."""

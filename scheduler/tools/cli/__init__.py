@@ -26,7 +26,7 @@ from scheduler.state.app import App, default_namespace
 # Command name -> the module that defines it (as an attribute of the same name).
 COMMANDS = {name: f"scheduler.tools.cli.{name}" for name in (
     "acl", "node", "job", "task", "queue", "quota", "tenant", "events", "worker", "audit", "agent", "server", "demo",
-    "bench", "deployment", "token", "snapshot", "config", "gc", "upgrade")}
+    "bench", "deployment", "token", "snapshot", "config", "gc", "upgrade", "simulate")}
 COMMANDS["ui"] = "scheduler.tools.ui.command"
 COMMANDS["api"] = "scheduler.tools.api.command"
 
