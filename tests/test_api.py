@@ -371,8 +371,8 @@ def test_roles_and_namespaces_are_enforced_and_refusals_write_nothing(app, http,
                 (submitter, "POST", "/v1/gc", {}, "an operator's token"),
                 (viewer, "PUT", "/v1/config", {"json": {"job_retention": 0}}, "an operator's token"),
                 (submitter, "POST", "/v1/layout/upgrade", {}, "an operator's token"),
-                (viewer, "POST", "/v1/snapshot", {"content": b"{}\n", "headers": {"content-type": "application/x-ndjson"}},
-                 "an operator's token"),
+                (viewer, "POST", "/v1/snapshot",
+                 {"content": b"{}\n", "headers": {"content-type": "application/x-ndjson"}}, "an operator's token"),
                 (operator, "PUT", "/v1/quota", {"json": {"cpu": 1}}, "a token of every namespace"),
                 (operator, "GET", "/v1/quotas", {}, "a token of every namespace"),
                 (other, "GET", f"/v1/jobs?namespace={ns}", {}, f"may not reach namespace {ns}"),
@@ -406,7 +406,8 @@ def test_a_snapshot_downloads_as_a_file_and_uploads_into_an_empty_namespace_only
     assert re.fullmatch(rf'attachment; filename="{ns}-\d{{8}}T\d{{6}}Z\.snap\.jsonl"',
                         plain.headers["content-disposition"])
     lines = plain.content.splitlines()
-    assert orjson.loads(lines[0])["namespace"] == ns and orjson.loads(lines[-1]) == {"end": True, "keys": len(lines) - 2}
+    assert orjson.loads(lines[0])["namespace"] == ns
+    assert orjson.loads(lines[-1]) == {"end": True, "keys": len(lines) - 2}
     paused = api("GET", "/v1/snapshot?max_pause=1")
     assert paused.status_code == 403 and "a token of every namespace" in paused.json()["detail"]
     assert api("GET", "/v1/snapshot", token=tokens("submitter")).status_code == 403

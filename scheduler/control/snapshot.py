@@ -234,13 +234,13 @@ def read_header(source: Path) -> tuple[Header, int]:
                     record = orjson.loads(line)
                 except orjson.JSONDecodeError:
                     raise BadSnapshot(f"{source}, line {number}: not a snapshot line (JSON); is it a file of "
-                                    f"`sched snapshot save`?") from None
+                                      f"`sched snapshot save`?") from None
                 if number == 1:
                     header = _header(source, record)
                 elif isinstance(record, dict) and record.get("end") is True:
                     if record.get("keys") != count or next(lines, None) is not None:
                         raise BadSnapshot(f"{source}: the snapshot says it holds {record.get('keys')} keys but "
-                                        f"{count} came before its end; it is damaged.")
+                                          f"{count} came before its end; it is damaged.")
                     return header, count
                 else:
                     _entry(source, number, record)
@@ -254,10 +254,11 @@ def read_header(source: Path) -> tuple[Header, int]:
 
 def _header(source: Path, record) -> Header:
     if not isinstance(record, dict) or record.get("sched_snapshot") is None:
-        raise BadSnapshot(f"{source} is not a snapshot of `sched snapshot save` (its first line is no snapshot header).")
+        raise BadSnapshot(f"{source} is not a snapshot of `sched snapshot save` (its first line is no snapshot "
+                          f"header).")
     if record["sched_snapshot"] != FORMAT:
         raise BadSnapshot(f"{source} is a snapshot of format {record['sched_snapshot']}; this sched reads format "
-                        f"{FORMAT}: use the sched that saved it, or a newer one.")
+                          f"{FORMAT}: use the sched that saved it, or a newer one.")
     try:
         header = Header(str(record["namespace"]), int(record["layout"]), int(record["saved_at"]), str(record["mark"]),
                         str(record.get("redis_version", "")))
@@ -265,7 +266,7 @@ def _header(source: Path, record) -> Header:
         raise BadSnapshot(f"{source}: its header lacks the namespace, layout, time or mark.") from None
     if header.layout > KEY_LAYOUT:
         raise BadSnapshot(f"{source} holds key layout {header.layout}, newer than this sched knows ({KEY_LAYOUT}); "
-                        f"restore it with a newer sched.")
+                          f"restore it with a newer sched.")
     return header
 
 

@@ -174,7 +174,7 @@ GC_REPORT = named("GcReport", obj(
 LAYOUT = named("Layout", obj({"namespace": STRING, "layout": INTEGER, "latest": INTEGER},
                              description="The namespace's key layout (0: empty) and the one this sched writes."))
 UPGRADED = named("Upgraded", obj({"namespace": STRING, "from": INTEGER, "to": INTEGER, "steps": ANY_OBJECT},
-                                 description="A key layout moved forward (`sched upgrade --json`): what each step did."))
+                                 description="A key layout moved forward (`sched upgrade --json`): each step's work."))
 SNAPSHOT = named("SnapshotSummary", obj(
     {"namespace": STRING, "keys": INTEGER, "saved_at": MS, "layout": INTEGER, "source_namespace": STRING,
      "tries": INTEGER, "paused_ms": INTEGER},
