@@ -11,6 +11,8 @@ import time
 from scheduler.control.preemptor import Preemptor
 from scheduler.control.rule_view import RuleView
 from scheduler.control.worker_config import WorkerConfig
+from scheduler.engine.preemption import Victim
+from scheduler.model import JobSpec, Node
 from scheduler.state.app import App
 from workers.groups import Group
 from workers.stats import WorkerStats
@@ -27,6 +29,7 @@ class Preemption:
         self.rules = rules if rules is not None else RuleView(app.store)  # the worker's: its refresh reads into it
         self._refresh = refresh
         self._hopeless: dict[tuple, float] = {}  # (job, pin) -> until when preemption is not retried
+        self._readings = Readings(preemptor)
         # Seconds: the App's clock when it has one (a simulation's virtual time), else monotonic.
         self._clock = (lambda: app.clock() / 1000) if app.clock is not None else time.monotonic
 
@@ -79,10 +82,11 @@ class Preemption:
                 continue
             candidates = ([nodes[group.pin]] if group.pin in nodes else []) if group.pin else list(nodes.values())
             search = preemptor.search(candidates, group.spec, counts[group.spec.id], task_id=task_id, rules=rules,
-                                      domains=self.rules.counts)
+                                      domains=self.rules.counts, tasks_on=self._readings.on(candidates, group.spec, now))
             if search.choice is not None:
                 result = preemptor.apply(claim.token, task_id, group.spec, search)
                 if result == "ok":
+                    self._readings.forget(search.choice.node)
                     del failures[task_id]
                     if search.choice.victims:
                         self.stats.preempted += 1
@@ -92,6 +96,7 @@ class Preemption:
                     continue
                 # Lost a race (victims or node changed since the search): like a refused
                 # commit, back off and search again soon rather than wait as unschedulable.
+                self._readings.forget(search.choice.node)
                 conflicts.add(task_id)
                 failures[task_id] = _noted(failures[task_id], f"preemption on {search.choice.node} refused: {result}.")
                 continue
@@ -117,7 +122,8 @@ class Preemption:
             return
         chosen = members[:need]
         candidates = ([nodes[group.pin]] if group.pin in nodes else []) if group.pin else list(nodes.values())
-        search = preemptor.search_gang(candidates, spec, counts[spec.id], chosen, rules=rules, domains=self.rules.counts)
+        search = preemptor.search_gang(candidates, spec, counts[spec.id], chosen, rules=rules, domains=self.rules.counts,
+                                       tasks_on=self._readings.on(candidates, spec, now))
         if search.choices is None:
             self._hopeless[_hope_key(group)] = now + 1.0
             note = search.message(spec, preemptor.margin)
@@ -126,10 +132,14 @@ class Preemption:
             return
         result = preemptor.apply_gang(claim.token, spec, search)
         if result != "ok":  # lost a race: nothing was changed; back off and search again soon
+            for _, choice in search.choices:
+                self._readings.forget(choice.node)
             for task_id in members:
                 conflicts.add(task_id)
                 failures[task_id] = _noted(failures[task_id], f"gang preemption refused: {result}.")
             return
+        for _, choice in search.choices:
+            self._readings.forget(choice.node)
         if search.victims:
             self.stats.preempted += len(chosen)
         for task_id, choice in search.choices:
@@ -137,6 +147,50 @@ class Preemption:
             nominated = group.nomination(task_id)
             if nominated and nominated != choice.node:
                 self.app.store.unnominate(task_id, nominated)  # nominated anew elsewhere
+
+
+class Readings:
+    """What runs on each node, as the preemption searches read it: kept between batches
+    while the node's tally (its task count and allocation, in the worker's copy) is the one
+    it was read at, and for at most ``KEEP_S`` seconds, so that a search reads only the
+    nodes that changed (each would otherwise read every candidate node again). A node
+    where victims were evicted, or whose preemption was refused, is read again. A reading
+    gone stale costs no correctness: ``preempt.lua`` checks the victims again and refuses,
+    and the commit checks the room."""
+
+    KEEP_S = 5.0
+
+    def __init__(self, preemptor: Preemptor):
+        self.preemptor = preemptor
+        self.tasks_on: dict[str, list[Victim]] = {}
+        self._read: dict[str, tuple[tuple, float]] = {}  # node -> (its tally when read, when)
+
+    def on(self, nodes: list[Node], job: JobSpec, now: float) -> dict[str, list[Victim]]:
+        """The live tasks on the candidate nodes among ``nodes`` for ``job``."""
+        pool = self.preemptor.candidates(nodes, job)
+        unread = []
+        for node in pool:
+            seen = self._read.get(node.name)
+            if seen is None or seen[0] != _tally(node) or now - seen[1] > self.KEEP_S:
+                unread.append(node)
+        if unread:
+            read = self.preemptor.tasks_on(unread)
+            for node in unread:
+                self.tasks_on[node.name] = read.get(node.name, [])
+                self._read[node.name] = (_tally(node), now)
+        if len(self._read) > 2 * len(pool) + 64:  # readings that would be read again anyway go
+            self._read = {name: seen for name, seen in self._read.items() if now - seen[1] <= self.KEEP_S}
+            self.tasks_on = {name: tasks for name, tasks in self.tasks_on.items() if name in self._read}
+        return self.tasks_on
+
+    def forget(self, node: str) -> None:
+        """Read ``node`` again at the next search (its victims were evicted, or a
+        preemption there was refused)."""
+        self._read.pop(node, None)
+
+
+def _tally(node: Node) -> tuple:
+    return node.tasks, tuple(sorted(node.allocated.items()))
 
 
 def _hope_key(group: Group) -> tuple[str, str]:
