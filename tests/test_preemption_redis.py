@@ -455,6 +455,42 @@ def test_preemptor_that_loses_the_race_for_its_victims_backs_off_and_retries(app
     assert_audit_ok(app)
 
 
+def test_a_worker_reads_what_runs_on_a_node_again_only_once_the_node_changed(app):
+    # Three full nodes whose tasks opt out of preemption: every search reads them and finds
+    # nothing. A second search by the same worker reads none of them again while they stand.
+    # On n1 a task ends and a preemptor-to-be takes its room: n1's tally is back to the same
+    # figures, but n1 changed, so the next search reads n1 again, and only n1.
+    add_nodes(app, 3, 2)
+    guard = submit(app, id="guard", priority=0, replicas=6, preemptible=False)
+    run_worker_until_idle(app)
+    worker = SchedulerWorker(app, WorkerConfig(batch_size=1))
+    read: list[list[str]] = []
+    real_tasks_on = worker.preemptor.tasks_on
+
+    def counted(nodes):
+        read.append(sorted(n.name for n in nodes))
+        return real_tasks_on(nodes)
+
+    worker.preemptor.tasks_on = counted
+    submit(app, id="high-a", priority=100)
+    assert worker.step() == 1
+    assert read == [["n0", "n1", "n2"]]
+    submit(app, id="high-b", priority=100)
+    assert worker.step() == 1
+    assert read == [["n0", "n1", "n2"]]
+    (on_n1,) = [t for t in app.store.tasks(guard) if t.node == "n1"][:1]
+    app.store.finish([on_n1], "stopped", "a test ends it")
+    submit(app, id="high-c", priority=100)
+    assert worker.step() == 1
+    tasks = all_tasks(app)
+    assert tasks["high-c.0"].node == "n1"  # the room freed: placed without a search
+    submit(app, id="high-d", priority=100)
+    assert worker.step() == 1
+    assert read == [["n0", "n1", "n2"], ["n1"]]
+    assert "no preemptible task at priority 90 or lower" in message(all_tasks(app)["high-d.0"])
+    assert_audit_ok(app)
+
+
 # ----------------------------------------------------------------------------- two workers at once
 def sched(redis_url, namespace, *args):
     return [SCHED, "--redis-url", redis_url, "--namespace", namespace, *args]

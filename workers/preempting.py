@@ -7,6 +7,7 @@ found nothing is not searched again for a second."""
 from __future__ import annotations
 
 import time
+from typing import Callable
 
 from scheduler.control.preemptor import Preemptor
 from scheduler.control.rule_view import RuleView
@@ -21,15 +22,16 @@ from workers.stats import WorkerStats
 class Preemption:
     """A worker's preemption: ``refresh`` is the worker's ``_refresh`` (its nodes brought up
     to date, with the tallies of the jobs asked for, and the domain counts into ``rules``),
-    ``stats`` its counts."""
+    ``stamp`` its copy's ``NodeCache.stamp`` (what tells that a node changed since its
+    tasks were read), ``stats`` its counts."""
 
-    def __init__(self, app: App, config: WorkerConfig, preemptor: Preemptor, refresh, stats: WorkerStats,
-                 rules: RuleView | None = None):
+    def __init__(self, app: App, config: WorkerConfig, preemptor: Preemptor, refresh, stamp: Callable[[str], int],
+                 stats: WorkerStats, rules: RuleView | None = None):
         self.app, self.config, self.preemptor, self.stats = app, config, preemptor, stats
         self.rules = rules if rules is not None else RuleView(app.store)  # the worker's: its refresh reads into it
         self._refresh = refresh
         self._hopeless: dict[tuple, float] = {}  # (job, pin) -> until when preemption is not retried
-        self._readings = Readings(preemptor)
+        self._readings = Readings(preemptor, stamp)
         # Seconds: the App's clock when it has one (a simulation's virtual time), else monotonic.
         self._clock = (lambda: app.clock() / 1000) if app.clock is not None else time.monotonic
 
@@ -151,19 +153,20 @@ class Preemption:
 
 class Readings:
     """What runs on each node, as the preemption searches read it: kept between batches
-    while the node's tally (its task count and allocation, in the worker's copy) is the one
-    it was read at, and for at most ``KEEP_S`` seconds, so that a search reads only the
-    nodes that changed (each would otherwise read every candidate node again). A node
-    where victims were evicted, or whose preemption was refused, is read again. A reading
-    gone stale costs no correctness: ``preempt.lua`` checks the victims again and refuses,
-    and the commit checks the room."""
+    while the worker's copy has taken no change of the node since (its ``stamp``), and for
+    at most ``KEEP_S`` seconds, so that a search reads only the nodes that changed (each
+    would otherwise read every candidate node again). A node where victims were evicted,
+    or whose preemption was refused, is read again. A reading gone stale (a change the copy
+    has not taken yet) costs no correctness: ``preempt.lua`` checks the victims again and
+    refuses, and the commit checks the room."""
 
     KEEP_S = 5.0
 
-    def __init__(self, preemptor: Preemptor):
+    def __init__(self, preemptor: Preemptor, stamp: Callable[[str], int]):
         self.preemptor = preemptor
+        self.stamp = stamp
         self.tasks_on: dict[str, list[Victim]] = {}
-        self._read: dict[str, tuple[tuple, float]] = {}  # node -> (its tally when read, when)
+        self._read: dict[str, tuple[int, float]] = {}  # node -> (its stamp when read, when)
 
     def on(self, nodes: list[Node], job: JobSpec, now: float) -> dict[str, list[Victim]]:
         """The live tasks on the candidate nodes among ``nodes`` for ``job``."""
@@ -171,13 +174,13 @@ class Readings:
         unread = []
         for node in pool:
             seen = self._read.get(node.name)
-            if seen is None or seen[0] != _tally(node) or now - seen[1] > self.KEEP_S:
+            if seen is None or seen[0] != self.stamp(node.name) or now - seen[1] > self.KEEP_S:
                 unread.append(node)
         if unread:
             read = self.preemptor.tasks_on(unread)
             for node in unread:
                 self.tasks_on[node.name] = read.get(node.name, [])
-                self._read[node.name] = (_tally(node), now)
+                self._read[node.name] = (self.stamp(node.name), now)
         if len(self._read) > 2 * len(pool) + 64:  # readings that would be read again anyway go
             self._read = {name: seen for name, seen in self._read.items() if now - seen[1] <= self.KEEP_S}
             self.tasks_on = {name: tasks for name, tasks in self.tasks_on.items() if name in self._read}
@@ -187,10 +190,6 @@ class Readings:
         """Read ``node`` again at the next search (its victims were evicted, or a
         preemption there was refused)."""
         self._read.pop(node, None)
-
-
-def _tally(node: Node) -> tuple:
-    return node.tasks, tuple(sorted(node.allocated.items()))
 
 
 def _hope_key(group: Group) -> tuple[str, str]:

@@ -70,8 +70,8 @@ class SchedulerWorker:
             if self.config.preemption else None
         self.stats = WorkerStats()
         self.rules = RuleView(app.store)  # for jobs with domain rules or labels
-        self.preemption = Preemption(app, self.config, self.preemptor, self._refresh, self.stats, self.rules) \
-            if self.preemptor is not None else None
+        self.preemption = Preemption(app, self.config, self.preemptor, self._refresh, self.cache.stamp, self.stats,
+                                     self.rules) if self.preemptor is not None else None
         self._specs: dict[tuple[str, int], JobSpec] = {}
         self._stopping = False
         self._last_maintain = self._last_health = self._last_memory = 0.0

@@ -62,6 +62,8 @@ class NodeCache:
         self.replaced: set[str] = set()  # nodes given a new object since take_replaced()
         self.changed: set[str] = set()  # nodes changed in place (their deltas) since take_changed()
         self.membership = 0  # bumped whenever a node joins or leaves the copy
+        self._stamps: dict[str, int] = {}  # node -> when the copy last took a change of it (see stamp)
+        self._stamped = 0
         # The ready nodes' total capacity per resource (the measure of tenants' shares in a
         # claim), kept as nodes are read: deltas change neither capacity nor status.
         self.ready_capacity: dict[str, int] = {}
@@ -74,6 +76,8 @@ class NodeCache:
         (it changes them in place)."""
         self.seq, self.nodes = seq, dict(nodes)
         self.membership += 1
+        for name in self.nodes:
+            self._changed(name)
         self._dirty.clear()
         self._nominated = {name for name, node in self.nodes.items() if node.nominations}
         self.tainted = {name for name, node in self.nodes.items() if node.taints}
@@ -108,6 +112,8 @@ class NodeCache:
             self.seq = int(client.get(keys.node_seq) or 0)
             with _collection_paused():
                 self.nodes = {node.name: node for node in self.store.nodes()}
+            for name in self.nodes:
+                self._changed(name)
             self.ready_capacity = _ready_capacity(self.nodes)
             self.membership += 1
             self.reads += len(self.nodes)
@@ -211,6 +217,7 @@ class NodeCache:
             node = self.nodes.get(name)
             if node is not None and _follow(node, lines, own if own is not None else seen, latest):
                 self.changed.add(name)
+                self._changed(name)
                 self.applied += 1
             else:
                 names.add(name)
@@ -239,6 +246,7 @@ class NodeCache:
             node = self.nodes.get(name)
             if node is not None and _follow(node, deltas.get(name, ()), own if own is not None else seen, latest):
                 self.changed.add(name)
+                self._changed(name)
                 self.applied += 1
             else:
                 names.add(name)
@@ -253,6 +261,7 @@ class NodeCache:
             replies = pipe.execute()
         self.reads += len(ordered)
         for name, fields in zip(ordered, replies):
+            self._changed(name)
             old = self.nodes.get(name)
             if old is not None:
                 _count_ready(self.ready_capacity, old, -1)
@@ -270,8 +279,19 @@ class NodeCache:
                     self.tainted.discard(name)
             elif old is not None:
                 del self.nodes[name]
+                del self._stamps[name]
                 self.tainted.discard(name)
                 self.membership += 1
+
+    def stamp(self, name: str) -> int:
+        """A number that changes whenever the copy takes a change of node ``name`` (a
+        delta, a read, our own commit): what was read of the node at one stamp holds
+        while its stamp does, even if the node's tally came back to the same figures."""
+        return self._stamps.get(name, 0)
+
+    def _changed(self, name: str) -> None:
+        self._stamped += 1
+        self._stamps[name] = self._stamped
 
     def take_replaced(self) -> set[str]:
         """The nodes given a new object since the last call (joins and leaves show in
@@ -293,6 +313,7 @@ class NodeCache:
         held = True
         own = self._own
         for name, (seq, before) in changes.items():
+            self._changed(name)
             if (before <= seen or before == own.get(name)) and name not in self._dirty:
                 own[name] = seq
             else:
