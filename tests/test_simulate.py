@@ -126,6 +126,21 @@ def test_trace_errors_are_one_sentence_with_the_line():
         trace_of({"kind": "task", "time": -1, "job": "a"})
 
 
+@pytest.mark.parametrize("field, value, named", [
+    ("periodic", {"cron": "*/5 * * * *"}, '"periodic"'),
+    ("parameterized", {}, '"parameterized"'),
+    ("deadline", 60, '"deadline"'),
+    ("tolerations", [{"key": "gpu", "effect": "NoExecute", "toleration_seconds": 30}], '"toleration_seconds"'),
+])
+def test_a_trace_that_needs_redis_time_is_refused_naming_the_field(field, value, named):
+    # These run on Redis's clock, which barely moves during a replay: refused, not ignored.
+    with pytest.raises(SpecError, match=f"line 2: job a's {named} is not replayed: it runs on Redis's clock"):
+        trace_of(node("n0", 1, "1GiB"), {**task(1, "a", 1, 1, 1, "1GiB"), field: value})
+    # Without the time, the same toleration replays.
+    trace_of(node("n0", 1, "1GiB"), {**task(1, "a", 1, 1, 1, "1GiB"),
+                                     "tolerations": [{"key": "gpu", "effect": "NoExecute"}]})
+
+
 def test_google_2011_task_and_machine_events_become_tasks_and_nodes():
     tasks = [r for _, _, _, r in events_of([DATA / "google_2011_task_events.csv"], "auto")]
     assert detect(DATA / "google_2011_task_events.csv") == "google-2011"

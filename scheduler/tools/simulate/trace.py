@@ -187,6 +187,10 @@ class TraceBuilder:
             if shared is None:
                 raw = {"type": BATCH, **spec_fields, "id": job, "replicas": 1}
                 shared = self._parsed[key] = parse_job(raw)
+                timed = _timed_fields(shared)
+                if timed:
+                    raise self.fail(line, f"job {job}'s {timed} is not replayed: it runs on Redis's clock, not the "
+                                          f"replay's (docs/simulate.md, Limits); leave it out of the trace.")
             spec = shared.with_id(job)
             self._specs[job] = (key, spec, line)
         return Event(time_ms, TASK, line, job=spec.id, spec=spec, count=count, duration_ms=duration)
@@ -195,6 +199,17 @@ class TraceBuilder:
         events = sorted(self.events, key=lambda e: e.time_ms)  # stable: ties keep their order
         nodes = [e.node for e in events if e.kind == NODE and e.time_ms == 0 and e.node is not None]
         return Trace(events, source or self.where, nodes)
+
+
+def _timed_fields(spec) -> str:
+    """The fields of ``spec`` that a replay cannot honour (they keep Redis TIME, which
+    barely moves during a replay), as the error names them; "" if none."""
+    named = [f"\"{name}\"" for name, used in (("periodic", spec.periodic is not None),
+                                               ("parameterized", spec.parameterized is not None),
+                                               ("deadline", bool(spec.deadline))) if used]
+    if any(t.seconds is not None for t in spec.tolerations):
+        named.append("\"toleration_seconds\"")
+    return " and ".join(named)
 
 
 def records(lines: Iterable[str], where: str) -> Iterator[tuple[int, dict]]:
