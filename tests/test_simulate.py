@@ -80,6 +80,16 @@ def test_a_high_priority_task_preempts_and_its_victim_runs_again_after_it(simula
     assert report["simulated_s"] == 1150.0 and report["placed"] == 4 and report["pending_at_end"] == 0
 
 
+def test_a_job_after_another_waits_for_it_to_complete_on_the_replays_clock(simulator):
+    trace = trace_of(node("n0", 4, "4GiB"),
+                     task(0, "first", 2, 10, 1, "1GiB"),
+                     task(1, "then", 1, 5, 1, "1GiB", after=["first"]))
+    report = simulator.replay(trace, Settings())
+    # Room for all three from 0, but "then" waits for "first" to complete at 10.
+    assert report["queueing_delay_s"]["50"]["max"] == 9.0
+    assert report["simulated_s"] == 15.0 and report["placed"] == 3 and report["pending_at_end"] == 0
+
+
 def test_job_spec_rules_quotas_and_node_events_replay_through_the_commit(simulator):
     zone_a, zone_b = ["node.labels.zone==a"], ["node.labels.zone==b"]
     trace = trace_of(node("n0", 8, "8GiB", labels={"zone": "a"}), node("n1", 8, "8GiB", labels={"zone": "b"}),
