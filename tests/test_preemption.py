@@ -12,12 +12,14 @@ priority, then node name.
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from scheduler.engine.domains import DomainCounts
 from scheduler.model.placement_rules import AntiRule, Rules
 from scheduler.engine.fit import misfit
 from scheduler.model import DOWN, DRAIN, PAUSE, Node, Nomination, parse_job
-from scheduler.engine.preemption import DEFAULT_MARGIN, Choice, Search, Victim, eligible, find, victims_on
+from scheduler.engine.preemption import (DEFAULT_MARGIN, Choice, Search, Victim, candidates_wanted, eligible, find,
+                                         find_some, victims_on)
 from scheduler.control.preemptor import Preemptor
 
 CORE = 1000  # millicores
@@ -414,3 +416,58 @@ def test_evicting_the_task_an_anti_affinity_matches_can_make_room():
     counts = DomainCounts({"db": {"node.name=h": 1, "node.hostname=h": 1, "*": 1}})
     choice = find([node_with("h", 2, tasks["h"])], spec(cpu=1), tasks, {}, rules=ANTI_DB, domains=counts).choice
     assert choice is not None and ids(choice.victims) == ("db.0",)
+
+
+# ----------------------------------------------------------------------------- enough candidates (kube's)
+def test_candidates_wanted_is_kubes_ten_percent_at_least_one_hundred():
+    assert [candidates_wanted(n) for n in (0, 7, 100, 101, 999, 1000, 1500, 10_000)] == \
+        [0, 7, 100, 100, 100, 100, 150, 1000]
+
+
+@settings(max_examples=60, deadline=None)
+@given(cluster=st.lists(st.tuples(st.integers(1, 4), st.lists(st.tuples(st.integers(1, 2), st.integers(0, 120)),
+                                                              max_size=4)), min_size=1, max_size=40),
+       cpu=st.integers(1, 4), start=st.integers(0, 1000))
+def test_on_up_to_a_hundred_nodes_every_start_chooses_what_the_whole_search_does(cluster, cpu, start):
+    nodes, tasks_on = [], {}
+    for i, (cores, tasks) in enumerate(cluster):
+        victims = [v(f"t{i}-{j}", c, priority=p) for j, (c, p) in enumerate(tasks)]
+        fitting = []
+        for victim in victims:  # what a node could hold; the rest never ran there
+            if sum(x.resources["cpu"] for x in fitting) + victim.resources["cpu"] <= cores * CORE:
+                fitting.append(victim)
+        nodes.append(node_with(f"n{i:02}", cores, fitting))
+        tasks_on[f"n{i:02}"] = fitting
+    job = spec(priority=100, cpu=cpu)
+    whole = find(nodes, job, tasks_on, {})
+    some = find_some(nodes, start, job, lambda part: tasks_on, {})
+    assert some.choice == whole.choice
+    assert (some.nodes_tried, some.with_victims, some.found) == (whole.nodes_tried, whole.with_victims, whole.found)
+
+
+def test_on_a_large_cluster_a_search_stops_at_enough_candidates_and_the_next_starts_after_it():
+    # 300 nodes, each with one 1-core priority 0 task filling it: every node would do.
+    nodes = [node_with(f"n{i:03}", 1, [v(f"t{i}", 1)]) for i in range(300)]
+    tasks_on = {n.name: [v(f"t{i}", 1)] for i, n in enumerate(nodes)}
+    read: list[list[str]] = []
+
+    def reader(part):
+        read.append([n.name for n in part])
+        return tasks_on
+
+    preemptor = Preemptor(store=None, spec_of=lambda job, version: None)
+    first = preemptor.search(nodes, spec(), {}, read=reader)
+    assert first.found == 100 and first.nodes_tried == 100
+    assert read == [[f"n{i:03}" for i in range(100)]]
+    assert first.choice.node == "n000"  # equal victims everywhere: the node name decides
+    second = preemptor.search(nodes, spec(), {}, read=reader)
+    assert read[1] == [f"n{i:03}" for i in range(100, 200)] and second.choice.node == "n100"
+    # Where no node would do, every node is searched, a slice at a time.
+    read.clear()
+    hopeless = preemptor.search(nodes, spec(cpu=2), {}, read=reader)
+    assert hopeless.choice is None and hopeless.nodes_tried == 0  # too small even when empty
+    high = [node_with(f"m{i:03}", 2, [v(f"u{i}", 1, priority=500)], extra_cpu=1) for i in range(250)]
+    on_high = {n.name: [v(f"u{i}", 1, priority=500)] for i, n in enumerate(high)}
+    read.clear()
+    none = preemptor.search(high, spec(), {}, read=lambda part: (read.append(part), on_high)[1])
+    assert none.choice is None and none.nodes_tried == 250 and [len(p) for p in read] == [100, 100, 50]

@@ -7,6 +7,7 @@ found nothing is not searched again for a second."""
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import Callable
 
 from scheduler.control.preemptor import Preemptor
@@ -84,7 +85,8 @@ class Preemption:
                 continue
             candidates = ([nodes[group.pin]] if group.pin in nodes else []) if group.pin else list(nodes.values())
             search = preemptor.search(candidates, group.spec, counts[group.spec.id], task_id=task_id, rules=rules,
-                                      domains=self.rules.counts, tasks_on=self._readings.on(candidates, group.spec, now))
+                                      domains=self.rules.counts,
+                                      read=partial(self._readings.on, job=group.spec, now=now))
             if search.choice is not None:
                 result = preemptor.apply(claim.token, task_id, group.spec, search)
                 if result == "ok":

@@ -14,7 +14,8 @@ from typing import Callable, Mapping, Sequence
 from scheduler.control import reconcile
 from scheduler.model import ACTIVE, READY, JobSpec, Node
 from scheduler.engine.domains import DomainCounts
-from scheduler.engine.preemption import DEFAULT_MARGIN, GangSearch, Search, Victim, find, find_gang
+from scheduler.engine.preemption import (DEFAULT_MARGIN, GangSearch, Search, Victim, candidates_wanted, find_gang,
+                                         find_some)
 from scheduler.model.placement_rules import Rules
 from scheduler.state.nominations import reservation
 from scheduler.state.store import Store
@@ -29,6 +30,7 @@ class Preemptor:
         self.spec_of = spec_of
         self.margin = margin
         self.nomination_ms = nomination_ms
+        self._start = 0  # where the next search starts among the candidate nodes (kube's offset)
 
     def lowest_live_priority(self) -> int | None:
         """The lowest priority any live task has (from ``tally:priority``), or None."""
@@ -58,15 +60,21 @@ class Preemptor:
 
     def search(self, nodes: Sequence[Node], job: JobSpec, job_counts: Mapping[str, int],
                tasks_on: Mapping[str, Sequence[Victim]] | None = None, task_id: str = "",
-               rules: Rules | None = None, domains: DomainCounts | None = None) -> Search:
+               rules: Rules | None = None, domains: DomainCounts | None = None,
+               read: Callable[[Sequence[Node]], Mapping[str, Sequence[Victim]]] | None = None) -> Search:
         """Where one task of ``job`` (``task_id``) could go by evicting; room nominated for
         the job's other tasks counts as taken (see :func:`scheduler.engine.preemption.find`),
         so a worker preempting for task after task of a job evicts what ``sched job plan``
-        says it would."""
+        says it would. Like kube, it stops once it has found enough nodes where evicting
+        works (:func:`scheduler.engine.preemption.find_some`), each search starting where
+        the last one stopped; what runs on the nodes is ``tasks_on``, or read a slice at a
+        time (``read``, else from Redis)."""
         pool = self.candidates(nodes, job)
-        if tasks_on is None:
-            tasks_on = self.tasks_on(pool)
-        return find(pool, job, tasks_on, job_counts, self.margin, task_id, rules, domains)
+        if tasks_on is not None:
+            read = _given(tasks_on)
+        start = self._start
+        self._start += candidates_wanted(len(pool))
+        return find_some(pool, start, job, read or self.tasks_on, job_counts, self.margin, task_id, rules, domains)
 
     def apply(self, token: str, task_id: str, job: JobSpec, search: Search) -> str:
         """Evict the chosen victims (if any: a choice may be room already free) and
@@ -97,3 +105,8 @@ class Preemptor:
         if result == "ok" and victims:
             reconcile.preempted(self.store, [(v, victim_job, node) for v, victim_job, node, _ in victims])
         return result
+
+
+def _given(tasks_on: Mapping[str, Sequence[Victim]]) -> Callable[[Sequence[Node]], Mapping[str, Sequence[Victim]]]:
+    """A reader that has read every node already."""
+    return lambda part: tasks_on

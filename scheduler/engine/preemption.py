@@ -29,7 +29,7 @@ applies the choice atomically with ``lua/preempt.lua``.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from scheduler.engine.domains import DomainCounts
 from scheduler.engine.filters import filter_pipeline
@@ -39,6 +39,10 @@ from scheduler.model import ACTIVE, READY, JobSpec, Node
 from scheduler.model.placement_rules import Rules
 
 DEFAULT_MARGIN = 10
+# How many nodes where eviction works a search finds before it chooses among them: kube's
+# DefaultPreemption arguments minCandidateNodesPercentage and minCandidateNodesAbsolute.
+MIN_CANDIDATES_PERCENT = 10
+MIN_CANDIDATES = 100
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,7 @@ class Search:
     choice: Choice | None
     nodes_tried: int  # nodes that passed the static filters and are ready and active
     with_victims: int  # of those, nodes with any eligible victim
+    found: int = 0  # nodes where evicting would make room (the choice is the best of them)
 
     def message(self, job: JobSpec, margin: int) -> str:
         if self.choice is not None and not self.choice.victims:
@@ -191,7 +196,7 @@ def find(nodes: Sequence[Node], job: JobSpec, tasks_on: Mapping[str, Sequence[Vi
     hard = rules is not None and rules.hard
     counts = domains or DomainCounts()
     best: Choice | None = None
-    tried = with_victims = 0
+    tried = with_victims = found = 0
     for node in nodes:
         if node.status != READY or node.availability != ACTIVE or static(node) is not None:
             continue
@@ -208,10 +213,43 @@ def find(nodes: Sequence[Node], job: JobSpec, tasks_on: Mapping[str, Sequence[Vi
             with_victims += 1
             victims = victims_on(node, job, candidates, on_node, margin, rules, counts)
         if victims is not None:
+            found += 1
             choice = Choice(node.name, victims)
             if best is None or choice.key < best.key:
                 best = choice
-    return Search(best, tried, with_victims)
+    return Search(best, tried, with_victims, found)
+
+
+def candidates_wanted(nodes: int) -> int:
+    """kube's calculateNumCandidates: 10 % of the ``nodes``, at least 100 (at most all)."""
+    return min(nodes, max(nodes * MIN_CANDIDATES_PERCENT // 100, MIN_CANDIDATES))
+
+
+def find_some(nodes: Sequence[Node], start: int, job: JobSpec,
+              read: Callable[[Sequence[Node]], Mapping[str, Sequence[Victim]]], job_counts: Mapping[str, int],
+              margin: int = DEFAULT_MARGIN, task_id: str = "", rules: Rules | None = None,
+              domains: DomainCounts | None = None) -> Search:
+    """:func:`find` over ``nodes`` from index ``start`` on (round the end), a slice of
+    :func:`candidates_wanted` nodes at a time (``read`` gives what runs on a slice's nodes),
+    until that many nodes where evicting makes room are found, and the best of those: kube's
+    dry run, which stops once it has enough candidates, from an offset that moves on. A
+    cluster of up to 100 nodes is searched whole, as is one where few nodes would do."""
+    wanted = candidates_wanted(len(nodes))
+    if not nodes:
+        return find(nodes, job, {}, job_counts, margin, task_id, rules, domains)
+    start %= len(nodes)
+    order = [*nodes[start:], *nodes[:start]]
+    best: Choice | None = None
+    tried = with_victims = found = 0
+    for at in range(0, len(order), wanted):
+        part = order[at:at + wanted]
+        search = find(part, job, read(part), job_counts, margin, task_id, rules, domains)
+        tried, with_victims, found = tried + search.nodes_tried, with_victims + search.with_victims, found + search.found
+        if search.choice is not None and (best is None or search.choice.key < best.key):
+            best = search.choice
+        if found >= wanted:
+            break
+    return Search(best, tried, with_victims, found)
 
 
 @dataclass(frozen=True)
