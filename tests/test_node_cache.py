@@ -70,6 +70,26 @@ def test_another_workers_commits_arrive_as_deltas_and_a_release_is_read(app):
     assert_current(app, a)
 
 
+def test_a_nodes_stamp_changes_with_every_change_the_copy_takes_of_it(app):
+    # Own commits, another worker's deltas and a read each move the node's stamp, even when
+    # its tally ends where it was; the other nodes' stamps stand.
+    token, specs = setup_cluster(app)
+    a, b = NodeCache(app.store), NodeCache(app.store)
+    a.refresh(), b.refresh()
+    before = {name: (a.stamp(name), b.stamp(name)) for name in NODES}
+    tally = (b.nodes["n0"].tasks, dict(b.nodes["n0"].allocated))
+    assert place(app, a, token, "web.0", "n0", specs["web.0"])  # a's own commit
+    assert a.stamp("n0") != before["n0"][0]
+    b.refresh()  # a delta for b
+    assert b.stamp("n0") != before["n0"][1]
+    placed = (a.stamp("n0"), b.stamp("n0"))
+    assert app.store.finish_ids(["web.0"], STOPPED) == {"web.0": "assigned"}  # n0's tally as before
+    a.refresh(), b.refresh()
+    assert (b.nodes["n0"].tasks, {r: n for r, n in b.nodes["n0"].allocated.items() if n}) == tally
+    assert a.stamp("n0") not in placed and b.stamp("n0") not in placed
+    assert [(a.stamp(n), b.stamp(n)) for n in ("n1", "n2")] == [before["n1"], before["n2"]]
+
+
 def test_a_copy_over_a_resp2_connection_follows_the_feed_too(app, redis_url):
     """The change feed is read as a raw WITHSCORES reply, whose shape depends on the protocol."""
     token, specs = setup_cluster(app)

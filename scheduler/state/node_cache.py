@@ -76,6 +76,7 @@ class NodeCache:
         (it changes them in place)."""
         self.seq, self.nodes = seq, dict(nodes)
         self.membership += 1
+        self._stamps = {}
         for name in self.nodes:
             self._changed(name)
         self._dirty.clear()
@@ -112,6 +113,7 @@ class NodeCache:
             self.seq = int(client.get(keys.node_seq) or 0)
             with _collection_paused():
                 self.nodes = {node.name: node for node in self.store.nodes()}
+            self._stamps = {}
             for name in self.nodes:
                 self._changed(name)
             self.ready_capacity = _ready_capacity(self.nodes)
@@ -261,7 +263,6 @@ class NodeCache:
             replies = pipe.execute()
         self.reads += len(ordered)
         for name, fields in zip(ordered, replies):
-            self._changed(name)
             old = self.nodes.get(name)
             if old is not None:
                 _count_ready(self.ready_capacity, old, -1)
@@ -269,6 +270,7 @@ class NodeCache:
                 if old is None:
                     self.membership += 1
                 node = self.nodes[name] = node_from_hash(fields)
+                self._changed(name)
                 _count_ready(self.ready_capacity, node, 1)
                 self.replaced.add(name)
                 if node.nominations:
@@ -279,7 +281,7 @@ class NodeCache:
                     self.tainted.discard(name)
             elif old is not None:
                 del self.nodes[name]
-                del self._stamps[name]
+                self._stamps.pop(name, None)
                 self.tainted.discard(name)
                 self.membership += 1
 
