@@ -192,6 +192,34 @@ def test_forbid_skips_a_tick_while_a_launch_runs_and_replace_stops_it(app):
     assert all(states[c] == ["stopped"] for c in replace[:-1]) and states[replace[-1]] == ["pending"]
 
 
+class _ReadEarlier:
+    """The store as a launcher sees it that read job ``job_id`` before others launched it
+    (its hash as it was then; everything else current)."""
+
+    def __init__(self, store, job_id):
+        self.store, self.job_id, self.fields = store, job_id, store.job_fields(job_id)
+
+    def job_fields(self, job_id):
+        return self.fields if job_id == self.job_id else self.store.job_fields(job_id)
+
+    def __getattr__(self, name):
+        return getattr(self.store, name)
+
+
+def test_a_late_replace_launcher_whose_tick_was_taken_stops_nothing(app):
+    reconcile.submit(app.store, parse_job({"id": "r", "type": "batch",
+                                           "periodic": {"cron": "@every 1s", "overlap": "replace"}}))
+    late = _ReadEarlier(app.store, "r")  # read before either launch below
+    first = int(app.store.job_fields("r")["next_launch"])
+    assert periodic.launch_tick(app.store, Outcomes(), "r", first).created
+    assert periodic.launch_tick(app.store, Outcomes(), "r", first + 1000).created
+    (older, _), (newest, _) = app.store.children("r")
+    # The late launcher sees both running, and its tick already launched: it stops neither.
+    assert not periodic.launch_tick(late, Outcomes(), "r", first + 1000).created
+    states = {c: [t.state for t in app.store.tasks(app.store.job_task_ids(c))] for c in (older, newest)}
+    assert states == {older: ["stopped"], newest: ["pending"]}
+
+
 def test_history_limits_remove_older_ended_launches_with_their_keys(app):
     """With history {completed: 2, failed: 1}, launches beyond the newest two complete and
     the newest failed one are removed, with every key of theirs; running ones stay."""

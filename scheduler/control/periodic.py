@@ -78,9 +78,6 @@ def launch_tick(store: Store, outcomes: Outcomes, job_id: str, now: int) -> Laun
         skipped = (LATE if late else OVERLAP, due[0], latest, len(due))
         return store.launch(job_id, f"{job_id}/periodic-{latest // 1000}", how="tick", tick=tick,
                             next_launch=following, skipped=skipped, create=False)
-    if running and periodic.overlap == "replace":
-        for child in running:
-            reconcile.stop(store, child)
     skipped = (LATE, due[0], due[-2], len(due) - 1) if len(due) > 1 else None
     launches = int(fields.get("launches", 0)) if periodic.overlap != "allow" else None
     child = launching.child_spec(spec, f"{job_id}/periodic-{latest // 1000}")
@@ -90,6 +87,11 @@ def launch_tick(store: Store, outcomes: Outcomes, job_id: str, now: int) -> Laun
         return store.launch(job_id, child.id, how="tick", tick=tick, next_launch=following, create=False,
                             skipped=(f"a job named {child.id} exists", due[0], latest, len(due)))
     if result.created:
+        if periodic.overlap == "replace":
+            # Only the launcher whose launch was taken stops the older ones: one that read
+            # the job before another launched the tick would otherwise stop the newest.
+            for older in running:
+                reconcile.stop(store, older)
         trim_history(store, outcomes, spec)
     _tend_last(store, spec, fields)
     return result
