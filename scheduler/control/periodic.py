@@ -9,7 +9,7 @@ tick. Ticks that came due while no worker ran are not run late: only the latest 
 is launched, if it is less than ``starting_deadline`` late, and the others are recorded
 as missed (the parent's history and a ``missed`` event). Overlap: ``allow`` launches
 beside running launches, ``forbid`` skips the tick (recorded) while one runs, ``replace``
-stops the running ones first.
+launches and then stops the ones that ran.
 """
 
 from __future__ import annotations
