@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import time
 from functools import partial
-from typing import Callable
+from typing import Callable, Sequence
 
 from scheduler.control.preemptor import Preemptor
 from scheduler.control.rule_view import RuleView
 from scheduler.control.worker_config import WorkerConfig
 from scheduler.engine.preemption import Victim
-from scheduler.model import JobSpec, Node
+from scheduler.model import Node
 from scheduler.state.app import App
 from workers.groups import Group
 from workers.stats import WorkerStats
@@ -86,7 +86,7 @@ class Preemption:
             candidates = ([nodes[group.pin]] if group.pin in nodes else []) if group.pin else list(nodes.values())
             search = preemptor.search(candidates, group.spec, counts[group.spec.id], task_id=task_id, rules=rules,
                                       domains=self.rules.counts,
-                                      read=partial(self._readings.on, job=group.spec, now=now))
+                                      read=partial(self._readings.on, now=now))
             if search.choice is not None:
                 result = preemptor.apply(claim.token, task_id, group.spec, search)
                 if result == "ok":
@@ -127,7 +127,7 @@ class Preemption:
         chosen = members[:need]
         candidates = ([nodes[group.pin]] if group.pin in nodes else []) if group.pin else list(nodes.values())
         search = preemptor.search_gang(candidates, spec, counts[spec.id], chosen, rules=rules, domains=self.rules.counts,
-                                       tasks_on=self._readings.on(candidates, spec, now))
+                                       read=partial(self._readings.on, now=now))
         if search.choices is None:
             self._hopeless[_hope_key(group)] = now + 1.0
             note = search.message(spec, preemptor.margin)
@@ -170,20 +170,21 @@ class Readings:
         self.tasks_on: dict[str, list[Victim]] = {}
         self._read: dict[str, tuple[int, float]] = {}  # node -> (its stamp when read, when)
 
-    def on(self, nodes: list[Node], job: JobSpec, now: float) -> dict[str, list[Victim]]:
-        """The live tasks on the candidate nodes among ``nodes`` for ``job``."""
-        pool = self.preemptor.candidates(nodes, job)
-        unread = []
-        for node in pool:
-            seen = self._read.get(node.name)
-            if seen is None or seen[0] != self.stamp(node.name) or now - seen[1] > self.KEEP_S:
+    def on(self, nodes: Sequence[Node], now: float) -> dict[str, list[Victim]]:
+        """The live tasks on ``nodes`` (a search's candidates), read for those whose
+        reading is missing or out of date."""
+        unread, stamps = [], []
+        for node in nodes:
+            stamp, seen = self.stamp(node.name), self._read.get(node.name)
+            if seen is None or seen[0] != stamp or now - seen[1] > self.KEEP_S:
                 unread.append(node)
+                stamps.append(stamp)
         if unread:
             read = self.preemptor.tasks_on(unread)
-            for node in unread:
+            for node, stamp in zip(unread, stamps):
                 self.tasks_on[node.name] = read.get(node.name, [])
-                self._read[node.name] = (self.stamp(node.name), now)
-        if len(self._read) > 2 * len(pool) + 64:  # readings that would be read again anyway go
+                self._read[node.name] = (stamp, now)
+        if len(self._read) > 2 * len(nodes) + 64:  # readings that would be read again anyway go
             self._read = {name: seen for name, seen in self._read.items() if now - seen[1] <= self.KEEP_S}
             self.tasks_on = {name: tasks for name, tasks in self.tasks_on.items() if name in self._read}
         return self.tasks_on

@@ -88,12 +88,14 @@ class Preemptor:
 
     def search_gang(self, nodes: Sequence[Node], job: JobSpec, job_counts: Mapping[str, int], task_ids: Sequence[str],
                     tasks_on: Mapping[str, Sequence[Victim]] | None = None, rules: Rules | None = None,
-                    domains: DomainCounts | None = None) -> GangSearch:
+                    domains: DomainCounts | None = None,
+                    read: Callable[[Sequence[Node]], Mapping[str, Sequence[Victim]]] | None = None) -> GangSearch:
         """Victims for every one of ``task_ids`` (members of the gang ``job``) at once, or
-        none (:func:`scheduler.engine.preemption.find_gang`)."""
+        none (:func:`scheduler.engine.preemption.find_gang`); what runs on the candidate
+        nodes is ``tasks_on``, or ``read`` of them (else read from Redis)."""
         pool = self.candidates(nodes, job)
         if tasks_on is None:
-            tasks_on = self.tasks_on(pool)
+            tasks_on = (read or self.tasks_on)(pool)
         return find_gang(pool, job, tasks_on, job_counts, task_ids, self.margin, rules, domains)
 
     def apply_gang(self, token: str, job: JobSpec, search: GangSearch) -> str:

@@ -236,7 +236,7 @@ def find_some(nodes: Sequence[Node], start: int, job: JobSpec,
     cluster of up to 100 nodes is searched whole, as is one where few nodes would do."""
     wanted = candidates_wanted(len(nodes))
     if not nodes:
-        return find(nodes, job, {}, job_counts, margin, task_id, rules, domains)
+        return Search(None, 0, 0)
     start %= len(nodes)
     order = [*nodes[start:], *nodes[:start]]
     best: Choice | None = None
