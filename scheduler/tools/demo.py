@@ -128,7 +128,8 @@ def _summary(app: App, console: Console) -> None:
     store = app.store
     placed: dict[str, Counter] = defaultdict(Counter)
     ended = Counter()
-    for task in store.tasks(store.all_task_ids()):
+    every = store.tasks(store.all_task_ids())  # one reading: the table and the reasons agree
+    for task in every:
         if task.node and (task.live or task.state in (COMPLETED, FAILED)):
             placed[task.job][task.node] += 1
         ended[(task.job, task.state)] += 1
@@ -142,7 +143,7 @@ def _summary(app: App, console: Console) -> None:
         states = ", ".join(f"{s} {n}" for (j, s), n in sorted(ended.items()) if j == job_id)
         table.add_row(job_id, *(str(placed[job_id].get(n, "")) for n in node_names), states)
     console.print(table)
-    pending = [task for task in store.tasks(store.all_task_ids()) if task.state == PENDING]
+    pending = [task for task in every if task.state == PENDING]
     for job_id in sorted({task.job for task in pending}):
         tasks = [task for task in pending if task.job == job_id]
         explained = next((task for task in tasks if task.explanation), None)
