@@ -5,7 +5,7 @@
 -- in this call), and applied only if it holds: lease still held by this claim, node
 -- exists, status ready, availability active, room in every resource, host ports free,
 -- max_per_node, taints (every group: a NoSchedule or NoExecute taint the group does not
--- tolerate refuses), the group's domain rules (topology spread, distinct_property, job
+-- tolerate refuses, and a NoExecute one it tolerates for 0 seconds), the group's domain rules (topology spread, distinct_property, job
 -- affinity, job anti-affinity: scheduler/engine/rules.py), then the namespace's quota.
 -- Room nominated for a preemptor of the same or
 -- higher priority (of another job, not yet expired) counts as taken. Refusals are partial:
@@ -48,7 +48,8 @@
 --   o, o x option (its name, c, c values: below), n, n x (resource index (1-based, into the
 --   names), amount), m, m x host port, k, k x (task id, node index (1-based))
 -- The group options (none for a job without tolerations or domain rules); K is an index into KEYS:
---   tolerate: 4 per toleration: key, operator (Equal|Exists), value, effect ("" for every effect)
+--   tolerate: 5 per toleration: key, operator (Equal|Exists), value, effect ("" for every effect),
+--     toleration_seconds ("" for ever)
 --   count: K of the job's tally:dom, K of q:cycle, K of q:move_cycle: its tasks are counted
 --     under every domain of their node (scheduler/model/domains.py), each task records what
 --     it was counted under (domains), and placing one is a cluster event (tasks waiting for
@@ -105,9 +106,9 @@ end
 local function option(group, name, at, c)
   if name == 'tolerate' then
     group.tolerations = {}
-    for i = at, at + c - 1, 4 do
+    for i = at, at + c - 1, 5 do
       group.tolerations[#group.tolerations + 1] = {key = ARGV[i], operator = ARGV[i + 1], value = ARGV[i + 2],
-                                                   effect = ARGV[i + 3]}
+                                                   effect = ARGV[i + 3], seconds = tonumber(ARGV[i + 4])}
     end
     return
   end
@@ -336,23 +337,46 @@ local function taints_of(node)
   return node.taint_list
 end
 
+-- How long the group tolerates a taint (scheduler/model/taints.py tolerance_s): false when
+-- no toleration does, nil for ever, else the shortest toleration_seconds of those that do.
+local function tolerance(group, taint)
+  local tolerated, seconds = false, nil
+  for _, t in ipairs(group.tolerations or NONE) do
+    if (t.effect == '' or t.effect == taint.effect) and (t.key == '' or t.key == taint.key)
+        and (t.operator == 'Exists' or t.value == taint.value) then
+      tolerated = true
+      if t.seconds and (seconds == nil or t.seconds < seconds) then seconds = t.seconds end
+    end
+  end
+  if not tolerated then return false end
+  return seconds
+end
+
 -- kube's TaintToleration filter: the first NoSchedule or NoExecute taint no toleration of
--- the group tolerates.
+-- the group tolerates, or a NoExecute one it tolerates for 0 seconds (the task would be
+-- evicted as it lands).
 local function untolerated(node, group)
   for _, taint in ipairs(taints_of(node)) do
     if taint.effect ~= 'PreferNoSchedule' then
-      local tolerated = false
-      for _, t in ipairs(group.tolerations or NONE) do
-        if (t.effect == '' or t.effect == taint.effect) and (t.key == '' or t.key == taint.key)
-            and (t.operator == 'Exists' or t.value == taint.value) then
-          tolerated = true
-          break
-        end
-      end
-      if not tolerated then return 'untolerated taint ' .. taint.text end
+      local seconds = tolerance(group, taint)
+      if seconds == false then return 'untolerated taint ' .. taint.text end
+      if seconds == 0 then return 'taint ' .. taint.text .. ' tolerated for 0 s' end
     end
   end
   return nil
+end
+
+-- The NoExecute taint of the node that evicts a task of the group soonest, and after how
+-- many seconds (nil when none will): its placement's event says so.
+local function leaving(node, group)
+  local soonest, after = nil, nil
+  for _, taint in ipairs(taints_of(node)) do
+    if taint.effect == 'NoExecute' then
+      local seconds = tolerance(group, taint)
+      if seconds and (after == nil or seconds < after) then soonest, after = taint.text, seconds end
+    end
+  end
+  return soonest, after
 end
 
 -- The node's attribute -> value (as scheduler/model/constraints.py reads them) and the
@@ -575,9 +599,14 @@ for _, group in ipairs(groups) do
       redis.call('HSET', KEYS[task_base + ti], 'state', 'assigned', 'node', node.name, 'assigned_at', nowtxt,
         'alloc', group.alloc, 'ports', group.port_list, 'explanation', '', 'tenant', group.tenant)
     end
-    -- Ids and names are validated to plain characters, so the event is built directly.
+    -- Ids and names are validated to plain characters, so the event is built directly; a
+    -- placement on a node whose NoExecute taint the group tolerates for a while says when
+    -- the task will be evicted.
+    local leaves, after = nil, nil
+    if node.taints and group.tolerations then leaves, after = leaving(node, group) end
     send(events, '"type":"task","id":"' .. id .. '","job":"' .. group.job .. '","state":"assigned","node":"' ..
-      node.name .. '"', nowtxt)
+      node.name .. '"' .. (leaves and (',"taint":"' .. leaves .. '","evict_at":' .. int(now + 1000 * after)) or ''),
+      nowtxt)
     placed[#placed + 1] = id
     if not touched[node] then
       touched[node] = true

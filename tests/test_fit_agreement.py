@@ -291,22 +291,41 @@ def test_lua_commit_agrees_with_misfit_on_quota(app, request, quota, used):
 
 # ----------------------------------------------------------------------------- taints
 # Every group is refused on a node with a NoSchedule or NoExecute taint it does not
-# tolerate (kube's matching), PreferNoSchedule never refuses: the commit and the Python
-# filter (scheduler.model.taints.untolerated) agree, reason included.
+# tolerate (kube's matching), or a NoExecute taint it tolerates for 0 seconds;
+# PreferNoSchedule never refuses: the commit and the Python filter
+# (scheduler.model.taints.untolerated, scheduler.engine.taints.refusal) agree, reason
+# included. A placement on a node whose NoExecute taint it tolerates for a while is
+# announced with the taint and the eviction time scheduler.model.taints.eviction gives.
 TAINT_TEXTS = ["dedicated=gpu:NoSchedule", "dedicated=db:NoSchedule", "spot:PreferNoSchedule",
                "gone=yes:NoExecute", "spot:NoSchedule", "dedicated=gpu:NoExecute"]
-tolerations = st.lists(st.builds(
-    lambda key, operator, value, effect: {"key": key, "operator": operator, **({"value": value} if operator == "Equal" else {}),
-                                          **({"effect": effect} if effect else {})},
+toleration = st.builds(
+    lambda key, operator, value, effect, seconds: {
+        "key": key, "operator": operator, **({"value": value} if operator == "Equal" else {}),
+        **({"effect": effect} if effect else {}),
+        **({"toleration_seconds": seconds} if effect == "NoExecute" and seconds is not None else {})},
     st.sampled_from(["", "dedicated", "spot", "gone"]), st.sampled_from(["Equal", "Exists"]),
-    st.sampled_from(["gpu", "db", "yes", ""]), st.sampled_from(["", "NoSchedule", "NoExecute", "PreferNoSchedule"]),
-).filter(lambda t: t["key"] or t["operator"] == "Exists"), max_size=3)
+    st.sampled_from(["gpu", "db", "yes", ""]),
+    st.sampled_from(["", "NoSchedule", "NoExecute", "NoExecute", "NoExecute", "PreferNoSchedule"]),
+    st.sampled_from([None, 0, 5, 300]),
+).filter(lambda t: t["key"] or t["operator"] == "Exists")
+# ... and often one that tolerates every NoExecute taint for a while (or for no time).
+tolerations = st.one_of(
+    st.lists(toleration, max_size=3),
+    st.tuples(st.lists(toleration, max_size=2), st.sampled_from([0, 5, 300])).map(
+        lambda drawn: [*drawn[0], {"operator": "Exists", "effect": "NoExecute", "toleration_seconds": drawn[1]}]))
+# Half the nodes carry only taints a toleration of NoExecute can be all that decides.
+node_taints = st.one_of(st.lists(st.sampled_from(TAINT_TEXTS), max_size=3, unique=True),
+                        st.lists(st.sampled_from([t for t in TAINT_TEXTS if not t.endswith(":NoSchedule")]),
+                                 min_size=1, max_size=3, unique=True))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(taints=st.lists(st.sampled_from(TAINT_TEXTS), max_size=3, unique=True), wanted=tolerations)
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(taints=node_taints, wanted=tolerations)
 def test_lua_commit_agrees_with_the_taint_filter(app, taints, wanted):
-    from scheduler.model.taints import parse_taint, taints_text, untolerated
+    import orjson
+
+    from scheduler.engine.taints import refusal
+    from scheduler.model.taints import eviction, parse_taint, taints_text, untolerated
 
     node = ({r: 8 for r in RESOURCES}, {r: 0 for r in RESOURCES}, set(), "ready", "active")
     fields = fresh_node_fields(app, node)
@@ -316,9 +335,17 @@ def test_lua_commit_agrees_with_the_taint_filter(app, taints, wanted):
     write_node_and_lease(app, fields, 0)
     spec = parse_job({"id": "j", "tolerations": wanted, "resources": {"cpu": "1m"}})
     taint = untolerated(parsed, spec.tolerations)
-    py = None if taint is None else f"untolerated taint {taint}"
+    py = None if taint is None else refusal(taint, spec.tolerations)
+    event(f"refused: {py.split(' ')[0] if py else None}")
     outcome = commit(app.scripts, app.keys, "7", [Planned("j.0", "n", spec)])
     assert (None if outcome.accepted else outcome.refused[0][1]) == py
+    if outcome.accepted:
+        _, last = app.client.xrevrange(app.keys.stream, count=1)[0]
+        announced = orjson.loads(last["event"])
+        leaves = eviction(parsed, spec.tolerations, outcome.now_ms)
+        event(f"announced eviction: {leaves is not None}")
+        assert (announced.get("taint"), announced.get("evict_at")) == (
+            (str(leaves[1]), leaves[0]) if leaves is not None else (None, None))
 
 
 # ----------------------------------------------------------------------------- domain rules

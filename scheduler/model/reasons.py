@@ -47,6 +47,11 @@ def untolerated_taint(taint: str) -> str:
     return f"untolerated taint {taint}"
 
 
+def tolerated_for_no_time(taint: str) -> str:
+    """A NoExecute taint tolerated with toleration_seconds 0: the task would leave as it lands."""
+    return f"taint {taint} tolerated for 0 s"
+
+
 # Domain rules (their words travel to the commit with each rule, so both say the same).
 NODES_CHANGED = "nodes changed since planned"
 RULES_CHANGED = "job labels or rules changed since planned"

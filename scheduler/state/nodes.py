@@ -111,7 +111,7 @@ class NodeStore(NamespaceStore):
         current = self.client.hgetall(self.keys.node(node.name))
         if node.taints:
             node = dataclasses.replace(node, taints=_stamped(node.taints, taints_from_text(current.get("taints")),
-                                                             self.now_ms))
+                                                             self.clock_ms))
         return bool(self.node_put(node, {f[4:] for f in current if f.startswith("cap:")}))
 
     def node_put(self, node: Node, previous_resources=frozenset(), client=None):
@@ -135,7 +135,7 @@ class NodeStore(NamespaceStore):
         call as :meth:`put_node`, without first reading each node. ``advance(n)`` is called
         after each chunk (a progress bar)."""
         if any(node.taints for node in nodes):
-            nodes = [dataclasses.replace(node, taints=_stamped(node.taints, (), self.now_ms)) if node.taints else node
+            nodes = [dataclasses.replace(node, taints=_stamped(node.taints, (), self.clock_ms)) if node.taints else node
                      for node in nodes]
         with self.client.pipeline(transaction=False) as pipe:
             for i in range(0, len(nodes), chunk):
@@ -195,7 +195,7 @@ class NodeStore(NamespaceStore):
         reply = self.scripts.node_taint(
             keys=[k.node(name), k.node_changes, k.node_seq, k.cycle, k.move_cycle, k.node_epoch, k.nodes_noexecute,
                   k.stream, k.config],
-            args=[self.events_arg, name, mode, key, value, effect])
+            args=[self.events_arg, name, mode, key, value, effect, self.scripts.now_arg()])
         if not reply:
             raise NotFound(f"node {name!r} does not exist.")
         return reply[0], reply[1]
