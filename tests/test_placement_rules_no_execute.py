@@ -54,7 +54,7 @@ def assigned_events(app) -> dict[str, dict]:
     return out
 
 
-def test_a_pinned_service_goes_back_to_its_tainted_node_once_per_toleration_seconds(clocked_app, clock):
+def test_a_pinned_service_goes_back_to_its_tainted_node_once_per_toleration_seconds(clocked_app, clock, sched):
     """The storm as a user met it: a service pinned to a3, tolerating evict2 for 6 s; a3
     tainted evict2=x:NoExecute. Each task stays its 6 s from its own placement (the first
     from the taint), so over 30 s the job has at most 6 tasks, each placement onto a3 at
@@ -63,9 +63,9 @@ def test_a_pinned_service_goes_back_to_its_tainted_node_once_per_toleration_seco
     worker = setup(app, clock, ("a3", 4), ("b1", 4),
                    jobs=[{"id": "web", "constraints": ["node.name==a3"], "tolerations": TOLERATING}])
     assert [(t.state, t.node) for t in tasks_of(app, "web")] == [("assigned", "a3")]
-    clock.advance(1000)
-    app.store.taint("a3", parse_taint("evict2=x:NoExecute"))
-    tainted_at = clock.now
+    sched("node", "taint", "a3", "evict2=x:NoExecute")  # as a user does: on Redis's clock
+    tainted_at = app.store.get_node("a3").taints[0].added_ms
+    clock.now = max(clock.now, tainted_at)
     run_for(worker, clock, 30)
 
     tasks = tasks_of(app, "web")
