@@ -5,8 +5,9 @@
 -- in this call), and applied only if it holds: lease still held by this claim, node
 -- exists, status ready, availability active, room in every resource, host ports free,
 -- max_per_node, taints (every group: a NoSchedule or NoExecute taint the group does not
--- tolerate refuses, and a NoExecute one it tolerates for 0 seconds), the group's domain rules (topology spread, distinct_property, job
--- affinity, job anti-affinity: scheduler/engine/rules.py), then the namespace's quota.
+-- tolerate refuses, and a NoExecute one it tolerates for 0 seconds), the group's domain
+-- rules (topology spread, distinct_property, job affinity, job anti-affinity:
+-- scheduler/engine/rules.py), then the namespace's quota.
 -- Room nominated for a preemptor of the same or
 -- higher priority (of another job, not yet expired) counts as taken. Refusals are partial:
 -- the rest of the batch still commits, except within a gang group: every placement of a
