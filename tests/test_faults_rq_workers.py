@@ -3,7 +3,7 @@ out Redis").
 
 A real redis-server of the test's own, a real agent (the default heartbeat, two slots)
 and a real scheduler worker. Two commands run; Redis is SIGKILLed and started again from
-its append-only file 10 s later. Meanwhile one command ends (its work horse has RQ's
+its append-only file 20 s later. Meanwhile one command ends (its work horse has RQ's
 record of the job to write, and its RQ worker then asks Redis how the horse left it),
 and the other runs on past the RQ workers' watch of their horses (each renews its
 heartbeat in Redis every few seconds). On RQ's own worker loop either step meets the
