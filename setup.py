@@ -40,14 +40,15 @@ PACKAGE_DIR = {"scheduler.lua": "lua"}
 def _native():
     """``scheduler/native.py`` of this tree, imported without choosing a build (its sources only)."""
     sys.path.insert(0, str(HERE))
-    pure, os.environ["SCHED_PURE"] = os.environ.get("SCHED_PURE"), "1"
+    before = os.environ.get("SCHED_PURE")
+    os.environ["SCHED_PURE"] = "1"
     try:
         from scheduler import native
     finally:
-        if pure is None:
+        if before is None:
             del os.environ["SCHED_PURE"]
         else:
-            os.environ["SCHED_PURE"] = pure
+            os.environ["SCHED_PURE"] = before
     return native
 
 
@@ -96,7 +97,11 @@ def native_extensions() -> list:
         say("no working C compiler (or no Python headers): the hot path stays pure Python")
         return []
     sources = [native.source(module).relative_to(HERE).as_posix() for module in native.COMPILED]
-    return mypycify([*native.MYPYC_OPTIONS, *sources], opt_level=native.MYPYC_OPT_LEVEL, group_name=native.GROUP)
+    try:
+        return mypycify([*native.MYPYC_OPTIONS, *sources], opt_level=native.MYPYC_OPT_LEVEL, group_name=native.GROUP)
+    except (Exception, SystemExit) as exc:  # mypyc prints what it refused, then exits
+        say(f"mypyc could not translate the hot path ({exc!r}): it stays pure Python")
+        return []
 
 
 def built_in(folder: Path) -> list[Path]:
