@@ -29,6 +29,7 @@ COMMANDS = {name: f"scheduler.tools.cli.{name}" for name in (
     "bench", "deployment", "token", "snapshot", "config", "gc", "upgrade", "simulate")}
 COMMANDS["ui"] = "scheduler.tools.ui.command"
 COMMANDS["api"] = "scheduler.tools.api.command"
+COMMANDS["version"] = "scheduler.tools.cli.version"
 
 _PATH = "sched.command_path"  # ctx.meta: the subcommands named, for a refusal's sentence
 
@@ -87,6 +88,8 @@ class SchedGroup(click.Group):
 @click.option("--on-missing-replicas", type=click.Choice(["write", "refuse"]), envvar="SCHED_ON_MISSING_REPLICAS",
               default=None, help="When the master has fewer replicas than --wait-replicas: write on without waiting "
                                  "(default) or refuse writes (also SCHED_ON_MISSING_REPLICAS).")
+@click.version_option(package_name="redis-sched", prog_name="sched", message="%(prog)s %(version)s",
+                      help="Print sched's version and exit (`sched version` says more).")
 @click.pass_context
 def main(ctx, redis_url, namespace, wait_replicas, on_missing_replicas):
     """A Redis-backed cluster scheduler.
