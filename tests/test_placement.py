@@ -160,12 +160,35 @@ def test_binpack_fills_a_node_before_opening_the_next():
     assert sorted(per_node(result).values()) == [2, 4]
 
 
-def test_binpack_starts_with_the_node_left_fullest():
+def test_binpack_fills_the_nodes_in_use_before_opening_one():
     nodes = [node("empty", cpu=4, memory="4GiB"),
-             node("half", cpu=4, memory="4GiB", allocated={"cpu": 2000, "memory": 2 * GIB}),
-             node("cpu-full", cpu=4, memory="4GiB", allocated={"cpu": 3000})]
+             node("half", cpu=4, memory="4GiB", tasks=2, allocated={"cpu": 2000, "memory": 2 * GIB}),
+             node("cpu-full", cpu=4, memory="4GiB", tasks=3, allocated={"cpu": 3000})]
     result = place(nodes, job(strategy="binpack", resources={"cpu": 1, "memory": "1GiB"}), 4)
+    # the node whose free room matches the request first, then the other node in use
     assert [name for _, name in result.assignments] == ["half", "half", "cpu-full", "empty"]
+
+
+def test_binpack_mixes_tasks_on_the_nodes_opened_for_them():
+    """Memory-heavy tasks first, then cpu-heavy ones, on two empty nodes: opened one at a
+    time, the first node takes both memory-heavy tasks and strands its cpu, and a cpu-heavy
+    task fits nowhere; opened together for what the claim asks (``open_for``), each
+    node takes one of each."""
+    memory_heavy = job(id="m", strategy="binpack", resources={"cpu": 1, "memory": "3600MiB"})
+    cpu_heavy = job(id="c", strategy="binpack", resources={"cpu": "2500m", "memory": "512MiB"})
+    for opened in (False, True):
+        nodes = [node(name, cpu=4, memory="8GiB") for name in ("n1", "n2")]
+        placer = Placer(PlacementOptions(seed=1))
+        if opened:
+            placer.open_for(nodes, {"cpu": 2 * 1000 + 2 * 2500, "memory": 2 * 3600 * 2**20 + 2 * 512 * 2**20})
+            assert placer.opening == {"n1", "n2"}
+        first = place(nodes, memory_heavy, 2, placer=placer, prefix="m")
+        second = place(nodes, cpu_heavy, 2, placer=placer, prefix="c")
+        if opened:
+            assert not second.unplaced
+            assert sorted(per_node(first).values()) == [1, 1] and sorted(per_node(second).values()) == [1, 1]
+        else:
+            assert per_node(first) == {first.assignments[0][1]: 2} and len(second.unplaced) == 1
 
 
 def test_binpack_across_batches_keeps_filling_the_same_node():

@@ -208,7 +208,9 @@ def test_preference_groups_stay_within_one_while_they_have_room(nodes, job, task
 
 @settings(max_examples=80, deadline=None)
 @given(nodes=nodes_st(), tasks=st.integers(1, 30), cpu=st.sampled_from([250, 500, 1000]))
-def test_binpack_fills_one_node_before_opening_the_next(nodes, tasks, cpu):
+def test_binpack_fills_one_empty_node_before_opening_the_next(nodes, tasks, cpu):
+    for n in nodes:  # an idle cluster
+        n.allocated, n.tasks, n.ports = {r: 0 for r in n.capacity}, 0, {}
     job = parse_job({"id": "job", "strategy": "binpack", "resources": {"cpu": f"{cpu}m", "memory": "256MiB"}})
     counts = {}
     assignments = run(nodes, job, tasks, counts, seed=3)
@@ -217,6 +219,27 @@ def test_binpack_fills_one_node_before_opening_the_next(nodes, tasks, cpu):
     assert sum(fits(n, job, counts) for n in used) <= 1
     order = list(dict.fromkeys(name for _, name in assignments))
     assert [name for _, name in assignments] == [name for name in order for _ in range(counts[name])]
+
+
+@settings(max_examples=150, deadline=None)
+@given(nodes=nodes_st(), job=jobs_st(strategy="binpack", preferences=[]), tasks=st.integers(1, 30), data=st.data())
+def test_binpack_opens_a_node_only_when_none_in_use_fits(nodes, job, tasks, data):
+    counts = initial_counts(nodes, data)
+    replay = copy.deepcopy(nodes)
+    assignments = run(nodes, job, tasks, dict(counts), seed=data.draw(st.integers(0, 3)))
+    if not any(job.resources.values()):
+        return  # a job asking for nothing fills nothing: it spreads
+    by_name = {n.name: n for n in replay}
+    for _, name in assignments:  # replayed in order, each on the nodes as they stood
+        if not by_name[name].tasks:
+            assert not [n.name for n in replay if n.tasks and fits(n, job, counts)]
+        node = by_name[name]
+        for resource, amount in job.resources.items():
+            node.allocated[resource] = node.allocated.get(resource, 0) + amount
+        for port in job.ports:
+            node.ports[port] = "new"
+        node.tasks += 1
+        counts[name] = counts.get(name, 0) + 1
 
 
 @settings(max_examples=150, deadline=None)

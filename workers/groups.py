@@ -3,12 +3,15 @@
 A group is a set of identical tasks (same job, spec version, pinned node and nominated
 node) that the placement engine places from one node ordering; :func:`batches` gives the
 groups of a batch in placement order, one-task jobs of one placement shape merged into
-one pass.
+one pass, larger tasks first among groups of one priority (first-fit decreasing: the
+small tasks then fill the room the large ones leave, rather than the large ones finding
+it taken in pieces).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Mapping
 
 from scheduler.engine.placement import placement_shape
 from scheduler.model import JobSpec
@@ -32,16 +35,20 @@ class Group:
         return self.nominated or (self.nominated_of or {}).get(task_id, "")
 
 
-def batches(groups: list[Group], counts: dict[str, dict[str, int]], faults: dict[str, dict[str, int]]):
+def batches(groups: list[Group], counts: dict[str, dict[str, int]], faults: dict[str, dict[str, int]],
+            node: Mapping[str, float] | None = None):
+    """``node``: a typical node's capacity per resource (the mean), which measures how
+    large a task is; none: claim order within a priority."""
     if len({group.spec.tenant for group in groups}) > 1:
         # Several tenants: claim.lua's order is theirs by dominant share (priority first
         # within a tenant); placing in it keeps a contended batch fair.
         yield from ((group, False) for group in groups)
         return
-    yield from _one_tenant_batches(groups, counts, faults)
+    yield from _one_tenant_batches(groups, counts, faults, node or {})
 
 
-def _one_tenant_batches(groups: list[Group], counts: dict[str, dict[str, int]], faults: dict[str, dict[str, int]]):
+def _one_tenant_batches(groups: list[Group], counts: dict[str, dict[str, int]], faults: dict[str, dict[str, int]],
+                        node: Mapping[str, float]):
     """The groups to place, in order (claim order: priority first), each with whether its
     tasks are independent: groups of one task, of a job with nothing placed and no recent
     failures, not pinned or nominated, are merged by :func:`placement_shape` into one
@@ -50,8 +57,9 @@ def _one_tenant_batches(groups: list[Group], counts: dict[str, dict[str, int]], 
     Among groups of one priority, those pinned to a node (a global job's task, or a
     ``node.hostname==``/``node.name==``/``node.id==`` constraint) come first, as SwarmKit
     schedules tasks with node constraints first: the free tasks after them see their load
-    and go elsewhere, rather than take the one node the pinned ones can use."""
-    groups = sorted(groups, key=lambda group: (-group.spec.priority, not _pinned(group)))  # stable
+    and go elsewhere, rather than take the one node the pinned ones can use. Then larger
+    tasks first (:func:`size`), claim order among equals."""
+    groups = sorted(groups, key=lambda group: (-group.spec.priority, not _pinned(group), -size(group.spec, node)))
     classes: dict[tuple, list[Group]] = {}
     for group in groups:
         spec = group.spec
@@ -69,6 +77,14 @@ def _one_tenant_batches(groups: list[Group], counts: dict[str, dict[str, int]], 
             yield Group(group.spec, "", "", [member.task_ids[0] for member in members]), True
         elif id(group) not in within:
             yield group, False
+
+
+def size(spec: JobSpec, node: Mapping[str, float]) -> float:
+    """How large one task of ``spec`` is: the sum over resources of its request as a
+    fraction of a typical node's capacity (FFDAvgSum, Panigrahy et al., "Heuristics for
+    Vector Bin Packing", 2011)."""
+    return sum(amount / node[resource] for resource, amount in spec.resources.items()
+               if amount > 0 and node.get(resource, 0) > 0)
 
 
 def _pinned(group: Group) -> bool:

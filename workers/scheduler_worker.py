@@ -31,8 +31,9 @@ from scheduler.control.outcomes import Outcomes
 from scheduler.control.preemptor import Preemptor
 from scheduler.control.rule_view import RuleView
 from scheduler.control.worker_config import WorkerConfig
+from scheduler.engine import packing
 from scheduler.engine.placement import Placement, Placer, gang_waits_message
-from scheduler.model import STOPPED, JobSpec, Node, reasons
+from scheduler.model import BINPACK, STOPPED, JobSpec, Node, reasons
 from scheduler.model.errors import NotFound
 from scheduler.state.app import App
 from scheduler.state.commit import Planned, commit
@@ -260,7 +261,9 @@ class SchedulerWorker:
             sent: list[Future] = []
             plans: list[Planned] = []
             everywhere = self._view(nodes)
-            for group, independent in batches(groups, counts, faults):
+            self.placer.open_for(everywhere, packing.demand((group.spec, len(group.task_ids)) for group in groups
+                                                            if group.spec.strategy == BINPACK))
+            for group, independent in batches(groups, counts, faults, self._capacity()):
                 job_counts = {} if independent else counts[group.spec.id]
                 spec = group.spec
                 need = spec.gang - sum(job_counts.values()) if spec.gang and not independent else 0

@@ -54,6 +54,7 @@ from scheduler.engine.rules import domain_misfit
 from scheduler.engine.taints import prefers_against
 from scheduler.model import BINPACK, JobSpec, Node
 from scheduler.engine.node_table import NodeTable
+from scheduler.engine.packing import opening
 from scheduler.model import reasons
 from scheduler.model.placement_rules import Rules
 from scheduler.model.reasons import Explanation
@@ -161,6 +162,7 @@ class Placer:
         # cache does); None: look at the nodes of each call.
         self.tainted: Sequence[Node] | None = None
         self._prefer_for: tuple = (None, {})  # (tainted list, tolerations -> prefers against)
+        self.opening: frozenset[str] = frozenset()  # empty nodes opened for bin-packed tasks (open_for)
 
     def explain(self, nodes: Sequence[Node], job: JobSpec, job_counts: Mapping[str, int], rules: Rules | None = None,
                 domains: DomainCounts | None = None) -> Explanation:
@@ -176,6 +178,15 @@ class Placer:
             self._noise_for = None  # new tie-breaks from the next call
             self._placed_with_noise = 0
 
+    def open_for(self, nodes: Sequence[Node], demand: Mapping[str, int]) -> None:
+        """The caller is about to place bin-packed tasks asking ``demand`` in all (a
+        claim's): open the empty nodes they need beside the nodes in use
+        (:func:`scheduler.engine.packing.opening`) for the next calls."""
+        self.opening = frozenset()
+        if demand:
+            self._table.sync(nodes)
+            self.opening = opening(self._table, demand)
+
     def place(self, nodes: Sequence[Node], job: JobSpec, task_ids: Sequence[str], *,
               job_counts: dict[str, int], faults: Mapping[str, int] | None = None,
               independent: bool = False, rules: Rules | None = None, domains: DomainCounts | None = None) -> Placement:
@@ -190,7 +201,7 @@ class Placer:
             return Placement([], [], None)
         tainted = self.tainted if self.tainted is not None else [node for node in nodes if node.taints]
         pipeline = self._pipeline(job, bool(tainted))
-        ctx = Context(job, faults or {}, self.options.faulty_threshold)
+        ctx = Context(job, faults or {}, self.options.faulty_threshold, self.opening)
         bad = faulty_nodes(ctx)
         if rules is not None or job.rules or (tainted and self._prefers_against(tainted, job)):
             return self._place_by_rules(nodes, job, tasks, pipeline, ctx, bad, job_counts, independent, rules,

@@ -12,21 +12,30 @@ scores are the negated count, because normalising them against the maximum over 
 nodes (kube's DefaultNormalizeScore) would change every node's score whenever one node
 is placed on, and the batch heaps rely on a placement re-scoring only the chosen node.
 
+Binpack is two tiers (``InUse``, then ``BinPack``): a task goes to a node in use or
+opened for its claim (:mod:`scheduler.engine.packing`) before any other, and among those
+to the one whose free room its request matches best, the fuller first.
+
 Ties left after every tier are broken at random (see :mod:`scheduler.placement`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from math import sqrt
 from typing import Callable, Mapping
 
 import numpy as np
 from mypy_extensions import mypyc_attr
 
 from scheduler.model import BINPACK, JobSpec, Node
-from scheduler.model.quantities import CPU, MEMORY
 
 MAX_NODE_SCORE = 100
+# How much fullness counts beside alignment in the binpack score (alignment counts 1):
+# enough to prefer the fuller of two nodes that match a request about as well, little
+# enough that a node whose free room matches the request wins over a fuller one that does
+# not (measured: docs/benchmarks.md, "Packing against the optimum").
+FULLNESS_WEIGHT = 0.05
 
 ScoreFn = Callable[[Node, int], float]  # (node, tasks of this job on it) -> score
 KeyFn = Callable[[Node, int], tuple]  # (node, tasks of this job on it) -> sort key, lower is better
@@ -39,6 +48,7 @@ class Context:
     job: JobSpec
     faults: Mapping[str, int] = field(default_factory=dict)
     faulty_threshold: int = 5
+    opening: frozenset[str] = frozenset()  # empty nodes opened for the claim's bin-packed tasks
 
 
 _NONE: frozenset[str] = frozenset()
@@ -109,46 +119,99 @@ class LeastTasks(Scorer):
         return -table.tasks[rows].astype(np.float64)
 
 
-class BinPack(Scorer):
-    """The node left fullest after placing the task, over cpu and memory (Nomad's ScoreFit).
+class InUse(Scorer):
+    """A node that holds tasks, or that the claim opened for its bin-packed tasks
+    (``Context.opening``), before any other: binpack opens another node only when none of
+    those fits. A job that asks for no resources sits out (it fills nothing)."""
 
-    ``20 - (10^free_cpu + 10^free_memory)`` with free fractions after placement, scaled
-    to 0..MAX_NODE_SCORE: an exactly full node scores 100, an empty one 0, and a node
-    full in one dimension but idle in the other scores below one half-full in both.
+    name = "in_use"
+
+    def bind(self, ctx):
+        if not _asks(ctx.job):
+            return None
+        opening = ctx.opening
+        return lambda node, job_on_node: 1 if node.tasks > 0 or node.name in opening else 0
+
+    def vector(self, ctx, table, rows, job_on):
+        chosen = table.tasks > 0
+        for name in ctx.opening:
+            row = table.rows.get(name)
+            if row is not None:
+                chosen[row] = True
+        return chosen[rows].astype(np.float64)
+
+
+class BinPack(Scorer):
+    """How well the task's request matches the node's free room, then how full it leaves it.
+
+    With request ``d`` and free room ``f`` as fractions of the node's capacity: the cosine
+    of the angle between ``d`` and ``f`` over the resources the task asks for (Tetris's
+    alignment, Grandl et al., SIGCOMM 2014, normalised so that a large node does not win
+    for its size), plus ``FULLNESS_WEIGHT`` times the mean fraction used after placement
+    over the resources the node has (kube's MostAllocated), scaled to 0..MAX_NODE_SCORE.
+    A cpu-heavy task goes where cpu is what is left, so that a node fills in every
+    resource at once instead of in one, stranding the others; of two nodes it matches
+    alike (a task asking for one resource matches every node alike), the fuller one.
     """
 
     name = "binpack"
     whole = False
 
     def bind(self, ctx):
-        cpu = ctx.job.resources.get(CPU, 0)
-        memory = ctx.job.resources.get(MEMORY, 0)
-        scale = MAX_NODE_SCORE / 18
+        needs = ctx.job.resources
+        scale = MAX_NODE_SCORE / (1 + FULLNESS_WEIGHT)
 
         def score(node, job_on_node):
             capacity, allocated = node.capacity, node.allocated
-            cores, ram = capacity.get(CPU, 0), capacity.get(MEMORY, 0)
-            free_cpu = 1 - (allocated.get(CPU, 0) + cpu) / cores if cores > 0 else 0.0
-            free_memory = 1 - (allocated.get(MEMORY, 0) + memory) / ram if ram > 0 else 0.0
-            # clamped to 0..1: a node that would be overfull scores as full (it fails the fit check anyway)
-            free_cpu = 0.0 if free_cpu < 0 else 1.0 if free_cpu > 1 else free_cpu
-            free_memory = 0.0 if free_memory < 0 else 1.0 if free_memory > 1 else free_memory
-            return (20 - 10 ** free_cpu - 10 ** free_memory) * scale
+            dot = dd = ff = used = 0.0
+            count = 0
+            for resource in sorted(capacity):  # the columns' order, so that both paths sum alike
+                cap = capacity[resource]
+                if cap <= 0:
+                    continue
+                need = needs.get(resource, 0)
+                d = need / cap
+                a = allocated.get(resource, 0) / cap
+                after = a + d
+                used += 0.0 if after < 0.0 else 1.0 if after > 1.0 else after
+                count += 1
+                if need > 0:
+                    f = 1.0 - a
+                    f = 0.0 if f < 0.0 else 1.0 if f > 1.0 else f
+                    dot += d * f
+                    dd += d * d
+                    ff += f * f
+            cosine = dot / sqrt(dd * ff) if dd > 0.0 and ff > 0.0 else 0.0
+            return (cosine + FULLNESS_WEIGHT * (used / count if count else 0.0)) * scale
 
         return score
 
     def vector(self, ctx, table, rows, job_on):
-        free = []
-        for resource in (CPU, MEMORY):
-            if resource not in table.capacity:
-                free.append(np.zeros(rows.size))
-                continue
-            capacity = table.capacity[resource][rows].astype(np.float64)
-            used = table.allocated[resource][rows] + ctx.job.resources.get(resource, 0)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                fraction = np.where(capacity > 0, 1 - used / capacity, 0.0)
-            free.append(np.clip(fraction, 0.0, 1.0))
-        return (20 - np.power(10.0, free[0]) - np.power(10.0, free[1])) * (MAX_NODE_SCORE / 18)
+        needs = ctx.job.resources
+        dot, dd, ff, used, count = (np.zeros(rows.size) for _ in range(5))
+        for resource in sorted(table.capacity):
+            cap = table.capacity[resource][rows].astype(np.float64)
+            has = cap > 0
+            safe = np.where(has, cap, 1.0)
+            need = needs.get(resource, 0)
+            d = np.where(has, need / safe, 0.0)
+            a = np.where(has, table.allocated[resource][rows] / safe, 0.0)
+            used += np.where(has, np.clip(a + d, 0.0, 1.0), 0.0)
+            count += has
+            if need > 0:
+                f = np.where(has, np.clip(1.0 - a, 0.0, 1.0), 0.0)
+                dot += d * f
+                dd += d * d
+                ff += f * f
+        norms = np.sqrt(dd * ff)
+        cosine = np.where((dd > 0) & (ff > 0), dot / np.where(norms > 0, norms, 1.0), 0.0)
+        fullness = used / np.where(count > 0, count, 1.0)
+        return (cosine + FULLNESS_WEIGHT * fullness) * (MAX_NODE_SCORE / (1 + FULLNESS_WEIGHT))
+
+
+def _asks(job: JobSpec) -> bool:
+    """Whether the job asks for some resource."""
+    return any(amount > 0 for amount in job.resources.values())
 
 
 Tier = tuple[tuple[Scorer, float], ...]
@@ -204,9 +267,10 @@ def ranking(job: JobSpec) -> Ranking:
 
 _FAULTY = ((FaultyNode(), 1),)  # first: a faulty node loses to any healthy one
 _SPREAD = Ranking((_FAULTY, ((JobSpread(), 1),), ((LeastTasks(), 1),)))
-# Fill the fullest node; among equally full ones (a job asking no cpu or memory) fall
-# back to spreading, so such a job does not pile onto one node.
-_BINPACK = Ranking((_FAULTY, ((BinPack(), 1),), ((JobSpread(), 1),), ((LeastTasks(), 1),)))
+# Nodes in use (or opened for the claim) first, then the best match of request and free
+# room; among equal ones (a job asking for nothing) fall back to spreading, so such a job
+# does not pile onto one node.
+_BINPACK = Ranking((_FAULTY, ((InUse(), 1),), ((BinPack(), 1),), ((JobSpread(), 1),), ((LeastTasks(), 1),)))
 
 
 def _spread_key(node: Node, job_on_node: int) -> tuple:
