@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from scheduler.engine.node_table import NodeTable
 from scheduler.model import Node, make_node, parse_job
-from scheduler.engine.scoring import (FULLNESS_WEIGHT, MAX_NODE_SCORE, BinPack, Context, FaultyNode, InUse, JobSpread,
+from scheduler.engine.scoring import (BINPACK_STEPS, FULLNESS_WEIGHT, BinPack, Context, FaultyNode, JobSpread,
                                       LeastTasks, Ranking, Scorer, faulty_nodes, ranking)
 
 GIB = 2**30
@@ -35,18 +35,19 @@ def test_least_tasks_prefers_fewer_tasks_in_total():
 
 
 def binpack_score(cosine: float, fullness: float) -> float:
-    return MAX_NODE_SCORE * (cosine + FULLNESS_WEIGHT * fullness) / (1 + FULLNESS_WEIGHT)
+    """The match of request and free room, in steps (a node not in use)."""
+    return round(BINPACK_STEPS * (cosine + FULLNESS_WEIGHT * fullness) / (1 + FULLNESS_WEIGHT))
 
 
 @pytest.mark.parametrize("allocated, expected", [
-    ({"cpu": 3000, "memory": 3 * GIB}, MAX_NODE_SCORE),  # free room the task's shape, full after it
+    ({"cpu": 3000, "memory": 3 * GIB}, BINPACK_STEPS),  # free room the task's shape, full after it
     ({}, binpack_score(1.0, 0.25)),  # free room the task's shape, a quarter full after it
     # one core and all the memory free: the angle between (1, 1) and (1, 4)
     ({"cpu": 3000}, binpack_score(5 / (2**0.5 * 17**0.5), (1.0 + 0.25) / 2)),
 ])
 def test_binpack_scores_the_match_of_request_and_free_room_then_fullness(allocated, expected):
     score = BinPack().bind(Context(job(resources={"cpu": 1, "memory": "1GiB"})))
-    assert score(node("a", allocated=allocated), 0) == pytest.approx(expected)
+    assert score(node("a", allocated=allocated), 0) == expected
 
 
 def test_binpack_sends_a_task_where_what_is_free_matches_what_it_asks():
@@ -69,17 +70,21 @@ def test_binpack_prefers_the_fuller_of_nodes_that_match_alike():
     # a task asking for one resource matches every node alike: the fullest wins
     cpu = BinPack().bind(Context(job(resources={"cpu": 1})))
     assert sorted([empty, half, cpu_only], key=lambda n: -cpu(n, 0))[0].name == "half"
-    # scores stay within 0..MAX_NODE_SCORE, also for a node with no memory capacity at all
-    assert 0 <= score(node("nomem", memory=0), 0) <= MAX_NODE_SCORE
-    assert 0 <= score(empty, 0) <= MAX_NODE_SCORE
+    # matches stay within 0..BINPACK_STEPS, also for a node with no memory capacity at all
+    assert 0 <= score(node("nomem", memory=0), 0) <= BINPACK_STEPS
+    assert 0 <= score(empty, 0) <= BINPACK_STEPS
 
 
-def test_in_use_puts_nodes_holding_tasks_or_opened_for_the_claim_first():
-    spec = job(resources={"cpu": 1})
-    in_use = InUse().bind(Context(spec, opening=frozenset({"opened"})))
-    assert in_use(node("busy", tasks=1), 0) == in_use(node("opened"), 0) == 1
-    assert in_use(node("idle"), 0) == 0
-    assert InUse().bind(Context(job())) is None  # a job asking for nothing fills nothing: no tier
+def test_binpack_puts_nodes_holding_tasks_or_opened_for_the_claim_first():
+    spec = job(resources={"cpu": 1, "memory": "1GiB"})
+    score = BinPack().bind(Context(spec, opening=frozenset({"opened"})))
+    # in use but matching the request badly (memory left, the task mostly cpu) still comes first
+    busy = node("busy", tasks=1, allocated={"memory": 3 * GIB})
+    idle, opened = score(node("idle"), 0), score(node("opened"), 0)
+    assert score(busy, 0) > idle and opened == idle + BINPACK_STEPS + 1
+    # a job asking for nothing fills nothing: being in use counts for nothing
+    nothing = BinPack().bind(Context(job(), opening=frozenset({"opened"})))
+    assert nothing(node("busy", tasks=1), 0) == nothing(node("idle"), 0) == nothing(node("opened"), 0)
 
 
 @pytest.mark.parametrize("faults, threshold, faulty", [
@@ -117,14 +122,14 @@ def test_spread_ranking_is_job_tasks_then_total_tasks_with_faulty_last():
     assert sort_names(ranking(spec), candidates, ctx) == ["quiet-no-job", "busy-no-job", "idle-one-job", "faulty-empty"]
 
 
-def test_binpack_ranking_is_in_use_then_match_and_fullness_then_spread():
+def test_binpack_ranking_is_in_use_match_and_fullness_then_spread():
     spec = job(strategy="binpack", resources={"cpu": 1, "memory": "1GiB"})
     candidates = [
         (node("empty"), 0),
         (node("full-two-job", allocated={"cpu": 2000, "memory": 2 * GIB}), 2),
         (node("full-one-job", allocated={"cpu": 2000, "memory": 2 * GIB}), 1),
     ]
-    assert ranking(spec).names() == [["faulty_node"], ["in_use"], ["binpack"], ["job_spread"], ["least_tasks"]]
+    assert ranking(spec).names() == [["faulty_node"], ["binpack"], ["job_spread"], ["least_tasks"]]
     assert sort_names(ranking(spec), candidates, Context(spec)) == ["full-one-job", "full-two-job", "empty"]
 
 
@@ -173,8 +178,5 @@ def test_binpack_scores_the_same_per_node_and_as_columns(capacities, used, reque
     table = NodeTable()
     table.sync(nodes)
     rows = np.arange(len(nodes))
-    for scorer in (BinPack(), InUse()):
-        per_node = scorer.bind(ctx)
-        if per_node is None:
-            continue
-        assert scorer.vector(ctx, table, rows, np.zeros(len(nodes))).tolist() == [per_node(n, 0) for n in nodes]
+    per_node = BinPack().bind(ctx)
+    assert BinPack().vector(ctx, table, rows, np.zeros(len(nodes))).tolist() == [per_node(n, 0) for n in nodes]

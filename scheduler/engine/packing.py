@@ -1,8 +1,8 @@
 """Binpack's working set: which empty nodes a claim's bin-packed tasks may open.
 
-Binpack fills the nodes in use before it opens another (the ``InUse`` tier of
-:mod:`scheduler.engine.scoring`). Opening nodes one at a time, as each task needs one, is
-first-fit: the first nodes opened fill up in one resource with the first tasks placed
+Binpack fills the nodes in use before it opens another (``BinPack`` in
+:mod:`scheduler.engine.scoring` ranks them first). Opening nodes one at a time, as each
+task needs one, is first-fit: the first nodes opened fill up in one resource with the first tasks placed
 (memory-heavy ones, say) and strand the rest of their room, which the tasks that follow
 (cpu-heavy ones) could have used. So a claim opens at once the empty nodes its bin-packed
 tasks need by volume: what they ask for beyond the free room of the nodes in use, covered

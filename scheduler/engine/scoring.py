@@ -12,9 +12,9 @@ scores are the negated count, because normalising them against the maximum over 
 nodes (kube's DefaultNormalizeScore) would change every node's score whenever one node
 is placed on, and the batch heaps rely on a placement re-scoring only the chosen node.
 
-Binpack is two tiers (``InUse``, then ``BinPack``): a task goes to a node in use or
-opened for its claim (:mod:`scheduler.engine.packing`) before any other, and among those
-to the one whose free room its request matches best, the fuller first.
+Binpack (``BinPack``) sends a task to a node in use or opened for its claim
+(:mod:`scheduler.engine.packing`) before any other, and among those to the one whose free
+room its request matches best, the fuller first.
 
 Ties left after every tier are broken at random (see :mod:`scheduler.placement`).
 """
@@ -31,6 +31,10 @@ from mypy_extensions import mypyc_attr
 from scheduler.model import BINPACK, JobSpec, Node
 
 MAX_NODE_SCORE = 100
+# Binpack's match (0..1) in whole steps: fine enough to tell 0.1 % of a node's fullness,
+# and, with the in-use bonus above it, below 2^16, so that its column folds into one sort
+# key (placement._fold) instead of a slower lexsort.
+BINPACK_STEPS = 32_000
 # How much fullness counts beside alignment in the binpack score (alignment counts 1):
 # enough to prefer the fuller of two nodes that match a request about as well, little
 # enough that a node whose free room matches the request wins over a fuller one that does
@@ -119,59 +123,46 @@ class LeastTasks(Scorer):
         return -table.tasks[rows].astype(np.float64)
 
 
-class InUse(Scorer):
-    """A node that holds tasks, or that the claim opened for its bin-packed tasks
-    (``Context.opening``), before any other: binpack opens another node only when none of
-    those fits. A job that asks for no resources sits out (it fills nothing)."""
-
-    name = "in_use"
-
-    def bind(self, ctx):
-        if not _asks(ctx.job):
-            return None
-        opening = ctx.opening
-        return lambda node, job_on_node: 1 if node.tasks > 0 or node.name in opening else 0
-
-    def vector(self, ctx, table, rows, job_on):
-        chosen = table.tasks > 0
-        for name in ctx.opening:
-            row = table.rows.get(name)
-            if row is not None:
-                chosen[row] = True
-        return chosen[rows].astype(np.float64)
-
-
 class BinPack(Scorer):
-    """How well the task's request matches the node's free room, then how full it leaves it.
+    """A node in use, or opened for the claim's bin-packed tasks (``Context.opening``),
+    before any other: binpack opens another node only when none of those fits. Then how
+    well the task's request matches the node's free room, and how full it leaves it.
 
-    With request ``d`` and free room ``f`` as fractions of the node's capacity: the cosine
-    of the angle between ``d`` and ``f`` over the resources the task asks for (Tetris's
-    alignment, Grandl et al., SIGCOMM 2014, normalised so that a large node does not win
-    for its size), plus ``FULLNESS_WEIGHT`` times the mean fraction used after placement
-    over the resources the node has (kube's MostAllocated), scaled to 0..MAX_NODE_SCORE.
-    A cpu-heavy task goes where cpu is what is left, so that a node fills in every
-    resource at once instead of in one, stranding the others; of two nodes it matches
-    alike (a task asking for one resource matches every node alike), the fuller one.
+    The match, with request ``d`` and free room ``f`` as fractions of the node's capacity:
+    the cosine of the angle between ``d`` and ``f`` over the resources the task asks for
+    (Tetris's alignment, Grandl et al., SIGCOMM 2014, normalised so that a large node
+    does not win for its size), plus ``FULLNESS_WEIGHT`` times the mean fraction used
+    after placement over the resources the node has (kube's MostAllocated), over
+    ``1 + FULLNESS_WEIGHT``, in whole ``BINPACK_STEPS``. A cpu-heavy task goes where cpu is what
+    is left, so that a node fills in every resource at once instead of in one, stranding
+    the others; of two nodes it matches alike (a task asking for one resource matches
+    every node alike), the fuller one. One whole number: ``in use * (BINPACK_STEPS + 1)
+    + match``. A job that asks for no resources fills nothing: fullness alone, nodes in
+    use or not.
     """
 
     name = "binpack"
-    whole = False
 
     def bind(self, ctx):
-        needs = ctx.job.resources
-        scale = MAX_NODE_SCORE / (1 + FULLNESS_WEIGHT)
+        needs: dict[str, int] = ctx.job.resources
+        opening: frozenset[str] = ctx.opening
+        asks = _asks(ctx.job)
+        scale = BINPACK_STEPS / (1 + FULLNESS_WEIGHT)
 
-        def score(node, job_on_node):
-            capacity, allocated = node.capacity, node.allocated
+        def score(node: Node, job_on_node: int) -> float:
+            capacity: dict[str, int] = node.capacity
+            allocated: dict[str, int] = node.allocated
             dot = dd = ff = used = 0.0
             count = 0
-            for resource in sorted(capacity):  # the columns' order, so that both paths sum alike
+            # Summed in the columns' order (sorted), so that both paths give the same bits;
+            # two terms sum alike in any order.
+            for resource in (capacity if len(capacity) <= 2 else sorted(capacity)):
                 cap = capacity[resource]
                 if cap <= 0:
                     continue
                 need = needs.get(resource, 0)
-                d = need / cap
-                a = allocated.get(resource, 0) / cap
+                d: float = need / cap
+                a: float = allocated.get(resource, 0) / cap
                 after = a + d
                 used += 0.0 if after < 0.0 else 1.0 if after > 1.0 else after
                 count += 1
@@ -182,31 +173,48 @@ class BinPack(Scorer):
                     dd += d * d
                     ff += f * f
             cosine = dot / sqrt(dd * ff) if dd > 0.0 and ff > 0.0 else 0.0
-            return (cosine + FULLNESS_WEIGHT * (used / count if count else 0.0)) * scale
+            match = round((cosine + FULLNESS_WEIGHT * (used / count if count else 0.0)) * scale)
+            if asks and (node.tasks > 0 or node.name in opening):
+                return float(match + BINPACK_STEPS + 1)
+            return float(match)
 
         return score
 
     def vector(self, ctx, table, rows, job_on):
         needs = ctx.job.resources
-        dot, dd, ff, used, count = (np.zeros(rows.size) for _ in range(5))
+        dot, dd, ff, used = (np.zeros(rows.size) for _ in range(4))
+        count: np.ndarray | float = 0.0
         for resource in sorted(table.capacity):
             cap = table.capacity[resource][rows].astype(np.float64)
             has = cap > 0
-            safe = np.where(has, cap, 1.0)
+            every = bool(has.all())
+            if not every:  # a node without the resource divides by infinity: fractions of 0, as if skipped
+                cap[~has] = np.inf
+            count = count + (1.0 if every else has)
             need = needs.get(resource, 0)
-            d = np.where(has, need / safe, 0.0)
-            a = np.where(has, table.allocated[resource][rows] / safe, 0.0)
-            used += np.where(has, np.clip(a + d, 0.0, 1.0), 0.0)
-            count += has
+            a = table.allocated[resource][rows] / cap
+            d = need / cap
+            after = a + d
+            used += np.clip(after, 0.0, 1.0, out=after)
             if need > 0:
-                f = np.where(has, np.clip(1.0 - a, 0.0, 1.0), 0.0)
+                f = np.clip(np.subtract(1.0, a, out=a), 0.0, 1.0, out=a)
+                if not every:
+                    f *= has
                 dot += d * f
                 dd += d * d
                 ff += f * f
         norms = np.sqrt(dd * ff)
-        cosine = np.where((dd > 0) & (ff > 0), dot / np.where(norms > 0, norms, 1.0), 0.0)
-        fullness = used / np.where(count > 0, count, 1.0)
-        return (cosine + FULLNESS_WEIGHT * fullness) * (MAX_NODE_SCORE / (1 + FULLNESS_WEIGHT))
+        cosine = np.divide(dot, norms, out=np.zeros(rows.size), where=norms > 0)
+        fullness = np.divide(used, count, out=np.zeros(rows.size), where=np.asarray(count) > 0)
+        match = np.rint((cosine + FULLNESS_WEIGHT * fullness) * (BINPACK_STEPS / (1 + FULLNESS_WEIGHT)))
+        if _asks(ctx.job):
+            in_use = table.tasks > 0
+            for name in ctx.opening:
+                row = table.rows.get(name)
+                if row is not None:
+                    in_use[row] = True
+            match += in_use[rows] * float(BINPACK_STEPS + 1)
+        return match
 
 
 def _asks(job: JobSpec) -> bool:
@@ -242,6 +250,7 @@ class Ranking:
             parts = [(scorer, weight) for scorer, weight in tier if scorer.bind(ctx) is not None]
             if len(parts) == 1 and parts[0][1] == 1:
                 columns.items.append(-parts[0][0].vector(ctx, table, rows, job_on))
+                columns.fractional |= not parts[0][0].whole
             elif parts:
                 columns.items.append(-sum(weight * scorer.vector(ctx, table, rows, job_on) for scorer, weight in parts))  # type: ignore[arg-type]
                 columns.fractional |= any(not scorer.whole or weight != int(weight) for scorer, weight in parts)
@@ -270,7 +279,7 @@ _SPREAD = Ranking((_FAULTY, ((JobSpread(), 1),), ((LeastTasks(), 1),)))
 # Nodes in use (or opened for the claim) first, then the best match of request and free
 # room; among equal ones (a job asking for nothing) fall back to spreading, so such a job
 # does not pile onto one node.
-_BINPACK = Ranking((_FAULTY, ((InUse(), 1),), ((BinPack(), 1),), ((JobSpread(), 1),), ((LeastTasks(), 1),)))
+_BINPACK = Ranking((_FAULTY, ((BinPack(), 1),), ((JobSpread(), 1),), ((LeastTasks(), 1),)))
 
 
 def _spread_key(node: Node, job_on_node: int) -> tuple:
@@ -295,4 +304,7 @@ def _key(tiers: list[ScoreFn]) -> KeyFn:
     if len(tiers) == 3:
         a, b, c = tiers
         return lambda node, n: (-a(node, n), -b(node, n), -c(node, n))
+    if len(tiers) == 4:
+        a, b, c, d = tiers
+        return lambda node, n: (-a(node, n), -b(node, n), -c(node, n), -d(node, n))
     return lambda node, n: tuple(-fn(node, n) for fn in tiers)
