@@ -14,7 +14,9 @@
 -- then the keys that index jobs (Keys.job_indexes: SETs, ZSETs and HASHes of job ids),
 -- starting: jobs, jobs:global, jobs:shares, jobs:filling, jobs:ended, jobs:finished, jobs:expiring
 -- then one deployment HASH per deployment of the job, then 3 keys per task: task HASH,
--- task output HASH, task attempts LIST
+-- task output HASH, task attempts LIST, then, for a launch of a periodic or parameterized
+-- job, its parent's job:<parent>:children ZSET and job:<parent>:tokens HASH (the final call
+-- takes the launch out of both: a token answers only while the child it made is kept)
 -- ARGV[1] events: channel, and the members every event carries (see events_to in _lib.lua)
 -- ARGV[2] job id  ARGV[3] the job as read ("<version>|<next_index>|<status>")
 -- ARGV[4] how many own keys  ARGV[5] how many index keys  ARGV[6] "1" for the final call
@@ -76,6 +78,14 @@ for i = 6 + owned, 5 + owned + indexed do
   if kind == 'set' then redis.call('SREM', KEYS[i], job_id)
   elseif kind == 'zset' then redis.call('ZREM', KEYS[i], job_id)
   elseif kind == 'hash' then redis.call('HDEL', KEYS[i], job_id) end
+end
+local parent = first_task_key + 3 * n
+if #KEYS > parent then  -- a launch: its parent's launches and tokens (at most DISPATCHES_KEPT) forget it
+  redis.call('ZREM', KEYS[parent], job_id)
+  local tokens = redis.call('HGETALL', KEYS[parent + 1])
+  for i = 1, #tokens, 2 do
+    if tokens[i + 1] == job_id then redis.call('HDEL', KEYS[parent + 1], tokens[i]) end
+  end
 end
 emit(events, {'type', 'job', 'id', job_id, 'event', 'removed', 'version', tonumber(cur[1]),
   'status', cur[3] == 'stopped' and 'stopped' or 'complete', 'finished_at', tonumber(cur[4] or now),

@@ -136,3 +136,20 @@ def test_a_launch_with_labels_is_seen_by_other_jobs_selectors(app, launcher):
     run_worker_until_idle(app)
     assert sorted(t.node for t in client.tasks(job="web") if t.live) == ["n2", "n2"]
     assert sorted(t.node for t in client.tasks(job="cache") if t.live) == ["n2", "n2"]
+
+
+def test_a_launch_removed_by_retention_leaves_its_parent_and_its_token(app):
+    """Retention removes a finished dispatch (here at once: ttl_after_finished 0) with what its
+    parent keeps of it: the parent's launches no longer name it, and a dispatch with its token
+    makes a new child (the token answers only while the child it made is kept)."""
+    from scheduler.control.retention import collect
+
+    client = Client(app=app)
+    client.submit({**RENDER, "ttl_after_finished": 0})
+    first = client.dispatch("render", {"customer": "acme"}, idempotency_token="order-1")["dispatched"]
+    client.stop(first)
+    assert first in collect(app.store, now_ms=app.store.now_ms() + 1000).jobs_removed
+    assert client.store.children("render") == [] and client.store.dispatched("render", "order-1") is None
+    again = client.dispatch("render", {"customer": "acme"}, idempotency_token="order-1")
+    assert again["created"] is True and again["dispatched"] != first
+    assert client.job(again["dispatched"])["parent"] == "render"
