@@ -4,7 +4,9 @@
 -- Nothing is removed unless, now: the job is as the caller read it (version, next_index,
 -- status), it is finished (settle in _lib.lua: none of its tasks open, and it is stopped
 -- or a batch job), each task named is counted as ended, no deployment of it is in
--- progress, nothing holds it (job:<id>:holds), and no submit is still queueing its tasks.
+-- progress, nothing holds it (job:<id>:holds), it is not listed as waiting for its
+-- dependencies (jobs:held: the upkeep has yet to let go of what it waited for, which its
+-- hold keeps), and no submit is still queueing its tasks.
 -- The final call also needs the tasks named to be all the job has left.
 --
 -- KEYS[1] deployments ZSET  KEYS[2] deployments:active ZSET  KEYS[3] jobs:filling ZSET
@@ -12,7 +14,8 @@
 -- then the job's own keys (Keys.job_keys), starting: job HASH, job:<id>:tasks ZSET,
 -- job:<id>:ended ZSET, job:<id>:deployments ZSET, job:<id>:holds SET
 -- then the keys that index jobs (Keys.job_indexes: SETs, ZSETs and HASHes of job ids),
--- starting: jobs, jobs:global, jobs:shares, jobs:filling, jobs:ended, jobs:finished, jobs:expiring
+-- starting: jobs, jobs:global, jobs:shares, jobs:filling, jobs:ended, jobs:finished, jobs:expiring,
+-- jobs:labels, jobs:anti, jobs:held
 -- then one deployment HASH per deployment of the job, then 3 keys per task: task HASH,
 -- task output HASH, task attempts LIST, then, for a launch of a periodic or parameterized
 -- job, its parent's job:<parent>:children ZSET and job:<parent>:tokens HASH (the final call
@@ -26,7 +29,7 @@
 -- Returns {"removed", n}, {"part", n}, or {why not, 0}: "changed" (the job is not as read,
 -- or has other tasks than named: read again), "open" (it is not finished), "settled" (it
 -- was not known finished until now: its retention starts now), "gone", "deploying",
--- "held", "filling".
+-- "held", "waiting", "filling".
 
 local now = now_ms()
 local events = events_to(ARGV[1], KEYS[4], KEYS[5])
@@ -42,6 +45,7 @@ local state = settle(j, g, nil, now, events)
 if state == 'finished' then return {'settled', 0} end  -- it finished only now: its retention starts now
 if state ~= 'kept' then return {state, 0} end
 if redis.call('SCARD', holds) > 0 then return {'held', 0} end
+if redis.call('ZSCORE', KEYS[5 + owned + 10], job_id) then return {'waiting', 0} end
 if redis.call('ZSCORE', KEYS[3], job_id) then return {'filling', 0} end
 local d = tonumber(ARGV[10])
 if redis.call('ZCARD', deployments) ~= d then return {'changed', 0} end

@@ -271,7 +271,7 @@ class Keys:
     def job_indexes(self) -> list[str]:
         """Every key of the namespace that holds job ids as members (SET, ZSET) or fields
         (HASH): the job's id is taken out of each when it is removed. A feature that keeps
-        a new index of jobs adds it here."""
+        a new index of jobs adds it here; the first ten are in this order for gc_job.lua."""
         return [self.jobs, self.global_jobs, self.job_shares, self.filling, self.jobs_ended, self.jobs_finished,
                 self.jobs_expiring, self.job_labels, self.job_anti, self.held, self.deadlines, self.launchers]
 
