@@ -1,0 +1,70 @@
+"""What is left in Redis of removed jobs, tasks and nodes, found by reading every key of the
+namespace, not through the key registry (``scheduler/state/keys.py``), so that a key a
+feature forgot to register is found too.
+
+A removed thing is left when a key is named after it (``job:<id>``, ``task:<job>.<n>``,
+``tally:job:<id>``, ``node:<name>:tasks``...), or when a set, sorted set or hash holds it
+as a member or field (``jobs``, ``q:active``, ``nom:<task>`` in a node...). Apart: the
+event stream and the histories (lists), which tell of removed things by design;
+``nodes:changes`` and ``nodes:deltas``, the change feed, which keeps the names it carries
+until it is trimmed; and ``nodes:noexecute``, which the evictions clear of removed nodes
+at their next look (after a worker pass it holds none)."""
+
+from __future__ import annotations
+
+import re
+
+_SPLIT = re.compile(r"[:|,]")
+FEED = ("nodes:changes", "nodes:deltas")
+
+
+def _names(text: str, jobs: set[str], tasks: set[str], nodes: set[str]) -> list[str]:
+    out = []
+    for part in _SPLIT.split(text):
+        if part in jobs or part in tasks:
+            out.append(part)
+        elif part in nodes:
+            out.append(part)
+        else:
+            job, dot, index = part.rpartition(".")
+            if dot and index.isdigit() and job in jobs:
+                out.append(part)
+    return out
+
+
+def leftovers(app, jobs: set[str], tasks: set[str], nodes: set[str], *, noexecute: bool = False) -> list[str]:
+    """One line per key named after, or holding, a removed job, task or node (``noexecute``:
+    count ``nodes:noexecute`` too)."""
+    if not (jobs or tasks or nodes):
+        return []
+    client, prefix = app.client, app.keys.prefix
+    keys = sorted(client.scan_iter(match=f"{prefix}*", count=1000))
+    with client.pipeline(transaction=False) as pipe:
+        for key in keys:
+            pipe.type(key)
+        types = pipe.execute()
+    found = []
+    readers = {"set": "smembers", "zset": "zrange", "hash": "hkeys"}
+    collections = []
+    for key, kind in zip(keys, types):
+        name = key[len(prefix):]
+        named = _names(name, jobs, tasks, nodes)
+        if named:
+            found.append(f"{name} is left of removed {named[0]}")
+            continue
+        if kind in readers and name not in FEED and (noexecute or name != "nodes:noexecute") \
+                and not name.startswith("task:"):
+            collections.append((name, kind))
+    with client.pipeline(transaction=False) as pipe:
+        for name, kind in collections:
+            if kind == "zset":
+                pipe.zrange(prefix + name, 0, -1)
+            else:
+                getattr(pipe, readers[kind])(prefix + name)
+        contents = pipe.execute()
+    for (name, _), members in zip(collections, contents):
+        for member in members:
+            named = _names(member, jobs, tasks, nodes)
+            if named:
+                found.append(f"{name} holds {member!r} of removed {named[0]}")
+    return found

@@ -1,0 +1,437 @@
+"""Random sequences of what users, agents, workers and time do, against a real Redis, with
+every promise checked after every step: a hypothesis state machine.
+
+Each example has a namespace of its own and an App on a clock the machine moves (the
+scripts take it as their last ARGV, the queue's backoffs and the evictions follow it), and
+one in-process scheduler worker, stepped: a "worker pass" is its upkeep (evictions, global
+jobs, dependencies, retention, launches) and then every batch it finds. The steps:
+
+- nodes: add (a plain node; or an agent's node, with the agent's task slots when nodes
+  have them), remove (drained first when it runs tasks), taint (NoSchedule,
+  PreferNoSchedule, NoExecute), untaint, drain, pause, activate; an agent that stops
+  beating (its node goes down and its tasks are lost) and comes back;
+- jobs: submit with random rules and types (service, batch, global, sysbatch, periodic,
+  parameterized, ``after`` dependencies, constraints, ``distinct_property``,
+  ``topology_spread``, job affinity and anti-affinity, tolerations with random
+  ``toleration_seconds``, ports, ``max_per_node``, ``parallelism``, priorities), submit
+  again as a new version, scale, stop, launch a periodic job, dispatch a parameterized one;
+- agents start what is placed on their nodes (up to their slots) and report tasks' ends;
+- worker passes; time moving on; retention passes; a worker restarted.
+
+After every step (the invariants): the audit holds (no overcommit, tallies equal tasks,
+every pending task in one queue...); every placement met every hard rule of its job on its
+node when it was committed, checked from the event stream by ``placement_ledger.py``
+(its own rules, not the engine's); no eviction by a NoExecute taint before the task's
+``toleration_seconds``; after a worker pass, no task left on a node whose NoExecute taint
+should have evicted it; a task placed on an agent's node is started within a bound or
+``task explain`` says why; an agent's node holds no more live tasks than its slots; no key
+of a removed job, task or node is left; and what a user expects: a running service has its
+replicas open, a stopped job none, a global job one task on each node it wants.
+
+The bounded run is in the default suite (a few seconds per example). The deep run, many
+more and longer sequences, is opt-in:
+
+    SCHED_STATEFUL_DEEP=1 .venv/bin/pytest tests/test_stateful.py -m stateful_deep
+
+(``SCHED_STATEFUL_DEEP=N`` runs N examples; the default is 300 of up to 80 steps.)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import uuid
+from collections import Counter
+
+import pytest
+from hypothesis import HealthCheck, settings, strategies as st
+from hypothesis.stateful import (Bundle, RuleBasedStateMachine, consumes, initialize, invariant, multiple,
+                                 precondition, rule, run_state_machine_as_test)
+
+from scheduler import Client
+from scheduler.control import heartbeat, reconcile
+from scheduler.control.audit import audit
+from scheduler.control.retention import collect
+from scheduler.control.worker_config import WorkerConfig
+from scheduler.engine.placement import PlacementOptions
+from scheduler.model import DOWN, READY, Node, make_node
+from scheduler.model.errors import NotFound, SchedError
+from scheduler.model.retention import Retention
+from scheduler.state.app import App
+from scheduler.state.connection import time_ms
+from workers.scheduler_worker import SchedulerWorker
+
+from placement_ledger import Ledger, meets, tolerance
+from stateful_jobs import job_spec
+from stateful_leftovers import leftovers
+
+SLOTS = "slots" in {f.name for f in dataclasses.fields(Node)}  # an agent's task slots are node capacity
+START_BOUND_MS = 5_000  # a task placed on an agent's node is started within this, or explained
+ZONES, RACKS = ("a", "b", "c"), ("r1", "r2")
+
+
+TOTALS: Counter = Counter()  # what the examples of a run did, summed
+
+
+def one_sentence(exc: BaseException) -> bool:
+    text = str(exc)
+    return text.endswith(".") and "\n" not in text and "Traceback" not in text
+
+
+class Clock:
+    """Milliseconds that move only when the machine says so."""
+
+    def __init__(self, now: int):
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def then_workers(action):
+    """A step of a user or an agent; with workers in the background, they do their round
+    after it (the agents start what was placed, the worker makes a pass)."""
+
+    @functools.wraps(action)
+    def step(self, *args, **kwargs):
+        result = action(self, *args, **kwargs)
+        self.done[action.__name__] += 1
+        if self.background:
+            self.agents_start()
+            self.work()
+        return result
+
+    return step
+
+
+class Cluster(RuleBasedStateMachine):
+    url = ""
+    nodes = Bundle("nodes")
+    jobs = Bundle("jobs")
+
+    def __init__(self):
+        super().__init__()
+        namespace = "st" + uuid.uuid4().hex[:12]
+        plain = App(redis_url=self.url, namespace=namespace)
+        self.clock = Clock(time_ms(plain.client.time()))  # near Redis TIME, which leases follow
+        plain.close()
+        self.app = App(redis_url=self.url, namespace=namespace, clock=self.clock)
+        self.client = Client(app=self.app)
+        self.store = self.app.store
+        self.worker = self._new_worker()
+        self.ledger = Ledger(self.app)
+        self.background = False
+        self.count = 0
+        self.agents: set[str] = set()  # nodes an agent runs (and has not left)
+        self.removed_nodes: set[str] = set()
+        self.removed_jobs: set[str] = set()
+        self.removed_tasks: set[str] = set()
+        self.jobs_seen: set[str] = set()
+        self.tasks_seen: set[str] = set()
+        self.done: Counter = Counter()
+
+    def _new_worker(self) -> SchedulerWorker:
+        return SchedulerWorker(self.app, WorkerConfig(placement=PlacementOptions(seed=0)), name="stateful")
+
+    def teardown(self):
+        TOTALS.update(self.done)
+        TOTALS.update({"examples": 1, "placements checked": self.ledger.placements,
+                       "evictions checked": self.ledger.checked_evictions, "jobs removed": len(self.removed_jobs),
+                       "tasks removed": len(self.removed_tasks), "nodes removed": len(self.removed_nodes),
+                       "tasks": len(self.tasks_seen | self.removed_tasks)})
+        self.worker._committer.shutdown(wait=True)
+        self.store.clear_namespace()
+        self.app.close()
+
+    def _name(self, prefix: str) -> str:
+        self.count += 1
+        return f"{prefix}{self.count}"
+
+    @initialize(background=st.booleans())
+    def workers(self, background):
+        """Workers (and agents) in the background make a round after every step; otherwise
+        only the steps that say so make one."""
+        self.background = background
+
+    # Nodes.
+    @initialize(target=nodes)
+    def first_nodes(self):
+        return multiple(*(self._add(self._name("n"), 4, {"zone": ZONES[i], "rack": RACKS[i % 2]}) for i in range(3)))
+
+    @initialize(target=jobs, data=st.data())
+    def first_jobs(self, data):
+        return multiple(*(self._submit(data) for _ in range(2)))
+
+    def _add(self, name: str, cpu: int, labels: dict, agent_slots: int = 0) -> str:
+        node = make_node(name, cpu=cpu, memory="8GiB", labels=labels)
+        if agent_slots:
+            if SLOTS:
+                node = dataclasses.replace(node, slots=agent_slots)
+            self.store.put_node(node)
+            heartbeat.beat(self.store, name, interval_s=600)  # a TTL no test outlives: its loss is a rule
+            self.agents.add(name)
+        else:
+            assert self.client.put_node(node) is True
+        return name
+
+    @rule(target=nodes, cpu=st.sampled_from([1, 2, 4]), zone=st.sampled_from((*ZONES, None)),
+          rack=st.sampled_from((*RACKS, None)), agent_slots=st.sampled_from([0, 0, 1, 2, 3]))
+    @then_workers
+    def add_node(self, cpu, zone, rack, agent_slots):
+        labels = {k: v for k, v in (("zone", zone), ("rack", rack)) if v}
+        return self._add(self._name("n"), cpu, labels, agent_slots)
+
+    @rule(name=consumes(nodes))
+    @then_workers
+    def remove_node(self, name):
+        if self.store.node_task_ids(name):  # as a user must: drain it first
+            self.client.drain(name)
+        self.client.remove_node(name)
+        self.agents.discard(name)
+        self.removed_nodes.add(name)
+
+    @rule(name=nodes, key=st.sampled_from(["k1", "k2"]), value=st.sampled_from(["", "x", "y"]),
+          effect=st.sampled_from(["NoSchedule", "PreferNoSchedule", "NoExecute"]))
+    @then_workers
+    def taint(self, name, key, value, effect):
+        self.client.taint(name, f"{key}={value}:{effect}" if value else f"{key}:{effect}")
+
+    @rule(name=nodes, key=st.sampled_from(["k1", "k2"]), effect=st.sampled_from(["", "NoSchedule", "NoExecute"]))
+    @then_workers
+    def untaint(self, name, key, effect):
+        self.client.untaint(name, key, effect)
+
+    @rule(name=nodes, how=st.sampled_from(["drain", "pause", "activate", "activate"]))
+    @then_workers
+    def availability(self, name, how):
+        getattr(self.client, how)(name)
+
+    @precondition(lambda self: self.agents)
+    @rule(data=st.data())
+    @then_workers
+    def agent_lost(self, data):
+        """The agent stops beating: its node goes down, as a worker's heartbeat check does it."""
+        name = data.draw(st.sampled_from(sorted(self.agents)))
+        if self.store.set_status(name, DOWN) == READY:
+            reconcile.node_lost(self.store, name)
+
+    @precondition(lambda self: self.agents)
+    @rule(data=st.data())
+    @then_workers
+    def agent_back(self, data):
+        heartbeat.beat(self.store, data.draw(st.sampled_from(sorted(self.agents))), interval_s=600)
+
+    # Jobs.
+    @rule(target=jobs, data=st.data())
+    @then_workers
+    def submit(self, data):
+        return self._submit(data)
+
+    def _submit(self, data) -> str:
+        names = sorted(self.store.node_names())
+        existing = sorted(self.store.job_ids())
+        spec = data.draw(job_spec(self._name("j"), names, existing))
+        self.client.submit(spec)
+        return spec["id"]
+
+    @rule(job=jobs, priority=st.sampled_from([10, 50, 90]), cpu=st.sampled_from(["0", "250m", "1"]))
+    @then_workers
+    def submit_again(self, job, priority, cpu):
+        """A new version of a job as it is stored, with another priority or cpu."""
+        try:
+            current = self.client.job(job)["spec"]
+        except NotFound:
+            return
+        try:
+            self.client.submit({**current, "priority": priority, "resources": {**current["resources"], "cpu": cpu}})
+        except SchedError as exc:  # a launch (sched makes those), or an `after` naming a removed job
+            assert one_sentence(exc) and ("names a launch" in str(exc) or "does not exist" in str(exc)), exc
+
+    @rule(job=jobs, replicas=st.integers(0, 4))
+    @then_workers
+    def scale(self, job, replicas):
+        try:
+            self.client.scale(job, replicas)
+        except SchedError as exc:  # not scalable, stopped or removed: said in one sentence
+            assert one_sentence(exc), exc
+
+    @rule(job=jobs)
+    @then_workers
+    def stop(self, job):
+        try:
+            self.client.stop(job)
+        except NotFound:
+            assert job in self.removed_jobs
+
+    @rule(target=jobs, job=jobs)
+    @then_workers
+    def launch(self, job):
+        try:
+            return self.client.launch(job)["launched"]
+        except SchedError:  # not periodic, stopped, removed, or forbid with a launch running
+            return multiple()
+
+    @rule(target=jobs, job=jobs, token=st.sampled_from([None, "t1"]))
+    @then_workers
+    def dispatch(self, job, token):
+        try:
+            return self.client.dispatch(job, {}, idempotency_token=token)["dispatched"]
+        except SchedError:  # not parameterized, stopped or removed
+            return multiple()
+
+    # Agents, workers, time.
+    @rule()
+    def agents_start(self):
+        """Each agent starts what is placed on its node, as many at once as it has slots."""
+        for name in sorted(self.agents):
+            node = self.store.get_node(name)
+            if node.status != READY:
+                continue
+            tasks = sorted(self.store.tasks(self.store.node_task_ids(name)), key=lambda t: t.assigned_ms)
+            running = sum(1 for t in tasks if t.state == "running")
+            for task in tasks:
+                if task.state == "assigned" and (not SLOTS or running < node.slots):
+                    assert self.store.start_task(task.id, name)
+                    running += 1
+
+    @precondition(lambda self: self.agents)
+    @rule(data=st.data(), succeeded=st.booleans())
+    @then_workers
+    def task_ends(self, data, succeeded):
+        """An agent reports a run's end."""
+        running = [t for t in self.client.tasks(state="running") if t.node in self.agents]
+        if running:
+            task = data.draw(st.sampled_from(sorted(running, key=lambda t: t.id)))
+            reconcile.task_ended(self.store, task, succeeded, "exited 0" if succeeded else "exited 1")
+
+    @rule()
+    def work(self):
+        """A worker pass: its upkeep, then every batch it finds."""
+        self.done["worker passes"] += 1
+        self.worker.maintain(force=True)
+        while self.worker.step():
+            pass
+        problems = self.ledger.follow()
+        problems += self.ledger.overdue(self.clock.now, {n.name: n for n in self.store.nodes()})
+        assert not problems, problems
+        self._global_jobs_cover_their_nodes()
+
+    @rule(ms=st.sampled_from([100, 1_000, 3_000, 7_000, 20_000, 61_000]), passes=st.integers(0, 3))
+    def time_passes(self, ms, passes):
+        """Time moves on while the agents and the worker do their rounds (``passes`` of them,
+        evenly spread; none: everything stood still meanwhile)."""
+        for _ in range(passes):
+            self.clock.now += ms // passes
+            self.agents_start()
+            self.work()
+        self.clock.now += ms - passes * (ms // passes) if passes else ms
+
+    @rule(task_s=st.sampled_from([0, 30]), per_job=st.integers(0, 2), job_s=st.sampled_from([0, 30]))
+    @then_workers
+    def retention(self, task_s, per_job, job_s):
+        collect(self.store, now_ms=self.clock.now,
+                retention=Retention(task_retention=task_s, ended_tasks_per_job=per_job, job_retention=job_s))
+
+    @rule()
+    def worker_restarts(self):
+        self.worker._committer.shutdown(wait=True)
+        self.worker = self._new_worker()
+
+    # The promises.
+    @invariant()
+    def audit_holds(self):
+        report = audit(self.store)
+        assert report.ok and not report.overcommits, report.problems
+
+    @invariant()
+    def every_placement_met_its_rules(self):
+        problems = self.ledger.follow()
+        problems += self.ledger.agrees(self.store.tasks(self.store.all_task_ids()))
+        assert not problems, problems
+
+    @invariant()
+    def agents_start_or_explain(self):
+        for name in sorted(self.agents):
+            node = self.store.get_node(name)
+            tasks = self.store.tasks(self.store.node_task_ids(name))
+            if SLOTS and node.slots:
+                assert len(tasks) <= node.slots, f"{name}: {len(tasks)} live tasks for {node.slots} slots"
+            for task in tasks:
+                if task.state == "assigned" and self.clock.now - task.assigned_ms > START_BOUND_MS:
+                    why = self.client.explain(task.id)
+                    assert why["reasons"], f"{task.id} assigned to {name} for " \
+                                           f"{self.clock.now - task.assigned_ms} ms: {why['message']}"
+
+    @invariant()
+    def nothing_left_of_what_was_removed(self):
+        jobs, tasks = set(self.store.job_ids()), set(self.store.all_task_ids())
+        self.removed_jobs |= self.jobs_seen - jobs
+        self.removed_tasks |= self.tasks_seen - tasks
+        self.jobs_seen, self.tasks_seen = jobs, tasks
+        assert not (self.removed_jobs & jobs), "a removed job came back"
+        found = leftovers(self.app, self.removed_jobs, self.removed_tasks, self.removed_nodes)
+        assert not found, found
+
+    @invariant()
+    def jobs_have_what_users_expect(self):
+        for record in self.client.jobs():
+            spec = self.store.get_job(record["id"])["spec"]
+            open_ = sum(n for state, n in record["tasks"].items() if state in ("pending", "assigned", "running"))
+            if record["status"] == "stopped":
+                assert open_ == 0, f"stopped job {record['id']} has {record['tasks']}"
+            elif "periodic" in spec or "parameterized" in spec:
+                assert open_ == 0, f"{record['id']} runs no task itself, has {record['tasks']}"
+            elif spec["type"] == "service" and record["status"] == "running":
+                assert open_ == spec["replicas"], f"service {record['id']}: {record['tasks']}, " \
+                                                   f"replicas {spec['replicas']}"
+            elif spec["type"] == "batch":
+                assert open_ <= spec["replicas"], f"batch {record['id']}: {record['tasks']}"
+
+    def _global_jobs_cover_their_nodes(self):
+        """After a worker pass: a running global job has one open task on every node it
+        wants (ready, active, meeting its constraints, no refusing taint it does not
+        tolerate); a sysbatch job too, unless its task there has run to its end."""
+        nodes = self.store.nodes()
+        for job_id in self.store.global_job_ids():
+            job = self.store.get_job(job_id)
+            spec = job["spec"]
+            if job["status"] != "running" or "periodic" in spec or "parameterized" in spec:
+                continue
+            tasks = self.store.tasks(self.store.job_task_ids(job_id))
+            open_on = [t.pin for t in tasks if not t.terminal]
+            assert len(open_on) == len(set(open_on)), f"{job_id} has two open tasks on a node: {sorted(open_on)}"
+            done = {t.pin for t in tasks if t.version == job["version"] and t.state in ("completed", "failed")}
+            for node in nodes:
+                if node.status != READY or node.availability != "active":
+                    continue
+                if not all(meets(node, c) for c in spec.get("constraints") or ()):
+                    continue
+                if any(t.effect != "PreferNoSchedule" and tolerance(t, spec.get("tolerations") or []) in (None, 0)
+                       for t in node.taints):
+                    continue
+                if spec["type"] == "sysbatch" and node.name in done:
+                    continue
+                assert node.name in open_on, f"{spec['type']} job {job_id} has no task on {node.name}"
+
+
+def run(redis_url: str, examples: int, steps: int) -> None:
+    Cluster.url = redis_url
+    TOTALS.clear()
+    run_state_machine_as_test(Cluster, settings=settings(
+        max_examples=examples, stateful_step_count=steps, deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]))
+    print(dict(TOTALS))
+
+
+def test_random_sequences_keep_every_promise(redis_url):
+    run(redis_url, examples=60, steps=40)
+
+
+DEEP = os.environ.get("SCHED_STATEFUL_DEEP", "")
+
+
+@pytest.mark.stateful_deep
+@pytest.mark.skipif(not DEEP, reason="the deep run is opt-in: SCHED_STATEFUL_DEEP=1 (or N examples)")
+def test_random_sequences_keep_every_promise_deep(redis_url):
+    run(redis_url, examples=300 if DEEP == "1" else int(DEEP), steps=80)
