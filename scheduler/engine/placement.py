@@ -48,7 +48,8 @@ from scheduler.engine import rule_placement
 from scheduler.engine.domains import DomainCounts
 from scheduler.engine.fewest import FewestTasks
 from scheduler.engine.fill import Fill
-from scheduler.engine.filters import Pipeline, filter_pipeline
+from scheduler.engine.filters import filter_pipeline
+from scheduler.engine.pipeline import Pipeline
 from scheduler.engine.fit import misfit
 from scheduler.engine.rules import domain_misfit
 from scheduler.engine.taints import prefers_against

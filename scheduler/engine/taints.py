@@ -4,7 +4,7 @@ refuse (``NoSchedule``, ``NoExecute``) and a score for those that only discourag
 
 from __future__ import annotations
 
-from scheduler.engine.filters import Filter
+from scheduler.engine.pipeline import Filter
 from scheduler.model import reasons
 from scheduler.model.taints import intolerable_preferences, untolerated
 
