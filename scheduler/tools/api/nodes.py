@@ -8,7 +8,7 @@ from scheduler.model.taints import parse_taint
 from scheduler.tools.api import schemas as s
 from scheduler.tools.api.problems import unprocessable
 from scheduler.tools.api.route import OPERATOR, Answer, Call, delete, get, post, put
-from scheduler.tools.cli.node import node_record
+from scheduler.tools.cli.nodes import node_record
 
 QUANTITY = {"type": ["string", "number"]}
 LABELS = {"type": ["object", "array"], "description": "{key: value}, or a list of key=value"}

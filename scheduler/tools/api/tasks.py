@@ -6,7 +6,7 @@ from __future__ import annotations
 from scheduler.model import TASK_STATES
 from scheduler.tools.api import schemas as s
 from scheduler.tools.api.route import Call, Param, get
-from scheduler.tools.cli.task import task_record
+from scheduler.tools.cli.tasks import task_record
 
 
 def list_tasks(call: Call):
