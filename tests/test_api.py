@@ -35,7 +35,7 @@ from scheduler.state.app import App
 from scheduler.state.api_tokens import FAILED_PREFIX, TOKEN_PREFIX, TOKENS, ApiTokens, digest
 from scheduler.tools.api.access import MAX_FAILED
 from scheduler.tools.api.app import DOCUMENT, create_api
-from scheduler.tools.ui.server import Background
+from scheduler.tools.web import Background
 
 from redis_topologies import free_port
 from test_agents import cluster  # noqa: F401 - a fixture

@@ -80,3 +80,11 @@ class NodeClient(ClientBase):
         before, after = self.store.untaint(name, key, effect)
         self._record("untaint", node=name, taint=f"{key}:{effect}" if effect else key)
         return {"node": name, "before": before, "after": after}
+
+
+def node_record(n: Node, tasks: int) -> dict:
+    """A node as ``sched node ls --json`` and ``GET /v1/nodes`` give it."""
+    return {"name": n.name, "capacity": n.capacity, "allocated": {r: n.allocated.get(r, 0) for r in n.capacity},
+            "labels": n.labels, "availability": n.availability, "status": n.status, "tasks": tasks,
+            "platform": {"os": n.os, "arch": n.arch}, "role": n.role, "plugins": sorted(n.plugins),
+            "taints": [str(t) for t in n.taints]}

@@ -75,3 +75,9 @@ def explain_message(task: Task, explanation: dict | None) -> str:
     if task.state == PENDING:
         return "waiting for a scheduler worker; no attempt has been made yet."
     return task.message or f"{task.state}."
+
+
+def task_record(t: Task) -> dict:
+    """A task as ``sched task ls --json`` and ``GET /v1/tasks`` give it."""
+    return {"id": t.id, "job": t.job, "state": t.state, "node": t.node or None, "priority": t.priority,
+            "attempts": t.attempts, "version": t.version, "health": t.health or None}
