@@ -31,6 +31,7 @@ COMPILED = (
     "scheduler.engine.fewest",
     "scheduler.engine.node_table",
     "scheduler.engine.scoring",
+    "scheduler.engine.pipeline",
     "scheduler.engine.filters",
     "scheduler.engine.fill",
     "scheduler.state.node_cache",

@@ -13,7 +13,7 @@ import pytest
 from scheduler import Client
 from scheduler.control.audit import audit, repair
 from scheduler.model import SpecError, make_node
-from test_agents import cluster  # noqa: F401 (the fixture)
+from agent_cluster import cluster  # noqa: F401 (the fixture)
 from worker_harness import run_worker_until_idle
 
 

@@ -12,7 +12,7 @@ import pytest
 from scheduler import Client
 from scheduler.model import SpecError
 from scheduler.model.parameterized import MAX_PAYLOAD_BYTES
-from test_agents import cluster  # noqa: F401 (the fixture)
+from agent_cluster import cluster  # noqa: F401 (the fixture)
 
 
 RENDER = {"id": "render", "type": "batch", "resources": {"cpu": 0.1, "memory": "16MiB"},

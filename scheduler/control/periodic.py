@@ -19,7 +19,6 @@ import math
 from scheduler.control import launching, reconcile
 from scheduler.control.outcomes import FAILED, RUNNING, Outcomes, COMPLETE
 from scheduler.model import JobSpec, SpecError
-from scheduler.model.periodic import Periodic
 from scheduler.state.jobs import parse_stored
 from scheduler.state.launches import Launched
 from scheduler.state.store import Store
@@ -28,14 +27,6 @@ DISPATCHES_KEPT = 1000  # the newest launches a parameterized job keeps, whateve
 MAX_COUNTED = 10_000  # due ticks handled per round (a schedule of seconds down for a day catches up in rounds)
 LATE = "not launched within starting_deadline (no worker was running, or it was overdue)"
 OVERLAP = "the previous launch still runs (overlap: forbid)"
-
-
-def first_launch(periodic: Periodic, now_ms: int) -> int | float:
-    """A new version's first tick: the first after ``now_ms`` (``math.inf``: none, or suspended)."""
-    if periodic.suspend:
-        return math.inf
-    tick = periodic.next_after(now_ms, now_ms)
-    return math.inf if tick is None else tick
 
 
 def launch_due(store: Store, outcomes: Outcomes, limit: int = 100) -> list[str]:

@@ -18,7 +18,7 @@ from scheduler.model.names import parent_of
 from scheduler.model.taints import untolerated
 from scheduler.model import (ACTIVE, BATCH, COMPLETED, FAILED, LIVE_STATES, LOST, PENDING, PER_NODE_TYPES, PREEMPTED,
                              READY, RUN_TO_COMPLETION, STOPPED, SYSBATCH, JobSpec, Task, parse_job)
-from scheduler.control import changes, deadlines, dependencies, periodic
+from scheduler.control import changes, deadlines, dependencies
 from scheduler.state.deployments import deployment_id
 from scheduler.state.history import Submitted
 from scheduler.state.jobs import ENQUEUE_CHUNK, job_state, parse_stored, shares_value
@@ -145,7 +145,7 @@ def _timing_fields(store: Store, spec: JobSpec, current: dict, starts: bool) -> 
         fields["failure"] = ""
     if spec.periodic is not None:
         now = store.now_ms()
-        first = periodic.first_launch(spec.periodic, now)
+        first = spec.periodic.first_launch(now)
         fields.update(anchor=now, next_launch="+inf" if first == math.inf else first,
                       suspended="1" if spec.periodic.suspend else "0")
     return fields

@@ -17,6 +17,7 @@ hour repeated in autumn) is launched twice, once at each instant.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -90,6 +91,13 @@ class Periodic:
             out.append(tick)
             at = tick
         return out
+
+    def first_launch(self, now_ms: int) -> int | float:
+        """A new version's first tick: the first after ``now_ms`` (``math.inf``: none, or suspended)."""
+        if self.suspend:
+            return math.inf
+        tick = self.next_after(now_ms, now_ms)
+        return math.inf if tick is None else tick
 
 
 def _next_cron(periodic: Periodic, after_ms: int) -> int | None:

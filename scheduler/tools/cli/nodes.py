@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from scheduler.client.nodes import node_record
 from scheduler.model import SpecError, make_node
 from scheduler.model.taints import EFFECTS, parse_taint
 from scheduler.tools.cli import complete
@@ -66,13 +67,6 @@ def node_add(app, name, **options):
     described = node_from_options(name, **options)  # validate before connecting to (or starting) Redis
     created = app.put_node(described)
     click.echo(f"node {name} {'added' if created else 'updated'}")
-
-
-def node_record(n, tasks: int) -> dict:
-    return {"name": n.name, "capacity": n.capacity, "allocated": {r: n.allocated.get(r, 0) for r in n.capacity},
-            "labels": n.labels, "availability": n.availability, "status": n.status, "tasks": tasks,
-            "platform": {"os": n.os, "arch": n.arch}, "role": n.role, "plugins": sorted(n.plugins),
-            "taints": [str(t) for t in n.taints]}
 
 
 @node.command("ls")
