@@ -37,7 +37,7 @@ from scheduler.model import (BATCH, COMPLETED, LIVE_STATES, PENDING, RUN_TO_COMP
                              JobSpec, Node, SchedError, SpecError, Task, make_node)
 from scheduler.model.quantities import CPU, MEMORY, decimal_memory, format_quantity
 from scheduler.model.spec_text import as_spec, from_template, read_specs
-from scheduler.model.taints import EFFECTS, Taint, parse_taint
+from scheduler.model.taints import EFFECTS, Taint, parse_taint, taints_from_text
 from scheduler.model.errors import NotFound, PermissionDenied
 from scheduler.state import acl, layout
 from scheduler.state.app import App, default_namespace
@@ -188,6 +188,10 @@ class Client:
         if effect and effect not in EFFECTS:
             raise SpecError(f"taint effect {effect!r} is not one of {', '.join(EFFECTS)}.")
         before, after = self.store.untaint(name, key, effect)
+        if before == after:  # the script wrote nothing: neither is anything recorded
+            named = f"{key}:{effect}" if effect else key
+            having = " ".join(str(t) for t in taints_from_text(before)) or "none"
+            raise NotFound(f"node {name} has no taint {named}; its taints are {having}.")
         self._record("untaint", node=name, taint=f"{key}:{effect}" if effect else key)
         return {"node": name, "before": before, "after": after}
 
@@ -342,7 +346,8 @@ class Client:
 
     def jobs(self) -> list[dict]:
         """Every job with its task counts by state (the ``sched job ls --json`` records);
-        a periodic job's record has ``next_launch`` (ISO 8601, UTC; None while suspended)."""
+        a periodic job's record has ``next_launch`` (ISO 8601, UTC; None while suspended or
+        when its schedule has ended) and ``suspended``."""
         records = []
         summaries = self.store.job_summaries()  # two round trips for every job together
         launches = self.store.next_launches([job.id for job in summaries if "periodic" in job.spec])
@@ -355,6 +360,7 @@ class Client:
                       "tasks": dict(counts)}
             if job.id in launches:
                 record["next_launch"] = schedule.iso(launches[job.id])
+                record["suspended"] = job.suspended
             records.append(record)
         return records
 
@@ -368,13 +374,15 @@ class Client:
     def suspend(self, job_id: str) -> dict:
         """Launch no tick of a periodic job until :meth:`resume`: ``{id, suspended, next_launch}``."""
         result = periodic.suspend(self.store, job_id, True)
-        self._record("suspend", job=job_id)
+        if result["changed"]:
+            self._record("suspend", job=job_id)
         return {**result, "next_launch": schedule.iso(result["next_launch"])}
 
     def resume(self, job_id: str) -> dict:
         """Launch a suspended periodic job's ticks again, from the next one on."""
         result = periodic.suspend(self.store, job_id, False)
-        self._record("resume", job=job_id)
+        if result["changed"]:
+            self._record("resume", job=job_id)
         return {**result, "next_launch": schedule.iso(result["next_launch"])}
 
     def dispatch(self, job_id: str, meta: dict | None = None, payload: bytes | str | None = None,
@@ -420,8 +428,8 @@ class Client:
                           message=(" and ".join(waits) or "waiting for its dependencies to be checked") + ".")
         if task.nominated_node:
             record["nominated_node"] = task.nominated_node
-        if task.health:  # a running task its agent has looked at
-            record["health"] = task.health
+        if task.current_health:  # a running task its agent has looked at
+            record["health"] = task.current_health
             if task.health_check:
                 record["health_check"] = task.health_check
         spec = self._job_spec_or_none(task.job)

@@ -17,7 +17,7 @@ def task():
 
 def task_record(t: Task) -> dict:
     return {"id": t.id, "job": t.job, "state": t.state, "node": t.node or None, "priority": t.priority,
-            "attempts": t.attempts, "version": t.version, "health": t.health or None}
+            "attempts": t.attempts, "version": t.version, "health": t.current_health or None}
 
 
 @task.command("ls")
