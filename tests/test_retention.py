@@ -9,7 +9,8 @@ import json
 import pytest
 
 from scheduler import Client
-from scheduler.control import reconcile, retention
+from scheduler.control import dependencies, reconcile, retention
+from scheduler.control.outcomes import Outcomes
 from scheduler.control.retention import collect
 from scheduler.model import SpecError
 from scheduler.model.retention import Retention
@@ -56,6 +57,32 @@ def test_a_finished_batch_job_is_removed_with_every_key_of_it(client, app):
     finished, removed = events(app, "finished"), events(app, "removed")
     assert finished[0]["id"] == "b" and finished[0]["status"] == "complete" and finished[0]["remove_at"] > 0
     assert removed == [{**removed[0], "id": "b", "event": "removed", "status": "complete", "tasks": 3}]
+
+
+def test_the_finished_and_removed_events_say_the_status_job_ls_says(client, app, sched):
+    """A batch job whose task failed for good, one failed by its dependency, one stopped and
+    one complete: each event's status is the job's in `sched job ls`, and the human line of
+    `sched events` gives remove_at as a time."""
+    app.client.hset(app.keys.config, "stream_maxlen", 1000)
+    client.submit({"id": "ok", "type": "batch", "replicas": 2})
+    client.submit({"id": "bad", "type": "batch", "replicas": 2, "max_retries": 0})
+    client.submit({"id": "next", "type": "batch", "after": ["bad"]})
+    client.submit({"id": "web"})
+    client.run_workers(until_idle=True)
+    end_all(client, "ok")
+    reconcile.task_ended(client.store, client.task("bad.0"), True, "ok")
+    reconcile.task_ended(client.store, client.task("bad.1"), False, "exited with code 1")
+    client.stop("web")
+    dependencies.release(app.store, Outcomes())  # bad failed: next can never run
+    listed = {r["id"]: r["status"] for r in json.loads(sched("job", "ls", "--json").stdout)}
+    assert listed == {"ok": "complete", "bad": "failed", "next": "failed", "web": "stopped"}
+    collect(app.store, retention=NOW)
+    said = {e["id"]: e["status"] for e in events(app, "finished")}
+    assert said == listed
+    assert {e["id"]: e["status"] for e in events(app, "removed")} == said
+    from scheduler.tools.cli.events import describe
+    line = describe(events(app, "finished")[0])
+    assert " remove_at=20" in line and "T" in line.split("remove_at=")[1], line
 
 
 def test_a_finished_job_stays_for_its_retention_and_ttl_after_finished_is_its_own(client, app):
