@@ -181,7 +181,8 @@ class JobClient(ClientBase):
 
     def jobs(self) -> list[dict]:
         """Every job with its task counts by state (the ``sched job ls --json`` records);
-        a periodic job's record has ``next_launch`` (ISO 8601, UTC; None while suspended)."""
+        a periodic job's record has ``next_launch`` (ISO 8601, UTC; None while suspended or
+        when its schedule has ended) and ``suspended``."""
         records = []
         summaries = self.store.job_summaries()  # two round trips for every job together
         launches = self.store.next_launches([job.id for job in summaries if "periodic" in job.spec])
@@ -194,6 +195,7 @@ class JobClient(ClientBase):
                       "tasks": dict(counts)}
             if job.id in launches:
                 record["next_launch"] = schedule.iso(launches[job.id])
+                record["suspended"] = job.suspended
             records.append(record)
         return records
 

@@ -19,15 +19,18 @@ class LaunchClient(ClientBase):
         return result
 
     def suspend(self, job_id: str) -> dict:
-        """Launch no tick of a periodic job until :meth:`resume`: ``{id, suspended, next_launch}``."""
+        """Launch no tick of a periodic job until :meth:`resume`: ``{id, suspended, changed,
+        next_launch}`` (``changed`` False when it was suspended already)."""
         result = periodic.suspend(self.store, job_id, True)
-        self._record("suspend", job=job_id)
+        if result["changed"]:  # suspending a suspended job records nothing
+            self._record("suspend", job=job_id)
         return {**result, "next_launch": schedule.iso(result["next_launch"])}
 
     def resume(self, job_id: str) -> dict:
         """Launch a suspended periodic job's ticks again, from the next one on."""
         result = periodic.suspend(self.store, job_id, False)
-        self._record("resume", job=job_id)
+        if result["changed"]:
+            self._record("resume", job=job_id)
         return {**result, "next_launch": schedule.iso(result["next_launch"])}
 
     def dispatch(self, job_id: str, meta: dict | None = None, payload: bytes | str | None = None,

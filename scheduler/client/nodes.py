@@ -7,7 +7,8 @@ from typing import Iterable
 from scheduler.client.base import ClientBase
 from scheduler.control import reconcile
 from scheduler.model import Node, SpecError, make_node
-from scheduler.model.taints import EFFECTS, Taint, parse_taint
+from scheduler.model.errors import NotFound
+from scheduler.model.taints import EFFECTS, Taint, parse_taint, taints_from_text
 
 
 class NodeClient(ClientBase):
@@ -78,6 +79,10 @@ class NodeClient(ClientBase):
         if effect and effect not in EFFECTS:
             raise SpecError(f"taint effect {effect!r} is not one of {', '.join(EFFECTS)}.")
         before, after = self.store.untaint(name, key, effect)
+        if before == after:  # the script wrote nothing: neither is anything recorded
+            named = f"{key}:{effect}" if effect else key
+            having = " ".join(str(t) for t in taints_from_text(before)) or "none"
+            raise NotFound(f"node {name} has no taint {named}; its taints are {having}.")
         self._record("untaint", node=name, taint=f"{key}:{effect}" if effect else key)
         return {"node": name, "before": before, "after": after}
 

@@ -46,8 +46,8 @@ class TaskClient(ClientBase):
                           message=(" and ".join(waits) or "waiting for its dependencies to be checked") + ".")
         if task.nominated_node:
             record["nominated_node"] = task.nominated_node
-        if task.health:  # a running task its agent has looked at
-            record["health"] = task.health
+        if task.current_health:  # a running task its agent has looked at
+            record["health"] = task.current_health
             if task.health_check:
                 record["health_check"] = task.health_check
         spec = self._job_spec_or_none(task.job)
@@ -80,4 +80,4 @@ def explain_message(task: Task, explanation: dict | None) -> str:
 def task_record(t: Task) -> dict:
     """A task as ``sched task ls --json`` and ``GET /v1/tasks`` give it."""
     return {"id": t.id, "job": t.job, "state": t.state, "node": t.node or None, "priority": t.priority,
-            "attempts": t.attempts, "version": t.version, "health": t.health or None}
+            "attempts": t.attempts, "version": t.version, "health": t.current_health or None}

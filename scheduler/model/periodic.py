@@ -240,6 +240,16 @@ def parse_cron(cron, what: str) -> tuple[float, str, frozenset[int]]:
     return 0.0, fields, _parse_years(year, f"{what} {cron!r}")
 
 
+def check_fires(periodic: Periodic, now_ms: int, what: str) -> None:
+    """Refuse a cron that launches nothing from ``now_ms`` on: one that matches no date at
+    all (30 February), or whose years are past."""
+    if periodic.next_after(now_ms) is not None:
+        return
+    if periodic.next_after(0) is None or not periodic.years:
+        raise SpecError(f"{what} {periodic.cron!r} never fires: no date matches it.")
+    raise SpecError(f"{what} {periodic.cron!r} never fires again: its last year, {max(periodic.years)}, is past.")
+
+
 def check_zone(name, what: str) -> str:
     if not isinstance(name, str) or not name:
         raise SpecError(f"{what} must be a time zone name such as Europe/Berlin or UTC.")

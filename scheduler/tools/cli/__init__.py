@@ -58,8 +58,8 @@ class SchedGroup(click.Group):
             click.echo(f"Error: {exc}", err=True)
             ctx.exit(exc.exit_code)
         except click.UsageError as exc:  # one sentence, like our own errors
-            message = exc.format_message().rstrip(".")
-            click.echo(f"Error: {message}.", err=True)
+            message = " ".join(exc.format_message().split())  # click's did-you-mean comes on a line of its own
+            click.echo(f"Error: {message if message.endswith(('.', '?', '!')) else message + '.'}", err=True)
             ctx.exit(2)
         except redis.ResponseError as exc:  # NOPERM: the Redis user's role does not allow it
             if not is_refusal(exc) or not isinstance(ctx.obj, Client):

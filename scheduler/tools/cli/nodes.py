@@ -130,7 +130,7 @@ _availability_command("activate", "active", "Let the scheduler place tasks on a 
 
 
 @node.command("taint")
-@click.argument("name")
+@click.argument("name", shell_complete=complete.node_names)
 @click.argument("taint", metavar="KEY[=VALUE]:EFFECT")
 @json_option
 @pass_app
@@ -152,7 +152,7 @@ def node_taint(app, name, taint, as_json):
 
 
 @node.command("untaint")
-@click.argument("name")
+@click.argument("name", shell_complete=complete.node_names)
 @click.argument("key", metavar="KEY[:EFFECT]")
 @json_option
 @pass_app
