@@ -1,10 +1,9 @@
 """The HTTP API (`sched api`, and /v1/ of `sched ui`) against the suite's real
 redis-server: the OpenAPI document is valid OpenAPI 3.1 and every route's real answers
-(successes and problems) match it; tokens (made once, stored as a hash, scoped to a
-namespace and a role, revoked, expiring, refused past a number of failures); the audit
-trail under the token's name; events as server-sent events, resumable with
-Last-Event-ID and filtered; nothing written by a refused request, for any body
-(hypothesis)."""
+(successes and problems) match it, and are the CLI's JSON; events as server-sent events,
+resumable with Last-Event-ID and filtered; nothing written by a refused request, for any
+body (hypothesis); clients in other languages; Redis away. Who may call it:
+tests/test_api_access.py."""
 
 from __future__ import annotations
 
@@ -18,131 +17,24 @@ import re
 import shutil
 import subprocess
 import threading
-import time
 import urllib.request
-import uuid
 from pathlib import Path
 
 import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from jsonschema import Draft202012Validator
 from openapi_spec_validator import validate as validate_openapi
 from starlette.testclient import TestClient
 
 from scheduler.state.app import App
-from scheduler.state.api_tokens import FAILED_PREFIX, TOKEN_PREFIX, TOKENS, ApiTokens, digest
-from scheduler.tools.api.access import MAX_FAILED
-from scheduler.tools.api.app import DOCUMENT, create_api
-from scheduler.tools.ui.server import Background
+from scheduler.tools.api.app import create_api
 
 from redis_topologies import free_port
-from test_agents import cluster  # noqa: F401 - a fixture
+from agent_cluster import cluster  # noqa: F401 - a fixture
 from test_ui import snapshot
-
-SPEC = {"id": "web", "replicas": 2, "resources": {"cpu": 0.5, "memory": "256MiB"}}
-
-
-class Api:
-    """Requests to the API, each answer checked against the OpenAPI document: its status
-    must be one its operation lists, its media type too, and its body must match the
-    schema. ``covered``: the operations that answered a success so checked."""
-
-    def __init__(self, http: TestClient, token: str | None = None):
-        self.http, self.token = http, token
-        self.document = orjson.loads(DOCUMENT)
-        self.covered: set[str] = set()
-        self.templates = [(re.compile("^" + re.sub(r"{\w+}", "[^/]+", path) + "$"), path)
-                          for path in self.document["paths"]]
-
-    def operation(self, method: str, path: str) -> dict | None:
-        found = [template for pattern, template in self.templates
-                 if pattern.match(path.split("?")[0]) and method.lower() in self.document["paths"][template]]
-        found.sort(key=lambda template: template.count("{"))  # /v1/jobs/plan before /v1/jobs/{job_id}
-        return self.document["paths"][found[0]][method.lower()] if found else None
-
-    def check(self, method: str, path: str, response) -> None:
-        media = response.headers.get("content-type", "").split(";")[0]
-        operation = self.operation(method, path)
-        if operation is None:  # no such route: a problem all the same
-            assert response.status_code in (404, 405) and media == "application/problem+json", response.text
-            return self.validate(response.json(), {"$ref": "#/components/schemas/Problem"})
-        listed = operation["responses"].get(str(response.status_code))
-        assert listed is not None, (f"{method} {path} answered {response.status_code}, which "
-                                    f"{operation['operationId']} does not list: {response.text[:300]}")
-        assert media in listed["content"], (method, path, response.status_code, media)
-        if media in ("application/json", "application/problem+json"):
-            self.validate(response.json(), listed["content"][media]["schema"])
-        elif media != "text/event-stream":  # a file (a snapshot)
-            self.validate(response.text, listed["content"][media]["schema"])
-        if response.status_code < 300:
-            self.covered.add(operation["operationId"])
-
-    def validate(self, body, schema: dict) -> None:
-        Draft202012Validator({**schema, "components": self.document["components"]}).validate(body)
-
-    def __call__(self, method: str, path: str, token: str | None = "default", **options):
-        headers = dict(options.pop("headers", {}))
-        token = self.token if token == "default" else token
-        if token is not None:
-            headers["authorization"] = f"Bearer {token}"
-        response = self.http.request(method, path, headers=headers, **options)
-        self.check(method, path, response)
-        return response
-
-    def stream(self, path: str, messages: int, headers: dict | None = None) -> list[dict]:
-        """The first ``messages`` messages of a stream of server-sent events."""
-        headers = {"authorization": f"Bearer {self.token}", **(headers or {})}
-        lines = []
-        with self.http.stream("GET", path, headers=headers) as response:
-            self.check("GET", path, response)
-            for line in response.iter_lines():
-                lines.append(line)
-                if not line and len(sse_messages(lines)) >= messages:
-                    break
-        return sse_messages(lines)
-
-
-def sse_messages(lines: list[str]) -> list[dict]:
-    """Messages of a stream's lines: {id, event, data}, comments left out."""
-    messages, current = [], {}
-    for line in lines:
-        if not line:
-            if current:
-                messages.append(current)
-            current = {}
-        elif not line.startswith(":"):
-            field, _, value = line.partition(": ")
-            current[field] = orjson.loads(value) if field == "data" else value
-    return messages
-
-
-@pytest.fixture
-def tokens(app):
-    """make(role, namespace=the test's, every=False) -> a token; all revoked afterwards."""
-    store, made = ApiTokens(app.client), []
-
-    def make(role: str, namespace: str | None = None, every: bool = False, ttl_s: int | None = None) -> str:
-        name = f"t-{uuid.uuid4().hex[:8]}"
-        made.append(name)
-        return store.create(name, "*" if every else namespace or app.keys.namespace, role, ttl_s)["token"]
-
-    make.names = made
-    yield make
-    for name in made:
-        try:
-            store.revoke(name)
-        except Exception:
-            pass
-    for key in app.client.scan_iter(match=FAILED_PREFIX + "*", count=1000):
-        app.client.delete(key)
-
-
-@pytest.fixture
-def http(app):
-    with TestClient(create_api(app)) as client:
-        yield client
+from api_harness import http, tokens  # noqa: F401 (fixtures)
+from api_harness import Api, SPEC, sse_messages
 
 
 def test_the_openapi_document_is_valid_openapi_3_1_and_needs_no_token(http):
@@ -303,88 +195,6 @@ def test_the_answers_are_the_cli_json(app, http, tokens, sched):
         assert api("GET", path).json() == orjson.loads(sched(*args, "--json").stdout), args
 
 
-# ----------------------------------------------------------------------------- tokens
-def test_token_create_prints_the_token_last_and_stores_only_its_hash(app, sched, http):
-    made = sched("token", "create", "ci-bot", "--namespace", app.keys.namespace, "--role", "submitter")
-    token = made.stdout.split()[-1]
-    try:
-        assert token.startswith("sched_") and len(token) > 40
-        everything = b"".join(app.client.dump(key) or b"" for key in app.client.scan_iter(match="sched:api:*"))
-        assert token.encode() not in everything  # only its SHA-256 is kept
-        api = Api(http, token)
-        assert api("GET", "/v1/token").json() == {"name": "ci-bot", "namespace": app.keys.namespace,
-                                                  "role": "submitter"}
-        listed = orjson.loads(sched("token", "ls", "--json").stdout)
-        assert {"name": "ci-bot", "namespace": app.keys.namespace, "role": "submitter"}.items() <= \
-            next(r for r in listed if r["name"] == "ci-bot").items()
-        again = sched("token", "create", "ci-bot", "--namespace", app.keys.namespace, "--role", "viewer", ok=False)
-        assert again.exit_code == 2 and "a token named ci-bot exists" in again.stderr
-        sched("token", "revoke", "ci-bot")
-        refused = api("GET", "/v1/token")
-        assert refused.status_code == 401 and refused.headers["www-authenticate"] == "Bearer"
-        assert "ci-bot" not in sched("token", "ls").stdout
-    finally:
-        sched("token", "revoke", "ci-bot", ok=False)
-        for key in app.client.scan_iter(match=FAILED_PREFIX + "*"):
-            app.client.delete(key)
-
-
-def test_token_create_refuses_bad_input_and_writes_nothing(app, sched):
-    before = app.client.hgetall(TOKENS)
-    for args, said in ((("bad name", "--namespace", "a", "--role", "viewer"), "token name 'bad name' is not valid"),
-                       (("x", "--role", "viewer"), "give --namespace NS or --all-namespaces"),
-                       (("x", "--namespace", "a", "-A", "--role", "viewer"), "give --namespace NS or"),
-                       (("x", "--namespace", "a:b", "--role", "viewer"), "namespace 'a:b' is not valid"),
-                       (("x", "--namespace", "a", "--role", "viewer", "--ttl", "soon"), "--ttl 'soon' is not"),
-                       (("x", "--namespace", "a", "--role", "admin"), "'admin' is not one of")):
-        result = sched("token", "create", *args, ok=False)
-        assert result.exit_code == 2 and said in result.stderr, (args, result.stderr)
-    assert app.client.hgetall(TOKENS) == before
-
-
-def test_a_token_expires_after_its_ttl(app, http, tokens):
-    token = tokens("viewer", ttl_s=1)
-    api = Api(http, token)
-    assert api("GET", "/v1/nodes").status_code == 200
-    assert 0 < app.client.ttl(TOKEN_PREFIX + digest(token)) <= 1
-    deadline = time.monotonic() + 10
-    while api("GET", "/v1/nodes").status_code == 200:
-        assert time.monotonic() < deadline, "the token did not expire"
-        time.sleep(0.2)
-    assert api("GET", "/v1/nodes").status_code == 401
-    assert tokens.names[-1] not in [r["name"] for r in ApiTokens(app.client).records()]
-
-
-def test_roles_and_namespaces_are_enforced_and_refusals_write_nothing(app, http, tokens, redis_url):
-    ns = app.keys.namespace
-    viewer, submitter, other = Api(http, tokens("viewer")), Api(http, tokens("submitter")), \
-        Api(http, tokens("operator", namespace="elsewhere"))
-    operator = Api(http, tokens("operator"))
-    operator("PUT", "/v1/nodes/n1", json={"cpu": 4, "memory": "8GiB"})
-    submitter("POST", "/v1/jobs", json=SPEC)
-    before = snapshot(redis_url, ns)
-    refusals = [(viewer, "POST", "/v1/jobs", {"json": {**SPEC, "id": "more"}}, "may not POST /v1/jobs: that takes a "
-                                                                                "submitter's token"),
-                (viewer, "POST", "/v1/jobs/web/stop", {}, "a viewer of namespace"),
-                (submitter, "POST", "/v1/nodes/n1/drain", {}, "that takes an operator's token"),
-                (submitter, "PUT", "/v1/tenants/t", {"json": {"weight": 1}}, "an operator's token"),
-                (submitter, "POST", "/v1/gc", {}, "an operator's token"),
-                (viewer, "PUT", "/v1/config", {"json": {"job_retention": 0}}, "an operator's token"),
-                (submitter, "POST", "/v1/layout/upgrade", {}, "an operator's token"),
-                (viewer, "POST", "/v1/snapshot",
-                 {"content": b"{}\n", "headers": {"content-type": "application/x-ndjson"}}, "an operator's token"),
-                (operator, "PUT", "/v1/quota", {"json": {"cpu": 1}}, "a token of every namespace"),
-                (operator, "GET", "/v1/quotas", {}, "a token of every namespace"),
-                (other, "GET", f"/v1/jobs?namespace={ns}", {}, f"may not reach namespace {ns}"),
-                (other, "POST", f"/v1/jobs/web/stop?namespace={ns}", {}, f"may not reach namespace {ns}")]
-    for api, method, path, options, said in refusals:
-        response = api(method, path, **options)
-        assert response.status_code == 403 and said in response.json()["detail"], (path, response.text)
-    assert snapshot(redis_url, ns) == before
-    assert other("GET", "/v1/jobs").json() == []  # its own namespace, by default
-    assert viewer("POST", "/v1/jobs/plan", json=SPEC).status_code == 200  # a dry run is a read
-
-
 def test_a_snapshot_downloads_as_a_file_and_uploads_into_an_empty_namespace_only(app, http, tokens, redis_url,
                                                                                 monkeypatch):
     """GET /v1/snapshot answers the file `sched snapshot save` writes; POST loads it (plain
@@ -437,63 +247,6 @@ def test_a_snapshot_downloads_as_a_file_and_uploads_into_an_empty_namespace_only
                    headers={"content-type": "application/gzip"}).json()
     assert restored == {**restored, "namespace": ns, "source_namespace": ns, "keys": len(lines) - 2}
     assert api("GET", "/v1/jobs").json() == jobs
-
-
-def test_actions_are_recorded_under_the_token_name(app, http, tokens):
-    api = Api(http, tokens("operator"))
-    name = tokens.names[-1]
-    api("PUT", "/v1/nodes/n1", json={"cpu": 4, "memory": "8GiB"})
-    api("POST", "/v1/jobs", json=SPEC)
-    api("POST", "/v1/jobs/web/scale", json={"replicas": 1})
-    api("POST", "/v1/nodes/n1/pause")
-    trail = app.store.read_history(job="web")
-    assert [(e["action"], e["by"]) for e in trail] == [("submit", f"token:{name}"), ("scale", f"token:{name}")]
-    assert [(e["action"], e["by"]) for e in app.store.read_history(node="n1")] == [("pause", f"token:{name}")]
-
-
-def test_failures_from_an_address_are_limited(app, http, tokens):
-    good = tokens("viewer")
-    api = Api(http)
-    for i in range(MAX_FAILED):
-        assert api("GET", "/v1/nodes", token=None if i % 2 else f"sched_wrong{i}").status_code == 401
-    limited = api("GET", "/v1/nodes", token=good)
-    assert limited.status_code == 429 and "too many requests" in limited.json()["detail"]
-    assert 0 < int(limited.headers["retry-after"]) <= 15 * 60
-    for key in app.client.scan_iter(match=FAILED_PREFIX + "*"):
-        app.client.delete(key)
-    assert api("GET", "/v1/nodes", token=good).status_code == 200
-
-
-def test_without_auth_only_same_site_or_programs_may_act(app, tokens):
-    with TestClient(create_api(app, auth=False)) as http:
-        api = Api(http)
-        assert api("GET", "/v1/token", token=None).json() == {"name": None, "namespace": "*", "role": "operator"}
-        assert api("PUT", "/v1/nodes/n1", token=None, json={"cpu": 1, "memory": "1GiB"}).status_code == 201
-        assert app.store.read_history(node="n1") == []  # registering is not an action with a history
-        cross = api("POST", "/v1/nodes/n1/pause", token=None, headers={"origin": "http://evil.example"})
-        assert cross.status_code == 403 and "cross-origin" in cross.json()["detail"]
-        assert app.store.get_node("n1").availability == "active"
-        assert api("POST", "/v1/nodes/n1/pause", token=None).json()["before"] == "active"
-        assert app.store.read_history(node="n1")[0]["by"] == app.store.redis_user()
-
-
-def test_sched_api_refuses_no_auth_on_a_network_address(sched):
-    result = sched("api", "--host", "0.0.0.0", "--no-auth", ok=False)
-    assert result.exit_code == 2
-    assert "sched api will not serve 0.0.0.0 without tokens" in result.stderr
-
-
-def test_sched_ui_serves_the_api_beside_the_dashboard(app, tokens):
-    import httpx2 as httpx
-
-    token = tokens("viewer")
-    with Background(app) as url:
-        with httpx.Client(base_url=url) as http:
-            assert http.get("/").status_code == 200  # the dashboard, without sign-in on loopback
-            assert http.get("/v1/nodes").status_code == 401  # the API, with tokens
-            assert http.get("/v1/nodes", headers={"authorization": f"Bearer {token}"}).json() == []
-    with Background(app, api_auth=False) as url:
-        assert httpx.get(f"{url}/v1/token").json()["name"] is None
 
 
 # ----------------------------------------------------------------------------- events

@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from scheduler.control import reconcile
 from scheduler.model import make_node, parse_job
-from scheduler.tools.ui.server import Background
+from scheduler.tools.web import Background
 
 from redis_topologies import free_port, port_free
 from worker_harness import wait_until

@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from scheduler.engine import fewest
 from scheduler.engine.filters import filter_pipeline
 from scheduler.model import DOWN, DRAIN, PAUSE, Node, parse_job
-from scheduler.engine.placement import PlacementOptions, Placer
+from scheduler.engine.explanations import explain_table
+from scheduler.engine.placement import PlacementOptions, Placer, _static_key
 
 GIB = 2**30
 PORTS = (80, 443)
@@ -232,7 +233,8 @@ def test_explanations_from_columns_match_the_pipeline(nodes, job, data):
     counts = {n.name: data.draw(st.integers(0, 3)) for n in nodes}
     placer = Placer(PlacementOptions(seed=0, vector_min_nodes=1))
     placer._table.sync(nodes)
-    assert placer._explain(filter_pipeline(job), counts) == filter_pipeline(job).explain(nodes, counts)
+    from_columns = explain_table(placer._table, filter_pipeline(job), counts, _static_key(job))
+    assert from_columns == filter_pipeline(job).explain(nodes, counts)
 
 
 def test_the_column_path_is_taken_only_when_asked(both_placement_paths):

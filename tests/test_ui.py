@@ -17,7 +17,7 @@ from scheduler.control import reconcile
 from scheduler.model import make_node, parse_job
 from scheduler.state.app import App
 from scheduler.tools.ui.app import create_app
-from scheduler.tools.ui.server import Background
+from scheduler.tools.web import Background
 from scheduler.tools.ui.templates import when
 from workers.scheduler_worker import SchedulerWorker, WorkerConfig
 

@@ -31,7 +31,8 @@ from scheduler.control.outcomes import Outcomes
 from scheduler.control.preemptor import Preemptor
 from scheduler.control.rule_view import RuleView
 from scheduler.control.worker_config import WorkerConfig
-from scheduler.engine.placement import Placement, Placer, gang_waits_message
+from scheduler.engine.explanations import gang_waits_message
+from scheduler.engine.placement import Placement, Placer
 from scheduler.model import STOPPED, JobSpec, Node, reasons
 from scheduler.model.errors import NotFound
 from scheduler.state.app import App

@@ -15,10 +15,11 @@ import orjson
 
 from scheduler.model.errors import RedisUnavailable, SpecError
 from scheduler.model.names import parent_of
+from scheduler.model.periodic import check_fires
 from scheduler.model.taints import untolerated
 from scheduler.model import (ACTIVE, BATCH, COMPLETED, FAILED, LIVE_STATES, LOST, PENDING, PER_NODE_TYPES, PREEMPTED,
                              READY, RUN_TO_COMPLETION, STOPPED, SYSBATCH, JobSpec, Task, parse_job)
-from scheduler.control import changes, deadlines, dependencies, periodic
+from scheduler.control import changes, deadlines, dependencies
 from scheduler.state.deployments import deployment_id
 from scheduler.state.history import Submitted
 from scheduler.state.jobs import ENQUEUE_CHUNK, job_state, parse_stored, shares_value
@@ -121,14 +122,16 @@ def submit(store: Store, spec: JobSpec, recorded: Submitted | None = None) -> di
 
 def check_submittable(store: Store, spec: JobSpec) -> None:
     """Refuse, in one sentence, what a person may not submit: an id that names a launch of
-    a periodic or parameterized job, or ``after`` dependencies on jobs that do not exist or
-    that would close a cycle."""
+    a periodic or parameterized job, ``after`` dependencies on jobs that do not exist or
+    that would close a cycle, or a schedule that would never launch."""
     parent = parent_of(spec.id)
     if parent is not None:
         raise SpecError(f"job id {spec.id!r} names a launch of job {parent}; launches are made by sched (submit "
                         f"{parent} itself, or `sched job launch|dispatch {parent}`).")
     if spec.after:
         dependencies.check(store, spec)
+    if spec.periodic is not None and not spec.periodic.every_s:
+        check_fires(spec.periodic, store.now_ms(), f"job {spec.id}: periodic.cron")
 
 
 def _timing_fields(store: Store, spec: JobSpec, current: dict, starts: bool) -> dict:
@@ -145,7 +148,7 @@ def _timing_fields(store: Store, spec: JobSpec, current: dict, starts: bool) -> 
         fields["failure"] = ""
     if spec.periodic is not None:
         now = store.now_ms()
-        first = periodic.first_launch(spec.periodic, now)
+        first = spec.periodic.first_launch(now)
         fields.update(anchor=now, next_launch="+inf" if first == math.inf else first,
                       suspended="1" if spec.periodic.suspend else "0")
     return fields
@@ -172,6 +175,7 @@ def submit_many(store: Store, jobs: list[tuple[str, JobSpec]], recorded: Submitt
     for job_id, spec in jobs:
         if parent_of(job_id) is not None:
             check_submittable(store, spec.with_id(job_id))
+    order = dependencies.check_together(store, jobs) if any(spec.after for _, spec in jobs) else range(len(jobs))
     # In bulk: plain new jobs only (not those placed per node, held, launched on a schedule
     # or by dispatch, or with a deadline to start: submitted one by one below).
     bulk = [i for i, (_, spec) in enumerate(jobs) if not spec.per_node and spec.replicas <= ENQUEUE_CHUNK
@@ -192,8 +196,9 @@ def submit_many(store: Store, jobs: list[tuple[str, JobSpec]], recorded: Submitt
             results[i] = {"id": job_id, "version": 1, "tasks": [f"{job_id}.{n}" for n in range(spec.replicas)],
                           "created": True, "deployment": None,
                           "changes": {**change, "fields": [], "stop": [], "kept": []}}
-    for i, (job_id, spec) in enumerate(jobs):
+    for i in order:  # each after the jobs of this batch that it names
         if results[i] is None:
+            job_id, spec = jobs[i]
             results[i] = submit(store, spec.with_id(job_id), recorded)
     return results
 

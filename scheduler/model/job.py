@@ -365,7 +365,7 @@ def parse_job(raw) -> JobSpec:
     if raw.get("labels") is not None and not isinstance(raw["labels"], dict):
         raise SpecError(f"job {job}: labels must be a mapping of label to value, such as {{app: db}}.")
     labels = parse_labels(raw.get("labels"), f"job {job}: labels")
-    constraints = parse_constraints(raw.get("constraints"))
+    constraints = parse_constraints(raw.get("constraints"), job)
     preferences = _parse_preferences(raw.get("preferences"), job)
     affinities = parse_affinities(raw.get("affinities"), job)
     spread = parse_topology_spread(raw.get("topology_spread"), job)

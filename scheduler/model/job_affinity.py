@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from scheduler.model.constraints import attribute_getter
 from scheduler.model.domains import domain_attribute
 from scheduler.model.errors import SpecError
+from scheduler.model.fields import check_fields
 from scheduler.model.selectors import Selector, parse_selector
 
 
@@ -46,10 +47,7 @@ def parse_job_affinity(raw, job: str, field: str) -> tuple[JobAffinity, ...]:
         what = f"job {job}: {field}[{i}]"
         if not isinstance(item, dict):
             raise SpecError(f"{what} must be a mapping such as {example[1:-1]}.")
-        unknown = set(item) - {"match", "match_expressions", "attribute", "required", "weight"}
-        if unknown:
-            raise SpecError(f"{what} has unknown field {sorted(unknown, key=str)[0]!r}; known fields are attribute, "
-                            f"match, match_expressions, required, weight.")
+        check_fields(item, ("match", "match_expressions", "attribute", "required", "weight"), what)
         written = item.get("attribute")
         if not isinstance(written, str):
             raise SpecError(f"{what} needs an attribute, the topology domain such as node.hostname or "

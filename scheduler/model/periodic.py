@@ -17,6 +17,7 @@ hour repeated in autumn) is launched twice, once at each instant.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -90,6 +91,13 @@ class Periodic:
             out.append(tick)
             at = tick
         return out
+
+    def first_launch(self, now_ms: int) -> int | float:
+        """A new version's first tick: the first after ``now_ms`` (``math.inf``: none, or suspended)."""
+        if self.suspend:
+            return math.inf
+        tick = self.next_after(now_ms, now_ms)
+        return math.inf if tick is None else tick
 
 
 def _next_cron(periodic: Periodic, after_ms: int) -> int | None:
@@ -230,6 +238,16 @@ def parse_cron(cron, what: str) -> tuple[float, str, frozenset[int]]:
     if not croniter.is_valid(fields, second_at_beginning=True):
         raise SpecError(f"{what} {cron!r} is not a valid cron expression; {_FIELDS_HELP}.")
     return 0.0, fields, _parse_years(year, f"{what} {cron!r}")
+
+
+def check_fires(periodic: Periodic, now_ms: int, what: str) -> None:
+    """Refuse a cron that launches nothing from ``now_ms`` on: one that matches no date at
+    all (30 February), or whose years are past."""
+    if periodic.next_after(now_ms) is not None:
+        return
+    if periodic.next_after(0) is None or not periodic.years:
+        raise SpecError(f"{what} {periodic.cron!r} never fires: no date matches it.")
+    raise SpecError(f"{what} {periodic.cron!r} never fires again: its last year, {max(periodic.years)}, is past.")
 
 
 def check_zone(name, what: str) -> str:

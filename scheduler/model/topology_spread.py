@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from scheduler.model.constraints import attribute_getter
 from scheduler.model.domains import domain_attribute
 from scheduler.model.errors import SpecError
+from scheduler.model.fields import check_fields
 from scheduler.model.selectors import Selector, parse_selector
 
 DO_NOT_SCHEDULE, SCHEDULE_ANYWAY = "DoNotSchedule", "ScheduleAnyway"
@@ -52,13 +53,13 @@ def parse_topology_spread(raw, job: str) -> tuple[TopologySpread, ...]:
     out = []
     for i, item in enumerate(raw):
         what = f"job {job}: topology_spread[{i}]"
-        if not isinstance(item, dict) or not isinstance(item.get("attribute"), str):
+        if not isinstance(item, dict):
             raise SpecError(f"{what} must be a mapping with an attribute, such as {example[1:-1]}.")
-        unknown = set(item) - {"attribute", "max_skew", "when_unsatisfiable", "min_domains", "match",
-                               "match_expressions"}
-        if unknown:
-            raise SpecError(f"{what} has unknown field {sorted(unknown, key=str)[0]!r}; known fields are attribute, "
-                            f"match, match_expressions, max_skew, min_domains, when_unsatisfiable.")
+        check_fields(item, ("attribute", "max_skew", "when_unsatisfiable", "min_domains", "match",
+                            "match_expressions"), what)
+        if not isinstance(item.get("attribute"), str):
+            raise SpecError(f"{what} needs an attribute, the topology domain such as node.labels.zone "
+                            f"(kube's topologyKey).")
         written = item["attribute"].strip()
         attribute_getter(written, f"{what} attribute")
         skew = item.get("max_skew", 1)

@@ -82,6 +82,7 @@ class JobSummary:
     spec: dict
     task_states: list[str]
     failure: str = ""  # why it ended as failed (its deadline passed, a dependency could not hold)
+    suspended: bool = False  # a periodic job that launches no tick until resumed
 
 
 class JobStore(NamespaceStore):
@@ -174,15 +175,16 @@ class JobStore(NamespaceStore):
         ids = self.job_ids()
         with self.client.pipeline(transaction=False) as pipe:
             for job_id in ids:
-                pipe.hmget(k.job(job_id), "version", "status", "created", "spec", "failure")
+                pipe.hmget(k.job(job_id), "version", "status", "created", "spec", "failure", "suspended")
                 pipe.zrange(k.job_tasks(job_id), 0, -1)
             replies = pipe.execute()
         found, task_ids = [], []
-        for job_id, (version, status, created, spec, failure), ids_of_job in zip(ids, replies[::2], replies[1::2]):
+        for job_id, (version, status, created, spec, failure, suspended), ids_of_job in zip(ids, replies[::2],
+                                                                                            replies[1::2]):
             if spec is None:
                 continue  # removed between the two reads
             found.append(JobSummary(job_id, int(version or 0), status or "running", int(created or 0),
-                                    orjson.loads(spec), [], failure or ""))
+                                    orjson.loads(spec), [], failure or "", suspended == "1"))
             task_ids.append(ids_of_job)
         with self.client.pipeline(transaction=False) as pipe:
             for ids_of_job in task_ids:

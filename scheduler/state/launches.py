@@ -5,10 +5,12 @@ dispatches' idempotency ``tokens``. When to launch, and what, is decided in
 
 from __future__ import annotations
 
+
 import math
 import time
 from dataclasses import dataclass
 
+import orjson
 import redis
 
 from scheduler.model.errors import RedisUnavailable
@@ -104,6 +106,15 @@ class LaunchStore(NamespaceStore):
             return {}
         scores = self.client.zmscore(self.keys.launchers, job_ids)
         return {job_id: score for job_id, score in zip(job_ids, scores) if score is not None}
+
+    def launcher_ids(self, job_ids: list[str], kind: str) -> list[str]:
+        """The jobs among ``job_ids`` whose spec has a ``kind`` block (``periodic`` or
+        ``parameterized``): one round trip."""
+        with self.client.pipeline(transaction=False) as pipe:
+            for job_id in job_ids:
+                pipe.hget(self.keys.job(job_id), "spec")
+            specs = pipe.execute()
+        return [job_id for job_id, spec in zip(job_ids, specs) if spec and kind in orjson.loads(spec)]
 
     def children(self, job_id: str) -> list[tuple[str, int]]:
         """(child id, launched ms) of a periodic or parameterized job, oldest first."""

@@ -40,7 +40,7 @@ from scheduler.control.worker_config import WorkerConfig
 from scheduler.model import COMPLETED, DOWN, FAILED, PENDING, SchedError, parse_job
 from scheduler.control.processes import process
 from scheduler.tools.render import usage
-from scheduler.tools.ui.server import Background
+from scheduler.tools.web import Background
 
 STAY_ENV = "SCHED_DEMO_STAY"  # "1": stay after the summary until Ctrl-C, "0": end; unset: stay on a terminal
 

@@ -25,7 +25,8 @@ def api(ctx, host, port, no_auth):
     document is GET /v1/openapi.json; docs/http-api.md has curl examples. sched ui
     serves the same routes beside the dashboard.
     """
-    from scheduler.tools.ui.server import serve
+    from scheduler.tools.api.app import create_api
+    from scheduler.tools.ui.server import allowed_hosts, run
 
     if no_auth and host not in LOOPBACK:
         raise SpecError(f"sched api will not serve {host} without tokens: anyone who can reach it could submit jobs "
@@ -38,4 +39,4 @@ def api(ctx, host, port, no_auth):
     how = "no tokens (loopback only)" if no_auth else "tokens required (sched token create)"
     click.echo(f"sched api: http://{shown}:{port}/v1/ (Redis {app.display_url}; namespace {app.keys.namespace} by "
                f"default; {how}); Ctrl-C stops it")
-    serve(app, host, port, api_auth=not no_auth, dashboard=False)
+    run(create_api(app, auth=not no_auth, allowed_hosts=allowed_hosts(host)), host, port)

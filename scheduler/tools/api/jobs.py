@@ -7,11 +7,11 @@ import base64
 import binascii
 
 from scheduler.client import WaitTimeout
+from scheduler.client.tasks import task_record
 from scheduler.model import MAX_REPLICAS, TASK_STATES
 from scheduler.tools.api import schemas as s
 from scheduler.tools.api.problems import Problem, unprocessable
 from scheduler.tools.api.route import SUBMITTER, Answer, Call, Param, get, post
-from scheduler.tools.cli.task import task_record
 
 MAX_WAIT_S = 300
 JOB_SPEC = s.named("JobSpec", {"type": "object", "description": "A job spec, as docs/job-spec.md describes it."})

@@ -3,12 +3,12 @@ their history (``sched node``)."""
 
 from __future__ import annotations
 
+from scheduler.client.nodes import node_record
 from scheduler.model import make_node
 from scheduler.model.taints import parse_taint
 from scheduler.tools.api import schemas as s
 from scheduler.tools.api.problems import unprocessable
 from scheduler.tools.api.route import OPERATOR, Answer, Call, delete, get, post, put
-from scheduler.tools.cli.node import node_record
 
 QUANTITY = {"type": ["string", "number"]}
 LABELS = {"type": ["object", "array"], "description": "{key: value}, or a list of key=value"}

@@ -3,10 +3,10 @@ is, and what it printed (``sched task``)."""
 
 from __future__ import annotations
 
+from scheduler.client.tasks import task_record
 from scheduler.model import TASK_STATES
 from scheduler.tools.api import schemas as s
 from scheduler.tools.api.route import Call, Param, get
-from scheduler.tools.cli.task import task_record
 
 
 def list_tasks(call: Call):

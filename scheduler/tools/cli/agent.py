@@ -10,7 +10,7 @@ from scheduler.control.processes import process
 from scheduler.state.app import App
 from scheduler.tools import logs
 from scheduler.tools.cli.common import pass_app, run_options
-from scheduler.tools.cli.node import node_from_options, node_options
+from scheduler.tools.cli.nodes import node_from_options, node_options
 
 
 @click.command()

@@ -78,7 +78,8 @@ def config_set(app, pairs, as_json):
     stream_maxlen        events kept in the stream (100000)
     """
     if len(pairs) % 2:
-        raise click.UsageError(f"give each setting a value: {' '.join(pairs)} has {len(pairs)} words")
+        raise click.UsageError(f"setting {pairs[-1]} has no value; give each setting one, as in "
+                               f"`sched config set {pairs[-1]} VALUE`")
     settings = app.set_config(**dict(zip(pairs[::2], pairs[1::2])))
     if as_json:
         return print_json(settings)

@@ -49,7 +49,7 @@ def task_record(task: Task) -> dict:
             "retries": task.retries, "pin": task.pin or None, "nominated_node": task.nominated_node or None,
             "message": task.message, "allocated": task.allocated, "ports": list(task.ports),
             "created_ms": task.created_ms, "assigned_ms": task.assigned_ms, "started_ms": task.started_ms,
-            "ended_ms": task.ended_ms, "health": task.health or None, "health_ms": task.health_ms,
+            "ended_ms": task.ended_ms, "health": task.current_health or None, "health_ms": task.health_ms,
             "health_check": task.health_check}
 
 

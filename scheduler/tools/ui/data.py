@@ -19,7 +19,9 @@ from functools import lru_cache
 import orjson
 
 from scheduler.control.rule_view import rules_now
-from scheduler.client import Client, explain_message, job_status
+from scheduler.client import Client
+from scheduler.client.jobs import job_status
+from scheduler.client.tasks import explain_message
 from scheduler.control import changes, reconcile, schedule
 from scheduler.control.outcomes import Outcomes
 from scheduler.model import ASSIGNED, DRAIN, PAUSE, PENDING, RUNNING, TASK_STATES, Node, NotFound, SpecError, Task

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from scheduler.model import TASK_STATES, Task
+from scheduler.client.tasks import task_record
+from scheduler.model import TASK_STATES
 from scheduler.tools.cli import complete
 from scheduler.tools.cli.common import json_option, pass_app
 from scheduler.tools.render import print_json, print_table
@@ -13,11 +14,6 @@ from scheduler.tools.render import print_json, print_table
 @click.group()
 def task():
     """List tasks and explain why one is pending."""
-
-
-def task_record(t: Task) -> dict:
-    return {"id": t.id, "job": t.job, "state": t.state, "node": t.node or None, "priority": t.priority,
-            "attempts": t.attempts, "version": t.version, "health": t.health or None}
 
 
 @task.command("ls")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from scheduler.client.nodes import node_record
 from scheduler.model import SpecError, make_node
 from scheduler.model.taints import EFFECTS, parse_taint
 from scheduler.tools.cli import complete
@@ -68,13 +69,6 @@ def node_add(app, name, **options):
     click.echo(f"node {name} {'added' if created else 'updated'}")
 
 
-def node_record(n, tasks: int) -> dict:
-    return {"name": n.name, "capacity": n.capacity, "allocated": {r: n.allocated.get(r, 0) for r in n.capacity},
-            "labels": n.labels, "availability": n.availability, "status": n.status, "tasks": tasks,
-            "platform": {"os": n.os, "arch": n.arch}, "role": n.role, "plugins": sorted(n.plugins),
-            "taints": [str(t) for t in n.taints]}
-
-
 @node.command("ls")
 @all_namespaces_option
 @json_option
@@ -136,7 +130,7 @@ _availability_command("activate", "active", "Let the scheduler place tasks on a 
 
 
 @node.command("taint")
-@click.argument("name")
+@click.argument("name", shell_complete=complete.node_names)
 @click.argument("taint", metavar="KEY[=VALUE]:EFFECT")
 @json_option
 @pass_app
@@ -158,7 +152,7 @@ def node_taint(app, name, taint, as_json):
 
 
 @node.command("untaint")
-@click.argument("name")
+@click.argument("name", shell_complete=complete.node_names)
 @click.argument("key", metavar="KEY[:EFFECT]")
 @json_option
 @pass_app

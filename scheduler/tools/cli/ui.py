@@ -33,7 +33,7 @@ def ui(ctx, host, port, no_auth, metrics_token):
     if ctx.invoked_subcommand is not None:
         return
     from scheduler.tools.ui.auth import AuthSettings
-    from scheduler.tools.ui.server import serve
+    from scheduler.tools.web import serve
 
     client = ctx.find_object(Client)
     app = client.app
