@@ -23,7 +23,7 @@ placement of the step met.
 from __future__ import annotations
 
 import math
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass
 
 import orjson
@@ -124,10 +124,13 @@ class Ledger:
         self.live: dict[str, Live] = {}
         self.specs: dict[tuple[str, int], dict] = {}
         self.labels: dict[str, dict] = {}  # job -> its labels (the machine never changes them)
-        self.evictions: dict[tuple[str, str, str], int] = {}  # (job, node, taint) -> when it last evicted
+        self.nodes: dict = {}  # as the last step left them
+        self.evictions: dict[tuple, int] = {}  # (job, slot, node, taint) -> when it last evicted there
+        self.problems: list[str] = []
         self.placements = 0
         self.checked_evictions = 0
         self.unchecked = 0  # events of tasks removed before the ledger read them
+        self.seen: dict[str, set[str]] = {"jobs": set(), "tasks": set(), "nodes": set()}  # every one named
 
     # Reading.
     def spec(self, job: str, version: int) -> dict:
@@ -137,18 +140,30 @@ class Ledger:
             self.labels[job] = dict(self.specs[key].get("labels") or {})
         return self.specs[key]
 
-    def follow(self) -> list[str]:
-        """Replay the events since the last call; the problems found, one line each."""
+    def take(self) -> list[str]:
+        """The problems found since the last call (one line each), having followed the stream."""
+        self.follow()
+        problems, self.problems = self.problems, []
+        return problems
+
+    def follow(self) -> None:
+        """Replay the events since the last call, keeping the problems found."""
         store = self.store
-        nodes = {node.name: node for node in store.nodes()}
-        problems: list[str] = []
+        nodes = self.nodes = {node.name: node for node in store.nodes()}
+        problems = self.problems
         entries = self.app.client.xrange(self.app.keys.stream, f"({self.after}", "+")
         for entry_id, fields in entries:
             self.after = entry_id
             event = orjson.loads(fields["event"])
-            if event.get("type") != "task":
+            kind = event.get("type")
+            if kind == "job":
+                self.seen["jobs"].add(event["id"])
+            elif kind == "node":
+                self.seen["nodes"].add(event["name"])
+            if kind != "task":
                 continue
             task_id, state = event["id"], event.get("state")
+            self.seen["tasks"].add(task_id)
             if state == "assigned":
                 try:
                     task = store.get_task(task_id)
@@ -163,7 +178,6 @@ class Ledger:
                 ended = self.live.pop(task_id)
                 if state == "stopped":
                     problems += self.eviction(task_id, ended, nodes)
-        return problems
 
     def agrees(self, tasks) -> list[str]:
         """The ledger's live tasks against the tasks' hashes: a change without its event (or
@@ -217,7 +231,7 @@ class Ledger:
         out: Counter = Counter()
         for live in self.live.values():
             if live.job in jobs:
-                node = self.nodes_seen.get(live.node)
+                node = self.nodes.get(live.node)
                 value = attribute(node, key) if node is not None else ""
                 if value:
                     out[value] += 1
@@ -227,7 +241,6 @@ class Ledger:
         return {job for job in {live.job for live in self.live.values()} if selects(selector, self.labels[job])}
 
     def domain_rules(self, job: str, spec: dict, node, nodes: dict) -> list[str]:
-        self.nodes_seen = nodes
         labels = spec.get("labels") or {}
         out = []
         static = [c for c in spec.get("constraints") or () if "distinct_property" not in c]
@@ -300,11 +313,11 @@ class Ledger:
         if task.ended_ms - met < seconds * 1000:
             problems.append(f"{task_id} evicted by {text} {task.ended_ms - met} ms after it met the taint, "
                             f"tolerated for {seconds} s")
-        key = (ended.job, name, text)
+        key = (ended.job, task.slot, name, text)  # a slot: a task and the ones that replace it
         last = self.evictions.get(key)
         if last is not None and task.ended_ms - last < seconds * 1000:
-            problems.append(f"{task_id}: job {ended.job} evicted twice from {name} by {text} within "
-                            f"{task.ended_ms - last} ms, tolerated for {seconds} s")
+            problems.append(f"{task_id}: slot {task.slot} of job {ended.job} evicted twice from {name} by {text} "
+                            f"within {task.ended_ms - last} ms, tolerated for {seconds} s")
         self.evictions[key] = task.ended_ms
         return problems
 
@@ -330,10 +343,3 @@ class Ledger:
                         problems.append(f"{task_id} still on {live.node} {now_ms - due} ms after {taint} was to "
                                         f"evict it")
         return problems
-
-
-def per_node_counts(live: dict[str, Live]) -> dict[str, Counter]:
-    out: dict[str, Counter] = defaultdict(Counter)
-    for task_id, entry in live.items():
-        out[entry.job][entry.node] += 1
-    return out

@@ -36,7 +36,9 @@ def constraints(draw, nodes: list[str], placed_freely: bool) -> list[str]:
         choices.append(f"node.name=={draw(st.sampled_from(nodes))}")
     if placed_freely:
         choices.append(f"node.labels.rack distinct_property {draw(st.integers(1, 2))}")
-    return draw(st.lists(st.sampled_from(choices), max_size=2, unique=True))
+    if draw(st.booleans()):
+        return []
+    return draw(st.lists(st.sampled_from(choices), min_size=1, max_size=2, unique=True))
 
 
 @st.composite

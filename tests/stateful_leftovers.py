@@ -5,7 +5,9 @@ feature forgot to register is found too.
 A removed thing is left when a key is named after it (``job:<id>``, ``task:<job>.<n>``,
 ``tally:job:<id>``, ``node:<name>:tasks``...), or when a set, sorted set or hash holds it
 as a member or field (``jobs``, ``q:active``, ``nom:<task>`` in a node...). Apart: the
-event stream and the histories (lists), which tell of removed things by design;
+event stream and the histories (lists), which tell of removed things by design, and so
+does ``faults:<job>``, the job's recent failures by node and task (trimmed to its window
+at the job's next failure, removed with the job);
 ``nodes:changes`` and ``nodes:deltas``, the change feed, which keeps the names it carries
 until it is trimmed; and ``nodes:noexecute``, which the evictions clear of removed nodes
 at their next look (after a worker pass it holds none)."""
@@ -53,7 +55,7 @@ def leftovers(app, jobs: set[str], tasks: set[str], nodes: set[str], *, noexecut
             found.append(f"{name} is left of removed {named[0]}")
             continue
         if kind in readers and name not in FEED and (noexecute or name != "nodes:noexecute") \
-                and not name.startswith("task:"):
+                and not name.startswith(("task:", "faults:")):
             collections.append((name, kind))
     with client.pipeline(transaction=False) as pipe:
         for name, kind in collections:
