@@ -209,6 +209,15 @@ local function end_task(id, state, message, expected, k, events, now)
 end
 
 
+-- Whether a task that ended is its slot's outcome, kept with its job by retention (scored
+-- inf in job:<id>:ended): a batch or sysbatch task that completed, or failed with no retry
+-- queued (retried: a task of the job replaces it). A batch job's outcomes are its results;
+-- a sysbatch job's say where it ran to its end, which it does once per node.
+local function slot_outcome(kind, state, retried)
+  return (kind == 'batch' or kind == 'sysbatch') and (state == 'completed' or (state == 'failed' and not retried))
+end
+
+
 -- Retention (docs/redis-keys.md, Retention): where a job stands once its ended tasks are
 -- counted in job:<id>:ended. It is finished when none of its tasks is open (pending or
 -- live) and it is stopped, or is a batch job with tasks: then it waits in jobs:finished

@@ -225,8 +225,8 @@ class Keys:
         return self._key("tasks", "ended")
 
     def job_ended(self, job_id: str) -> str:
-        """ZSET task id -> when it ended (ms; ``inf`` for a batch job's slot outcome,
-        kept with its job): the job's ended tasks, as counted by the upkeep."""
+        """ZSET task id -> when it ended (ms; ``inf`` for a batch or sysbatch job's slot
+        outcome, kept with its job): the job's ended tasks, as counted by the upkeep."""
         return self._key("job", job_id, "ended")
 
     def job_holds(self, job_id: str) -> str:
