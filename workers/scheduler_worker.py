@@ -280,13 +280,16 @@ class SchedulerWorker:
                 if need > 0 and admitted < need:
                     for task_id in group.task_ids:
                         failures[task_id] = _gang_waits(spec, need, over, len(nodes), {over.split(":")[0]: len(nodes) or 1})
+                        failures[task_id]["admission"] = True
                         conflicts.discard(task_id)
                     continue
                 todo, refused_by_quota = group.task_ids[:admitted], group.task_ids[admitted:]
                 for task_id in refused_by_quota:
+                    # Held back by the quota or its job's parallelism, not by room: no eviction
+                    # lets it run sooner (kube never preempts for a quota either).
                     failures[task_id] = {"nodes_evaluated": max(len(nodes), 1), "reasons": {over.split(":")[0]: max(len(nodes), 1)},
-                                         "message": over}
-                    if waits_its_turn:  # no eviction would let it run sooner
+                                         "message": over, "admission": True}
+                    if waits_its_turn:
                         failures[task_id]["parallelism"] = spec.parallelism
                     conflicts.discard(task_id)
                 if not todo:
