@@ -68,12 +68,14 @@ def test_utilisation_is_reported_over_the_whole_replay_and_over_the_arrival_wind
     assert report["utilisation_arrival_window"]["cpu"] == 0.25
 
 
-@pytest.mark.parametrize("more, tasks", [({}, ["a.0", "a.1", "a.2", "b.0"]),
-                                         ({"ttl_after_finished": 10}, ["a.0", "a.1", "b.0"])])
+@pytest.mark.parametrize("more, tasks", [({"ttl_after_finished": 200}, ["a.0", "a.1", "a.2", "b.0"]),
+                                         ({"ttl_after_finished": 10}, ["a.0", "a.1", "b.0"]),
+                                         ({}, ["a.0", "a.1", "b.0"])])
 def test_a_job_whose_tasks_arrive_again_after_it_finished_replays(redis_url, namespace, more, tasks):
     # Retention follows the replay's clock (Redis TIME is years past it): a finished job
-    # is kept for job_retention (a day), so later tasks join it; one removed after its own
-    # ttl_after_finished is submitted anew (its tasks numbered from 0 again).
+    # is kept for its ttl_after_finished, so later tasks join it; one removed (after its
+    # ttl, or at once: the replay's job_retention is 0) is submitted anew, its tasks
+    # numbered from 0 again.
     trace = trace_of(node("n0", 4, "8GiB"),
                      task(0, "a", 1, 5, 1, "1GiB", **more),
                      task(50, "b", 1, 5, 1, "1GiB"),

@@ -136,6 +136,10 @@ class Replay:
         started = last_shown = time.perf_counter()
         horizon = self.trace.end_ms
         self.store.stream.set_maxlen(STREAM_KEEP)
+        # A finished job goes at the next upkeep (its tasks arriving later submit it anew):
+        # the Recorder keeps what the report needs, and a day's trace would otherwise keep
+        # every job of its day in the redis-server.
+        self.store.set_retention({"job_retention": "0"})
         if self.settings.nodes is not None:
             self._add_nodes(self.initial, 0)
         events, i, now = self.events, 0, 0
