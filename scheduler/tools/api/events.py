@@ -90,6 +90,7 @@ ROUTES = [
     get("/v1/events/info", stream_info, "The event stream: entries, bound, memory, oldest and newest ids",
         s.STREAM_INFO),
     put("/v1/events/keep", keep_events, "Keep about this many events in the stream from now on", s.STREAM_INFO,
-        role=OPERATOR, body=s.obj({"entries": {"type": "integer", "minimum": 0}}, additionalProperties=False),
+        role=OPERATOR, body=s.obj({"entries": {"type": "integer", "minimum": 0, "maximum": 1_000_000_000}},
+                   additionalProperties=False),
         refusals=(422,)),
 ]

@@ -7,14 +7,17 @@ import base64
 import binascii
 
 from scheduler.client import WaitTimeout
-from scheduler.model import MAX_REPLICAS, TASK_STATES
+from scheduler.model import MAX_REPLICAS, TASK_STATES, job_schema
+from scheduler.model.parameterized import MAX_META_VALUE, MAX_PAYLOAD_BYTES as MAX_PAYLOAD
 from scheduler.tools.api import schemas as s
 from scheduler.tools.api.problems import Problem, unprocessable
 from scheduler.tools.api.route import SUBMITTER, Answer, Call, Param, get, post
 from scheduler.tools.cli.task import task_record
 
 MAX_WAIT_S = 300
-JOB_SPEC = s.named("JobSpec", {"type": "object", "description": "A job spec, as docs/job-spec.md describes it."})
+BASE64 = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
+META_VALUE = {"anyOf": [{"type": "string", "maxLength": MAX_META_VALUE}, {"type": "number"}]}
+JOB_SPEC = s.JOB_SPEC
 SUBMISSION = {"anyOf": [JOB_SPEC, s.array(JOB_SPEC)],
               "description": "One job spec, or a list of them (all are checked before any is submitted). "
                              "YAML (one or more documents) and JSON lines are taken too."}
@@ -125,11 +128,13 @@ ROUTES = [
     get("/v1/jobs/{job_id}", show_job, "Show a job, and who did what to it", s.JOB, refusals=(404,)),
     get("/v1/jobs/{job_id}/history", job_history, "A job's versions", s.array(s.JOB_VERSION), refusals=(404,)),
     post("/v1/jobs/{job_id}/scale", scale_job, "Set a job's replicas", s.SCALED, role=SUBMITTER,
-         body=s.obj({"replicas": s.INTEGER}, additionalProperties=False), refusals=(404, 409, 422)),
+         body=s.obj({"replicas": job_schema.whole(0, MAX_REPLICAS)}, additionalProperties=False),
+         refusals=(404, 409, 422)),
     post("/v1/jobs/{job_id}/stop", stop_job, "Stop every task of a job", s.STOPPED, role=SUBMITTER,
          refusals=(404,)),
     post("/v1/jobs/{job_id}/revert", revert_job, "Run an earlier version's spec again, as a new version",
-         s.SUBMITTED, role=SUBMITTER, body=s.obj({"version": s.INTEGER}, additionalProperties=False),
+         s.SUBMITTED, role=SUBMITTER, body=s.obj({"version": {"type": "integer", "minimum": 1}},
+                                                 additionalProperties=False),
          refusals=(404, 422)),
     post("/v1/jobs/{job_id}/launch", launch_job, "Launch a periodic job now, outside its schedule", s.LAUNCHED,
          role=SUBMITTER, refusals=(404, 422), description="Nomad's `periodic force` (`sched job launch`)."),
@@ -139,9 +144,12 @@ ROUTES = [
          role=SUBMITTER, refusals=(404, 422)),
     post("/v1/jobs/{job_id}/dispatch", dispatch_job, "Launch a parameterized job with its input", s.DISPATCHED,
          role=SUBMITTER, status=(201, 200), refusals=(404, 422),
-         body=s.obj({}, {"meta": {"type": "object", "additionalProperties": s.STRING},
-                         "payload": {"type": "string", "description": "base64, at most 16 KiB once decoded"},
-                         "idempotency_token": s.STRING}, additionalProperties=False),
+         body=s.obj({}, {"meta": {"type": ["object", "null"], "additionalProperties": META_VALUE},
+                         "payload": {"type": ["string", "null"], "pattern": BASE64,
+                                     "maxLength": 4 * -(-MAX_PAYLOAD // 3),
+                                     "description": "base64, at most 16 KiB once decoded"},
+                         "idempotency_token": {"type": ["string", "null"], "pattern": r"^[!-~]{1,128}$"}},
+                    additionalProperties=False),
          description="`sched job dispatch`: 201 with a new launch, 200 with the launch a dispatch with the same "
                      "idempotency token made."),
     get("/v1/jobs/{job_id}/wait", wait_job, "Wait until tasks of a job are in a state", s.WAITED,

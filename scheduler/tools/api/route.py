@@ -37,6 +37,7 @@ from starlette.responses import StreamingResponse
 
 from scheduler.client import Client
 from scheduler.model.errors import SpecError
+from scheduler.model import job_schema, names
 from scheduler.model.names import check_tenant
 from scheduler.state.api_tokens import ROLES
 from scheduler.tools.api import problems, schemas, sse
@@ -75,16 +76,18 @@ def _tenant(value: str) -> str:
         raise inputs.BadInput(str(exc)) from None
 
 
+ID = f"(?:{job_schema.JOB_ID}|{job_schema.CHILD_ID})"
 # Path parameters, by name: schema, description, and the check of their text.
 PATH_PARAMS: dict[str, tuple[dict, str, Callable[[str], str]]] = {
-    "name": ({"type": "string"}, "a node's name", inputs.node_name),
-    "job_id": ({"type": "string"}, "a job's id", inputs.job_id),
-    "task_id": ({"type": "string", "pattern": r"^.+\.[0-9]+$"}, "a task's id: <job id>.<index>", inputs.task_id),
-    "deployment_id": ({"type": "string", "pattern": r"^.+@[1-9][0-9]*$"}, "a deployment's id: <job id>@<version>",
-                      inputs.deployment_id),
-    "tenant": ({"type": "string"}, "a tenant's name", _tenant),
+    "name": ({"type": "string", "pattern": f"^{names._NODE_NAME_RE.pattern}$"}, "a node's name", inputs.node_name),
+    "job_id": ({"type": "string", "pattern": f"^{ID}$"}, "a job's id", inputs.job_id),
+    "task_id": ({"type": "string", "pattern": f"^{ID}\\.[0-9]{{1,9}}$"}, "a task's id: <job id>.<index>",
+                inputs.task_id),
+    "deployment_id": ({"type": "string", "pattern": f"^{ID}@[1-9][0-9]{{0,8}}$"},
+                      "a deployment's id: <job id>@<version>", inputs.deployment_id),
+    "tenant": ({"type": "string", "pattern": f"^{names._TENANT_RE.pattern}$"}, "a tenant's name", _tenant),
 }
-NAMESPACE = Param("namespace", {"type": "string"},
+NAMESPACE = Param("namespace", {"type": "string", "pattern": f"^(?:{names._NAMESPACE_RE.pattern})?$"},
                   "The namespace to act in; by default the token's own (for a token of every namespace, or without "
                   "tokens, the server's).")
 
@@ -250,11 +253,40 @@ def body_fields(schema: dict, body) -> None:
     for name in schema.get("required", ()):
         if name not in body:
             raise Problem(422, f"the field {name} is missing.")
-    for name, value in body.items():
-        kinds = properties.get(name, {}).get("type")
+    for name, value in list(body.items()):
+        schema = properties.get(name, {})
+        kinds = schema.get("type")
         if kinds is not None and not any(_is(value, kind) for kind in ([kinds] if isinstance(kinds, str) else kinds)):
             wanted = " or ".join(_KIND_WORDS[k] for k in ([kinds] if isinstance(kinds, str) else kinds))
             raise Problem(422, f"the field {name} must be {wanted}.")
+        if kinds is not None and "integer" in _kinds(kinds) and "number" not in _kinds(kinds) \
+                and isinstance(value, float):
+            body[name] = value = int(value)  # 2.0 is the whole number 2, as JSON Schema reads it
+        _within(name, schema, value)
+
+
+def _within(name: str, schema: dict, value) -> None:
+    """A field's value against its schema's bounds and pattern (422 naming the field);
+    of ``anyOf`` schemas, the one of the value's type."""
+    for member in schema.get("anyOf", ()):
+        if "type" in member and any(_is(value, kind) for kind in _kinds(member["type"])):
+            schema = member
+            break
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        low = schema.get("minimum", schema.get("exclusiveMinimum"))
+        high = schema.get("maximum")
+        if (low is not None and (value < low or ("exclusiveMinimum" in schema and value == low))) \
+                or (high is not None and value > high):
+            what = "a whole number" if schema.get("type") == "integer" else "a number"
+            bound = (f"from {low} to {high}" if high is not None else f"of {low} or more") \
+                if "exclusiveMinimum" not in schema else f"above {low}" + (f" and at most {high}" if high else "")
+            raise Problem(422, f"{name} must be {what} {bound}.")
+    if isinstance(value, str) and "pattern" in schema and not re.search(schema["pattern"], value):
+        raise Problem(422, f"{name} {value[:60]!r} is not valid: {schema.get('description', 'see its pattern')}.")
+
+
+def _kinds(kinds) -> list[str]:
+    return [kinds] if isinstance(kinds, str) else list(kinds)
 
 
 _KIND_WORDS = {"string": "text", "integer": "a whole number", "number": "a number", "boolean": "true or false",
@@ -263,7 +295,8 @@ _KIND_WORDS = {"string": "text", "integer": "a whole number", "number": "a numbe
 
 def _is(value, kind: str) -> bool:
     if kind == "integer":
-        return isinstance(value, int) and not isinstance(value, bool)
+        return not isinstance(value, bool) and (isinstance(value, int)
+                                                or isinstance(value, float) and value.is_integer())
     if kind == "number":
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     return isinstance(value, {"string": str, "boolean": bool, "object": dict, "array": list,
