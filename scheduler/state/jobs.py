@@ -93,6 +93,12 @@ class JobStore(NamespaceStore):
         return {"id": job_id, "version": int(fields["version"]), "status": fields.get("status", "running"),
                 "created": int(fields.get("created", 0)), "spec": orjson.loads(fields["spec"])}
 
+    def require_job(self, job_id: str) -> None:
+        """Raise NotFound unless the job exists (one EXISTS)."""
+        check_job_id(job_id)
+        if not self.client.exists(self.keys.job(job_id)):
+            raise NotFound(f"job {job_id!r} does not exist.")
+
     def job_fields(self, job_id: str) -> dict[str, str]:
         """The job's hash as stored (empty when there is no such job)."""
         return self.client.hgetall(self.keys.job(job_id))

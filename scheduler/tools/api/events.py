@@ -19,7 +19,7 @@ from scheduler.model.errors import SpecError
 from scheduler.tools.api import schemas as s
 from scheduler.tools.api import sse
 from scheduler.tools.api.problems import Problem, unprocessable
-from scheduler.tools.api.route import OPERATOR, Call, Param, get, put
+from scheduler.tools.api.route import JOB_ID, NODE_NAME, OPERATOR, Call, Param, get, put
 from scheduler.tools.ui.live import valid_id
 
 POLL_S = 1.0
@@ -82,8 +82,8 @@ ROUTES = [
                                                   "when sent, wins"),
                Param("type", {"type": "array", "items": {"type": "string", "enum": list(EVENT_TYPES)}},
                      "only events of this type (repeat it for several)"),
-               Param("job", {"type": "array", "items": {"type": "string"}}, "only events about this job"),
-               Param("node", {"type": "array", "items": {"type": "string"}}, "only events naming this node")),
+               Param("job", {"type": "array", "items": JOB_ID}, "only events about this job"),
+               Param("node", {"type": "array", "items": NODE_NAME}, "only events naming this node")),
         description="`text/event-stream`: first `event: ready` (its `id:` the position the stream starts "
                     "after), then one `data:` line of JSON per event (docs/events.md) with its stream id as "
                     "`id:`. Reconnect with `Last-Event-ID` to go on exactly after the last one seen."),

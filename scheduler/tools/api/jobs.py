@@ -57,6 +57,7 @@ def job_history(call: Call):
 
 
 def scale_job(call: Call):
+    _job(call)
     replicas = call.body["replicas"]
     if not 0 <= replicas <= MAX_REPLICAS:
         raise Problem(422, f"replicas must be a whole number from 0 to {MAX_REPLICAS}.")
@@ -68,28 +69,39 @@ def stop_job(call: Call):
 
 
 def revert_job(call: Call):
+    _job(call)
     if call.body["version"] < 1:
         raise Problem(422, "version must be a job version, a whole number from 1.")
     with unprocessable():  # a version the job never had
         return call.sched.revert(call.path["job_id"], call.body["version"])
 
 
+def _job(call: Call) -> str:
+    """The path's job id, once it is known to exist (404 otherwise, before anything else)."""
+    call.sched.store.require_job(call.path["job_id"])
+    return call.path["job_id"]
+
+
 def launch_job(call: Call):
+    _job(call)
     with unprocessable():  # not periodic, stopped, or a launch still running under overlap forbid
         return call.sched.launch(call.path["job_id"])
 
 
 def suspend_job(call: Call):
+    _job(call)
     with unprocessable():
         return call.sched.suspend(call.path["job_id"])
 
 
 def resume_job(call: Call):
+    _job(call)
     with unprocessable():
         return call.sched.resume(call.path["job_id"])
 
 
 def dispatch_job(call: Call):
+    _job(call)
     body = call.body or {}
     payload = None
     if body.get("payload") is not None:
@@ -104,8 +116,7 @@ def dispatch_job(call: Call):
 
 
 def wait_job(call: Call):
-    job_id, state, count, timeout = (call.path["job_id"], call.query["state"], call.query["count"],
-                                     call.query["timeout"])
+    job_id, state, count, timeout = (_job(call), call.query["state"], call.query["count"], call.query["timeout"])
     wanted = count if count is not None else (call.sched.job(job_id)["spec"].get("replicas") or 1)
     try:
         tasks, reached, message = call.sched.wait(job_id, state, count, timeout), True, None
@@ -143,7 +154,7 @@ ROUTES = [
     post("/v1/jobs/{job_id}/resume", resume_job, "Launch a suspended periodic job's ticks again", s.SCHEDULE,
          role=SUBMITTER, refusals=(404, 422)),
     post("/v1/jobs/{job_id}/dispatch", dispatch_job, "Launch a parameterized job with its input", s.DISPATCHED,
-         role=SUBMITTER, status=(201, 200), refusals=(404, 422),
+         role=SUBMITTER, status=(201, 200), refusals=(404, 422), body_required=False,
          body=s.obj({}, {"meta": {"type": ["object", "null"], "additionalProperties": META_VALUE},
                          "payload": {"type": ["string", "null"], "pattern": BASE64,
                                      "maxLength": 4 * -(-MAX_PAYLOAD // 3),

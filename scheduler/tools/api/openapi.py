@@ -8,6 +8,7 @@ from http import HTTPStatus
 
 from scheduler.tools.api import schemas
 from scheduler.tools.api.route import GZIP_TYPE, LINES_TYPES, NAMESPACE, PATH_PARAMS, Route
+from scheduler.tools.ui.inputs import MAX_TEXT
 
 VERSION = "1"
 PROBLEM_CONTENT = {"application/problem+json": {"schema": schemas.PROBLEM}}
@@ -37,7 +38,8 @@ def operation(route: Route) -> dict:
     parameters = [{"name": name, "in": "path", "required": True, "schema": PATH_PARAMS[name][0],
                    "description": PATH_PARAMS[name][1]} for name in route.path_params]
     for param in ((NAMESPACE,) if route.needs_namespace else ()) + route.query:
-        entry = {"name": param.name, "in": "query", "required": param.required, "schema": param.schema,
+        schema = param.schema if param is NAMESPACE else _text_bounds(param.schema)
+        entry = {"name": param.name, "in": "query", "required": param.required, "schema": schema,
                  "description": param.description}
         if param.schema.get("type") == "array":
             entry.update(style="form", explode=True)
@@ -67,10 +69,20 @@ def operation(route: Route) -> dict:
         if route.texts:
             content["application/yaml"] = {"schema": {"type": "string"}}
             content["application/x-ndjson"] = {"schema": {"type": "string"}}
-        op["requestBody"] = {"required": True, "content": content}
+        op["requestBody"] = {"required": route.body_required, "content": content}
     return op
 
 
 def tag(route: Route) -> str:
     word = route.path.split("/")[2]
     return NOUN_OF.get(word, word)
+
+
+def _text_bounds(schema: dict) -> dict:
+    """A query parameter's schema with the bounds every text parameter has: not empty, at
+    most ``MAX_TEXT`` characters (each item of a repeated one)."""
+    if schema.get("type") == "array":
+        return {**schema, "items": _text_bounds(schema["items"])}
+    if schema.get("type") == "string" and "enum" not in schema:
+        return {"minLength": 1, "maxLength": MAX_TEXT, **schema}
+    return schema

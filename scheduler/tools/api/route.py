@@ -77,6 +77,8 @@ def _tenant(value: str) -> str:
 
 
 ID = f"(?:{job_schema.JOB_ID}|{job_schema.CHILD_ID})"
+JOB_ID = {"type": "string", "pattern": f"^{ID}$", "maxLength": inputs.MAX_TEXT}
+NODE_NAME = {"type": "string", "pattern": f"^{names._NODE_NAME_RE.pattern}$", "maxLength": inputs.MAX_TEXT}
 # Path parameters, by name: schema, description, and the check of their text.
 PATH_PARAMS: dict[str, tuple[dict, str, Callable[[str], str]]] = {
     "name": ({"type": "string", "pattern": f"^{names._NODE_NAME_RE.pattern}$"}, "a node's name", inputs.node_name),
@@ -120,6 +122,7 @@ class Route:
     role: str = VIEWER
     query: tuple[Param, ...] = ()
     body: dict | None = None  # the JSON Schema of the request's body (None: it takes none)
+    body_required: bool = True  # False: a request may send none (every field is optional)
     texts: bool = False  # the body may also be YAML text or JSON lines
     status: tuple[int, ...] = (200,)
     refusals: tuple[int, ...] = ()  # 404, 409, 422 beyond what every route may answer
@@ -234,6 +237,8 @@ def _check_value(param: Param, raw: str, schema: dict):
                            f"{_did_you_mean(raw, schema['enum'])}.")
     if not raw:
         raise Problem(400, f"the query parameter {name} is empty.")
+    if "pattern" in schema and not re.search(schema["pattern"], raw):
+        raise Problem(400, f"the query parameter {name} {raw[:60]!r} is not valid: {param.description}.")
     return raw
 
 
@@ -328,8 +333,10 @@ async def read_body(route: Route, request: Request):
         body = orjson.loads(raw or b"null")
     except orjson.JSONDecodeError as exc:
         raise Problem(400, f"the request body is not valid JSON ({str(exc).split(':')[0]}).") from None
-    if body is None and route.body is not None:
-        body = {} if schemas.resolve(route.body).get("type") == "object" else None
+    if not raw and route.body is not None and not route.body_required:
+        body = {}  # a POST without a body, where every field is optional
+    elif schemas.resolve(route.body or {}).get("type") == "object" and not isinstance(body, dict):
+        raise Problem(422, "the request body must be a JSON object.")
     body_fields(schemas.resolve(route.body or {}), body)
     return body
 
