@@ -424,7 +424,7 @@ def test_a_snapshot_downloads_as_a_file_and_uploads_into_an_empty_namespace_only
     with TestClient(create_api(app)) as bounded:
         refusals = [(http, b"\n".join(lines[:-1]) + b"\n", lines_type, 422,
                      "the uploaded snapshot ends before its last line: the snapshot was cut short"),
-                    (http, plain.content, {"content-type": "application/gzip"}, 400, "the request body is not gzip"),
+                    (http, plain.content, {"content-type": "application/gzip"}, 422, "the request body is not gzip"),
                     (http, plain.content, {"content-type": "text/csv"}, 415, "send the body as application/x-ndjson"),
                     (bounded, b"x" * 4097, lines_type, 413, "larger than 4096 bytes."),
                     (bounded, gzip.compress(b"\n" * 100_000), {"content-type": "application/gzip"}, 413,
@@ -708,3 +708,4 @@ def test_a_body_that_is_not_an_object_is_a_422_and_writes_nothing(app, http, tok
     assert api("POST", "/v1/jobs", json=[1]).status_code == 422
     assert api("POST", "/v1/jobs/plan", content=b"", headers={"content-type": "application/json"}).status_code == 422
     assert snapshot(redis_url, app.keys.namespace) == before
+

@@ -122,6 +122,12 @@ RESOURCES = {
                    "letters, digits, - and _",
 }
 
+# Beside a node's or a quota's own cpu and memory (and a node's gpu): the other resources.
+OTHER_RESOURCES = {**{k: v for k, v in RESOURCES.items() if k != "properties"},
+                   "propertyNames": {"pattern": anchored(quantities._NAME_RE.pattern),
+                                     "not": {"pattern": f"^(?:{_LOOKALIKE})$"}},
+                   "description": "other resources than cpu and memory: {name: whole units}"}
+
 # ----------------------------------------------------------------------------- constraints
 _SYMBOL = r"(?:==|!=|<=|>=|<|>)"
 _VALUED = r"(?:in|set_contains|set_contains_any)"  # a comma-separated list, one item at least
@@ -278,7 +284,6 @@ _NOT_RUN_TO_COMPLETION = set(JOB_TYPES) - RUN_TO_COMPLETION
 _NULL = {"type": "null"}
 JOB_SPEC = {
     "type": "object",
-    "title": "sched job spec",
     "description": "A job: N identical tasks (docs/job-spec.md). Checked by the server beyond this schema: "
                    + "; ".join(SERVER_CHECKS) + ".",
     "additionalProperties": False,
@@ -340,7 +345,7 @@ JOB_SPEC = {
 
 def job_spec_document() -> dict:
     """The job spec's schema as a file of its own (``docs/job-spec.schema.json``)."""
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **JOB_SPEC}
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "sched job spec", **JOB_SPEC}
 
 
 # ----------------------------------------------------------------------------- nodes
@@ -351,12 +356,15 @@ TAINT = text(f"{_SPACE}*{taints._KEY_RE.pattern}(?:={taints._VALUE_RE.pattern})?
              description="KEY[=VALUE]:EFFECT, such as dedicated=gpu:NoSchedule")
 NODE_SPEC = closed({
     "cpu": CPU, "memory": MEMORY, "gpu": {**UNITS, "anyOf": [*UNITS["anyOf"], {"type": "null"}]},
-    "resources": nullable(RESOURCES),
+    "resources": nullable({**OTHER_RESOURCES, "description": "other resources: {name: whole units}; gpu here or "
+                                                             "as its own field, not both"}),
     "labels": _NODE_LABELS, "engine_labels": _NODE_LABELS,
     "os": {**_PLATFORM, "default": "linux"}, "arch": {**_PLATFORM, "default": "amd64"},
     "role": {**_PLATFORM, "default": "worker"}, "plugins": nullable(list_of(text(names._PLUGIN_RE.pattern))),
     "taints": nullable(list_of(TAINT, description="given, they replace the node's"))},
-    ("cpu", "memory"), description="What a node offers, as `sched node add` takes it.")
+    ("cpu", "memory"), description="What a node offers, as `sched node add` takes it.",
+    allOf=[{"if": {"properties": {"gpu": {"not": {"type": "null"}}}, "required": ["gpu"]},
+            "then": {"properties": {"resources": {"anyOf": [{"type": "null"}, {"not": {"required": ["gpu"]}}]}}}}])
 
 
 if __name__ == "__main__":  # python -m scheduler.model.job_schema > docs/job-spec.schema.json

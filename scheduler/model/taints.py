@@ -167,8 +167,9 @@ def parse_tolerations(raw, job: str) -> tuple[Toleration, ...]:
             raise SpecError(f"{what} has no key, so its operator must be Exists (it then tolerates every taint).")
         if operator == EXISTS and value:
             raise SpecError(f"{what}: operator Exists takes no value.")
-        effect = item.get("effect", "") or ""
-        if effect:
+        effect = item.get("effect")
+        effect = "" if effect is None else effect
+        if effect != "":
             _effect(effect, what)
         seconds = item.get("toleration_seconds")
         if seconds is not None:

@@ -60,11 +60,9 @@ async def _not_found(request, exc):
 
 async def _not_allowed(request, exc):
     """405 with ``Allow``: the methods of every route of the path (RFC 9110)."""
-    methods = set()
-    for route in request.app.router.routes:
-        match, _ = route.matches({**request.scope, "method": "GET"})
-        if match != Match.NONE:
-            methods |= route.methods or set()
+    routes = request.app.router.routes
+    first = next(route for route in routes if route.matches({**request.scope, "method": "GET"})[0] != Match.NONE)
+    methods = {method for route in routes if route.path == first.path for method in route.methods or ()}
     allow = ", ".join(sorted(methods))
     return problems.response(problems.Problem(405, f"{request.method} is not a method of {request.url.path[:80]}; "
                                                    f"it takes {allow}.", headers={"allow": allow}), request.url.path)

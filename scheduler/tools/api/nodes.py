@@ -24,6 +24,9 @@ def node_from_body(name: str, body: dict):
     if not isinstance(body.get("resources") or {}, dict):
         raise SpecError(f"node {name}: resources must be a mapping of resource names to amounts, like {{gpu: 1}}.")
     extra = dict(body.get("resources") or {})
+    twice = sorted({"cpu", "memory", *(("gpu",) if body.get("gpu") is not None else ())} & set(extra))
+    if twice:
+        raise SpecError(f"node {name}: give {twice[0]} as its own field, not in resources.")
     if body.get("gpu") is not None:
         extra["gpu"] = body["gpu"]
     return make_node(name, cpu=body.get("cpu"), memory=body.get("memory"), resources=extra,

@@ -67,8 +67,8 @@ def operation(route: Route) -> dict:
     if route.body is not None:
         content = {"application/json": {"schema": route.body}}
         if route.texts:
-            content["application/yaml"] = {"schema": {"type": "string"}}
-            content["application/x-ndjson"] = {"schema": {"type": "string"}}
+            content["application/yaml"] = {"schema": {"type": "string", "format": "binary"}}
+            content["application/x-ndjson"] = {"schema": {"type": "string", "format": "binary"}}
         op["requestBody"] = {"required": route.body_required, "content": content}
     return op
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from scheduler.model import job_schema
 from scheduler.tools.api import schemas as s
-from scheduler.tools.api.problems import unprocessable
+from scheduler.tools.api.problems import Problem, unprocessable
 from scheduler.tools.api.route import OPERATOR, Call, get, put, delete
 
 QUOTA_LIMITS = s.named("QuotaLimits", {
@@ -17,7 +17,7 @@ QUOTA_LIMITS = s.named("QuotaLimits", {
                               "description": "200GiB, or bytes"},
                    "tasks": {"type": ["integer", "null"], "minimum": 0, "maximum": 1_000_000_000,
                              "description": "live tasks"},
-                   "resources": job_schema.nullable(job_schema.RESOURCES)}})
+                   "resources": job_schema.nullable(job_schema.OTHER_RESOURCES)}})
 
 
 def show_quota(call: Call):
@@ -26,6 +26,8 @@ def show_quota(call: Call):
 
 def set_quota(call: Call):
     body = call.body
+    if isinstance(body.get("resources"), dict) and {"cpu", "memory"} & set(body["resources"]):
+        raise Problem(422, "give cpu and memory as their own fields, not in resources.")
     with unprocessable():
         return call.sched.set_quota(cpu=body.get("cpu"), memory=body.get("memory"), tasks=body.get("tasks"),
                                      resources=body.get("resources"))

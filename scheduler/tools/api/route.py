@@ -286,6 +286,8 @@ def _within(name: str, schema: dict, value) -> None:
             bound = (f"from {low} to {high}" if high is not None else f"of {low} or more") \
                 if "exclusiveMinimum" not in schema else f"above {low}" + (f" and at most {high}" if high else "")
             raise Problem(422, f"{name} must be {what} {bound}.")
+    if "enum" in schema and value not in schema["enum"]:
+        raise Problem(422, f"{name} must be one of {', '.join(map(str, schema['enum'])) or 'nothing'}.")
     if isinstance(value, str) and "pattern" in schema and not re.search(schema["pattern"], value):
         raise Problem(422, f"{name} {value[:60]!r} is not valid: {schema.get('description', 'see its pattern')}.")
 
@@ -316,6 +318,8 @@ def _did_you_mean(word: str, choices) -> str:
 async def read_body(route: Route, request: Request):
     """The body: parsed JSON, or text for a route that takes YAML or JSON lines."""
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if not kind and not route.body_required and request.headers.get("content-length", "0") == "0":
+        kind = JSON_TYPES[0]  # no body at all, where every field is optional
     if kind not in JSON_TYPES and not (route.texts and kind in TEXT_TYPES):
         takes = "application/json" + (", application/yaml or application/x-ndjson" if route.texts else "")
         raise Problem(415, f"send the body as {takes} (Content-Type).")
@@ -328,7 +332,7 @@ async def read_body(route: Route, request: Request):
         try:
             return bytes(raw).decode("utf-8")
         except UnicodeDecodeError:
-            raise Problem(400, "the request body is not UTF-8 text.") from None
+            raise Problem(422, "the request body is not UTF-8 text.") from None
     try:
         body = orjson.loads(raw or b"null")
     except orjson.JSONDecodeError as exc:
@@ -363,7 +367,7 @@ async def read_upload(route: Route, request: Request) -> Path:
                         data, chunk = chunk, b""
                     else:
                         if inflate.eof:
-                            raise Problem(400, "the request body goes on after the end of its gzip stream.")
+                            raise Problem(422, "the request body goes on after the end of its gzip stream.")
                         data = inflate.decompress(chunk, route.upload + 1 - size)
                         chunk = inflate.unconsumed_tail
                     size += len(data)
@@ -373,10 +377,10 @@ async def read_upload(route: Route, request: Request) -> Path:
                                            f"{' once decompressed' if inflate else ''}.")
                     out.write(data)
         if inflate is not None and not inflate.eof:
-            raise Problem(400, "the request body ends before the end of its gzip stream.")
+            raise Problem(422, "the request body ends before the end of its gzip stream.")
     except zlib.error:
         os.unlink(name)
-        raise Problem(400, "the request body is not gzip, as its Content-Type or Content-Encoding says.") from None
+        raise Problem(422, "the request body is not gzip, as its Content-Type or Content-Encoding says.") from None
     except BaseException:
         os.unlink(name)
         raise
