@@ -15,8 +15,11 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 @click.option("--port", type=click.IntRange(1, 65535), default=8710, show_default=True, help="Port to listen on.")
 @click.option("--no-auth", is_flag=True, help="Take requests without a token (loopback only): anyone on this "
                                                "machine may then do anything.")
+@click.option("--forwarded-allow-ips", default="", metavar="IPS",
+              help="Believe X-Forwarded-For and X-Forwarded-Proto only from these proxies (addresses or networks, "
+                   "comma-separated, or *); by default from none: the peer is the client.")
 @click.pass_context
-def api(ctx, host, port, no_auth):
+def api(ctx, host, port, no_auth, forwarded_allow_ips):
     """Serve the HTTP API: everything sched does, under /v1/, for programs in any language.
 
     Every request carries a token (sched token create NAME --namespace NS --role ROLE),
@@ -25,7 +28,10 @@ def api(ctx, host, port, no_auth):
     document is GET /v1/openapi.json; docs/http-api.md has curl examples. sched ui
     serves the same routes beside the dashboard.
     """
-    from scheduler.tools.ui.server import serve
+    from scheduler.tools.ui.server import check_forwarded_allow_ips, serve
+
+    if forwarded_allow_ips:
+        check_forwarded_allow_ips(forwarded_allow_ips)
 
     if no_auth and host not in LOOPBACK:
         raise SpecError(f"sched api will not serve {host} without tokens: anyone who can reach it could submit jobs "
@@ -38,4 +44,4 @@ def api(ctx, host, port, no_auth):
     how = "no tokens (loopback only)" if no_auth else "tokens required (sched token create)"
     click.echo(f"sched api: http://{shown}:{port}/v1/ (Redis {app.display_url}; namespace {app.keys.namespace} by "
                f"default; {how}); Ctrl-C stops it")
-    serve(app, host, port, api_auth=not no_auth, dashboard=False)
+    serve(app, host, port, api_auth=not no_auth, dashboard=False, forwarded_allow_ips=forwarded_allow_ips)

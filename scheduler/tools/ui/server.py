@@ -22,8 +22,13 @@ class Server(uvicorn.Server):
     """uvicorn's server, ending the dashboard's event streams as it begins to stop: they
     would otherwise hold the graceful shutdown until its timeout."""
 
-    def __init__(self, web, **options):
-        super().__init__(uvicorn.Config(web, log_level="warning", timeout_graceful_shutdown=GRACE_S, **options))
+    def __init__(self, web, forwarded_allow_ips: str = "", **options):
+        # X-Forwarded-For and -Proto are believed only from the proxies named (none by
+        # default: uvicorn's own default trusts 127.0.0.1, so any local process could
+        # claim any address and walk around the API's lockout of an address).
+        super().__init__(uvicorn.Config(web, log_level="warning", timeout_graceful_shutdown=GRACE_S,
+                                        proxy_headers=bool(forwarded_allow_ips),
+                                        forwarded_allow_ips=forwarded_allow_ips or None, **options))
         self.web = web
 
     async def shutdown(self, sockets=None) -> None:
@@ -46,21 +51,41 @@ def build(app: App, host: str, auth: AuthSettings | None = None, api_auth: bool 
     return WithDashboard(create_api(app, auth=api_auth, allowed_hosts=hosts, streams=web.state.streams), web)
 
 
-def serve(app: App, host: str, port: int, auth: AuthSettings | None = None, **options) -> None:
-    """Serve in the foreground until SIGINT or SIGTERM (``options``: :func:`build`'s)."""
-    Server(build(app, host, auth, **options), host=host, port=port).run()
+def serve(app: App, host: str, port: int, auth: AuthSettings | None = None, forwarded_allow_ips: str = "",
+          **options) -> None:
+    """Serve in the foreground until SIGINT or SIGTERM (``options``: :func:`build`'s;
+    ``forwarded_allow_ips``: the proxies whose forwarded headers are believed)."""
+    Server(build(app, host, auth, **options), forwarded_allow_ips, host=host, port=port).run()
+
+
+def check_forwarded_allow_ips(text: str) -> str:
+    """``--forwarded-allow-ips``: addresses or networks, comma-separated, or ``*``."""
+    import ipaddress
+
+    from scheduler.model.errors import SpecError
+
+    for part in (p.strip() for p in text.split(",")):
+        if part == "*":
+            continue
+        try:
+            ipaddress.ip_network(part, strict=False)
+        except ValueError:
+            raise SpecError(f"--forwarded-allow-ips {part!r} is not an address or network; give addresses such as "
+                            f"10.0.0.5,10.1.0.0/16 (the proxies in front of the server), or *.") from None
+    return text
 
 
 class Background:
     """The dashboard on a free loopback port, on a thread: ``with Background(app) as url:``
     (``options``: :func:`build`'s)."""
 
-    def __init__(self, app: App, host: str = "127.0.0.1", auth: AuthSettings | None = None, **options):
+    def __init__(self, app: App, host: str = "127.0.0.1", auth: AuthSettings | None = None,
+                 forwarded_allow_ips: str = "", **options):
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind((host, 0))
         self.url = f"http://{host}:{self.sock.getsockname()[1]}"
-        self.server = Server(build(app, host, auth, **options), lifespan="off")
+        self.server = Server(build(app, host, auth, **options), forwarded_allow_ips, lifespan="off")
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True,
                                        name="sched-ui")
 
