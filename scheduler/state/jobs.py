@@ -22,6 +22,7 @@ from redis.exceptions import NoScriptError
 from scheduler.model import JobSpec, check_job_id, parse_job
 from scheduler.model.errors import NotFound, RedisUnavailable
 from scheduler.model.names import is_job_id
+from scheduler.state.hashes import read_many
 from scheduler.state.history import HISTORY_KEEP, Record, record_args
 from scheduler.state.namespace import NamespaceStore
 
@@ -174,15 +175,16 @@ class JobStore(NamespaceStore):
             ids += self.job_task_ids(job_id)
         return ids
 
-    def job_summaries(self) -> list[JobSummary]:
-        """Every job with the state of each of its tasks, in two pipelined round trips."""
+    def job_summaries(self, ids: list[str] | None = None) -> list[JobSummary]:
+        """Every job (or those of ``ids`` that exist, in that order) with the state of each
+        of its tasks, in two pipelined round trips."""
         k = self.keys
-        ids = self.job_ids()
-        with self.client.pipeline(transaction=False) as pipe:
-            for job_id in ids:
-                pipe.hmget(k.job(job_id), "version", "status", "created", "spec", "failure")
-                pipe.zrange(k.job_tasks(job_id), 0, -1)
-            replies = pipe.execute()
+        ids = self.job_ids() if ids is None else ids
+        commands = []
+        for job_id in ids:
+            commands.append(("HMGET", k.job(job_id), "version", "status", "created", "spec", "failure"))
+            commands.append(("ZRANGE", k.job_tasks(job_id), "0", "-1"))
+        replies = read_many(self.client, commands)
         found, task_ids = [], []
         for job_id, (version, status, created, spec, failure), ids_of_job in zip(ids, replies[::2], replies[1::2]):
             if spec is None:
@@ -190,11 +192,8 @@ class JobStore(NamespaceStore):
             found.append(JobSummary(job_id, int(version or 0), status or "running", int(created or 0),
                                     orjson.loads(spec), [], failure or ""))
             task_ids.append(ids_of_job)
-        with self.client.pipeline(transaction=False) as pipe:
-            for ids_of_job in task_ids:
-                for task_id in ids_of_job:
-                    pipe.hget(k.task(task_id), "state")
-            states = iter(pipe.execute())
+        states = iter(read_many(self.client, [("HGET", k.task(task_id), "state")
+                                              for ids_of_job in task_ids for task_id in ids_of_job]))
         for summary, ids_of_job in zip(found, task_ids):
             summary.task_states = [state for _ in ids_of_job if (state := next(states)) is not None]
         return found
@@ -406,7 +405,7 @@ class JobStore(NamespaceStore):
     def _enqueue_many_calls(self, jobs: list[tuple[str, JobSpec]], by: str | None):
         """(first job id, last job id, keys, args) of each ``enqueue_many.lua`` call."""
         k = self.keys
-        fixed = [k.jobs, k.active, k.enqueue_seq, k.job_shares, k.wake, k.stream, k.config]
+        fixed = [k.jobs, k.active, k.enqueue_seq, k.job_shares, k.wake, k.stream, k.config, k.jobs_by_id]
         task_key = k.task
         rests: dict[int, str] = {}
         who = "" if by is None else orjson.dumps(by).decode()
@@ -446,7 +445,7 @@ class JobStore(NamespaceStore):
         args += record_args(record, record.by) if record is not None else [""]
         args += [*pins, self.scripts.now_arg()]
         keys = [k.job(job_id), k.jobs, k.global_jobs, k.active, k.backoff, k.job_tasks(job_id), k.enqueue_seq,
-                k.job_shares, k.wake, k.stream, k.config, k.job_history(job_id), k.waiting,
+                k.job_shares, k.wake, k.stream, k.config, k.job_history(job_id), k.waiting, k.jobs_by_id,
                 *(k.task(f"{job_id}.{first_index + i}") for i in range(count))]
         return self.scripts.enqueue(keys=keys, args=args)
 
