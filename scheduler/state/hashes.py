@@ -1,5 +1,5 @@
 """Reading many hashes at once: every node when a worker (or the parent of several) loads
-its copy of the cluster, or a page of jobs and their tasks' states.
+its copy of the cluster.
 
 A redis-py pipeline spends about as much of the reader's CPU per command as decoding the
 node does (queueing the call, packing it, a response callback that turns the reply into
@@ -52,43 +52,3 @@ def _chunk(client: redis.Redis, keys: list[str]) -> list[dict[str, str]]:
     # RESP3 replies are maps already; RESP2 ones are flat lists of fields and values.
     return [reply if isinstance(reply, dict) else dict(zip(reply[::2], reply[1::2])) for reply in replies]
 
-
-def read_many(client, commands: list[tuple[str, ...]]) -> list:
-    """The replies of read-only ``commands`` (each a tuple of its words), in order, as Redis
-    gives them (no redis-py response callbacks: an HMGET is a list, a ZRANGE a list, an
-    HGET a text or None), written as one buffer per chunk like :func:`hgetall_many`."""
-    if not isinstance(client, redis.Redis):
-        with client.pipeline(transaction=False) as pipe:
-            for command in commands:
-                pipe.execute_command(*command)
-            return pipe.execute()
-    replies: list = []
-    for start in range(0, len(commands), CHUNK):
-        replies += _commands(client, commands[start:start + CHUNK])
-    return replies
-
-
-def _commands(client: redis.Redis, commands: list[tuple[str, ...]]) -> list:
-    pool = client.connection_pool
-    connection = pool.get_connection()
-    try:
-        encode = connection.encoder.encode
-        parts = []
-        for command in commands:
-            parts.append(b"*%d\r\n" % len(command))
-            for word in command:
-                word = encode(word)
-                parts.append(b"$%d\r\n%s\r\n" % (len(word), word))
-        packed = b"".join(parts)
-
-        def send_and_read() -> list:
-            connection.send_packed_command([packed])
-            return [connection.read_response() for _ in commands]
-
-        replies = connection.retry.call_with_retry(send_and_read, lambda _error: connection.disconnect())
-    except BaseException:
-        connection.disconnect()
-        raise
-    finally:
-        pool.release(connection)
-    return replies

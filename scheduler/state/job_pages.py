@@ -4,8 +4,9 @@ and taken out by retention with the other indexes of jobs).
 
 A page is one ``ZRANGE BYLEX`` of at most ``per_page + 1`` ids (the one after the page is
 the next page's token, as Nomad's ``next_token``), then the page's jobs and their tasks'
-states in two pipelined round trips (:meth:`JobStore.job_summaries`): what a page reads
-grows with the page, never with the namespace. A namespace written before the index
+states in two read-only script calls (:meth:`JobStore.job_summaries`: ``job_page.lua``,
+``task_states.lua``), each one reply: what a page reads grows with the page, never with
+the namespace. A namespace written before the index
 existed has it made on its first page (SSCAN of ``jobs``, a chunk at a time).
 """
 

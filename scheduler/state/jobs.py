@@ -22,7 +22,6 @@ from redis.exceptions import NoScriptError
 from scheduler.model import JobSpec, check_job_id, parse_job
 from scheduler.model.errors import NotFound, RedisUnavailable
 from scheduler.model.names import is_job_id
-from scheduler.state.hashes import read_many
 from scheduler.state.history import HISTORY_KEEP, Record, record_args
 from scheduler.state.namespace import NamespaceStore
 
@@ -33,6 +32,7 @@ ENQUEUE_CHUNK = 500  # tasks per enqueue.lua call: each call takes a few ms (doc
 # (the same instructions: benchmarks.md).
 BULK_JOBS = 100
 _PIPELINED = 4  # enqueue_many.lua calls per round trip
+SUMMARY_CHUNK = 500  # jobs per job_page.lua call (and tasks per task_states.lua call, twice that)
 
 
 def shares_value(spec: JobSpec) -> str:
@@ -177,23 +177,28 @@ class JobStore(NamespaceStore):
 
     def job_summaries(self, ids: list[str] | None = None) -> list[JobSummary]:
         """Every job (or those of ``ids`` that exist, in that order) with the state of each
-        of its tasks, in two pipelined round trips."""
+        of its tasks: ``job_page.lua`` then ``task_states.lua``, each a call per chunk of
+        jobs or tasks (one round trip each for a page)."""
         k = self.keys
         ids = self.job_ids() if ids is None else ids
-        commands = []
-        for job_id in ids:
-            commands.append(("HMGET", k.job(job_id), "version", "status", "created", "spec", "failure"))
-            commands.append(("ZRANGE", k.job_tasks(job_id), "0", "-1"))
-        replies = read_many(self.client, commands)
         found, task_ids = [], []
-        for job_id, (version, status, created, spec, failure), ids_of_job in zip(ids, replies[::2], replies[1::2]):
-            if spec is None:
-                continue  # removed between the two reads
-            found.append(JobSummary(job_id, int(version or 0), status or "running", int(created or 0),
-                                    orjson.loads(spec), [], failure or ""))
-            task_ids.append(ids_of_job)
-        states = iter(read_many(self.client, [("HGET", k.task(task_id), "state")
-                                              for ids_of_job in task_ids for task_id in ids_of_job]))
+        for start in range(0, len(ids), SUMMARY_CHUNK):  # one job_page.lua call per chunk: a few ms at most
+            chunk = ids[start:start + SUMMARY_CHUNK]
+            reply = self.scripts.job_page(keys=[key for job_id in chunk for key in (k.job(job_id),
+                                                                                   k.job_tasks(job_id))], args=[])
+            at = 0
+            for job_id in chunk:
+                version, status, created, spec, failure, n = reply[at:at + 6]
+                ids_of_job = reply[at + 6:at + 6 + n]
+                at += 6 + n
+                if spec is None:
+                    continue  # removed between the two reads
+                found.append(JobSummary(job_id, int(version or 0), status or "running", int(created or 0),
+                                        orjson.loads(spec), [], failure or ""))
+                task_ids.append(ids_of_job)
+        keys = [k.task(task_id) for ids_of_job in task_ids for task_id in ids_of_job]
+        states = iter([state for start in range(0, len(keys), SUMMARY_CHUNK * 2)
+                       for state in self.scripts.task_states(keys=keys[start:start + SUMMARY_CHUNK * 2], args=[])])
         for summary, ids_of_job in zip(found, task_ids):
             summary.task_states = [state for _ in ids_of_job if (state := next(states)) is not None]
         return found
