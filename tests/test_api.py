@@ -741,3 +741,92 @@ def test_the_lockout_counts_by_the_real_peer_whatever_it_forwards(app, tokens):
 def test_sched_api_refuses_forwarded_allow_ips_that_are_no_addresses(sched):
     result = sched("api", "--forwarded-allow-ips", "proxy.local", ok=False)
     assert result.exit_code == 2 and "--forwarded-allow-ips 'proxy.local' is not an address" in result.stderr
+
+
+# ----------------------------------------------------------------------------- pages and blocking queries
+def _commands(client, name: str) -> int:
+    return int(client.info("commandstats").get(f"cmdstat_{name}", {}).get("calls", 0))
+
+
+def test_jobs_are_paged_in_id_order_and_a_page_reads_only_its_jobs(app, http, tokens):
+    api = Api(http, tokens("submitter"))
+    specs = [{"id": f"{kind}-{i:03d}", "type": kind, "replicas": 0} for kind in ("batch", "service")
+             for i in range(120)]
+    assert api("POST", "/v1/jobs", json=specs).status_code == 201
+    assert [j["id"] for j in api("GET", "/v1/jobs").json()] != []  # without per_page: every job, as before
+    seen, token, pages = [], None, 0
+    while True:
+        path = "/v1/jobs?per_page=100" + (f"&next_token={token}" if token else "")
+        before = _commands(app.client, "hmget")
+        page = api("GET", path)
+        assert _commands(app.client, "hmget") - before <= 100  # its own jobs' hashes, not the namespace's
+        seen += [j["id"] for j in page.json()]
+        pages += 1
+        token = page.headers.get("x-sched-next-token")
+        if token is None:
+            break
+    assert pages == 3 and seen == sorted(s["id"] for s in specs)
+    assert [j["id"] for j in api("GET", "/v1/jobs?prefix=service-11").json()] == [f"service-11{i}" for i in range(10)]
+    matched = api("GET", '/v1/jobs?per_page=5&filter=id matches "^service-" and status == "running"')
+    assert [j["id"] for j in matched.json()] == [f"service-00{i}" for i in range(5)]
+    assert matched.headers["x-sched-next-token"] == "service-005"
+    batch = api("GET", '/v1/jobs?per_page=1000&filter=type == "batch"').json()
+    assert len(batch) == 120 and {j["type"] for j in batch} == {"batch"}
+    for bad in ('status = "x"', 'colour == "red"', 'id matches "["', "status == running"):
+        response = api("GET", f"/v1/jobs?filter={quote(bad)}")
+        assert response.status_code == 400, (bad, response.text)
+    app.client.delete(app.keys.jobs_by_id)  # a namespace from before the index: made on the first page
+    assert [j["id"] for j in api("GET", "/v1/jobs?per_page=3").json()] == ["batch-000", "batch-001", "batch-002"]
+    assert app.client.zcard(app.keys.jobs_by_id) == 240
+
+
+def test_a_blocking_query_answers_when_something_changed_or_the_wait_ends(app, http, tokens):
+    api = Api(http, tokens("submitter"))
+    api("POST", "/v1/jobs", json={"id": "a", "replicas": 0})
+    first = api("GET", "/v1/jobs")
+    index = int(first.headers["x-sched-index"])
+    started = time.monotonic()
+    quiet = api("GET", f"/v1/jobs?index={index}&wait=300ms")
+    assert 0.25 < time.monotonic() - started < 5 and int(quiet.headers["x-sched-index"]) == index
+    threading.Timer(0.5, lambda: api("POST", "/v1/jobs", json={"id": "b", "replicas": 0})).start()
+    started = time.monotonic()
+    woken = api("GET", f"/v1/jobs?index={index}&wait=30s")
+    assert time.monotonic() - started < 10 and int(woken.headers["x-sched-index"]) > index
+    assert [j["id"] for j in woken.json()] == ["a", "b"]
+    assert api("GET", f"/v1/jobs/a?index={index}&wait=30s").json()["id"] == "a"  # already past it: at once
+    assert api("GET", "/v1/jobs?wait=forever").status_code == 400
+
+
+def test_sched_api_with_workers_serves_from_every_worker_and_stops_on_sigterm(cluster, tokens):
+    """`sched api --workers 2`: two processes on one port, both answering; SIGTERM to the
+    parent stops them all."""
+    port = free_port()
+    server = cluster._start("api", "api", "--port", str(port), "--workers", "2")
+    base, token = f"http://127.0.0.1:{port}", tokens("viewer")
+
+    def workers() -> list[int]:
+        found = []
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == server.pid:
+                    found.append(int(stat.parent.name))
+            except (OSError, ValueError):
+                pass
+        return found
+
+    def up() -> bool:
+        try:
+            return urllib.request.urlopen(f"{base}/v1/openapi.json", timeout=2).status == 200
+        except OSError:
+            return server.poll() is None and False
+
+    cluster.wait(lambda: up() and len(workers()) == 2, "sched api --workers 2 to listen")
+    for _ in range(40):  # each a new connection: the kernel hands them to either worker
+        request = urllib.request.Request(f"{base}/v1/token", headers={"authorization": f"Bearer {token}"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert response.status == 200
+    children = workers()
+    assert len(children) == 2
+    server.terminate()
+    assert server.wait(timeout=20) == 0
+    assert not any(Path(f"/proc/{pid}").exists() for pid in children)

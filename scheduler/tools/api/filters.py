@@ -22,8 +22,8 @@ import orjson
 
 from scheduler.tools.api.problems import Problem
 
-_CLAUSE = re.compile(r'\s*([A-Za-z_]+)\s*(==|!=|>=|<=|>|<|matches|not matches|in|not in)\s*(".*?(?<!\\)"|\[.*?\]|-?[0-9]+(?:\.[0-9]+)?)\s*',
-                     re.S)
+_CLAUSE = re.compile(r'\s*([A-Za-z_]+)\s*(==|!=|>=|<=|>|<|matches|not matches|in|not in)\s*'
+                     r'(".*?(?<!\\)"|\[.*?\]|-?[0-9]+(?:\.[0-9]+)?)\s*', re.S)
 _AND = re.compile(r"\s+and\s+")
 _PLAIN = re.compile(r"[A-Za-z0-9_-]*")
 MAX_FILTER = 1000

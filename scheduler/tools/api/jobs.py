@@ -9,9 +9,10 @@ import binascii
 from scheduler.client import WaitTimeout
 from scheduler.model import MAX_REPLICAS, TASK_STATES, job_schema
 from scheduler.model.parameterized import MAX_META_VALUE, MAX_PAYLOAD_BYTES as MAX_PAYLOAD
+from scheduler.tools.api import filters
 from scheduler.tools.api import schemas as s
 from scheduler.tools.api.problems import Problem, unprocessable
-from scheduler.tools.api.route import SUBMITTER, Answer, Call, Param, get, post
+from scheduler.tools.api.route import BLOCKING, JOB_ID, SUBMITTER, Answer, Call, Param, get, post
 from scheduler.tools.cli.task import task_record
 
 MAX_WAIT_S = 300
@@ -23,8 +24,21 @@ SUBMISSION = {"anyOf": [JOB_SPEC, s.array(JOB_SPEC)],
                              "YAML (one or more documents) and JSON lines are taken too."}
 
 
+JOB_FIELDS = ("id", "type", "priority", "replicas", "version", "status", "next_launch")
+MAX_PER_PAGE = 1000
+
+
 def list_jobs(call: Call):
-    return call.sched.jobs()
+    q = call.query
+    if q["per_page"] is None and q["next_token"] is None and not q["filter"] and not q["prefix"]:
+        return call.sched.jobs()  # every job, as `sched job ls --json`
+    keep = filters.parse(q["filter"], JOB_FIELDS)
+    prefix = max(q["prefix"] or "", keep.prefix, key=len)
+    if not prefix.startswith(min(q["prefix"] or "", keep.prefix, key=len)):
+        return []  # two prefixes no id has both of
+    records, token = call.sched.jobs_page(q["per_page"] or 100, q["next_token"], prefix,
+                                          keep.test if q["filter"] else None)
+    return Answer(200, records, {"x-sched-next-token": token} if token else {})
 
 
 def submit_jobs(call: Call):
@@ -128,7 +142,22 @@ def wait_job(call: Call):
 
 
 ROUTES = [
-    get("/v1/jobs", list_jobs, "List jobs with their task counts by state", s.array(s.JOB_SUMMARY)),
+    get("/v1/jobs", list_jobs, "List jobs with their task counts by state", s.array(s.JOB_SUMMARY), blocking=True,
+        answer_headers=("X-Sched-Next-Token",),
+        query=(Param("per_page", {"type": "integer", "minimum": 1, "maximum": MAX_PER_PAGE},
+                     "a page of at most this many jobs, in id order (without it, without next_token, filter and "
+                     "prefix: every job)"),
+               Param("next_token", JOB_ID, "the page from this job on: the X-Sched-Next-Token of the page before"),
+               Param("prefix", {"type": "string", "pattern": r"^[A-Za-z0-9_/-]*$"}, "only jobs whose id starts so"),
+               Param("filter", {"type": "string"}, 'only jobs the expression holds for: status == "running", '
+                                                   'type != "service" and priority >= 50, id matches "^web-", '
+                                                   'status in ["failed", "complete"] (fields: ' +
+                     ", ".join(JOB_FIELDS) + "); a filtered page looks at ten pages' worth of jobs at most, so it "
+                                             "may hold fewer and still have a next one"),
+               *BLOCKING),
+        description="Paged as Nomad pages: `per_page` and `next_token`, the next page's token in the "
+                    "`X-Sched-Next-Token` header (none after the last page). A blocking query (`index`, `wait`) "
+                    "answers once something changed in the namespace since that index."),
     post("/v1/jobs", submit_jobs, "Submit job specs", {"anyOf": [s.SUBMITTED, s.array(s.SUBMITTED)]},
          role=SUBMITTER, body=SUBMISSION, texts=True, status=(201, 200), refusals=(422,),
          description="Create jobs, or update them (a new version). One spec answers one result, a list (or "
@@ -136,7 +165,8 @@ ROUTES = [
                      "Nothing is submitted if any spec is not valid (422, naming it)."),
     post("/v1/jobs/plan", plan_job, "Dry run: where a spec's tasks would go now", s.PLAN, body=JOB_SPEC,
          refusals=(422,), description="Changes nothing (`sched job plan`)."),
-    get("/v1/jobs/{job_id}", show_job, "Show a job, and who did what to it", s.JOB, refusals=(404,)),
+    get("/v1/jobs/{job_id}", show_job, "Show a job, and who did what to it", s.JOB, refusals=(404,), blocking=True,
+        query=BLOCKING),
     get("/v1/jobs/{job_id}/history", job_history, "A job's versions", s.array(s.JOB_VERSION), refusals=(404,)),
     post("/v1/jobs/{job_id}/scale", scale_job, "Set a job's replicas", s.SCALED, role=SUBMITTER,
          body=s.obj({"replicas": job_schema.whole(0, MAX_REPLICAS)}, additionalProperties=False),

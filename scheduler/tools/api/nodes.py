@@ -8,7 +8,7 @@ from scheduler.model.errors import SpecError
 from scheduler.model.taints import EFFECTS, parse_taint
 from scheduler.tools.api import schemas as s
 from scheduler.tools.api.problems import unprocessable
-from scheduler.tools.api.route import OPERATOR, Answer, Call, delete, get, post, put
+from scheduler.tools.api.route import BLOCKING, OPERATOR, Answer, Call, delete, get, post, put
 from scheduler.tools.cli.node import node_record
 
 NODE_SPEC = s.named("NodeSpec", job_schema.NODE_SPEC)
@@ -87,7 +87,7 @@ def node_history(call: Call):
 
 
 ROUTES = [
-    get("/v1/nodes", list_nodes, "List nodes", s.array(s.NODE)),
+    get("/v1/nodes", list_nodes, "List nodes", s.array(s.NODE), blocking=True, query=BLOCKING),
     get("/v1/nodes/{name}", show_node, "Show a node", s.NODE, refusals=(404,)),
     put("/v1/nodes/{name}", register_node, "Register a node, or update it", s.NODE_REGISTERED, role=OPERATOR,
         body=NODE_SPEC, status=(200, 201), refusals=(422,),

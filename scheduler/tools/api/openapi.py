@@ -13,6 +13,12 @@ from scheduler.tools.ui.inputs import MAX_TEXT
 VERSION = "1"
 PROBLEM_CONTENT = {"application/problem+json": {"schema": schemas.PROBLEM}}
 EVERY_ROUTE_PROBLEMS = (400, 401, 403, 429, 503)
+ANSWER_HEADERS = {
+    "X-Sched-Index": {"description": "the namespace's index as of the answer: send it back as ?index= to wait for "
+                                     "the next change (a blocking query)", "schema": {"type": "integer"}},
+    "X-Sched-Next-Token": {"description": "the next page's next_token; none after the last page",
+                           "schema": {"type": "string"}},
+}
 NOUN_OF = {"token": "tokens", "quota": "quotas", "openapi.json": "meta", "memory": "config"}
 
 
@@ -50,6 +56,12 @@ def operation(route: Route) -> dict:
         success = {route.media: {"schema": route.answer}}
     responses = {str(status): {"description": HTTPStatus(status).phrase, "content": success}
                  for status in route.status}
+    headers = {name: ANSWER_HEADERS[name] for name in route.answer_headers}
+    if route.blocking:
+        headers["X-Sched-Index"] = ANSWER_HEADERS["X-Sched-Index"]
+    if headers:
+        for status in route.status:
+            responses[str(status)]["headers"] = headers
     for status in sorted({*EVERY_ROUTE_PROBLEMS, *route.refusals,
                           *((413, 415, 422) if route.body is not None or route.upload else ())}):
         responses[str(status)] = {"description": HTTPStatus(status).phrase, "content": PROBLEM_CONTENT}

@@ -24,7 +24,7 @@ import os
 import re
 import tempfile
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable
 
@@ -96,10 +96,12 @@ NAMESPACE = Param("namespace", {"type": "string", "pattern": f"^(?:{names._NAMES
 
 @dataclass(frozen=True)
 class Answer:
-    """A success with another status than the route's first (201 for a new job)."""
+    """A success with another status than the route's first (201 for a new job), or with
+    headers (``X-Sched-Next-Token``)."""
 
     status: int
     body: Any
+    headers: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -132,6 +134,8 @@ class Route:
     lasting: bool = False  # may take long (a wait): run in the streams' threads, not the requests'
     media: str = "application/json"  # the media type of a success's body
     upload: int = 0  # takes a file (JSON lines, or gzip of them) of at most this many bytes, once decompressed
+    blocking: bool = False  # takes Nomad's blocking query (?index=N&wait=30s) and answers X-Sched-Index
+    answer_headers: tuple[str, ...] = ()  # headers a success may carry, beyond X-Sched-Index
 
     @property
     def operation_id(self) -> str:
@@ -208,7 +212,7 @@ def _check_value(param: Param, raw: str, schema: dict):
         raise Problem(400, f"the query parameter {name} is too long (at most {inputs.MAX_TEXT} characters).")
     if kind == "integer":
         low, high = schema.get("minimum", 0), schema.get("maximum")
-        if not re.fullmatch(r"-?[0-9]{1,12}", raw) or int(raw) < low or (high is not None and int(raw) > high):
+        if not re.fullmatch(r"-?[0-9]{1,19}", raw) or int(raw) < low or (high is not None and int(raw) > high):
             bound = f"from {low} to {high}" if high is not None else f"of {low} or more"
             raise Problem(400, f"the query parameter {name} must be a whole number {bound}.")
         return int(raw)
@@ -415,7 +419,7 @@ def _result(route: Route, outcome, request: Request):
     if isinstance(outcome, sse.Stream):
         return sse.response(request, outcome.source, outcome.ready)
     if isinstance(outcome, Answer):
-        return JSON(outcome.body, status_code=outcome.status)
+        return JSON(outcome.body, status_code=outcome.status, headers=outcome.headers)
     if isinstance(outcome, File):
         headers = {"content-disposition": f'attachment; filename="{outcome.filename}"'}
         if outcome.encoding:
@@ -439,13 +443,16 @@ def endpoint(route: Route):
         access, namespace = _admit(route, request)
         if isinstance(body, Problem):  # the body was read first, but the token is answered for first
             raise body
-        return route.run(_call(route, request, access, namespace, body))
+        call = _call(route, request, access, namespace, body)
+        if route.blocking:
+            return _blocking_run(route, call)
+        return route.run(call)
 
     async def serve(request: Request):
         try:
             if route.upload:
                 outcome = await _run_upload(route, request)
-            elif route.lasting:
+            elif route.lasting or (route.blocking and "index" in request.query_params):
                 outcome = await anyio.to_thread.run_sync(admitted_run, request, limiter=sse.limiter(request.app))
             elif route.body is None:
                 outcome = await run_in_threadpool(admitted_run, request)
@@ -477,3 +484,44 @@ async def _run_upload(route: Route, request: Request):
         return await anyio.to_thread.run_sync(route.run, call, limiter=sse.limiter(request.app))
     finally:
         call.body.unlink(missing_ok=True)
+
+
+# ----------------------------------------------------------------------------- blocking queries
+MAX_BLOCK_S = 300
+INDEX = Param("index", {"type": "integer", "minimum": 0, "maximum": 2**63 - 1},
+              "a blocking query (Nomad's): answer once the namespace's index (X-Sched-Index) is past this one, or "
+              "after wait")
+WAIT = Param("wait", {"type": "string", "pattern": r"^[0-9]{1,6}(?:ms|s|m)?$", "default": "5m"},
+             f"how long a blocking query waits at most: 30s, 2m, 500ms (seconds without a unit); at most "
+             f"{MAX_BLOCK_S} s")
+BLOCKING = (INDEX, WAIT)
+_SEQ_BITS = 20  # an index is a stream id <ms>-<seq> as one number: ms << 20 | seq
+
+
+def stream_index(entry_id: str) -> int:
+    ms, _, seq = entry_id.partition("-")
+    return int(ms) << _SEQ_BITS | min(int(seq or 0), (1 << _SEQ_BITS) - 1)
+
+
+def _wait_s(text: str) -> float:
+    number = re.match(r"[0-9]+", text).group()
+    unit = text[len(number):] or "s"
+    return min(MAX_BLOCK_S, int(number) * {"ms": 0.001, "s": 1, "m": 60}[unit])
+
+
+def _blocking_run(route: Route, call: Call):
+    """``route.run`` after the namespace's index (its event stream's newest id) has moved
+    past ``?index=`` or ``?wait=`` has passed; the answer carries ``X-Sched-Index``, read
+    before the state it answers (so a change after it is never missed by the next query).
+    A namespace that keeps no stream has no index to wait on: it answers at once."""
+    stream = call.sched.store.stream
+    index = stream_index(stream.last_id())
+    wanted = call.query.get("index")
+    if wanted is not None and index <= wanted and stream.maxlen() > 0:
+        after = f"{wanted >> _SEQ_BITS}-{wanted & ((1 << _SEQ_BITS) - 1)}"
+        entries, _ = stream.read(after, count=1, block_ms=max(1, int(1000 * _wait_s(call.query["wait"]))))
+        index = stream_index(stream.last_id()) if entries else index
+    outcome = route.run(call)
+    if isinstance(outcome, Answer):
+        return Answer(outcome.status, outcome.body, {**outcome.headers, "x-sched-index": str(index)})
+    return Answer(route.status[0], outcome, {"x-sched-index": str(index)})

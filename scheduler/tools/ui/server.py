@@ -7,6 +7,7 @@ import socket
 import threading
 import time
 
+import anyio.to_thread
 import uvicorn
 
 from scheduler.state.app import App
@@ -16,6 +17,7 @@ from scheduler.tools.ui.auth import AuthSettings
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost")
 GRACE_S = 2.0  # how long stopping waits for requests in progress (event streams are ended at once)
+REQUEST_THREADS = 32  # requests running their work at once in one process; more wait their turn
 
 
 class Server(uvicorn.Server):
@@ -30,6 +32,12 @@ class Server(uvicorn.Server):
                                         proxy_headers=bool(forwarded_allow_ips),
                                         forwarded_allow_ips=forwarded_allow_ips or None, **options))
         self.web = web
+
+    async def startup(self, sockets=None) -> None:
+        # The threads requests run their Redis calls in: the connections a process opens
+        # to Redis stay within these and the event streams' (scheduler/tools/api/sse.py).
+        anyio.to_thread.current_default_thread_limiter().total_tokens = REQUEST_THREADS
+        await super().startup(sockets)
 
     async def shutdown(self, sockets=None) -> None:
         events.end_streams(self.web)
@@ -56,6 +64,57 @@ def serve(app: App, host: str, port: int, auth: AuthSettings | None = None, forw
     """Serve in the foreground until SIGINT or SIGTERM (``options``: :func:`build`'s;
     ``forwarded_allow_ips``: the proxies whose forwarded headers are believed)."""
     Server(build(app, host, auth, **options), forwarded_allow_ips, host=host, port=port).run()
+
+
+def serve_workers(app: App, host: str, port: int, workers: int, forwarded_allow_ips: str = "",
+                  **options) -> None:
+    """Serve with ``workers`` processes on one listening socket (each its own event loop
+    and Redis connections; the kernel hands each new connection to one of them), until
+    SIGINT or SIGTERM, which go to every worker. A worker that dies stops the others:
+    whatever runs ``sched api`` (systemd, a container) starts it again."""
+    import os
+    import signal
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    children = []
+    for _ in range(workers):
+        pid = os.fork()
+        if pid == 0:  # a worker: redis-py opens its own connections after a fork
+            code = 0
+            try:
+                Server(build(app, host, **options), forwarded_allow_ips).run(sockets=[sock])
+            except BaseException:  # noqa: BLE001 - a worker reports through its exit code
+                code = 1
+            os._exit(code)
+        children.append(pid)
+
+    stopping = []
+
+    def forward(signum, _frame):
+        stopping.append(signum)
+        for child in children:
+            try:
+                os.kill(child, signum)
+            except ProcessLookupError:
+                pass
+
+    signal.signal(signal.SIGINT, forward)
+    signal.signal(signal.SIGTERM, forward)
+    code = 0
+    while children:
+        pid, status = os.wait()
+        children.remove(pid)
+        # uvicorn ends a worker it stopped on a signal by that signal again: not a failure
+        if os.waitstatus_to_exitcode(status) not in (0, *(-s for s in stopping)) and not stopping:
+            code = 1
+            forward(signal.SIGTERM, None)
+    sock.close()
+    if code:
+        raise SystemExit(code)
 
 
 def check_forwarded_allow_ips(text: str) -> str:
