@@ -5,3 +5,4 @@ import schemathesis
 
 schemathesis.serializer.alias(["application/x-ndjson", "application/jsonl", "application/gzip"],
                               "application/octet-stream")
+

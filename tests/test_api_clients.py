@@ -15,7 +15,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from scheduler.tools.api import access
+from scheduler.tools.api import access, route
 from scheduler.tools.api.app import DOCUMENT
 from scheduler.tools.ui.server import Background
 
@@ -127,8 +127,9 @@ def test_schemathesis_finds_nothing(app, tokens, monkeypatch, tmp_path):
     token on purpose (they get their 401), and tests/test_api.py holds the lockout.
     Positive data may meet a 422 where the schema cannot say what the server checks
     (the schema's description lists those: a cron that parses, jobs named in after that
-    exist, min_available at most replicas...)."""
+    exist, min_available at most replicas...). Blocking queries wait a moment only."""
     monkeypatch.setattr(access, "MAX_FAILED", 10**9)
+    monkeypatch.setattr(route, "MAX_BLOCK_S", 0.05)  # a blocking query for a change that never comes: a moment
     config = tmp_path / "schemathesis.toml"
     config.write_text('[checks.positive_data_acceptance]\n'
                       'expected-statuses = ["2xx", "3xx", "401", "403", "404", "409", "422", "429", "5xx"]\n')

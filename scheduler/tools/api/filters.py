@@ -22,9 +22,13 @@ import orjson
 
 from scheduler.tools.api.problems import Problem
 
-_CLAUSE = re.compile(r'\s*([A-Za-z_]+)\s*(==|!=|>=|<=|>|<|matches|not matches|in|not in)\s*'
-                     r'(".*?(?<!\\)"|\[.*?\]|-?[0-9]+(?:\.[0-9]+)?)\s*', re.S)
-_AND = re.compile(r"\s+and\s+")
+_STRING = r'"(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*"'  # a JSON string
+_NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?"
+_VALUE = f"(?:{_STRING}|{_NUMBER})"
+_OPS = r"==|!=|>=|<=|>|<|not matches|matches|not in|in"
+_LIST = rf"\[ *(?:{_VALUE}(?: *, *{_VALUE})*)? *\]"
+_CLAUSE = re.compile(rf" *([A-Za-z_]+) *({_OPS}) *({_VALUE}|{_LIST}) *")
+_AND = re.compile(r" +and +")
 _PLAIN = re.compile(r"[A-Za-z0-9_-]*")
 MAX_FILTER = 1000
 
@@ -35,6 +39,14 @@ class Filter:
     prefix: str = ""  # every kept record's id starts with it
 
 
+def pattern(fields: tuple[str, ...]) -> str:
+    """The filter's grammar over ``fields`` as a JSON Schema pattern (ECMA 262: field
+    names in either case spelt out, as it has no flag for case)."""
+    names = "|".join("".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else c for c in name) for name in fields)
+    clause = f" *(?:{names}) *(?:{_OPS}) *(?:{_VALUE}|{_LIST}) *"
+    return f"^{clause}(?: +and +{clause})*$"
+
+
 def parse(text: str | None, fields: tuple[str, ...]) -> Filter:
     """The filter ``text`` says, over records with ``fields`` (400 for one it cannot read)."""
     if not text:
@@ -42,7 +54,7 @@ def parse(text: str | None, fields: tuple[str, ...]) -> Filter:
     if len(text) > MAX_FILTER:
         raise Problem(400, f"the filter is longer than {MAX_FILTER} characters.")
     tests, prefix = [], ""
-    for clause in _AND.split(text.strip()):
+    for clause in _AND.split(text.strip(" ")):
         match = _CLAUSE.fullmatch(clause)
         if match is None:
             raise Problem(400, f"the filter clause {clause[:80]!r} is not <field> <op> <value>, such as "
@@ -64,16 +76,16 @@ def parse(text: str | None, fields: tuple[str, ...]) -> Filter:
 def _test(field: str, op: str, value) -> Callable[[dict], bool]:
     if op in ("matches", "not matches"):
         if not isinstance(value, str):
-            raise Problem(400, f"{op} takes a regular expression in quotes.")
+            raise Problem(422, f"{op} takes a regular expression in quotes.")
         try:
             pattern = re.compile(value)
-        except re.error as exc:
-            raise Problem(400, f"the filter's regular expression {value[:80]!r} is not valid: {exc}.") from None
+        except re.error as exc:  # the filter reads, but its expression does not compile: what it says cannot be done
+            raise Problem(422, f"the filter's regular expression {value[:80]!r} is not valid: {exc}.") from None
         found = op == "matches"
         return lambda record: (pattern.search(str(record.get(field, ""))) is not None) == found
     if op in ("in", "not in"):
         if not isinstance(value, list):
-            raise Problem(400, f"{op} takes a list, such as [\"failed\", \"complete\"].")
+            raise Problem(422, f"{op} takes a list, such as [\"failed\", \"complete\"].")
         inside = op == "in"
         return lambda record: (record.get(field) in value) == inside
     compare = {"==": lambda a, b: a == b, "!=": lambda a, b: a != b, ">": lambda a, b: a > b,

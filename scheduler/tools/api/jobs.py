@@ -143,13 +143,15 @@ def wait_job(call: Call):
 
 ROUTES = [
     get("/v1/jobs", list_jobs, "List jobs with their task counts by state", s.array(s.JOB_SUMMARY), blocking=True,
+        refusals=(422,),
         answer_headers=("X-Sched-Next-Token",),
         query=(Param("per_page", {"type": "integer", "minimum": 1, "maximum": MAX_PER_PAGE},
                      "a page of at most this many jobs, in id order (without it, without next_token, filter and "
                      "prefix: every job)"),
                Param("next_token", JOB_ID, "the page from this job on: the X-Sched-Next-Token of the page before"),
                Param("prefix", {"type": "string", "pattern": r"^[A-Za-z0-9_/-]*$"}, "only jobs whose id starts so"),
-               Param("filter", {"type": "string"}, 'only jobs the expression holds for: status == "running", '
+               Param("filter", {"type": "string", "pattern": filters.pattern(JOB_FIELDS)},
+                     'only jobs the expression holds for: status == "running", '
                                                    'type != "service" and priority >= 50, id matches "^web-", '
                                                    'status in ["failed", "complete"] (fields: ' +
                      ", ".join(JOB_FIELDS) + "); a filtered page looks at ten pages' worth of jobs at most, so it "

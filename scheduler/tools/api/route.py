@@ -23,6 +23,7 @@ import difflib
 import os
 import re
 import tempfile
+import time
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -488,6 +489,7 @@ async def _run_upload(route: Route, request: Request):
 
 # ----------------------------------------------------------------------------- blocking queries
 MAX_BLOCK_S = 300
+BLOCK_STEP_S = 1.0  # one XREAD BLOCK of a blocking query waits this long at most
 INDEX = Param("index", {"type": "integer", "minimum": 0, "maximum": 2**63 - 1},
               "a blocking query (Nomad's): answer once the namespace's index (X-Sched-Index) is past this one, or "
               "after wait")
@@ -519,8 +521,12 @@ def _blocking_run(route: Route, call: Call):
     wanted = call.query.get("index")
     if wanted is not None and index <= wanted and stream.maxlen() > 0:
         after = f"{wanted >> _SEQ_BITS}-{wanted & ((1 << _SEQ_BITS) - 1)}"
-        entries, _ = stream.read(after, count=1, block_ms=max(1, int(1000 * _wait_s(call.query["wait"]))))
-        index = stream_index(stream.last_id()) if entries else index
+        deadline = time.monotonic() + _wait_s(call.query["wait"])
+        while (left := deadline - time.monotonic()) > 0:  # a second at a time: within the client's read timeout
+            entries, _ = stream.read(after, count=1, block_ms=max(1, int(1000 * min(left, BLOCK_STEP_S))))
+            if entries:
+                index = stream_index(stream.last_id())
+                break
     outcome = route.run(call)
     if isinstance(outcome, Answer):
         return Answer(outcome.status, outcome.body, {**outcome.headers, "x-sched-index": str(index)})
