@@ -139,7 +139,8 @@ def report(samples: dict, elapsed: float) -> dict:
         ok = [t for t, status in rows if 200 <= status < 300]
         routes[name] = {"requests": len(rows), "per_s": round(len(rows) / elapsed, 1),
                         "failures": len(rows) - len(ok),
-                        "p50_ms": round(1000 * percentile(ok, 0.50), 1), "p95_ms": round(1000 * percentile(ok, 0.95), 1),
+                        "p50_ms": round(1000 * percentile(ok, 0.50), 1),
+                        "p95_ms": round(1000 * percentile(ok, 0.95), 1),
                         "p99_ms": round(1000 * percentile(ok, 0.99), 1)}
     every = [t for rows in samples.values() for t, status in rows if 200 <= status < 300]
     total = sum(len(rows) for rows in samples.values())
