@@ -51,4 +51,3 @@ def _chunk(client: redis.Redis, keys: list[str]) -> list[dict[str, str]]:
         pool.release(connection)
     # RESP3 replies are maps already; RESP2 ones are flat lists of fields and values.
     return [reply if isinstance(reply, dict) else dict(zip(reply[::2], reply[1::2])) for reply in replies]
-
