@@ -26,7 +26,7 @@ from typing import Iterable, Iterator
 
 import orjson
 
-from scheduler.control import changes, dependencies, deployer, feed, periodic, reconcile, retention, schedule
+from scheduler.control import changes, dependencies, deployer, feed, periodic, reconcile, retention, schedule, starting
 from scheduler.control.dispatch import dispatch as dispatch_job
 from scheduler.control.outcomes import Outcomes
 from scheduler.control.feed import EventFilter, TaskState
@@ -413,6 +413,9 @@ class Client:
                   "nodes_evaluated": explanation["nodes_evaluated"] if explanation else 0,
                   "reasons": explanation["reasons"] if explanation else {},
                   "message": explain_message(task, explanation)}
+        waits = starting.not_started(self.store, task)  # placed, but kept from starting
+        if waits is not None:
+            record.update(reasons={waits[0]: 1}, message=waits[1])
         if task.state == PENDING and self.store.is_waiting(task.id):  # held by its job's dependencies
             spec = self._job_spec_or_none(task.job)
             waits = dependencies.waiting_for(self.store, spec) if spec is not None else []

@@ -254,7 +254,10 @@ def test_task_explain_placed_and_stopped(sched, app):
     sched("job", "submit", "-", input=WEB_YAML)
     live(app, "web.2", "n1")
     placed = as_json(sched("task", "explain", "web.2", "--json"))
-    assert (placed["state"], placed["message"]) == ("assigned", "placed on node n1.")
+    assert (placed["state"], placed["message"]) == ("assigned", "placed on node n1, which has no agent to start it: a "
+                                                               "node added with sched node add runs nothing (sched "
+                                                               "agent n1 runs its tasks).")
+    assert placed["reasons"] == {"node has no agent": 1}
     sched("job", "stop", "web")
     stopped = as_json(sched("task", "explain", "web.0", "--json"))
     assert (stopped["state"], stopped["message"]) == ("stopped", "job stopped")

@@ -5,7 +5,7 @@ the job alone) and is then asked about many nodes (``check``). A failing check r
 its explanation, a reason from :mod:`scheduler.reasons`; counted over the nodes, those
 reasons are what a pending task says (``0/12 nodes available: 7 insufficient cpu, ...``).
 
-The dynamic filters (readiness, resources, host ports, max_per_node) put their share of
+The dynamic filters (readiness and task slots, resources, host ports, max_per_node) put their share of
 the task's needs to :func:`scheduler.fit.misfit`, so the rule the Lua commit mirrors is
 written once. The static ones (plugins, constraints, platform) look only at what a node
 *is*, never at what runs on it, so the placer may cache their verdict per node.
@@ -45,12 +45,18 @@ class Filter:
 
 
 class NodeReady(Filter):
-    """Status ready and availability active (not paused, not drained)."""
+    """Status ready and availability active (not paused, not drained), and a free task
+    slot on a node whose agent has slots (less those held for preemptors the task must
+    leave alone)."""
 
     name = "ready"
 
+    def set_task(self, job):
+        self.priority, self.job = job.priority, job.id
+        return True
+
     def check(self, node, job_on_node):
-        return misfit(node, _NOTHING, (), 0, 0)
+        return misfit(node, _NOTHING, (), 0, 0, self.priority, self.job)
 
 
 class Resources(Filter):
@@ -212,7 +218,7 @@ def filter_pipeline(job: JobSpec, taints: bool = True) -> Pipeline:
     from scheduler.engine.taints import Taints  # beside its scorer; it builds on Filter
 
     chain: list[Filter] = [
-        NodeReady(),    # status ready; availability active, not pause or drain
+        NodeReady(),    # status ready; availability active, not pause or drain; a free task slot
         Resources(),    # cpu, memory, gpu... free beyond what is allocated
         Plugins(),      # every plugin the job names is installed
         Constraints(),  # the job's constraints (other than platform)

@@ -1,9 +1,11 @@
 """The one rule that decides whether a task still fits on a node *now*.
 
 It covers everything that changes while tasks come and go: node readiness and
-availability, free capacity in every resource, host ports, and ``max_per_node``.
-Room nominated for a preemptor of the same or higher priority (of another job) counts
-as taken, as kube-scheduler's filters count nominated pods. Static properties
+availability, a free task slot (a node whose agent has ``slots`` accepts that many live
+tasks, kube's ``pods`` allocatable; a node without an agent has no such limit), free
+capacity in every resource, host ports, and ``max_per_node``. Room nominated for a
+preemptor of the same or higher priority (of another job) counts as taken, a slot
+included, as kube-scheduler's filters count nominated pods. Static properties
 (constraints, platform, plugins) are checked by the filters only.
 
 ``lua/commit.lua`` enforces exactly this rule, in this order, when a placement is
@@ -51,6 +53,18 @@ def held_room(node: Node, priority: int | None, job: str = "") -> tuple[dict[str
     return held, ports
 
 
+def held_slots(node: Node, priority: int | None, job: str = "") -> int:
+    """The task slots ``node`` holds for preemptors that a task of ``priority`` (of ``job``)
+    must leave alone: one per nomination that :func:`held_room` counts."""
+    if priority is None:
+        return 0
+    held = 0
+    for nomination in node.nominations.values():
+        if nomination.priority >= priority and nomination.job != job:
+            held += 1
+    return held
+
+
 def misfit(node: Node, resources: dict[str, int], ports, max_per_node: int, job_on_node: int,
            priority: int | None = None, job: str = "", *, namespace: str = "", used: dict[str, int] | None = None,
            quota: dict[str, int] | None = None) -> str | None:
@@ -63,6 +77,9 @@ def misfit(node: Node, resources: dict[str, int], ports, max_per_node: int, job_
         return reasons.NODE_DOWN
     if node.availability != ACTIVE:
         return reasons.NODE_DRAINED if node.availability == DRAIN else reasons.NODE_PAUSED
+    slots = node.slots
+    if slots and node.tasks + (held_slots(node, priority, job) if node.nominations else 0) >= slots:
+        return reasons.slots_full(slots)
     capacity, allocated = node.capacity, node.allocated
     held, held_ports = held_room(node, priority, job) if node.nominations else (_NONE_HELD, _NO_PORTS)
     for resource, amount in resources.items():

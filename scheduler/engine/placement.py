@@ -37,7 +37,7 @@ one per task), starting where the previous scan stopped so every node gets its t
 from __future__ import annotations
 
 import random
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
@@ -387,8 +387,8 @@ class Placer:
         table.sync(nodes)
         count, key, rnd = batch.job_counts.get, batch.key, self._random.random
         needs, ports, max_per_node = job.resources, job.ports, job.max_per_node
-        # Rows come from the room mask (usable, room in every resource): without host ports,
-        # max_per_node or nominations on the node, misfit could only agree.
+        # Rows come from the room mask (usable, a free task slot, room in every resource):
+        # without host ports, max_per_node or nominations on the node, misfit could only agree.
         decided = not ports and not max_per_node
         by_tasks = decided and not table._nominated and self._ranks_by_tasks_alone(batch, ctx)
         if by_tasks and wanted <= FEWEST_WALK_MAX:
@@ -527,7 +527,7 @@ class Placer:
         return leaves
 
     def _explain(self, pipeline: Pipeline, job_counts: Mapping[str, int]) -> Explanation:
-        """``pipeline.explain`` over the node table: the same counts, with the resource
+        """``pipeline.explain`` over the node table: the same counts, with the slot, resource
         and static filters answered from columns and cached verdicts; nodes that are not
         usable or hold nominations are asked one by one."""
         job, table = pipeline.job, self._table
@@ -535,6 +535,12 @@ class Placer:
         one_by_one = np.flatnonzero(~table.usable).tolist() + table.nominated().tolist()
         remaining = table.usable.copy()
         remaining[one_by_one] = False
+        if table.limited:  # the ready filter's last word: a full node, by its number of slots
+            full = remaining & ~table.slots_free()
+            if full.any():
+                for slots, count in Counter(table.slots[full].tolist()).items():
+                    result.add(reasons.slots_full(slots), count)
+                remaining &= ~full
         for resource, amount in job.resources.items():
             if amount <= 0:
                 continue
