@@ -88,7 +88,8 @@ def audit(store: Store) -> AuditReport:
         count = len(live_ids[name])
         if node.slots and count > node.slots:
             report.overcommits += 1
-            report.problem(f"node {name} has {count} live tasks for its {node.slots} task slots")
+            report.problem(f"node {name} has {count} live tasks for {node.slots} task slot"
+                           f"{'s' if node.slots != 1 else ''}")
         if node.tasks != count or set(members) != live_ids[name]:
             report.problem(f"node {name} task count {node.tasks}, set {len(members)}, but {count} live tasks")
     held = store.held_job_ids()
