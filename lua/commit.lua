@@ -3,8 +3,8 @@
 -- serialised step. Each placement is checked with exactly the rule of scheduler/fit.py,
 -- in the same order, against the node as it is now (including the placements before it
 -- in this call), and applied only if it holds: lease still held by this claim, node
--- exists, status ready, availability active, a free task slot (a node whose agent has
--- "slots" takes that many live tasks; none: no limit), room in every resource, host ports free,
+-- exists, status ready, availability active, room in every resource, a free task slot (a
+-- node whose agent has "slots" takes that many live tasks; none: no limit), host ports free,
 -- max_per_node, taints (every group: a NoSchedule or NoExecute taint the group does not
 -- tolerate refuses), the group's domain rules (topology spread, distinct_property, job
 -- affinity, job anti-affinity: scheduler/engine/rules.py), then the namespace's quota.
@@ -452,15 +452,15 @@ local function refusal(group, node, lease)
   end
   local room, held_ports, held_slots = NONE, NONE, 0
   if node.nominated then room, held_ports, held_slots = held(node.key, group.priority, group.job) end
-  if node.slots > 0 and node.tasks + held_slots >= node.slots then
-    if node.slots == 1 then return 'node has its 1 task slot in use' end
-    return 'node has all ' .. node.slots .. ' task slots in use'
-  end
   for _, ra in ipairs(group.req) do
     local index, amount = ra[1], ra[2]
     if amount > 0 and node.used[index] + (room[names[index]] or 0) + amount > node.cap[index] then
       return 'insufficient ' .. names[index]
     end
+  end
+  if node.slots > 0 and node.tasks + held_slots >= node.slots then
+    if node.slots == 1 then return 'node has its 1 task slot in use' end
+    return 'node has all ' .. node.slots .. ' task slots in use'
   end
   for _, p in ipairs(group.ports) do
     if held_ports[p] or node.ports[p] or redis.call('HEXISTS', node.key, 'port:' .. p) == 1 then

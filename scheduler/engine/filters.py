@@ -5,9 +5,9 @@ the job alone) and is then asked about many nodes (``check``). A failing check r
 its explanation, a reason from :mod:`scheduler.reasons`; counted over the nodes, those
 reasons are what a pending task says (``0/12 nodes available: 7 insufficient cpu, ...``).
 
-The dynamic filters (readiness and task slots, resources, host ports, max_per_node) put their share of
-the task's needs to :func:`scheduler.fit.misfit`, so the rule the Lua commit mirrors is
-written once. The static ones (plugins, constraints, platform) look only at what a node
+The dynamic filters (readiness, resources, task slots, host ports, max_per_node) put
+their share of the task's needs to :func:`scheduler.fit.misfit`, so the rule the Lua
+commit mirrors is written once. The static ones (plugins, constraints, platform) look only at what a node
 *is*, never at what runs on it, so the placer may cache their verdict per node.
 
 The pipeline order below is the order reasons are reported in: a node is counted once,
@@ -45,18 +45,12 @@ class Filter:
 
 
 class NodeReady(Filter):
-    """Status ready and availability active (not paused, not drained), and a free task
-    slot on a node whose agent has slots (less those held for preemptors the task must
-    leave alone)."""
+    """Status ready and availability active (not paused, not drained)."""
 
     name = "ready"
 
-    def set_task(self, job):
-        self.priority, self.job = job.priority, job.id
-        return True
-
     def check(self, node, job_on_node):
-        return misfit(node, _NOTHING, (), 0, 0, self.priority, self.job)
+        return misfit(node, _NOTHING, (), 0, 0, slots=False)
 
 
 class Resources(Filter):
@@ -70,7 +64,21 @@ class Resources(Filter):
         return bool(self.needs)
 
     def check(self, node, job_on_node):
-        return misfit(node, self.needs, (), 0, 0, self.priority, self.job)
+        return misfit(node, self.needs, (), 0, 0, self.priority, self.job, slots=False)
+
+
+class TaskSlots(Filter):
+    """A free task slot on a node whose agent has slots (less those held for preemptors
+    the task must leave alone); a node without slots has no such limit."""
+
+    name = "slots"
+
+    def set_task(self, job):
+        self.priority, self.job = job.priority, job.id
+        return True
+
+    def check(self, node, job_on_node):
+        return misfit(node, _NOTHING, (), 0, 0, self.priority, self.job)
 
 
 class Plugins(Filter):
@@ -154,7 +162,7 @@ class HostPorts(Filter):
         return bool(self.ports)
 
     def check(self, node, job_on_node):
-        return misfit(node, _NOTHING, self.ports, 0, 0, self.priority, self.job)
+        return misfit(node, _NOTHING, self.ports, 0, 0, self.priority, self.job, slots=False)
 
 
 class MaxPerNode(Filter):
@@ -167,7 +175,7 @@ class MaxPerNode(Filter):
         return self.limit > 0
 
     def check(self, node, job_on_node):
-        return misfit(node, _NOTHING, (), self.limit, job_on_node)
+        return misfit(node, _NOTHING, (), self.limit, job_on_node, slots=False)
 
 
 class Pipeline:
@@ -218,7 +226,7 @@ def filter_pipeline(job: JobSpec, taints: bool = True) -> Pipeline:
     from scheduler.engine.taints import Taints  # beside its scorer; it builds on Filter
 
     chain: list[Filter] = [
-        NodeReady(),    # status ready; availability active, not pause or drain; a free task slot
+        NodeReady(),    # status ready; availability active, not pause or drain
         Resources(),    # cpu, memory, gpu... free beyond what is allocated
         Plugins(),      # every plugin the job names is installed
         Constraints(),  # the job's constraints (other than platform)
@@ -227,6 +235,7 @@ def filter_pipeline(job: JobSpec, taints: bool = True) -> Pipeline:
     if taints:
         chain.append(Taints())  # no NoSchedule or NoExecute taint the job does not tolerate
     chain += [
+        TaskSlots(),    # a free task slot, on a node whose agent has slots
         HostPorts(),    # the job's host ports are free on the node
         MaxPerNode(),   # the node holds fewer than max_per_node tasks of the job
     ]

@@ -1,9 +1,9 @@
 """The one rule that decides whether a task still fits on a node *now*.
 
 It covers everything that changes while tasks come and go: node readiness and
-availability, a free task slot (a node whose agent has ``slots`` accepts that many live
-tasks, kube's ``pods`` allocatable; a node without an agent has no such limit), free
-capacity in every resource, host ports, and ``max_per_node``. Room nominated for a
+availability, free capacity in every resource, a free task slot (a node whose agent has
+``slots`` accepts that many live tasks, kube's ``pods`` allocatable; a node without an
+agent has no such limit), host ports, and ``max_per_node``. Room nominated for a
 preemptor of the same or higher priority (of another job) counts as taken, a slot
 included, as kube-scheduler's filters count nominated pods. Static properties
 (constraints, platform, plugins) are checked by the filters only.
@@ -67,24 +67,26 @@ def held_slots(node: Node, priority: int | None, job: str = "") -> int:
 
 def misfit(node: Node, resources: dict[str, int], ports, max_per_node: int, job_on_node: int,
            priority: int | None = None, job: str = "", *, namespace: str = "", used: dict[str, int] | None = None,
-           quota: dict[str, int] | None = None) -> str | None:
+           quota: dict[str, int] | None = None, slots: bool = True) -> str | None:
     """The reason ``node`` cannot take one more task with these needs, or None if it fits.
 
     ``priority`` and ``job`` say whose task it is, for nominated room: with no priority,
     nominations are not considered. ``quota`` and ``used`` are the namespace's quota and
-    usage, checked last (:func:`over_quota`)."""
+    usage, checked last (:func:`over_quota`). ``slots`` False leaves the task slots to
+    another filter (the pipeline asks about them after the static filters)."""
     if node.status != READY:
         return reasons.NODE_DOWN
     if node.availability != ACTIVE:
         return reasons.NODE_DRAINED if node.availability == DRAIN else reasons.NODE_PAUSED
-    slots = node.slots
-    if slots and node.tasks + (held_slots(node, priority, job) if node.nominations else 0) >= slots:
-        return reasons.slots_full(slots)
     capacity, allocated = node.capacity, node.allocated
     held, held_ports = held_room(node, priority, job) if node.nominations else (_NONE_HELD, _NO_PORTS)
     for resource, amount in resources.items():
         if amount > 0 and allocated.get(resource, 0) + held.get(resource, 0) + amount > capacity.get(resource, 0):
             return reasons.insufficient(resource)
+    # After the resources: a node that lacks what the task asks for says so, not that it is busy.
+    limit = node.slots
+    if slots and limit and node.tasks + (held_slots(node, priority, job) if node.nominations else 0) >= limit:
+        return reasons.slots_full(limit)
     for port in ports:
         if port in node.ports or port in held_ports:
             return reasons.port_in_use(port)

@@ -527,20 +527,14 @@ class Placer:
         return leaves
 
     def _explain(self, pipeline: Pipeline, job_counts: Mapping[str, int]) -> Explanation:
-        """``pipeline.explain`` over the node table: the same counts, with the slot, resource
-        and static filters answered from columns and cached verdicts; nodes that are not
+        """``pipeline.explain`` over the node table: the same counts, with the resource, static
+        and slot filters answered from columns and cached verdicts; nodes that are not
         usable or hold nominations are asked one by one."""
         job, table = pipeline.job, self._table
         result = Explanation(nodes_evaluated=len(table.nodes))
         one_by_one = np.flatnonzero(~table.usable).tolist() + table.nominated().tolist()
         remaining = table.usable.copy()
         remaining[one_by_one] = False
-        if table.limited:  # the ready filter's last word: a full node, by its number of slots
-            full = remaining & ~table.slots_free()
-            if full.any():
-                for slots, count in Counter(table.slots[full].tolist()).items():
-                    result.add(reasons.slots_full(slots), count)
-                remaining &= ~full
         for resource, amount in job.resources.items():
             if amount <= 0:
                 continue
@@ -556,6 +550,12 @@ class Placer:
             for reason in verdicts[remaining & ~passing].tolist():
                 result.add(reason)
             remaining &= passing
+        if table.limited:  # a node whose agent's slots are all in use, by its number of slots
+            full = remaining & ~table.slots_free()
+            if full.any():
+                for slots, count in Counter(table.slots[full].tolist()).items():
+                    result.add(reasons.slots_full(slots), count)
+                remaining &= ~full
         if job.ports or job.max_per_node:
             count = job_counts.get
             for row in np.flatnonzero(remaining).tolist():
