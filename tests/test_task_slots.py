@@ -63,6 +63,17 @@ def test_tasks_go_to_agents_with_free_slots_and_the_rest_wait_saying_so(app):
     assert audit(app.store).ok
 
 
+def test_node_ls_shows_an_agents_slots(sched, app):
+    sched("node", "add", "n1", "--cpu", "4", "--memory", "8GiB")
+    agent_node(app, "a1", 3)
+    Client(app=app).submit({"id": "web", "replicas": 2, "resources": {"cpu": 0.1}, "constraints": ["node.name==a1"]})
+    run_worker_until_idle(app)
+    rows = {line.split()[0]: line.split()[3] for line in sched("node", "ls").stdout.splitlines()[1:]}
+    assert rows == {"a1": "2/3", "n1": "0"}
+    records = {r["name"]: (r["tasks"], r["slots"]) for r in orjson.loads(sched("node", "ls", "--json").stdout)}
+    assert records == {"a1": (2, 3), "n1": (0, None)}
+
+
 def test_a_node_without_an_agent_keeps_no_limit(app):
     """``sched node add`` writes no slots, as no node hash did before they were kept: the
     node takes what its resources allow; ``sched node add`` of an agent's node keeps the
