@@ -10,6 +10,10 @@ to use is the one whose victims have the lowest highest-priority, then the fewes
 then the least total priority, then (kube's last tie-break) the one whose highest-priority
 victims started latest.
 
+A victim's task slot is room like its resources: on a node whose agent's slots are all in
+use, evicting one task is what gives a slot (kube counts pods the same way), and a
+nomination holds its slot as it holds its resources.
+
 A node where a hard domain rule (topology spread, ``distinct_property``, job affinity or
 anti-affinity) would still refuse the task once the victims are gone is no choice: victims
 are only ever evicted for room the task can take. Their removal counts, as in kube: evicting
@@ -121,6 +125,7 @@ def _give_back(node: Node, victim: Victim) -> None:
         node.allocated[resource] = node.allocated.get(resource, 0) + amount
     for port in victim.ports:
         node.ports[port] = victim.task_id
+    node.tasks += 1  # and its task slot
 
 
 def holding(node: Node, job: str, task_id: str = "") -> Node:

@@ -74,7 +74,7 @@ def node_add(app, name, **options):
 @json_option
 @pass_app
 def node_ls(app, every, as_json):
-    """List nodes with their capacity, allocation and task count.
+    """List nodes with their capacity, allocation and live tasks (TASKS 3/4: 3 of an agent's 4 task slots).
 
     In --json, cpu is in millicores, memory in bytes, other resources in units.
     """
@@ -82,7 +82,8 @@ def node_ls(app, every, as_json):
                for ns, client in cells(app, every) for n in client.nodes()]
     if as_json:
         return print_json(records)
-    rows = [[*([r["namespace"]] if every else []), r["name"], r["status"], r["availability"], r["tasks"],
+    rows = [[*([r["namespace"]] if every else []), r["name"], r["status"], r["availability"],
+             f"{r['tasks']}/{r['slots']}" if r["slots"] else r["tasks"],
              usage(r["capacity"], r["allocated"]),
              ",".join(f"{k}={v}" for k, v in sorted(r["labels"].items())), ",".join(r["taints"])] for r in records]
     print_table([*(["NAMESPACE"] if every else []), "NAME", "STATUS", "AVAILABILITY", "TASKS", "ALLOCATED/CAPACITY",
