@@ -6,8 +6,7 @@ scripts take it as their last ARGV, the queue's backoffs and the evictions follo
 one in-process scheduler worker, stepped: a "worker pass" is its upkeep (evictions, global
 jobs, dependencies, retention, launches) and then every batch it finds. The steps:
 
-- nodes: add (a plain node; or an agent's node, with the agent's task slots when nodes
-  have them), remove (drained first when it runs tasks), taint (NoSchedule,
+- nodes: add (a plain node, or an agent's node with 1 to 3 task slots), remove (drained first when it runs tasks), taint (NoSchedule,
   PreferNoSchedule, NoExecute), untaint, drain, pause, activate; an agent that stops
   beating (its node goes down and its tasks are lost) and comes back;
 - jobs: submit with random rules and types (service, batch, global, sysbatch, periodic,
@@ -16,7 +15,10 @@ jobs, dependencies, retention, launches) and then every batch it finds. The step
   ``toleration_seconds``, ports, ``max_per_node``, ``parallelism``, priorities), submit
   again as a new version, scale, stop, launch a periodic job, dispatch a parameterized one;
 - agents start what is placed on their nodes (up to their slots) and report tasks' ends;
-- worker passes; time moving on; retention passes; a worker restarted.
+- worker passes; time moving on; retention passes; a worker restarted. In three examples
+  of four the workers (and agents) are in the background: they make a round after every
+  step of a user or an agent, as they would in a cluster; in the others only the steps
+  that say so move them, so that several changes meet one batch.
 
 After every step (the invariants): the audit holds (no overcommit, tallies equal tasks,
 every pending task in one queue...); every placement met every hard rule of its job on its
@@ -56,7 +58,7 @@ from scheduler.control.audit import audit
 from scheduler.control.retention import collect
 from scheduler.control.worker_config import WorkerConfig
 from scheduler.engine.placement import PlacementOptions
-from scheduler.model import DOWN, READY, Node, make_node
+from scheduler.model import DOWN, READY, make_node
 from scheduler.model.errors import NotFound, SchedError
 from scheduler.model.retention import Retention
 from scheduler.state.app import App
@@ -67,7 +69,6 @@ from placement_ledger import Ledger, meets, tolerance
 from stateful_jobs import job_spec
 from stateful_leftovers import leftovers
 
-SLOTS = "slots" in {f.name for f in dataclasses.fields(Node)}  # an agent's task slots are node capacity
 START_BOUND_MS = 5_000  # a task placed on an agent's node is started within this, or explained
 ZONES, RACKS = ("a", "b", "c"), ("r1", "r2")
 
@@ -160,10 +161,8 @@ class Cluster(RuleBasedStateMachine):
 
     def _add(self, name: str, cpu: int, labels: dict, agent_slots: int = 0) -> str:
         node = make_node(name, cpu=cpu, memory="8GiB", labels=labels)
-        if agent_slots:
-            if SLOTS:
-                node = dataclasses.replace(node, slots=agent_slots)
-            self.store.put_node(node)
+        if agent_slots:  # as an agent registers its node: its task slots are the node's capacity for tasks
+            self.store.put_node(dataclasses.replace(node, slots=agent_slots))
             heartbeat.beat(self.store, name, interval_s=600)  # a TTL no test outlives: its loss is a rule
             self.agents.add(name)
         else:
@@ -294,7 +293,7 @@ class Cluster(RuleBasedStateMachine):
             tasks = sorted(self.store.tasks(self.store.node_task_ids(name)), key=lambda t: t.assigned_ms)
             running = sum(1 for t in tasks if t.state == "running")
             for task in tasks:
-                if task.state == "assigned" and (not SLOTS or running < node.slots):
+                if task.state == "assigned" and running < node.slots:
                     assert self.store.start_task(task.id, name)
                     running += 1
 
@@ -360,8 +359,7 @@ class Cluster(RuleBasedStateMachine):
         for name in sorted(self.agents):
             node = self.store.get_node(name)
             tasks = self.store.tasks(self.store.node_task_ids(name))
-            if SLOTS and node.slots:
-                assert len(tasks) <= node.slots, f"{name}: {len(tasks)} live tasks for {node.slots} slots"
+            assert len(tasks) <= node.slots, f"{name}: {len(tasks)} live tasks for {node.slots} task slots"
             for task in tasks:
                 if task.state == "assigned" and self.clock.now - task.assigned_ms > START_BOUND_MS:
                     why = self.client.explain(task.id)
