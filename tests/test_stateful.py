@@ -53,8 +53,9 @@ from hypothesis.stateful import (Bundle, RuleBasedStateMachine, consumes, initia
                                  precondition, rule, run_state_machine_as_test)
 
 from scheduler import Client
-from scheduler.control import heartbeat, reconcile
+from scheduler.control import dependencies, heartbeat, reconcile
 from scheduler.control.audit import audit
+from scheduler.control.outcomes import Outcomes
 from scheduler.control.retention import collect
 from scheduler.control.worker_config import WorkerConfig
 from scheduler.engine.placement import PlacementOptions
@@ -318,6 +319,24 @@ class Cluster(RuleBasedStateMachine):
         problems += self.ledger.overdue(self.clock.now, {n.name: n for n in self.store.nodes()})
         assert not problems, problems
         self._global_jobs_cover_their_nodes()
+        self._waiting_says_why()
+
+    def _waiting_says_why(self):
+        """After a worker pass: a job still held by its dependencies waits for one that has
+        not come to an end yet (one that held, or never can, was dealt with); a task that
+        waits for a cluster event says why it does not fit."""
+        outcomes = Outcomes()
+        for job_id in self.store.held_job_ids():
+            fields = self.store.job_fields(job_id)
+            if fields.get("held") != "1" or fields.get("status") != "running":
+                continue
+            verdicts = {a.job: dependencies.holds(outcomes.of(self.store, a.job), a)
+                        for a in self.store.job_spec(job_id).after}
+            assert None in verdicts.values(), f"job {job_id} still waits, its dependencies decided: {verdicts}"
+        for task_id in self.app.client.zrange(self.app.keys.unschedulable, 0, -1):
+            why = self.client.explain(task_id)
+            assert why["message"] and (why["reasons"] or not why["nodes_evaluated"]), \
+                f"{task_id} waits unschedulable without a reason: {why}"
 
     @rule(ms=st.sampled_from([100, 1_000, 3_000, 7_000, 20_000, 61_000]), passes=st.integers(0, 3))
     def time_passes(self, ms, passes):
