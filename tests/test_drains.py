@@ -180,6 +180,15 @@ def test_sched_node_drain_detach_says_what_it_waits_for(crowded, sched):
     assert shown["drain"]["state"] == "draining" and shown["drain"]["left"] == 2
 
 
+def test_sched_task_explain_says_what_the_drain_of_its_node_waits_for(crowded, sched):
+    drains.start(crowded.store, "n3")
+    waiting = on(crowded, "n3")[0]
+    record = json.loads(sched("task", "explain", waiting, "--json").stdout)
+    assert record["drain"] == {"node": "n3", "message": WAITING}
+    assert sched("task", "explain", waiting).stdout.endswith(
+        f"placed on node n3. Node n3 is draining: {WAITING}.\n")
+
+
 def test_sched_node_drain_json_detach_is_the_report(crowded, sched):
     report = json.loads(sched("node", "drain", "n3", "--detach", "--json").stdout)
     assert report["state"] == "draining" and report["message"] == WAITING and len(report["stopped"]) == 1
