@@ -181,7 +181,7 @@ def _progress(store: Store, name: str, d: dict, stopped: list[str], moved: dict[
               message: str) -> dict:
     if not left:
         total = int(d.get("stopped", 0)) + len(stopped)
-        return _end(store, name, COMPLETE, message or f"complete: {total} task(s) moved", stopped, moved)
+        return _end(store, name, COMPLETE, message or f"{total} task(s) moved", stopped, moved)
     fields = {"stopped": int(d.get("stopped", 0)) + len(stopped), "left": left, "message": message,
               "moved": int(d.get("moved", 0)) + sum(len(ids) for ids in moved.values())}
     store.set_drain(name, (DRAINING,), "", fields)
