@@ -58,17 +58,16 @@ def start(store: Store, name: str, *, deadline_s: float | None = DEFAULT_DEADLIN
     return {**report, "before": before}
 
 
-def advance_all(store: Store) -> list[str]:
+def advance_all(store: Store) -> list[dict]:
     """One step of every drain in progress that no other worker is taking now (the
-    upkeep's call). Returns the nodes stepped."""
-    stepped = []
+    upkeep's call). Returns each step's report (:func:`step`)."""
+    reports = []
     for name in store.draining_nodes():
         try:
-            step(store, name)
-            stepped.append(name)
+            reports.append(step(store, name))
         except SchedError as exc:
             log.warning("drain of %s: %s", name, exc)
-    return stepped
+    return reports
 
 
 def step(store: Store, name: str) -> dict:
