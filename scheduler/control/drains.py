@@ -134,9 +134,8 @@ def _drain_group(store: Store, name: str, tasks: list[Task], specs: dict[str, Jo
         for job, ids in replaced.items():
             moved.setdefault(job, []).extend(ids)
     by_job: dict[str, list[Task]] = {}
-    for task in tasks:
-        if task not in free:
-            by_job.setdefault(task.job, []).append(task)
+    for task in _without(tasks, free):
+        by_job.setdefault(task.job, []).append(task)
     for job, group in sorted(by_job.items()):
         checked = specs[job].health is not None  # type: ignore[union-attr]
         budgets.count_if_old(store, job)
