@@ -3,16 +3,22 @@ the event stream's bound) and the memory they govern (``sched config``)."""
 
 from __future__ import annotations
 
+from scheduler.model import job_schema
 from scheduler.model.retention import HELP, SETTINGS
 from scheduler.tools.api import schemas as s
 from scheduler.tools.api.problems import Problem, unprocessable
 from scheduler.tools.api.route import OPERATOR, Call, Param, delete, get, put
 
 NAMES = (*SETTINGS, "stream_maxlen")
+MAX_STREAM = 1_000_000_000  # entries: far beyond what memory holds, within what Redis counts
+DIGITS = {"type": "string", "pattern": r"^[ \t\n\r\f\v]*[0-9]+[ \t\n\r\f\v]*$"}
+KINDS = {"task_retention": job_schema.seconds_or_text(), "job_retention": job_schema.seconds_or_text(),
+         "ended_tasks_per_job": {"anyOf": [job_schema.whole(0, 1_000_000), DIGITS]},
+         "stream_maxlen": {"anyOf": [job_schema.whole(0, MAX_STREAM), DIGITS, {"type": "null"}]}}
 VALUES = s.named("SettingValues", {
     "type": "object", "additionalProperties": False,
     "description": "Settings to set; those not given are left as they are.",
-    "properties": {name: {"type": ["string", "number"],
+    "properties": {name: {**KINDS[name],
                           "description": HELP.get(name, "events kept in the namespace's stream (0: no stream)")
                           + (": seconds, or 90s, 30m, 6h, 7d" if name.endswith("_retention") else
                              ": a whole number")}
