@@ -17,11 +17,13 @@ from dataclasses import dataclass
 
 from scheduler.model.errors import SpecError
 from scheduler.model.fields import check_fields
+from scheduler.model.quantities import whole
 from scheduler.model.states import RUN_TO_COMPLETION
 
 MAX_UNAVAILABLE, MIN_AVAILABLE = "max_unavailable", "min_available"
 _FIELDS = (MAX_UNAVAILABLE, MIN_AVAILABLE)
-_PERCENT = re.compile(r"^(\d{1,3})%$")
+_PERCENT = re.compile(r"^([0-9]{1,3})%$")
+_ASCII_SPACE = " \t\n\r\f\v"  # what the JSON Schema's pattern allows around it
 MAX_COUNT = 1_000_000
 
 
@@ -53,19 +55,19 @@ def percent(value: int | str) -> int | None:
 
 def _value(raw, name: str, job: str):
     where = f"job {job}: disruption_budget.{name}"
-    if isinstance(raw, bool) or not isinstance(raw, (int, str)):
+    if isinstance(raw, str):
+        match = _PERCENT.match(raw.strip(_ASCII_SPACE))
+        if match is None:
+            raise SpecError(f"{where} must be a whole number or a percentage such as \"25%\", not {raw!r}.")
+        if int(match.group(1)) > 100:
+            raise SpecError(f"{where} must be a percentage from 0% to 100%, not {raw!r}.")
+        return f"{int(match.group(1))}%"
+    count = whole(raw)  # 3, or 3.0 as JSON may write it
+    if count is None:
         raise SpecError(f"{where} must be a whole number or a percentage such as \"25%\", not {raw!r}.")
-    if isinstance(raw, int):
-        if not 0 <= raw <= MAX_COUNT:
-            raise SpecError(f"{where} must be a whole number from 0 to {MAX_COUNT}, not {raw}.")
-        return raw
-    text = raw.strip()
-    match = _PERCENT.match(text)
-    if match is None:
-        raise SpecError(f"{where} must be a whole number or a percentage such as \"25%\", not {raw!r}.")
-    if int(match.group(1)) > 100:
-        raise SpecError(f"{where} must be a percentage from 0% to 100%, not {raw!r}.")
-    return f"{int(match.group(1))}%"
+    if not 0 <= count <= MAX_COUNT:
+        raise SpecError(f"{where} must be a whole number from 0 to {MAX_COUNT}, not {raw}.")
+    return count
 
 
 def parse_disruption_budget(raw, job: str, job_type: str) -> DisruptionBudget | None:
