@@ -85,7 +85,7 @@ def node_record(n: Node, tasks: int, drain: dict | None = None) -> dict:
     record = {"name": n.name, "capacity": n.capacity, "allocated": {r: n.allocated.get(r, 0) for r in n.capacity},
               "labels": n.labels, "availability": n.availability, "status": n.status, "tasks": tasks,
               "platform": {"os": n.os, "arch": n.arch}, "role": n.role, "plugins": sorted(n.plugins),
-              "taints": [str(t) for t in n.taints]}
+              "taints": [str(t) for t in n.taints], "slots": n.slots or None}  # None: no agent's limit
     if drain is not None:
         record["drain"] = drain
     return record

@@ -14,6 +14,10 @@ total priority, then (kube's last tie-break) the one whose highest-priority vict
 started latest. A budget never forbids a preemption (``preempt.lua`` is the gate of
 truth, and counts the disruption): it only steers the choice.
 
+A victim's task slot is room like its resources: on a node whose agent's slots are all in
+use, evicting one task is what gives a slot (kube counts pods the same way), and a
+nomination holds its slot as it holds its resources.
+
 A node where a hard domain rule (topology spread, ``distinct_property``, job affinity or
 anti-affinity) would still refuse the task once the victims are gone is no choice: victims
 are only ever evicted for room the task can take. Their removal counts, as in kube: evicting
@@ -129,6 +133,7 @@ def _give_back(node: Node, victim: Victim) -> None:
         node.allocated[resource] = node.allocated.get(resource, 0) + amount
     for port in victim.ports:
         node.ports[port] = victim.task_id
+    node.tasks += 1  # and its task slot
 
 
 def holding(node: Node, job: str, task_id: str = "") -> Node:

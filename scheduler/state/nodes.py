@@ -25,7 +25,7 @@ _DESCRIPTION = ("hostname", "role", "os", "arch")
 
 
 _PLAIN = frozenset(("name", "availability", "status", "tasks", *_DESCRIPTION, "labels", "engine_labels", "plugins",
-                    "taints"))
+                    "taints", "slots"))
 
 
 def node_from_hash(fields: dict[str, str]) -> Node:
@@ -61,6 +61,7 @@ def node_from_hash(fields: dict[str, str]) -> Node:
         tasks=int(get("tasks", 0)),
         nominations=nominations,
         taints=_taints(get("taints", "")),
+        slots=int(get("slots", 0)),  # none on a node without an agent, or one written before slots were kept
     )
 
 
@@ -80,7 +81,8 @@ def _taints(text: str) -> tuple:
 def node_fields(node: Node) -> list[str]:
     """The description part of a node hash, as field/value pairs (capacity goes separately).
     Taints only when the node has some: registering a node again without taints keeps
-    those it has (``sched node untaint`` removes them)."""
+    those it has (``sched node untaint`` removes them). Slots only from an agent, which
+    always has some: ``sched node add`` of an agent's node keeps its agent's slots."""
     out = []
     for name in _DESCRIPTION:
         out += [name, getattr(node, name)]
@@ -88,6 +90,8 @@ def node_fields(node: Node) -> list[str]:
             "plugins", orjson.dumps(sorted(node.plugins)).decode()]
     if node.taints:
         out += ["taints", taints_text(node.taints)]
+    if node.slots:
+        out += ["slots", str(node.slots)]
     return out
 
 
@@ -264,6 +268,10 @@ class NodeStore(NamespaceStore):
             replies = pipe.execute()
         return now, [(name, bool(replies[2 * i]), replies[2 * i + 1], int(ttls.get(name, 0)))
                      for i, name in enumerate(names)]
+
+    def has_agent(self, name: str) -> bool:
+        """Whether an agent runs the node's tasks (it has beaten, and was not forgotten)."""
+        return bool(self.client.sismember(self.keys.agents, name))
 
     def forget_agent(self, name: str) -> None:
         """The node no longer has an agent: its heartbeat lapsing no longer takes it down."""

@@ -56,9 +56,10 @@ NODE = named("Node", obj({
     "status": STRING, "tasks": INTEGER,
     "platform": obj({"os": STRING, "arch": STRING}), "role": STRING, "plugins": array(STRING),
     "taints": array(STRING)},
-    {"drain": {"type": "object", "description": "its drain in progress (`sched node show`: or how the last "
+    {"slots": nullable(INTEGER),
+     "drain": {"type": "object", "description": "its drain in progress (`sched node show`: or how the last "
                                                 "one ended)"}},
-    description="A node, as `sched node ls --json` prints it."))
+    description="A node, as `sched node ls --json` prints it (`slots`: its agent's task slots, null without one)."))
 TAINT_CHANGE = named("TaintChange", obj(
     {"node": STRING, "before": STRING, "after": STRING},
     description="A node's taints before and after a taint or untaint, as text (`key=value:Effect ...`)."))

@@ -75,7 +75,7 @@ def node_add(app, name, **options):
 @json_option
 @pass_app
 def node_ls(app, every, as_json):
-    """List nodes with their capacity, allocation and task count.
+    """List nodes with their capacity, allocation and live tasks (TASKS 3/4: 3 of an agent's 4 task slots).
 
     In --json, cpu is in millicores, memory in bytes, other resources in units.
     """
@@ -87,7 +87,8 @@ def node_ls(app, every, as_json):
     if as_json:
         return print_json(records)
     shown = any("drain" in r for r in records)  # a column only while some drain is in progress
-    rows = [[*([r["namespace"]] if every else []), r["name"], r["status"], r["availability"], r["tasks"],
+    rows = [[*([r["namespace"]] if every else []), r["name"], r["status"], r["availability"],
+             f"{r['tasks']}/{r['slots']}" if r["slots"] else r["tasks"],
              usage(r["capacity"], r["allocated"]),
              ",".join(f"{k}={v}" for k, v in sorted(r["labels"].items())), ",".join(r["taints"]),
              *([r["drain"]["message"] if "drain" in r else ""] if shown else [])] for r in records]
