@@ -454,7 +454,16 @@ def endpoint(route: Route):
             if route.upload:
                 outcome = await _run_upload(route, request)
             elif route.lasting or (route.blocking and "index" in request.query_params):
-                outcome = await anyio.to_thread.run_sync(admitted_run, request, limiter=sse.limiter(request.app))
+                body = None
+                if route.body is not None:  # (a lasting route's body is small: a drain's options)
+                    if not _small(request):
+                        await run_in_threadpool(_admit, route, request)  # the token first, for a larger one
+                    try:
+                        body = await read_body(route, request)
+                    except Problem as problem:
+                        body = problem
+                outcome = await anyio.to_thread.run_sync(admitted_run, request, body,
+                                                         limiter=sse.limiter(request.app))
             elif route.body is None:
                 outcome = await run_in_threadpool(admitted_run, request)
             elif _small(request):  # read before the token is checked: one thread hop, not two
