@@ -60,6 +60,7 @@ class Cluster:
         self.counts: dict[str, dict[str, int]] = {}  # job -> node -> its live tasks there (tally:job)
         self._rules: dict[str, Rules | None] = {}
         self._binpack: dict[str, JobSpec] = {}
+        self._cordons: set[str] = set()  # nodes paused by cordoned(), active in truth
         for resident in residents:
             self._track(resident)
             if resident.domains is not None:
@@ -96,7 +97,8 @@ class Cluster:
         return out
 
     def usable(self, node: Node) -> bool:
-        return node.status == READY and node.availability == ACTIVE
+        """Whether the node takes work (ready and active; a cordon of a plan's own aside)."""
+        return node.status == READY and (node.availability == ACTIVE or node.name in self._cordons)
 
     def utilisation(self, node: Node) -> dict[str, float]:
         """Each resource's share of the node's capacity in use (0..1), for the resources it has."""
@@ -182,6 +184,7 @@ class Cluster:
         changed = [name for name in set(names) if self.nodes[name].availability == ACTIVE]
         for name in changed:
             self.nodes[name].availability = PAUSE
+        self._cordons.update(changed)
         if changed:
             self.placer.replaced((), changed=changed)
         try:
@@ -189,5 +192,6 @@ class Cluster:
         finally:
             for name in changed:
                 self.nodes[name].availability = ACTIVE
+            self._cordons.difference_update(changed)
             if changed:
                 self.placer.replaced((), changed=changed)
