@@ -43,7 +43,7 @@ from scheduler.state.jobs import parse_stored
 from scheduler.state.history import Record
 from scheduler.state.memory import MEMORY_ERRORS
 from scheduler.tools.logs import Summary
-from workers import admission, metrics
+from workers import admission, metrics, rebalancing
 from workers.groups import Group, batches, regroup
 from workers.preempting import Preemption
 from workers.stats import WorkerStats
@@ -149,13 +149,15 @@ class SchedulerWorker:
             log.exception("%s: could not read the nodes", self.name)
 
     def maintain(self, force: bool = False) -> None:
-        """Queue upkeep and periodic launches about every 100 ms; node health, global jobs,
-        dependencies and deadlines about every second."""
+        """Queue upkeep, deployments, moves and periodic launches about every 100 ms; node
+        health, global jobs, dependencies, deadlines and the workers' own rebalance about
+        every second."""
         now = time.monotonic()
         if force or now - self._last_maintain >= self.config.maintain_every_s:
             self._last_maintain = now
             self.app.queue.maintain()
             deployer.advance_all(self.app.store)
+            rebalancing.advance(self.app.store, self.name)
             periodic.launch_due(self.app.store, self._outcomes)
         if force or now - self._last_health >= self.config.health_every_s:
             self._last_health = now
@@ -174,6 +176,7 @@ class SchedulerWorker:
                 reconcile.reconcile_global(self.app.store)
             dependencies.release(self.app.store, self._outcomes)
             deadlines.expire(self.app.store, self._outcomes)
+            rebalancing.now_and_then(self.app.store, self.name)
             self._retention()
         if now - self._last_sample >= SAMPLE_EVERY_MS / 1000 and self._sampling:
             self._last_sample = now

@@ -31,6 +31,7 @@ from scheduler.client.logs import LogClient
 from scheduler.client.nodes import NodeClient
 from scheduler.client.queues import QueueClient
 from scheduler.client.quotas import QuotaClient
+from scheduler.client.rebalance import RebalanceClient
 from scheduler.client.snapshots import SnapshotClient
 from scheduler.client.tasks import TaskClient
 from scheduler.client.tenants import TenantClient
@@ -41,7 +42,8 @@ __all__ = ["Client", "WaitTimeout"]
 
 
 class Client(NodeClient, JobClient, DeploymentClient, LaunchClient, TaskClient, LogClient, QueueClient, EventClient,
-             ConfigClient, LayoutClient, GcClient, SnapshotClient, QuotaClient, TenantClient, UserClient, WorkerClient):
+             ConfigClient, LayoutClient, GcClient, SnapshotClient, QuotaClient, TenantClient, UserClient, WorkerClient,
+             RebalanceClient):
     """One namespace of a scheduler. Methods raise :class:`scheduler.SchedError`
     subclasses (``SpecError``, ``NotFound``, ``RedisUnavailable``) with one sentence.
 
