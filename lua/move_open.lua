@@ -2,8 +2,8 @@
 -- still as the plan read it: a plan made on stale state is refused, not half done. The
 -- plan carries what it read before it read the nodes: nodes:epoch (nodes added, removed or
 -- relabelled), the change sequence of every node a move leaves or goes to (any placement,
--- end or change of the node since moves it on), the version of each job it moves (a new
--- version, a scale or a stop since changes the job's hash version or status), and each
+-- end or change of the node since moves it on), the version and last update of each job
+-- it moves (a new version, a scale, a restart or a stop since changes them), and each
 -- task's node (still running there, and in no other move).
 --
 -- KEYS[1] nodes:epoch    STRING
@@ -20,7 +20,7 @@
 -- ARGV[3] nodes:epoch as read ("" when it did not exist)
 -- ARGV[4] the most moves that may be in progress at once (those of this plan included)
 -- ARGV[5] N, then N x (node, its change sequence as read, "" when it had none)
--- then J, then J x (job id, its version as read)
+-- then J, then J x (job id, its version as read, its updated field as read)
 -- then M, then M x (task id, job id, from node, to node, strategy, score (JSON), reason)
 -- ARGV[#ARGV] now (ms), or "" for Redis TIME (see clock_ms)
 -- Returns {1, now, first move's score} or {0, why the plan is refused (one sentence)}.
@@ -41,14 +41,14 @@ a = a + 2 * N + 1
 local J = tonumber(ARGV[a])
 local versions = {}
 for j = 1, J do
-  local job, version = ARGV[a + 2 * j - 1], ARGV[a + 2 * j]
+  local job, version, updated = ARGV[a + 3 * j - 2], ARGV[a + 3 * j - 1], ARGV[a + 3 * j]
   versions[job] = version
-  local cur = redis.call('HMGET', KEYS[7 + j], 'version', 'status')
-  if cur[1] ~= version or (cur[2] or 'running') ~= 'running' then
+  local cur = redis.call('HMGET', KEYS[7 + j], 'version', 'status', 'updated')
+  if cur[1] ~= version or (cur[2] or 'running') ~= 'running' or (cur[3] or '') ~= updated then
     return {0, 'job ' .. job .. ' changed since the plan was made'}
   end
 end
-a = a + 2 * J + 1
+a = a + 3 * J + 1
 local M = tonumber(ARGV[a])
 local active = redis.call('ZCARD', KEYS[4])
 if active + M > tonumber(ARGV[4]) then

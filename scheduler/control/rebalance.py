@@ -86,7 +86,8 @@ def plan(store: Store, strategy: str = engine.SPREAD, max_moves: int | None = No
         summary.update(skew_before=skew(before, nodes), skew_after=skew(after, nodes), budget=_budget(store, job_id))
     involved = sorted({m.source for m in moves} | {m.target for m in moves})
     read = {"epoch": copy.reading.epoch, "nodes": {n: copy.reading.seqs.get(n) for n in involved},
-            "jobs": {j: int(copy.jobs[j]["version"]) for j in sorted(jobs)}}
+            "jobs": {j: {"version": int(copy.jobs[j]["version"]), "updated": copy.jobs[j].get("updated", "")}
+                     for j in sorted(jobs)}}
     return {"strategy": strategy, "moves": [m.to_dict() for m in moves], "jobs": jobs, "read": read,
             "planned_ms": round((time.perf_counter() - began) * 1000, 1)}
 
@@ -141,7 +142,7 @@ def policy(store: Store) -> dict | None:
         if applied.get("plan") is not None:
             store.record_history([Record("rebalance", None, details={
                 "plan": applied["plan"], "strategy": settings.rebalance_strategy, "moves": len(applied["moves"]),
-                "by": "rebalance_interval"})])
+                "trigger": "rebalance_interval"})])
         return done
     finally:
         store.release_lock("rebalance-policy")
@@ -170,7 +171,8 @@ def _checked(planned: dict) -> tuple[list[dict], dict]:
         raise SpecError("a plan is an object with moves and read, as `sched rebalance --dry-run --json` prints it.")
     read = planned["read"]
     if not isinstance(read.get("epoch"), str) or not isinstance(read.get("nodes"), dict) \
-            or not isinstance(read.get("jobs"), dict):
+            or not isinstance(read.get("jobs"), dict) \
+            or not all(isinstance(j, dict) and "version" in j and "updated" in j for j in read["jobs"].values()):
         raise SpecError("the plan's read must hold epoch, nodes and jobs, as the plan printed them.")
     moves = planned["moves"]
     if len(moves) > MAX_MOVES:

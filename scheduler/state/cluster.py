@@ -17,7 +17,7 @@ from scheduler.state.hashes import hgetall_many
 from scheduler.state.namespace import NamespaceStore
 from scheduler.state.nodes import node_from_hash
 
-JOB_FIELDS = ("version", "status", "spec", "deployment")
+JOB_FIELDS = ("version", "status", "spec", "deployment", "updated")
 
 
 @dataclass
@@ -34,8 +34,8 @@ class Reading:
 @dataclass
 class ClusterState:
     """The raw read: nodes, live tasks, and per job of a live task its hash's
-    ``version``, ``status``, current ``spec`` text and ``deployment``; the jobs with a
-    deployment in progress."""
+    ``version``, ``status``, current ``spec`` text, ``deployment`` and ``updated`` (when
+    it last changed); the jobs with a deployment in progress."""
 
     reading: Reading
     nodes: list[Node]
@@ -69,7 +69,7 @@ class ClusterStore(NamespaceStore):
         return ClusterState(reading, nodes, tasks, jobs, {d.rpartition("@")[0] for d in deployments})
 
     def jobs_fields(self, job_ids: list[str]) -> dict[str, dict[str, str]]:
-        """``version``, ``status``, ``spec`` and ``deployment`` of each job (absent ones left out)."""
+        """``version``, ``status``, ``spec``, ``deployment`` and ``updated`` of each job (absent ones left out)."""
         with self.client.pipeline(transaction=False) as pipe:
             for job_id in job_ids:
                 pipe.hmget(self.keys.job(job_id), *JOB_FIELDS)

@@ -39,11 +39,12 @@ class MoveStore(NamespaceStore):
     def next_plan_id(self) -> int:
         return int(self.client.hincrby(self.keys.rebalance, "plans", 1))
 
-    def open_moves(self, plan: int, epoch: str, seqs: dict[str, int | None], jobs: dict[str, int],
+    def open_moves(self, plan: int, epoch: str, seqs: dict[str, int | None], jobs: dict[str, dict],
                    moves: list[dict], limit: int = MAX_IN_PROGRESS) -> int:
         """``move_open.lua``: record ``moves`` (dicts with task, job, from, to, strategy,
         score, reason) as plan ``plan`` if nodes:epoch is still ``epoch``, each node of
-        ``seqs`` still at its change sequence, each job of ``jobs`` at its version, and
+        ``seqs`` still at its change sequence, each job of ``jobs`` at its ``version`` and
+        ``updated``, and
         each task running where the move says and in no other move. Returns the time (ms);
         raises :class:`StalePlan` (what changed) otherwise. Never resent: a timeout is one
         sentence."""
@@ -54,8 +55,8 @@ class MoveStore(NamespaceStore):
         for node, seq in seqs.items():
             args += [node, "" if seq is None else int(seq)]
         args.append(len(jobs))
-        for job, version in jobs.items():
-            args += [job, version]
+        for job, read in jobs.items():
+            args += [job, read["version"], read["updated"]]
         args.append(len(moves))
         for i, move in enumerate(moves, 1):
             keys += [k.task(move["task"]), k.move(f"{plan}-{i}")]
