@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+import orjson
+
 from scheduler.engine.cluster import Cluster, Resident
 from scheduler.engine.rules import RuleIndex
 from scheduler.model import JobSpec, SchedError, Task
@@ -38,15 +40,18 @@ def read(store: Store, movable: Movable | None = None, seed: int = 0) -> Copy:
     state = store.read_cluster()
     gen, labels, anti = store.rule_index()
     specs: dict[str, JobSpec] = {}
-    parsed: dict[str, JobSpec] = {}  # spec text -> spec: jobs of one template parse once
+    parsed: dict[bytes, JobSpec] = {}  # spec but its id -> spec: jobs of one template parse once
     for job_id, fields in state.jobs.items():
         text = fields.get("spec")
         if text is None:
             continue
+        raw = orjson.loads(text)
+        raw.pop("id", None)
+        shape = orjson.dumps(raw, option=orjson.OPT_SORT_KEYS)
         try:
-            spec = parsed.get(text)
+            spec = parsed.get(shape)
             if spec is None:
-                spec = parsed[text] = parse_stored(text)
+                spec = parsed[shape] = parse_stored(text)
         except SchedError:
             continue  # a stored spec this version cannot read: its tasks stay where they are
         specs[job_id] = spec.with_id(job_id)

@@ -37,6 +37,7 @@ log = logging.getLogger("sched.worker")
 LOCK = "moves"
 LOCK_MS = 5_000  # a worker that dies holding the moves holds them this long at most
 IN_FLIGHT = 8  # moves begun and not ended at once, every job together
+RECOUNT_MS = 1_000  # a budget counted longer ago than this is counted again before a move's stop asks it
 CHAIN = 10  # replacements of a new task followed at most (a new task that failed and was replaced)
 
 
@@ -161,6 +162,8 @@ def _stopping(store: Store, move: dict, old: Task | None, new: Task | None) -> s
             return abandon(store, move, _failed(move, new))
     if old is None or not old.live:
         return store.set_move(move["id"], (STOPPING,), DONE, {"message": f"task {move['task']} had ended"})[1]
+    # The budget's count must see the new task healthy: count it again if the count is older than that.
+    budgets.count_if_old(store, move["job"], RECOUNT_MS)
     eviction = budgets.evict_task(store, old.id, f"moved to {move['to']} (move {move['id']})", node=move["from"],
                                   replace=False, task=old)
     if eviction.evicted:

@@ -13,11 +13,13 @@ from dataclasses import dataclass, field
 
 from scheduler.model import Node, Task
 from scheduler.model.states import LIVE_STATES
-from scheduler.state.hashes import hgetall_many
+from scheduler.state.hashes import hgetall_many, hmget_many
 from scheduler.state.namespace import NamespaceStore
 from scheduler.state.nodes import node_from_hash
 
 JOB_FIELDS = ("version", "status", "spec", "deployment", "updated")
+# What a copy needs of each live task (a task hash holds more: its explanation, output...).
+TASK_FIELDS = ("id", "job", "version", "state", "node", "priority", "alloc", "ports", "domains", "started_at")
 
 
 @dataclass
@@ -33,7 +35,7 @@ class Reading:
 
 @dataclass
 class ClusterState:
-    """The raw read: nodes, live tasks, and per job of a live task its hash's
+    """The raw read: nodes, live tasks (the fields of ``TASK_FIELDS``), and per job of a live task its hash's
     ``version``, ``status``, current ``spec`` text, ``deployment`` and ``updated`` (when
     it last changed); the jobs with a deployment in progress."""
 
@@ -63,8 +65,8 @@ class ClusterStore(NamespaceStore):
                 pipe.smembers(k.node_tasks(node.name))
             members = pipe.execute()
         ids = sorted({task_id for names_on in members for task_id in names_on})
-        tasks = [Task.from_hash(fields) for fields in hgetall_many(self.client, [k.task(t) for t in ids])
-                 if fields and fields.get("state") in LIVE_STATES]
+        tasks = [Task.from_hash(fields) for fields in hmget_many(self.client, [k.task(t) for t in ids], TASK_FIELDS)
+                 if fields.get("state") in LIVE_STATES]
         jobs = self.jobs_fields(sorted({t.job for t in tasks}))
         return ClusterState(reading, nodes, tasks, jobs, {d.rpartition("@")[0] for d in deployments})
 

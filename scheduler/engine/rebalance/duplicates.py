@@ -28,8 +28,13 @@ def balance(mover: Mover, eligible: Eligible) -> None:
         counts = cluster.counts.get(job, {})  # kept current by the trials and moves
         total = sum(counts.values())
         share = math.ceil(total / len(nodes))
+        if max(counts.values(), default=0) <= share:
+            continue
+        on: dict[str, list] = {}
+        for resident in sorted(movable, key=lambda r: r.id):
+            on.setdefault(resident.node, []).append(resident)
         for source in sorted(counts, key=lambda n: (-counts[n], n)):
-            for resident in sorted((r for r in movable if r.node == source), key=lambda r: r.id):
+            for resident in on.get(source, ()):
                 before = counts.get(source, 0)
                 if before <= share or mover.full:
                     break

@@ -13,6 +13,7 @@ class Eligible:
     def __init__(self, cluster: Cluster):
         self.cluster = cluster
         self._by_key: dict[tuple, list[Node]] = {}
+        self._names: dict[tuple, set[str]] = {}
 
     def nodes(self, spec: JobSpec) -> list[Node]:
         key = (tuple(c.text for c in spec.constraints), spec.plugins, spec.tolerations)
@@ -24,4 +25,8 @@ class Eligible:
         return found
 
     def names(self, spec: JobSpec) -> set[str]:
-        return {node.name for node in self.nodes(spec)}
+        key = (tuple(c.text for c in spec.constraints), spec.plugins, spec.tolerations)
+        found = self._names.get(key)
+        if found is None:
+            found = self._names[key] = {node.name for node in self.nodes(spec)}
+        return found
