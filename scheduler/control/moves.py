@@ -28,7 +28,6 @@ from scheduler.control import budgets, reconcile
 from scheduler.model import FAILED, PENDING, RUNNING, STOPPED, SchedError, Task
 from scheduler.model.errors import NotFound
 from scheduler.model.moves import ABANDONED, DONE, PLACING, QUEUED, STARTING, STOPPING
-from scheduler.model.update import HEALTHY
 from scheduler.state.jobs import parse_stored
 from scheduler.state.store import Store
 
@@ -119,10 +118,11 @@ def advance(store: Store, move: dict, deadline_ms: int) -> str:
     if state == STARTING:
         return _queue_new(store, move)
     new = _open_end(store, move["new_task"])
+    checked = parse_stored(job["spec"]).health is not None
     if state == PLACING:
-        return _placing(store, move, old, new, parse_stored(job["spec"]).health is not None)
+        return _placing(store, move, old, new, checked)
     if state == STOPPING:
-        return _stopping(store, move, old, new)
+        return _stopping(store, move, old, new, checked)
     return state
 
 
@@ -143,31 +143,59 @@ def _queue_new(store: Store, move: dict) -> str:
     return store.set_move(move["id"], (STARTING,), PLACING, {"new_task": new_id, "message": ""})[1]
 
 
+def _ready(task: Task, checked: bool) -> bool:
+    """Running, and healthy where the job has a check: what a budget counts healthy."""
+    return budgets.counted_healthy(task.state, task.health, checked)
+
+
 def _placing(store: Store, move: dict, old: Task | None, new: Task | None, checked: bool) -> str:
-    if old is None or not old.live or old.node != move["from"]:
-        return abandon(store, move, f"task {move['task']} ended or left {move['from']} before the move was done")
     if new is None or new.terminal or (new.live and new.node != move["to"]) or new.id != move["new_task"]:
-        return abandon(store, move, _failed(move, new))
-    if new.state == RUNNING and (new.health == HEALTHY or not checked):
+        return abandon(store, move, _failed(move, new))  # nothing healthy is lost: it never was
+    if _ready(new, checked):
         done, state = store.set_move(move["id"], (PLACING,), STOPPING, {"message": ""})
-        return _stopping(store, {**move, "state": state}, old, new) if done else state
+        return _stopping(store, {**move, "state": state}, old, new, checked) if done else state
+    if old is None or not old.live:
+        return abandon(store, move, f"task {move['task']} ended before its new task was healthy")
     if store.clock_ms() > int(move["deadline"]):
         return abandon(store, move, _late(move, new, checked))
     return PLACING
 
 
-def _stopping(store: Store, move: dict, old: Task | None, new: Task | None) -> str:
+def _stopping(store: Store, move: dict, old: Task | None, new: Task | None, checked: bool) -> str:
     if new is None or new.terminal or new.id != move["new_task"]:
-        if old is not None and old.live:
-            return abandon(store, move, _failed(move, new))
+        return abandon(store, move, _failed(move, new))
     if old is None or not old.live:
-        return store.set_move(move["id"], (STOPPING,), DONE, {"message": f"task {move['task']} had ended"})[1]
+        return _surplus(store, move, old, new, checked)
     # The budget's count must see the new task healthy: count it again if the count is older than that.
     budgets.count_if_old(store, move["job"], RECOUNT_MS)
     eviction = budgets.evict_task(store, old.id, f"moved to {move['to']} (move {move['id']})", node=move["from"],
                                   replace=False, task=old)
     if eviction.evicted:
         return store.set_move(move["id"], (STOPPING,), DONE, {"message": ""})[1]
+    return _waiting(store, move, eviction)
+
+
+def _surplus(store: Store, move: dict, old: Task | None, new: Task, checked: bool) -> str:
+    """The old task ended by other means (a drain, its node lost) once the new one was
+    healthy: the new task takes its place, and the task its job queued to replace it is
+    stopped (as a disruption, through the budget's gate, if it already runs healthy)."""
+    extra = _open_end(store, old.replaced_by) if old is not None and old.replaced_by else None
+    said = f"task {move['task']} ended meanwhile; its new task {new.id} takes its place"
+    if extra is None or extra.terminal or extra.id == new.id:
+        return store.set_move(move["id"], (STOPPING,), DONE, {"message": said})[1]
+    reason = f"move {move['id']}'s new task {new.id} took {move['task']}'s place"
+    if not _ready(extra, checked):
+        store.finish_ids([extra.id], STOPPED, reason)
+    else:
+        budgets.count_if_old(store, move["job"], RECOUNT_MS)
+        eviction = budgets.evict_task(store, extra.id, reason, replace=False, task=extra)
+        if not eviction.evicted:
+            return _waiting(store, move, eviction)
+    return store.set_move(move["id"], (STOPPING,), DONE, {"message": f"{said}; its replacement {extra.id} was "
+                                                                     f"stopped"})[1]
+
+
+def _waiting(store: Store, move: dict, eviction) -> str:
     waiting = f"waiting on {eviction.waiting}" if eviction.waiting else ""
     if waiting and waiting != move.get("message"):
         store.set_move(move["id"], (STOPPING,), "", {"message": waiting})
@@ -175,7 +203,9 @@ def _stopping(store: Store, move: dict, old: Task | None, new: Task | None) -> s
 
 
 def abandon(store: Store, move: dict, why: str) -> str:
-    """Give the move up: its new task (or what replaced it) is stopped, the old task kept."""
+    """Give the move up: its new task (or what replaced it) is stopped, the old task kept.
+    Called only while the new task is not healthy (or its job changed: a new version
+    replaces its tasks anyway), so that abandoning takes nothing healthy away."""
     new = _open_end(store, move.get("new_task", ""))
     if new is not None and not new.terminal:
         store.finish_ids([new.id], STOPPED, f"move {move['id']} abandoned: {why}")
