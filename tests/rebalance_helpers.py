@@ -96,3 +96,30 @@ def service(job_id: str, replicas: int, *, budget: dict | None = None, health: b
 
 def submit(app, raw: dict) -> dict:
     return reconcile.submit(app.store, parse_job(raw))
+
+
+def api_calls(api, app) -> None:
+    """Each /v1/rebalance route called for real, in a namespace of its own (made crowded:
+    web's 4 tasks running on n1, n2 empty), then cleared: for the API's route-by-route test."""
+    from scheduler.state.app import App
+    from worker_harness import run_worker_until_idle
+
+    scratch = App(client=app.client, namespace=f"{app.keys.namespace}-rb")
+    try:
+        add_nodes(scratch, ["n1"])
+        submit(scratch, service("web", 4, health=False))
+        run_worker_until_idle(scratch)
+        Runner(scratch).step()
+        add_nodes(scratch, ["n2"])
+        ns = f"?namespace={scratch.keys.namespace}"
+        plan = api("POST", f"/v1/rebalance/plan{ns}", json={"job": "web"}).json()
+        assert [m["from"] for m in plan["moves"]] == ["n1", "n1"] and "applied" not in plan
+        applied = api("POST", f"/v1/rebalance{ns}", json={"plan": plan}).json()["applied"]
+        assert applied["moves"] == [f"{applied['plan']}-1", f"{applied['plan']}-2"]
+        assert api("POST", f"/v1/rebalance{ns}", json={"plan": plan}).status_code == 409  # its tasks are moving
+        assert [m["id"] for m in api("GET", f"/v1/rebalance/moves{ns}").json()] == applied["moves"]
+        assert api("GET", f"/v1/rebalance/moves/{applied['moves'][0]}{ns}").json()["to"] == "n2"
+        assert api("POST", f"/v1/rebalance/plan{ns}", json={"strategy": "sprd"}).status_code == 422
+        assert api("GET", f"/v1/rebalance/moves/9-9{ns}").status_code == 404
+    finally:
+        scratch.store.clear_namespace()

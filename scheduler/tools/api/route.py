@@ -75,6 +75,13 @@ def _tenant(value: str) -> str:
         raise inputs.BadInput(str(exc)) from None
 
 
+def _move_id(value: str) -> str:
+    plan, dash, index = value.partition("-")
+    if not (dash and plan.isdigit() and index.isdigit() and len(value) <= 24):
+        raise inputs.BadInput(f"move id {value[:40]!r} is not valid; a move id is <plan>-<index>, e.g. 3-1.")
+    return value
+
+
 # Path parameters, by name: schema, description, and the check of their text.
 PATH_PARAMS: dict[str, tuple[dict, str, Callable[[str], str]]] = {
     "name": ({"type": "string"}, "a node's name", inputs.node_name),
@@ -83,6 +90,8 @@ PATH_PARAMS: dict[str, tuple[dict, str, Callable[[str], str]]] = {
     "deployment_id": ({"type": "string", "pattern": r"^.+@[1-9][0-9]*$"}, "a deployment's id: <job id>@<version>",
                       inputs.deployment_id),
     "tenant": ({"type": "string"}, "a tenant's name", _tenant),
+    "move_id": ({"type": "string", "pattern": r"^[1-9][0-9]*-[1-9][0-9]*$"}, "a move's id: <plan>-<index>",
+                _move_id),
 }
 NAMESPACE = Param("namespace", {"type": "string"},
                   "The namespace to act in; by default the token's own (for a token of every namespace, or without "
