@@ -197,7 +197,10 @@ class SchedulerWorker:
     def _retention(self) -> None:
         """Remove ended work whose time has come (one bounded pass, if no other worker is
         making one), and watch Redis's memory."""
-        done = retention.upkeep(self.app.store)
+        clock, store = self.app.clock, self.app.store
+        # On a virtual clock (a replay) its time says what is due, and each pass is whole:
+        # what is removed when then follows the trace, not the speed of the machine.
+        done = retention.upkeep(store, None, clock()) if clock is not None else retention.upkeep(store)
         if done is not None and (done.jobs_removed or done.tasks_removed):
             metrics.GC_JOBS_REMOVED.inc(len(done.jobs_removed))
             metrics.GC_TASKS_REMOVED.inc(done.tasks_removed + done.job_tasks_removed)
@@ -284,13 +287,16 @@ class SchedulerWorker:
                 if need > 0 and admitted < need:
                     for task_id in group.task_ids:
                         failures[task_id] = _gang_waits(spec, need, over, len(nodes), {over.split(":")[0]: len(nodes) or 1})
+                        failures[task_id]["admission"] = True
                         conflicts.discard(task_id)
                     continue
                 todo, refused_by_quota = group.task_ids[:admitted], group.task_ids[admitted:]
                 for task_id in refused_by_quota:
+                    # Held back by the quota or its job's parallelism, not by room: no eviction
+                    # lets it run sooner (kube never preempts for a quota either).
                     failures[task_id] = {"nodes_evaluated": max(len(nodes), 1), "reasons": {over.split(":")[0]: max(len(nodes), 1)},
-                                         "message": over}
-                    if waits_its_turn:  # no eviction would let it run sooner
+                                         "message": over, "admission": True}
+                    if waits_its_turn:
                         failures[task_id]["parallelism"] = spec.parallelism
                     conflicts.discard(task_id)
                 if not todo:
@@ -327,11 +333,11 @@ class SchedulerWorker:
                 # in one call with what waited before it.
                 chunk = len(plans) if gang else cfg.commit_chunk
                 while len(plans) >= cfg.commit_chunk:
-                    sent.append(self._committer.submit(self._commit, claim.token, plans[:chunk]))
+                    sent.append(self._send(claim.token, plans[:chunk]))
                     plans = plans[chunk:]
             if not sent and not plans:
                 break
-            if attempt == 0 and claim.waiting >= 2 * cfg.batch_size and not self._stopping:
+            if attempt == 0 and claim.waiting >= 2 * cfg.batch_size and cfg.overlap and not self._stopping:
                 # Two more full batches wait: claim one now, so that its placement can start
                 # as soon as this one is done (and the other is left for other workers).
                 self._ahead = self._committer.submit(self._new_claim)
@@ -367,6 +373,15 @@ class SchedulerWorker:
             app.queue.fail(claim.token, list(failures.items()), conflicts)
         self._count(len(claim.task_ids), placed, refused_total, len(failures), self.stats.preempted - preempted_before)
         return len(claim.task_ids)
+
+    def _send(self, token: str, plans: list[Planned]) -> Future:
+        """Commit a chunk: in the committer thread while the next is placed (``overlap``),
+        else here and now."""
+        if self.config.overlap:
+            return self._committer.submit(self._commit, token, plans)
+        done: Future = Future()
+        done.set_result(self._commit(token, plans))
+        return done
 
     def _commit(self, token: str, plans: list[Planned]):
         """One atomic commit, timed and counted (see workers/metrics.py)."""
