@@ -8,7 +8,7 @@ import threading
 import time
 
 from scheduler.control import reconcile
-from scheduler.control.budgets import counted_healthy
+from scheduler.control.budgets import count, counted_healthy
 from scheduler.model import make_node, parse_job
 from scheduler.model.update import HEALTHY
 
@@ -34,14 +34,17 @@ def start_all(app, job_id, health=HEALTHY):
 
 
 def running_job(app, job_id="web", replicas=4, budget=None, task_health=HEALTHY, **extra):
-    """Submit a job, place it with a worker, start its tasks healthy; returns the spec."""
-    raw = {"id": job_id, "replicas": replicas, "resources": {"cpu": 1}, **extra}
+    """Submit a job, place it with a worker, start its tasks healthy; returns the spec.
+    ``replicas`` None: none given (a global job)."""
+    raw = {"id": job_id, **({} if replicas is None else {"replicas": replicas}), "resources": {"cpu": 1}, **extra}
     if budget is not None:
         raw["disruption_budget"] = budget
     spec = parse_job(raw)
     reconcile.submit(app.store, spec)
     run_worker_until_idle(app)
     start_all(app, job_id, task_health)
+    if budget is not None:
+        count(app.store, job_id)  # as the upkeep would, now that they run
     return spec
 
 

@@ -26,7 +26,8 @@ from functools import partial
 
 import redis
 
-from scheduler.control import deadlines, dependencies, deployer, evictions, heartbeat, periodic, reconcile, retention
+from scheduler.control import (budgets, deadlines, dependencies, deployer, drains, evictions, heartbeat, periodic,
+                               reconcile, retention)
 from scheduler.control.outcomes import Outcomes
 from scheduler.control.preemptor import Preemptor
 from scheduler.control.rule_view import RuleView
@@ -149,14 +150,15 @@ class SchedulerWorker:
             log.exception("%s: could not read the nodes", self.name)
 
     def maintain(self, force: bool = False) -> None:
-        """Queue upkeep, deployments, moves and periodic launches about every 100 ms; node
-        health, global jobs, dependencies, deadlines and the workers' own rebalance about
-        every second."""
+        """Queue upkeep, deployments, drains, moves and periodic launches about every 100 ms;
+        node health, global jobs, disruption budgets, dependencies, deadlines and the
+        workers' own rebalance about every second."""
         now = time.monotonic()
         if force or now - self._last_maintain >= self.config.maintain_every_s:
             self._last_maintain = now
             self.app.queue.maintain()
             deployer.advance_all(self.app.store)
+            drains.advance_all(self.app.store)
             rebalancing.advance(self.app.store, self.name)
             periodic.launch_due(self.app.store, self._outcomes)
         if force or now - self._last_health >= self.config.health_every_s:
@@ -174,6 +176,7 @@ class SchedulerWorker:
             if epoch != self._seen_epoch:
                 self._seen_epoch = epoch
                 reconcile.reconcile_global(self.app.store)
+            budgets.count_due(self.app.store)
             dependencies.release(self.app.store, self._outcomes)
             deadlines.expire(self.app.store, self._outcomes)
             rebalancing.now_and_then(self.app.store, self.name)

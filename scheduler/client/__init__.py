@@ -20,8 +20,10 @@ connection, and the history each change is recorded in). See ``docs/python-api.m
 
 from __future__ import annotations
 
+from scheduler.client.budgets import BudgetClient
 from scheduler.client.config import ConfigClient
 from scheduler.client.deployments import DeploymentClient
+from scheduler.client.drains import DrainClient
 from scheduler.client.events import EventClient
 from scheduler.client.gc import GcClient
 from scheduler.client.jobs import JobClient, WaitTimeout
@@ -41,9 +43,9 @@ from scheduler.client.workers import WorkerClient
 __all__ = ["Client", "WaitTimeout"]
 
 
-class Client(NodeClient, JobClient, DeploymentClient, LaunchClient, TaskClient, LogClient, QueueClient, EventClient,
-             ConfigClient, LayoutClient, GcClient, SnapshotClient, QuotaClient, TenantClient, UserClient, WorkerClient,
-             RebalanceClient):
+class Client(NodeClient, DrainClient, JobClient, DeploymentClient, BudgetClient, LaunchClient, TaskClient, LogClient,
+             QueueClient, EventClient, ConfigClient, LayoutClient, GcClient, SnapshotClient, QuotaClient, TenantClient,
+             UserClient, WorkerClient, RebalanceClient):
     """One namespace of a scheduler. Methods raise :class:`scheduler.SchedError`
     subclasses (``SpecError``, ``NotFound``, ``RedisUnavailable``) with one sentence.
 

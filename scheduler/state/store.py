@@ -4,7 +4,7 @@ of its nodes, jobs, tasks, nominations, tallies, quotas and tenants.
 Each noun's part lives in its own module, over the keys it owns: ``nodes.py`` (nodes and
 their agents), ``jobs.py`` (jobs and the scripts that create tasks), ``tasks.py``,
 ``nominations.py`` (preemption), ``tallies.py``, ``quotas.py`` (quotas and tenants),
-``deployments.py`` (rolling updates and task health), ``budgets.py`` (disruption budgets), ``history.py`` (who did what),
+``deployments.py`` (rolling updates and task health), ``budgets.py`` (disruption budgets), ``drains.py``, ``history.py`` (who did what),
 ``retention.py`` (what ended, and removing it when its time comes), ``layout.py`` (the
 version of the namespace's key layout), ``memory.py`` (Redis memory as the namespace sees it),
 ``snapshots.py`` (the namespace read whole and written back), ``series.py`` (samples
@@ -22,6 +22,7 @@ from __future__ import annotations
 from scheduler.state.budgets import BudgetStore
 from scheduler.state.cluster import ClusterStore
 from scheduler.state.deployments import DeploymentStore
+from scheduler.state.drains import DrainStore
 from scheduler.state.history import HistoryStore
 from scheduler.state.holds import HoldStore
 from scheduler.state.launches import LaunchStore
@@ -42,5 +43,5 @@ from scheduler.state.tasks import TaskStore
 
 class Store(NodeStore, JobStore, TaskStore, NominationStore, TallyStore, QuotaStore, DeploymentStore,
             HistoryStore, HoldStore, LaunchStore, SnapshotStore, SeriesStore, RetentionStore, LayoutStore,
-            MemoryStore, RuleStore, BudgetStore, ClusterStore, MoveStore):
+            MemoryStore, RuleStore, BudgetStore, DrainStore, ClusterStore, MoveStore):
     """``Store(client, keys, scripts)``: every noun's reads and writes of one namespace."""

@@ -287,6 +287,8 @@ def _did_you_mean(word: str, choices) -> str:
 async def read_body(route: Route, request: Request):
     """The body: parsed JSON, or text for a route that takes YAML or JSON lines."""
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if not kind and not int(request.headers.get("content-length") or 0) and "transfer-encoding" not in request.headers:
+        kind = JSON_TYPES[0]  # no body at all: taken as an empty one (a route whose fields are all optional)
     if kind not in JSON_TYPES and not (route.texts and kind in TEXT_TYPES):
         takes = "application/json" + (", application/yaml or application/x-ndjson" if route.texts else "")
         raise Problem(415, f"send the body as {takes} (Content-Type).")

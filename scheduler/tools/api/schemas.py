@@ -56,6 +56,8 @@ NODE = named("Node", obj({
     "status": STRING, "tasks": INTEGER,
     "platform": obj({"os": STRING, "arch": STRING}), "role": STRING, "plugins": array(STRING),
     "taints": array(STRING)},
+    {"drain": {"type": "object", "description": "its drain in progress (`sched node show`: or how the last "
+                                                "one ended)"}},
     description="A node, as `sched node ls --json` prints it."))
 TAINT_CHANGE = named("TaintChange", obj(
     {"node": STRING, "before": STRING, "after": STRING},
@@ -64,13 +66,35 @@ NODE_REGISTERED = named("NodeRegistered", obj({"created": BOOLEAN, "node": NODE}
 AVAILABILITY_CHANGE = named("AvailabilityChange", obj(
     {"node": STRING, "before": STRING, "availability": STRING},
     description="A node paused or activated: its availability before and now."))
+DRAIN_FIELDS = {
+    "node": STRING, "state": {"type": "string", "enum": ["", "draining", "complete", "cancelled"]},
+    "message": {"type": "string", "description": "what it waits for, or how it ended"},
+    "started_at": MS, "deadline_at": {**MS, "description": "after it the rest is stopped whatever the budgets (0: none)"},
+    "force": BOOLEAN, "stopped_count": INTEGER, "moved": INTEGER, "left": INTEGER, "ended_at": MS}
+DRAIN = named("Drain", obj(DRAIN_FIELDS, description="A node's drain: in progress, or how the last one ended "
+                                                     "(state \"\" when the node was never drained)."))
 DRAIN_REPORT = named("DrainReport", obj(
-    {"node": STRING, "before": STRING, "stopped": array(STRING), "replacements": array(STRING)},
-    description="A drain: the tasks stopped on the node and their replacements, queued as pending."))
+    {"node": STRING, "before": STRING, "stopped": array(STRING), "replacements": array(STRING), **DRAIN_FIELDS},
+    description="A drain: the tasks stopped on the node now and their replacements, queued as pending, and the "
+                "drain as it stands (state draining while tasks wait on their jobs' disruption budgets)."))
 NODE_REMOVED = named("NodeRemoved", obj({"name": STRING, "removed": BOOLEAN}))
 HISTORY_ENTRY = named("HistoryEntry", obj(
     {"ts": MS, "action": STRING, "by": STRING, "details": ANY_OBJECT},
     description="Who did what, and when (the audit trail)."))
+
+# ----------------------------------------------------------------------------- budgets
+BUDGET = named("Budget", obj({
+    "job": STRING, "budget": {"type": "string", "description": "max_unavailable 1, min_available 75%, ..."},
+    "expected": INTEGER, "healthy": INTEGER, "desired_healthy": INTEGER,
+    "allowed": {"type": "integer", "description": "disruptions the budget allows now"},
+    "unavailable": INTEGER, "max_unavailable": {"type": "integer", "description": "expected less desired_healthy"},
+    "disrupted": {"type": "object", "additionalProperties": {"type": "integer"},
+                  "description": "task id -> when its disruption was counted (ms), until a count sees it end"},
+    "evictions": INTEGER, "counted_at": MS},
+    description="A job's disruption budget as last counted (`sched budget show --json`)."))
+EVICTION = named("Eviction", obj(
+    {"task": STRING, "job": STRING, "evicted": BOOLEAN, "verdict": STRING, "replacement": STRING,
+     "waiting": STRING}, description="What an eviction did: the task stopped, and its replacement."))
 
 # ----------------------------------------------------------------------------- jobs
 CHANGES = named("Changes", obj(
