@@ -143,20 +143,36 @@ def test_a_move_whose_new_task_never_turns_healthy_is_abandoned_cleanly(app, sch
     assert healthy_by_job(app) == {"web": 6}
 
 
-def test_a_new_task_that_cannot_be_placed_is_abandoned_and_the_old_kept(app):
+def test_a_new_task_whose_target_filled_up_is_abandoned_at_the_deadline_and_the_old_kept(app):
     runner = crowded(app)
     client = Client(app=app)
     client.set_config(rebalance_deadline="1s")
-    plan = client.rebalance()
+    plan = client.rebalance()  # the new tasks are queued, pinned to n3 and n4
     assert len(plan["applied"]["moves"]) == 2
-    for name in ("n3", "n4"):
-        client.pause(name)  # after the plan was applied: its new tasks cannot be placed there now
+    # Before a worker places them, work of a higher priority takes all the room there.
+    submit(app, service("hog", 2, cpu=8, health=False, priority=90, constraints=["node.name != n1",
+                                                                                 "node.name != n2"]))
     drive(app, runner, lambda: ended(app), "the moves to be abandoned")
     moves = client.moves()
     assert {m["state"] for m in moves} == {"abandoned"}
-    assert all("node paused" in m["message"] or "paused" in m["message"] for m in moves), moves
+    for move in moves:
+        assert "was not running and healthy on" in move["message"] and "insufficient cpu" in move["message"], move
+        assert app.store.get_task(move["new_task"]).state == "stopped"
     assert per_node(app, "web") == {"n1": 3, "n2": 3, "n3": 0, "n4": 0}
     assert sum(not t.terminal for t in app.store.tasks(app.store.job_task_ids("web"))) == 6
+    assert healthy_by_job(app)["web"] == 6
+
+
+def test_a_move_whose_target_is_paused_is_abandoned_at_once(app):
+    runner = crowded(app)
+    client = Client(app=app)
+    client.rebalance()
+    for name in ("n3", "n4"):
+        client.pause(name)
+    drive(app, runner, lambda: ended(app), "the moves to be abandoned")
+    assert sorted(m["message"] for m in client.moves()) == [
+        "node n3 is paused: its new task cannot be placed there", "node n4 is paused: its new task cannot be placed there"]
+    assert per_node(app, "web") == {"n1": 3, "n2": 3, "n3": 0, "n4": 0}
 
 
 def test_batch_tasks_are_never_moved(app, sched):

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import orjson
 
 from scheduler.control import budgets, reconcile
-from scheduler.model import FAILED, PENDING, RUNNING, STOPPED, SchedError, Task
+from scheduler.model import ACTIVE, FAILED, PENDING, READY, RUNNING, STOPPED, Node, SchedError, Task
 from scheduler.model.errors import NotFound
 from scheduler.model.moves import ABANDONED, DONE, PLACING, QUEUED, STARTING, STOPPING
 from scheduler.state.jobs import parse_stored
@@ -156,6 +156,12 @@ def _placing(store: Store, move: dict, old: Task | None, new: Task | None, check
         return _stopping(store, {**move, "state": state}, old, new, checked) if done else state
     if old is None or not old.live:
         return abandon(store, move, f"task {move['task']} ended before its new task was healthy")
+    if not new.live:
+        target = _node(store, move["to"])
+        if target is None or target.status != READY or target.availability != ACTIVE:
+            state = "removed" if target is None else target.status if target.status != READY else \
+                {"pause": "paused", "drain": "drained"}.get(target.availability, target.availability)
+            return abandon(store, move, f"node {move['to']} is {state}: its new task cannot be placed there")
     if store.clock_ms() > int(move["deadline"]):
         return abandon(store, move, _late(move, new, checked))
     return PLACING
@@ -220,6 +226,13 @@ def _task(store: Store, task_id: str) -> Task | None:
         return None
     try:
         return store.get_task(task_id)
+    except NotFound:
+        return None
+
+
+def _node(store: Store, name: str) -> Node | None:
+    try:
+        return store.get_node(name)
     except NotFound:
         return None
 
