@@ -15,6 +15,7 @@ from __future__ import annotations
 import difflib
 import logging
 import time
+from collections import Counter
 
 from scheduler.control import cluster_read, moves as advancing
 from scheduler.control.reconcile import RUNNING_JOB
@@ -49,26 +50,34 @@ def check_request(strategy: str, max_moves: int | None) -> None:
         raise SpecError(f"max_moves must be a whole number from 1 to {MAX_MOVES}, not {max_moves!r}.")
 
 
-def movable(moving: dict[str, str]):
-    """Which live tasks a plan may move (``moving``: tasks in moves now)."""
+def movable(moving: dict[str, str], held: Counter | None = None):
+    """Which live tasks a plan may move (``moving``: tasks in moves now). ``held`` counts
+    the live tasks of services that may not move now, by why."""
     def may(task: Task, spec: JobSpec, fields: dict, state: ClusterState) -> bool:
-        return (task.state == RUNNING and spec.type == SERVICE and not spec.launcher
-                and fields.get("status", RUNNING_JOB) == RUNNING_JOB and str(task.version) == fields.get("version")
-                and task.job not in state.deploying and task.id not in moving)
+        if spec.type != SERVICE or spec.launcher or fields.get("status", RUNNING_JOB) != RUNNING_JOB:
+            return False
+        why = ("not running yet" if task.state != RUNNING else "of an older version"
+               if str(task.version) != fields.get("version") else "being deployed" if task.job in state.deploying
+               else "moving already" if task.id in moving else "")
+        if why and held is not None:
+            held[why] += 1
+        return not why
     return may
 
 
 def plan(store: Store, strategy: str = engine.SPREAD, max_moves: int | None = None, job: str | None = None) -> dict:
     """The moves ``strategy`` finds now (nothing is changed): ``{strategy, moves, jobs,
-    read, planned_ms}``. ``moves``: each move's task, job, from, to, strategy, score
+    read, held, planned_ms}``. ``moves``: each move's task, job, from, to, strategy, score
     (name, before, after, gain) and reason; ``jobs``: per job moved, its skew over its
     nodes before and after and its disruption budget; ``read``: what the plan read, which
-    applying it checks."""
+    applying it checks; ``held``: the live service tasks that may not move now, counted by
+    why (not running yet, of an older version, being deployed, moving already)."""
     check_request(strategy, max_moves)
     if job is not None:
         _check_job(store, job)
     began = time.perf_counter()
-    copy = cluster_read.read(store, movable(store.moving_tasks()))
+    held: Counter = Counter()
+    copy = cluster_read.read(store, movable(store.moving_tasks(), held))
     cluster = copy.cluster
     moves = engine.plan(cluster, strategy, min(max_moves or MAX_MOVES, MAX_MOVES), job)
     eligible = Eligible(cluster)
@@ -89,7 +98,7 @@ def plan(store: Store, strategy: str = engine.SPREAD, max_moves: int | None = No
             "jobs": {j: {"version": int(copy.jobs[j]["version"]), "updated": copy.jobs[j].get("updated", "")}
                      for j in sorted(jobs)}}
     return {"strategy": strategy, "moves": [m.to_dict() for m in moves], "jobs": jobs, "read": read,
-            "planned_ms": round((time.perf_counter() - began) * 1000, 1)}
+            "held": dict(held), "planned_ms": round((time.perf_counter() - began) * 1000, 1)}
 
 
 def apply(store: Store, planned: dict) -> dict:

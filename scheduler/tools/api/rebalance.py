@@ -22,6 +22,8 @@ PLAN = s.named("RebalancePlan", s.obj(
      "read": s.obj({"epoch": s.STRING, "nodes": s.ANY_OBJECT, "jobs": s.ANY_OBJECT},
                    description="what the plan read, which applying it checks")},
     {"planned_ms": s.NUMBER,
+     "held": {"type": "object", "additionalProperties": s.INTEGER,
+              "description": "live service tasks that may not move now, by why"},
      "applied": s.obj({"plan": s.nullable(s.INTEGER), "moves": s.array(s.STRING)},
                       description="the plan's id and its moves' ids (only when applied)")},
     description="A rebalance plan (`sched rebalance --dry-run --json`), and, applied, its moves' ids."))

@@ -114,6 +114,11 @@ def _show_plan(done: dict, dry_run: bool) -> None:
                    f"them out (sched rebalance ls).")
     else:
         click.echo("nothing to move.")
+    held = done.get("held") or {}
+    if held:
+        said = ", ".join(f"{n} {why}" for why, n in sorted(held.items()))
+        note = " (a node runs its tasks only under an agent: sched agent)" if "not running yet" in held else ""
+        click.echo(f"tasks of services that may not move now: {said}{note}.")
 
 
 def _show_moves(moves: list[dict]) -> None:
