@@ -72,6 +72,9 @@ def test_sched_rebalance_moves_tasks_onto_new_nodes_make_before_break(app, sched
         assert f"moved to {move['to']}" in old.message
     again = sched("rebalance", "--json")
     assert json.loads(again.stdout)["moves"] == []
+    seen = [event for _, event in Client(app=app).events(since="start", types="move", timeout=0.3)]
+    assert [e["state"] for e in seen if e["id"] == "1-1"] == ["queued", "starting", "placing", "stopping", "done"]
+    assert seen[-1]["new_task"] and seen[-1]["job"] == "web" and seen[-1]["from"] in ("n1", "n2")
 
 
 def test_dry_run_changes_nothing_and_says_each_move_and_each_job(app, sched):
@@ -240,3 +243,19 @@ def test_rebalance_settings_are_checked_shown_and_the_policy_runs_when_set(app, 
     assert sorted(per_node(app, "web").values()) == [1, 1, 2, 2]
     assert "(default)" not in [line for line in sched("config", "show").stdout.splitlines()
                                if line.startswith("rebalance_interval")][0]
+
+
+def test_ended_moves_are_kept_an_hour_and_a_thousand_at_most(app):
+    crowded(app)
+    client = Client(app=app)
+    ids = client.rebalance()["applied"]["moves"]
+    for name in ("n3", "n4"):
+        client.pause(name)
+    client.advance_moves()
+    assert {m["state"] for m in client.moves()} == {"abandoned"}
+    store, now = app.store, app.store.clock_ms()
+    assert store.prune_moves(now) == 0 and len(client.moves()) == 2  # ended just now
+    assert store.prune_moves(now, kept=1) == 1  # beyond the count kept: the oldest goes
+    assert [m["id"] for m in client.moves()] == ids[1:]
+    assert store.prune_moves(now + 3_600_001) == 1  # an hour after it ended
+    assert client.moves() == [] and not app.client.exists(app.keys.move(ids[1]), app.keys.moves_ended)

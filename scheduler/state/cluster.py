@@ -19,7 +19,7 @@ from scheduler.state.nodes import node_from_hash
 
 JOB_FIELDS = ("version", "status", "spec", "deployment", "updated")
 # What a copy needs of each live task (a task hash holds more: its explanation, output...).
-TASK_FIELDS = ("id", "job", "version", "state", "node", "priority", "alloc", "ports", "domains", "started_at")
+TASK_FIELDS = ("id", "job", "version", "state", "node", "priority", "alloc", "ports", "domains", "started_at", "health")
 
 
 @dataclass
