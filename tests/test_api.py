@@ -17,6 +17,7 @@ import re
 import shutil
 import subprocess
 import threading
+import time
 import urllib.request
 from pathlib import Path
 
@@ -259,7 +260,7 @@ def test_a_snapshot_downloads_as_a_file_and_uploads_into_an_empty_namespace_only
     with TestClient(create_api(app)) as bounded:
         refusals = [(http, b"\n".join(lines[:-1]) + b"\n", lines_type, 422,
                      "the uploaded snapshot ends before its last line: the snapshot was cut short"),
-                    (http, plain.content, {"content-type": "application/gzip"}, 400, "the request body is not gzip"),
+                    (http, plain.content, {"content-type": "application/gzip"}, 422, "the request body is not gzip"),
                     (http, plain.content, {"content-type": "text/csv"}, 415, "send the body as application/x-ndjson"),
                     (bounded, b"x" * 4097, lines_type, 413, "larger than 4096 bytes."),
                     (bounded, gzip.compress(b"\n" * 100_000), {"content-type": "application/gzip"}, 413,
@@ -436,3 +437,143 @@ def test_redis_away_is_a_503_then_the_api_and_its_event_streams_go_on(tmp_path, 
     finally:
         app.close()
         server.stop()
+
+
+# ----------------------------------------------------------------------------- statuses
+def test_every_route_of_a_missing_job_is_a_404_and_a_bad_query_a_400(app, http, tokens):
+    """A job that does not exist is a 404 on every route that names one (before its body's
+    meaning is looked at); a query value that is not valid is a 400 on every route; a wait
+    on a missing job answers at once."""
+    api = Api(http, tokens("operator", every=True))
+    ns = f"?namespace={app.keys.namespace}"
+    bodies = {"scale": {"replicas": 1}, "revert": {"version": 1}, "dispatch": {}}
+    routes = [(method.upper(), path) for path, ops in api.document["paths"].items() if "{job_id}" in path
+              for method in ops]
+    assert len(routes) >= 10
+    for method, path in routes:
+        verb = path.rsplit("/", 1)[-1]
+        options = {"json": bodies[verb]} if verb in bodies else {}
+        started = time.monotonic()
+        response = api(method, path.replace("{job_id}", "nope") + ns, **options)
+        assert response.status_code == 404 and "job 'nope' does not exist" in response.json()["detail"], (path,
+                                                                                                       response.text)
+        assert time.monotonic() - started < 2, path  # a wait does not wait for a job that is not there
+    for path in ("/v1/tasks?job=a%21b", "/v1/deployments?job=a%21b", "/v1/tasks?node=a%20b", "/v1/tasks?job=",
+                 "/v1/events?job=a%21b", "/v1/deployments?limit=0", "/v1/jobs/web/wait?count=x"):
+        response = api("GET", path)
+        assert response.status_code == 400, (path, response.text)
+
+
+def test_a_method_a_path_does_not_take_is_a_405_with_allow(http):
+    for method, path, allow in (("DELETE", "/v1/jobs", "GET, HEAD, POST"), ("PUT", "/v1/jobs/web/stop", "POST"),
+                                ("POST", "/v1/nodes/n1", "DELETE, GET, HEAD, PUT")):
+        response = http.request(method, path)
+        assert response.status_code == 405 and response.headers["allow"] == allow, (path, response.headers)
+        assert response.headers["content-type"] == "application/problem+json"
+
+
+def test_a_body_that_is_not_an_object_is_a_422_and_writes_nothing(app, http, tokens, redis_url):
+    api = Api(http, tokens("operator"))
+    api("PUT", "/v1/nodes/n1", json={"cpu": 4, "memory": "8GiB"})
+    api("POST", "/v1/jobs", json=SPEC)
+    before = snapshot(redis_url, app.keys.namespace)
+    for method, path in (("POST", "/v1/jobs/plan"), ("POST", "/v1/jobs"), ("POST", "/v1/jobs/web/scale"),
+                         ("PUT", "/v1/nodes/n2"), ("PUT", "/v1/config"), ("POST", "/v1/jobs/web/dispatch")):
+        for body in (b"null", b"[1]", b"3", b'"web"'):
+            if path == "/v1/jobs" and body == b"[1]":
+                continue  # a list of specs: its item is refused, as the next test does
+            response = api(method, path, content=body, headers={"content-type": "application/json"})
+            assert response.status_code == 422, (path, body, response.text)
+    assert api("POST", "/v1/jobs", json=[1]).status_code == 422
+    assert api("POST", "/v1/jobs/plan", content=b"", headers={"content-type": "application/json"}).status_code == 422
+    assert snapshot(redis_url, app.keys.namespace) == before
+
+
+# ----------------------------------------------------------------------------- the lockout's address
+def _commands(client, name: str) -> int:
+    return int(client.info("commandstats").get(f"cmdstat_{name}", {}).get("calls", 0))
+
+
+def test_jobs_are_paged_in_id_order_and_a_page_reads_only_its_jobs(app, http, tokens):
+    api = Api(http, tokens("submitter"))
+    specs = [{"id": f"{kind}-{i:03d}", "type": kind, "replicas": 0} for kind in ("batch", "service")
+             for i in range(120)]
+    assert api("POST", "/v1/jobs", json=specs).status_code == 201
+    assert [j["id"] for j in api("GET", "/v1/jobs").json()] != []  # without per_page: every job, as before
+    seen, token, pages = [], None, 0
+    while True:
+        path = "/v1/jobs?per_page=100" + (f"&next_token={token}" if token else "")
+        before = _commands(app.client, "hmget")
+        page = api("GET", path)
+        assert _commands(app.client, "hmget") - before <= 100  # its own jobs' hashes, not the namespace's
+        seen += [j["id"] for j in page.json()]
+        pages += 1
+        token = page.headers.get("x-sched-next-token")
+        if token is None:
+            break
+    assert pages == 3 and seen == sorted(s["id"] for s in specs)
+    assert [j["id"] for j in api("GET", "/v1/jobs?prefix=service-11").json()] == [f"service-11{i}" for i in range(10)]
+    matched = api("GET", '/v1/jobs?per_page=5&filter=id matches "^service-" and status == "running"')
+    assert [j["id"] for j in matched.json()] == [f"service-00{i}" for i in range(5)]
+    assert matched.headers["x-sched-next-token"] == "service-005"
+    batch = api("GET", '/v1/jobs?per_page=1000&filter=type == "batch"').json()
+    assert len(batch) == 120 and {j["type"] for j in batch} == {"batch"}
+    for bad, status in (('status = "x"', 400), ('colour == "red"', 400), ("status == running", 400),
+                        ('id matches "["', 422), ("status in 3", 422)):  # it reads, but cannot be done
+        response = api("GET", f"/v1/jobs?filter={quote(bad)}")
+        assert response.status_code == status, (bad, response.text)
+    app.client.delete(app.keys.jobs_by_id)  # a namespace from before the index: made on the first page
+    assert [j["id"] for j in api("GET", "/v1/jobs?per_page=3").json()] == ["batch-000", "batch-001", "batch-002"]
+    assert app.client.zcard(app.keys.jobs_by_id) == 240
+
+
+def test_a_blocking_query_answers_when_something_changed_or_the_wait_ends(app, http, tokens):
+    api = Api(http, tokens("submitter"))
+    api("POST", "/v1/jobs", json={"id": "a", "replicas": 0})
+    first = api("GET", "/v1/jobs")
+    index = int(first.headers["x-sched-index"])
+    started = time.monotonic()
+    quiet = api("GET", f"/v1/jobs?index={index}&wait=1500ms")  # longer than one XREAD BLOCK step
+    assert 1.4 < time.monotonic() - started < 6 and int(quiet.headers["x-sched-index"]) == index
+    threading.Timer(0.5, lambda: api("POST", "/v1/jobs", json={"id": "b", "replicas": 0})).start()
+    started = time.monotonic()
+    woken = api("GET", f"/v1/jobs?index={index}&wait=30s")
+    assert time.monotonic() - started < 10 and int(woken.headers["x-sched-index"]) > index
+    assert [j["id"] for j in woken.json()] == ["a", "b"]
+    assert api("GET", f"/v1/jobs/a?index={index}&wait=30s").json()["id"] == "a"  # already past it: at once
+    assert api("GET", "/v1/jobs?wait=forever").status_code == 400
+
+
+def test_sched_api_with_workers_serves_from_every_worker_and_stops_on_sigterm(cluster, tokens):
+    """`sched api --workers 2`: two processes on one port, both answering; SIGTERM to the
+    parent stops them all."""
+    port = free_port()
+    server = cluster._start("api", "api", "--port", str(port), "--workers", "2")
+    base, token = f"http://127.0.0.1:{port}", tokens("viewer")
+
+    def workers() -> list[int]:
+        found = []
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == server.pid:
+                    found.append(int(stat.parent.name))
+            except (OSError, ValueError):
+                pass
+        return found
+
+    def up() -> bool:
+        try:
+            return urllib.request.urlopen(f"{base}/v1/openapi.json", timeout=2).status == 200
+        except OSError:
+            return server.poll() is None and False
+
+    cluster.wait(lambda: up() and len(workers()) == 2, "sched api --workers 2 to listen")
+    for _ in range(40):  # each a new connection: the kernel hands them to either worker
+        request = urllib.request.Request(f"{base}/v1/token", headers={"authorization": f"Bearer {token}"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert response.status == 200
+    children = workers()
+    assert len(children) == 2
+    server.terminate()
+    assert server.wait(timeout=20) == 0
+    assert not any(Path(f"/proc/{pid}").exists() for pid in children)

@@ -157,3 +157,38 @@ def test_sched_ui_serves_the_api_beside_the_dashboard(app, tokens):
             assert http.get("/v1/nodes", headers={"authorization": f"Bearer {token}"}).json() == []
     with Background(app, api_auth=False) as url:
         assert httpx.get(f"{url}/v1/token").json()["name"] is None
+
+
+def test_the_lockout_counts_by_the_real_peer_whatever_it_forwards(app, tokens):
+    """By default no forwarded header is believed: refused requests from 127.0.0.1 that
+    each claim another X-Forwarded-For meet the lockout all the same, and a good token
+    claiming another address is locked out with them. Behind a proxy named with
+    --forwarded-allow-ips, the address it forwards is the one counted."""
+    import httpx2 as httpx
+
+    good = tokens("viewer")
+    with Background(app) as url:
+        for i in range(MAX_FAILED):
+            refused = httpx.get(f"{url}/v1/nodes", headers={"x-forwarded-for": f"10.9.{i}.9"})
+            assert refused.status_code == 401
+        walked = httpx.get(f"{url}/v1/nodes", headers={"authorization": f"Bearer {good}",
+                                                       "x-forwarded-for": "10.9.9.9"})
+        assert walked.status_code == 429
+    assert app.client.exists(FAILED_PREFIX + "127.0.0.1") and not app.client.exists(FAILED_PREFIX + "10.9.9.9")
+    app.client.delete(FAILED_PREFIX + "127.0.0.1")
+    with Background(app, forwarded_allow_ips="127.0.0.1") as url:
+        for _ in range(MAX_FAILED):
+            assert httpx.get(f"{url}/v1/nodes", headers={"x-forwarded-for": "10.9.9.9"}).status_code == 401
+        assert httpx.get(f"{url}/v1/nodes", headers={"authorization": f"Bearer {good}",
+                                                     "x-forwarded-for": "10.9.9.9"}).status_code == 429
+        assert httpx.get(f"{url}/v1/nodes", headers={"authorization": f"Bearer {good}",
+                                                     "x-forwarded-for": "10.8.8.8"}).status_code == 200
+    assert not app.client.exists(FAILED_PREFIX + "127.0.0.1")
+
+
+def test_sched_api_refuses_forwarded_allow_ips_that_are_no_addresses(sched):
+    result = sched("api", "--forwarded-allow-ips", "proxy.local", ok=False)
+    assert result.exit_code == 2 and "--forwarded-allow-ips 'proxy.local' is not an address" in result.stderr
+
+
+# ----------------------------------------------------------------------------- pages and blocking queries

@@ -19,6 +19,7 @@ from scheduler.model.errors import NotFound
 from scheduler.model.quantities import CPU, MEMORY, decimal_memory
 from scheduler.model.spec_text import as_spec, from_template, read_specs
 from scheduler.state.history import Submitted
+from scheduler.state.job_pages import job_page
 from scheduler.state.jobs import parse_stored
 
 
@@ -183,8 +184,32 @@ class JobClient(ClientBase):
         """Every job with its task counts by state (the ``sched job ls --json`` records);
         a periodic job's record has ``next_launch`` (ISO 8601, UTC; None while suspended or
         when its schedule has ended) and ``suspended``."""
+        return self._job_records(self.store.job_summaries())  # a few round trips for every job together
+
+    def jobs_page(self, per_page: int = 100, next_token: str | None = None, prefix: str = "", keep=None,
+                  budget: int = 10) -> tuple[list[dict], str | None]:
+        """A page of :meth:`jobs`' records, in id order: up to ``per_page`` from the job
+        ``next_token`` on (None: the first), of ids starting with ``prefix``, and those
+        ``keep`` (a function of a record) takes; and the next page's token (None after the
+        last). A page reads its own jobs only (state/job_pages.py); with ``keep``, at most
+        ``budget`` pages' worth are looked at, so a page may hold fewer records and still
+        have a next one, as Nomad's filtered pages do."""
+        records: list[dict] = []
+        token = next_token
+        for _ in range(budget if keep is not None else 1):
+            page = job_page(self.store, per_page, token, prefix)
+            for record in self._job_records(page.jobs):
+                if keep is None or keep(record):
+                    if len(records) == per_page:
+                        return records, record["id"]
+                    records.append(record)
+            token = page.next_token
+            if token is None:
+                break
+        return records, token
+
+    def _job_records(self, summaries) -> list[dict]:
         records = []
-        summaries = self.store.job_summaries()  # two round trips for every job together
         launches = self.store.next_launches([job.id for job in summaries if "periodic" in job.spec])
         for job in summaries:
             counts = Counter(job.task_states)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from scheduler.model.constraints import Constraint, parse_constraint_at
 from scheduler.model.errors import SpecError
 from scheduler.model.fields import check_fields
+from scheduler.model.quantities import whole
 
 DEFAULT_WEIGHT = 50
 
@@ -53,9 +54,10 @@ def parse_affinities(raw, job: str) -> tuple[Affinity, ...]:
         value = item.get("value", "")
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
             raise SpecError(f"{what} value must be a string or number.")
-        weight = item.get("weight", DEFAULT_WEIGHT)
-        if isinstance(weight, bool) or not isinstance(weight, int) or not -100 <= weight <= 100 or weight == 0:
-            raise SpecError(f"{what} weight must be a whole number from -100 to 100 other than 0, not {weight!r}.")
+        given = item.get("weight", DEFAULT_WEIGHT)
+        weight = whole(given)
+        if weight is None or not -100 <= weight <= 100 or weight == 0:
+            raise SpecError(f"{what} weight must be a whole number from -100 to 100 other than 0, not {given!r}.")
         text = f"{item['attribute'].strip()} {operator} {value}".strip()
         if operator in ("==", "!=", "<", "<=", ">", ">="):
             text = f"{item['attribute'].strip()}{operator}{value}"

@@ -20,7 +20,7 @@ from scheduler.model.job_affinity import JobAffinity, parse_job_affinity
 from scheduler.model.names import check_job_id, check_tenant, new_job_id, parse_labels, parse_plugins
 from scheduler.model.taints import Toleration, parse_tolerations
 from scheduler.model.topology_spread import TopologySpread, parse_topology_spread
-from scheduler.model.quantities import CPU, MEMORY, lookalike, parse_resources
+from scheduler.model.quantities import CPU, MEMORY, lookalike, parse_resources, whole
 from scheduler.model.retention import parse_ttl_after_finished
 from scheduler.model.update import HealthCheck, UpdatePolicy, health_raw, parse_health, parse_update, update_raw
 from scheduler.model.dependencies import After, after_raw, parse_after
@@ -157,11 +157,12 @@ _ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 
 
 def _int_field(raw: dict, name: str, default: int, low: int, high: int, job: str) -> int:
-    value = raw.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise SpecError(f"job {job}: {name} must be a whole number, not {value!r}.")
+    given = raw.get(name, default)
+    value = whole(given)
+    if value is None:
+        raise SpecError(f"job {job}: {name} must be a whole number, not {given!r}.")
     if not low <= value <= high:
-        raise SpecError(f"job {job}: {name} must be between {low} and {high}, not {value}.")
+        raise SpecError(f"job {job}: {name} must be between {low} and {high}, not {given}.")
     return value
 
 
@@ -255,9 +256,10 @@ def _parse_targets(raw, key: str, job: str) -> tuple[tuple[str, int], ...]:
     for value, percent in raw.items():
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
             raise SpecError(f"{what}: {value!r} is not a value the attribute can have.")
-        if isinstance(percent, bool) or not isinstance(percent, int) or not 0 <= percent <= 100:
+        share = whole(percent)
+        if share is None or not 0 <= share <= 100:
             raise SpecError(f"{what}: {value} must be a whole percentage from 0 to 100, not {percent!r}.")
-        out.append((str(value), percent))
+        out.append((str(value), share))
     total = sum(percent for _, percent in out)
     if total > 100:
         raise SpecError(f"{what} sum to {total}; they must sum to at most 100 (values not named share what is "
@@ -270,12 +272,13 @@ def _parse_ports(raw, job: str) -> tuple[int, ...]:
         return ()
     if not isinstance(raw, list):
         raise SpecError(f"job {job}: ports must be a list of host port numbers.")
-    for port in raw:
-        if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
-            raise SpecError(f"job {job}: port {port!r} must be a whole number from 1 to 65535.")
-    if len(set(raw)) != len(raw):
+    ports = [whole(port) for port in raw]
+    for port, given in zip(ports, raw):
+        if port is None or not 1 <= port <= 65535:
+            raise SpecError(f"job {job}: port {given!r} must be a whole number from 1 to 65535.")
+    if len(set(ports)) != len(ports):
         raise SpecError(f"job {job}: ports lists a port twice.")
-    return tuple(sorted(raw))
+    return tuple(sorted(ports))
 
 
 def _did_you_mean(name) -> str:

@@ -26,6 +26,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 from croniter import croniter
 
 from scheduler.model.errors import SpecError
+from scheduler.model.quantities import whole
 
 OVERLAPS = ("allow", "forbid", "replace")  # kube's concurrencyPolicy: Allow, Forbid, Replace
 DEFAULT_STARTING_DEADLINE_S = 60
@@ -268,9 +269,10 @@ def check_zone(name, what: str) -> str:
 
 
 def _int(value, what: str, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+    number = whole(value)
+    if number is None or not low <= number <= high:
         raise SpecError(f"{what} must be a whole number from {low} to {high}, not {value!r}.")
-    return value
+    return number
 
 
 _KNOWN = ("cron", "time_zone", "overlap", "starting_deadline", "history", "suspend")

@@ -20,6 +20,7 @@ from scheduler.model.constraints import attribute_getter
 from scheduler.model.domains import domain_attribute
 from scheduler.model.errors import SpecError
 from scheduler.model.fields import check_fields
+from scheduler.model.quantities import whole
 from scheduler.model.selectors import Selector, parse_selector
 
 DO_NOT_SCHEDULE, SCHEDULE_ANYWAY = "DoNotSchedule", "ScheduleAnyway"
@@ -62,16 +63,18 @@ def parse_topology_spread(raw, job: str) -> tuple[TopologySpread, ...]:
                             f"(kube's topologyKey).")
         written = item["attribute"].strip()
         attribute_getter(written, f"{what} attribute")
-        skew = item.get("max_skew", 1)
-        if isinstance(skew, bool) or not isinstance(skew, int) or not 1 <= skew <= 1_000_000:
-            raise SpecError(f"{what} max_skew must be a whole number from 1 to 1000000, not {skew!r}.")
+        given = item.get("max_skew", 1)
+        skew = whole(given)
+        if skew is None or not 1 <= skew <= 1_000_000:
+            raise SpecError(f"{what} max_skew must be a whole number from 1 to 1000000, not {given!r}.")
         when = item.get("when_unsatisfiable", DO_NOT_SCHEDULE)
         if when not in (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY):
             raise SpecError(f"{what} when_unsatisfiable {when!r} is not one of DoNotSchedule, ScheduleAnyway.")
-        min_domains = item.get("min_domains", 0)
+        min_domains = whole(item.get("min_domains", 0))
         if "min_domains" in item:
-            if isinstance(min_domains, bool) or not isinstance(min_domains, int) or not 1 <= min_domains <= 10_000:
-                raise SpecError(f"{what} min_domains must be a whole number from 1 to 10000, not {min_domains!r}.")
+            if min_domains is None or not 1 <= min_domains <= 10_000:
+                raise SpecError(f"{what} min_domains must be a whole number from 1 to 10000, "
+                                f"not {item['min_domains']!r}.")
             if when != DO_NOT_SCHEDULE:
                 raise SpecError(f"{what} min_domains applies to when_unsatisfiable: DoNotSchedule only.")
         selector = parse_selector(item, what, required=False)

@@ -141,6 +141,12 @@ class Keys:
         return self._key("jobs")
 
     @cached_property
+    def jobs_by_id(self) -> str:
+        """Every job id in a ZSET of score 0: lists of jobs are read a page at a time, in
+        id order (ZRANGE BYLEX), from it."""
+        return self._key("jobs:byid")
+
+    @cached_property
     def global_jobs(self) -> str:
         """SET of the ids of global jobs (the ones node changes may give or take tasks)."""
         return self._key("jobs", "global")
@@ -332,7 +338,7 @@ class Keys:
         a new index of jobs adds it here."""
         return [self.jobs, self.global_jobs, self.job_shares, self.filling, self.jobs_ended, self.jobs_finished,
                 self.jobs_expiring, self.job_labels, self.job_anti, self.held, self.deadlines, self.launchers,
-                self.budgets]
+                self.budgets, self.jobs_by_id]
 
     def node_keys(self, name: str) -> list[str]:
         """Every key that belongs to one node alone: removed with it (``node_rm.lua``)."""

@@ -53,7 +53,8 @@ class LaunchStore(NamespaceStore):
                 "" if launches is None else str(launches), nxt, token, shares, "1" if per_node else "0",
                 "1" if held else "0", skipped_arg, HISTORY_KEEP, by, "1" if create else "0", len(pairs) // 2, *pairs]
         keys = [k.job(parent), k.job(child), k.jobs, k.job_shares, k.filling, k.job_children(parent), k.launchers,
-                k.dispatch_tokens(parent), k.held, k.global_jobs, k.stream, k.config, k.job_history(parent)]
+                k.dispatch_tokens(parent), k.held, k.global_jobs, k.stream, k.config, k.job_history(parent),
+                k.jobs_by_id]
         resend = tick is not None or bool(token)
         for attempt in range(5 if resend else 1):
             try:

@@ -3,14 +3,22 @@ the event stream's bound, rebalancing) and the memory they govern (``sched confi
 
 from __future__ import annotations
 
-from scheduler.model.moves import HELP as REBALANCE_HELP, SETTINGS as REBALANCE
+from scheduler.model import job_schema
+from scheduler.model.moves import HELP as REBALANCE_HELP, POLICY_STRATEGIES, SETTINGS as REBALANCE
 from scheduler.model.retention import HELP, SETTINGS
 from scheduler.tools.api import schemas as s
 from scheduler.tools.api.problems import Problem, unprocessable
 from scheduler.tools.api.route import OPERATOR, Call, Param, delete, get, put
 
 NAMES = (*SETTINGS, "stream_maxlen", *REBALANCE)
+MAX_STREAM = 1_000_000_000  # entries: far beyond what memory holds, within what Redis counts
+DIGITS = {"type": "string", "pattern": r"^[ \t\n\r\f\v]*[0-9]+[ \t\n\r\f\v]*$"}
 DURATIONS = ("rebalance_interval", "rebalance_deadline")
+KINDS = {"task_retention": job_schema.seconds_or_text(), "job_retention": job_schema.seconds_or_text(),
+         "ended_tasks_per_job": {"anyOf": [job_schema.whole(0, 1_000_000), DIGITS]},
+         "stream_maxlen": {"anyOf": [job_schema.whole(0, MAX_STREAM), DIGITS, {"type": "null"}]},
+         "rebalance_interval": job_schema.seconds_or_text(), "rebalance_deadline": job_schema.seconds_or_text(),
+         "rebalance_strategy": {"type": "string", "enum": list(POLICY_STRATEGIES)}}
 
 
 def _kind(name: str) -> str:
@@ -22,7 +30,7 @@ def _kind(name: str) -> str:
 VALUES = s.named("SettingValues", {
     "type": "object", "additionalProperties": False,
     "description": "Settings to set; those not given are left as they are.",
-    "properties": {name: {"type": ["string", "number"],
+    "properties": {name: {**KINDS[name],
                           "description": {**HELP, **REBALANCE_HELP}.get(
                               name, "events kept in the namespace's stream (0: no stream)") + _kind(name)}
                    for name in NAMES}})

@@ -8,7 +8,7 @@ schema lists the fields every answer has (``required``) and lets more through.
 
 from __future__ import annotations
 
-from scheduler.model import TASK_STATES
+from scheduler.model import TASK_STATES, job_schema
 
 NAMED: dict[str, dict] = {}  # name -> schema: the document's components
 
@@ -97,6 +97,7 @@ EVICTION = named("Eviction", obj(
      "waiting": STRING}, description="What an eviction did: the task stopped, and its replacement."))
 
 # ----------------------------------------------------------------------------- jobs
+JOB_SPEC = named("JobSpec", job_schema.JOB_SPEC)
 CHANGES = named("Changes", obj(
     {"action": STRING, "fields": array(obj({"field": STRING}, {"old": {}, "new": {}}))},
     {"from_version": nullable(INTEGER), "to_version": nullable(INTEGER), "stop": array(STRING), "start": INTEGER,
@@ -111,14 +112,14 @@ JOB_SUMMARY = named("JobSummary", obj(
      "status": STRING, "tasks": {"type": "object", "additionalProperties": INTEGER}},
     description="A job with its task counts by state (`sched job ls --json`)."))
 JOB = named("Job", obj(
-    {"id": STRING, "version": INTEGER, "status": STRING, "created": MS, "spec": ANY_OBJECT,
+    {"id": STRING, "version": INTEGER, "status": STRING, "created": MS, "spec": JOB_SPEC,
      "history": array(HISTORY_ENTRY)},
     {"finished_at": MS, "remove_at": nullable(MS)},
     description="A job's spec and status, and who did what to it (`sched job show --json`); a finished job's "
                 "finished_at, and remove_at: when retention removes it."))
 JOB_VERSION = named("JobVersion", obj(
     {"version": INTEGER, "current": BOOLEAN, "stable": BOOLEAN, "deployment": nullable(STRING),
-     "deployment_state": nullable(STRING), "changes": array(ANY_OBJECT), "spec": ANY_OBJECT},
+     "deployment_state": nullable(STRING), "changes": array(ANY_OBJECT), "spec": JOB_SPEC},
     description="One version of a job (`sched job history --json`)."))
 PLAN = named("Plan", obj(
     {"job": STRING, "placements": array(obj({"task": STRING, "node": STRING})),

@@ -6,8 +6,8 @@ JSON on stdout. Errors a user can cause print one sentence and exit 2.
 
 Each command, or group of subcommands, lives in the module of its noun (``sched node``
 in ``nodes.py``, ``sched job`` in ``jobs.py``, ``sched upgrade`` in ``layout.py``: the
-names of the Python API's and the HTTP API's modules; ``sched api`` in
-``scheduler/tools/api/command.py``); ``common.py`` holds what they share. A command's module is imported only when that command runs (or help
+names of the Python API's and the HTTP API's modules; ``sched api`` and ``sched ui`` in
+``api.py`` and ``ui.py``, above the servers they start); ``common.py`` holds what they share. A command's module is imported only when that command runs (or help
 lists it): ``sched worker`` does not load the dashboard's web stack or the tables' renderer,
 and every process start pays only for what it uses.
 """
@@ -33,7 +33,7 @@ COMMANDS = {name: f"scheduler.tools.cli.{module}" for name, module in (
     ("agent", "agent"), ("audit", "audit"), ("server", "server"), ("demo", "demo"), ("bench", "bench"),
     ("simulate", "simulate"), ("budget", "budgets"), ("rebalance", "rebalance"))}
 COMMANDS["ui"] = "scheduler.tools.cli.ui"
-COMMANDS["api"] = "scheduler.tools.api.command"
+COMMANDS["api"] = "scheduler.tools.cli.api"
 COMMANDS["version"] = "scheduler.tools.cli.version"
 
 _PATH = "sched.command_path"  # ctx.meta: the subcommands named, for a refusal's sentence
