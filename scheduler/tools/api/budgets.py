@@ -40,6 +40,7 @@ ROUTES = [
                     "allowed now, and those counted since the last count."),
     post("/v1/tasks/{task_id}/evict", evict_task, "Evict a task as its job's disruption budget allows",
          s.EVICTION, role=OPERATOR, refusals=(404, 409, 429),
+         body_required=False,
          body=s.obj({}, {"reason": {**s.STRING, "description": "said in the task's end and the event"}},
                     additionalProperties=False),
          description="kube's eviction API: the task stops and a replacement is queued, if its job's budget "

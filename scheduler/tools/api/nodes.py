@@ -127,7 +127,7 @@ ROUTES = [
          refusals=(404, 422),
          description="`sched node untaint`: of one effect only, when it is given."),
     post("/v1/nodes/{name}/drain", drain_node, "Drain a node: move its tasks elsewhere as their budgets allow",
-         s.DRAIN_REPORT, role=OPERATOR, refusals=(404, 422), body=DRAIN_OPTIONS,
+         s.DRAIN_REPORT, role=OPERATOR, refusals=(404, 422), body=DRAIN_OPTIONS, body_required=False,
          description="`sched node drain`: the node takes no new task; tasks of jobs without a disruption_budget "
                      "are stopped at once and replaced elsewhere, the others as their budgets allow, moved by the "
                      "workers (state `draining` and `message` say what it waits for; GET the drain to follow "

@@ -83,11 +83,11 @@ def show_move(call: Call):
 
 ROUTES = [
     post("/v1/rebalance/plan", plan_rebalance, "Plan a rebalance: the moves, changing nothing", PLAN,
-         body=REQUEST, refusals=(404, 409, 422),
+         body=REQUEST, body_required=False, refusals=(404, 409, 422),
          description="`sched rebalance --dry-run --json`: each move with the score it improves and why, each moved "
                      "job's skew before and after and its disruption budget, and what the plan read."),
     post("/v1/rebalance", rebalance, "Rebalance: plan and apply the moves, or apply a plan made earlier", PLAN,
-         role=OPERATOR, body=REQUEST, refusals=(404, 409, 422),
+         role=OPERATOR, body=REQUEST, body_required=False, refusals=(404, 409, 422),
          description="`sched rebalance --json`: the moves are recorded all or none (409 when the cluster changed "
                      "since the plan read it) and carried out by the workers, make before break."),
     get("/v1/rebalance/moves", list_moves, "List moves, oldest first", s.array(MOVE),
