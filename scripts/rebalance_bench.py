@@ -1,7 +1,8 @@
 """The rebalance measures of docs/benchmarks.md.
 
     python scripts/rebalance_bench.py measure [--json]
-    python scripts/rebalance_bench.py plan [--nodes 1000] [--tasks 10000] [--new 100] [--repeat 5] [--json]
+    python scripts/rebalance_bench.py plan [--nodes 1000] [--tasks 10000] [--new 100] [--repeat 5]
+                                           [--strategy spread|pack] [--json]
 
 Each starts its own redis-server (the settings sched gives every server it starts).
 
@@ -21,7 +22,7 @@ before and after, and the samples.
 half in services of 5; each task a quarter of a 4-cpu node), placed by the scheduler
 worker. Times ``sched rebalance
 --dry-run`` (``rebalance.plan``: reading the cluster, copying it and planning) and the read
-alone, ``--repeat`` times.
+alone, ``--repeat`` times (``--strategy``: what it plans; ``spread`` by default).
 """
 
 from __future__ import annotations
@@ -196,7 +197,8 @@ def build_large(app: App, nodes: int = 1000, tasks: int = 10_000, new: int = 100
     store.put_new_nodes([make_node(f"n{i:04d}", cpu=4, memory="16GiB") for i in range(nodes - new, nodes)])
 
 
-def plan_timing(app: App, nodes: int = 1000, tasks: int = 10_000, new: int = 100, repeat: int = 5) -> dict:
+def plan_timing(app: App, nodes: int = 1000, tasks: int = 10_000, new: int = 100, repeat: int = 5,
+                strategy: str = "spread") -> dict:
     """Time a rebalance plan on a large cluster built in ``app``'s namespace."""
     store = app.store
     build_large(app, nodes, tasks, new)
@@ -207,10 +209,10 @@ def plan_timing(app: App, nodes: int = 1000, tasks: int = 10_000, new: int = 100
         cluster_read.read(store, rebalance.movable({}))
         reads.append(time.perf_counter() - began)
         began = time.perf_counter()
-        planned = rebalance.plan(store)
+        planned = rebalance.plan(store, strategy)
         plans.append(time.perf_counter() - began)
         moves = len(planned["moves"])
-    return {"nodes": nodes, "new_nodes": new, "running_tasks": live, "moves": moves,
+    return {"nodes": nodes, "new_nodes": new, "running_tasks": live, "strategy": strategy, "moves": moves,
             "read_s": {"median": round(statistics.median(reads), 3), "max": round(max(reads), 3)},
             "plan_s": {"median": round(statistics.median(plans), 3), "max": round(max(plans), 3)}}
 
@@ -222,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tasks", type=int, default=10_000)
     parser.add_argument("--new", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--strategy", default="spread")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as folder:
@@ -230,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             app = App(redis_url=f"unix://{socket}", namespace="bench")
             result = measure(app) if args.what == "measure" else plan_timing(app, args.nodes, args.tasks, args.new,
-                                                                             args.repeat)
+                                                                             args.repeat, args.strategy)
         finally:
             server.terminate()
             server.wait(timeout=30)

@@ -96,6 +96,8 @@ CASES = [
     Case("pack keeps a node whose batch task cannot move, and empties the other onto it", {"n1": {}, "n2": {}},
          {"a": {"n1": 3, "n2": 1}, "crunch": {"n2": 1}}, specs={"crunch": {"type": "batch"}}, strategy="pack",
          moves=3, after={"a": {"n2": 4}, "crunch": {"n2": 1}}),
+    Case("pack moves nothing that would only open an empty node", {"n1": {}, "n2": {}}, {"a": {"n1": 1}},
+         strategy="pack", moves=0),
     Case("pack leaves a node whose tasks do not all fit elsewhere", {"n1": {"cpu": 2}, "n2": {}},
          {"a": {"n1": 3, "n2": 2}}, strategy="pack", moves=0),
 ]

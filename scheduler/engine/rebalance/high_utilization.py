@@ -22,18 +22,20 @@ THRESHOLD = 0.5
 def balance(mover: Mover, eligible: Eligible, threshold: float = THRESHOLD) -> None:
     cluster = mover.cluster
     emptied: list[str] = []
-    tried: set[str] = set()
-    while not mover.full:
-        left = [node for node in cluster.order if cluster.usable(node) and node.name not in tried
-                and below(node, threshold) and cluster.on_node.get(node.name)]
-        if not left:
+    # Least used first. A node that takes tasks meanwhile only gets fuller, and holds a
+    # task that may not move again in this plan: the order need not be worked out again.
+    order = sorted((node for node in cluster.order if cluster.usable(node) and cluster.on_node.get(node.name)),
+                   key=lambda n: (fullest(n), n.tasks, n.name))
+    busy = {node.name for node in cluster.order if _holds_work(cluster, node.name)}
+    for node in order:
+        if mover.full:
             return
-        node = min(left, key=lambda n: (fullest(n), n.tasks, n.name))
-        tried.add(node.name)
+        if not below(node, threshold):
+            continue
         residents = [r for r in cluster.on_node[node.name].values() if not cluster.specs.get(r.job) or
                      not cluster.specs[r.job].per_node]  # a global job's task belongs to its node
         if not residents or len(mover.candidates(residents)) < len(residents):
-            continue  # something here may not move: the node cannot be emptied
+            continue  # something here may not move (or arrived in this plan): the node cannot be emptied
         if mover.limit is not None and len(mover.moves) + len(residents) > mover.limit:
             continue
         was = fullest(node)
@@ -48,9 +50,14 @@ def balance(mover: Mover, eligible: Eligible, threshold: float = THRESHOLD) -> N
             for trial, _ in trials:
                 mover.undo(trial)
             continue
-        in_use = sum(1 for other in cluster.order if _holds_work(cluster, other.name))
+        after = (busy - {node.name}) | {trial.target for trial, _ in trials}
+        if len(after) >= len(busy):  # its tasks would only open other nodes: nothing is saved
+            for trial, _ in trials:
+                mover.undo(trial)
+            continue
+        before, busy = len(busy), after
         for trial, fit in trials:
-            mover.keep(trial, NAME, "nodes in use", in_use, in_use - 1,
+            mover.keep(trial, NAME, "nodes in use", before, len(busy),
                        f"{node.name} is {percent(was)} used (under {percent(threshold)}): emptied, its "
                        f"{len(residents)} task(s) packed onto fuller nodes; {trial.target} goes to "
                        f"{percent(fullest(cluster.nodes[trial.target]))} (binpack fit {fit})")
