@@ -125,7 +125,7 @@ class Cluster:
         return self._binpack[spec.id]
 
     # Changing the copy.
-    def place(self, spec: JobSpec, task_id: str, *, resources: dict[str, int] | None = None) -> str | None:
+    def place(self, spec: JobSpec, task_id: str) -> str | None:
         """Place one more task of ``spec`` where the engine would now; returns its node,
         or None where no node takes it. The task becomes a resident (movable: False)."""
         counts = self.counts.setdefault(spec.id, {})
@@ -135,7 +135,7 @@ class Cluster:
         if not result.assignments:
             return None
         node = result.assignments[0][1]
-        resident = Resident(task_id, spec.id, node, dict(resources if resources is not None else spec.resources),
+        resident = Resident(task_id, spec.id, node, dict(spec.resources),  # what the placement took there
                             spec.ports, spec.priority, RUNNING, movable=False,
                             domains=tuple(node_domains(self.nodes[node])) if spec.counted else None)
         self.tasks[task_id] = resident

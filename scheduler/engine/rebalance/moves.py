@@ -99,7 +99,7 @@ class Mover:
             return None
         new = f"{resident.id}>"
         with self.cluster.cordoned([resident.node, *away]):
-            target = self.cluster.place(spec or self.spec(resident), new, resources=resident.resources)
+            target = self.cluster.place(spec or self.spec(resident), new)
         return None if target is None else Trial(resident, new, target)
 
     def undo(self, trial: Trial) -> None:
