@@ -10,9 +10,10 @@ import pytest
 
 from scheduler import Client
 from scheduler.control import budgets, drains
-from scheduler.model import parse_job
 from scheduler.control import reconcile
+from scheduler.model import parse_job
 
+from api_harness import Api, http, tokens  # noqa: F401 (fixtures)
 from budget_helpers import Sampler, add_nodes, healthy_count, running_job, start_all
 from worker_harness import run_worker_until_idle
 
@@ -54,7 +55,7 @@ def test_a_drain_moves_one_task_of_a_budgeted_job_at_a_time(crowded):
             settle(app)
             done = drains.step(store, "n3")
             assert len(done["stopped"]) == 1 and done["left"] == left
-        assert done["state"] == "complete" and done["message"] == "complete: 3 task(s) moved"
+        assert done["state"] == "complete" and done["message"] == "3 task(s) moved"
     assert sampler.low == 3  # never 2 down at once
     assert on(app, "n3") == [] and store.drain_record("n3")["state"] == "complete"
     settle(app)
@@ -213,3 +214,16 @@ def test_a_bad_deadline_is_one_sentence_and_drains_nothing(crowded, sched):
     assert result.stderr == ("Error: the drain's deadline must be a duration of 0 or more (seconds, or such as 90s, "
                              "30m, 1h, 7d) up to ten years, not 'soon'.\n")
     assert crowded.store.get_node("n3").availability == "active"
+
+
+# ----------------------------------------------------------------------------- the HTTP API
+def test_the_api_drains_with_options_and_follows_for_a_while(crowded, http, tokens):
+    api = Api(http, tokens("operator"))
+    ns = f"?namespace={crowded.keys.namespace}"
+    report = api("POST", f"/v1/nodes/n3/drain{ns}", json={"deadline": "10m", "detach": False, "wait": 0.3}).json()
+    assert report["state"] == "draining" and report["message"] == WAITING and len(report["stopped"]) == 1
+    assert report["deadline_at"] - report["started_at"] == 600_000
+    assert api("GET", f"/v1/nodes/n3/drain{ns}").json()["left"] == 2
+    assert api("GET", f"/v1/nodes/n3{ns}").json()["drain"]["message"] == WAITING
+    forced = api("POST", f"/v1/nodes/n3/drain{ns}", json={"force": True}).json()
+    assert forced["state"] == "complete" and len(forced["stopped"]) == 2

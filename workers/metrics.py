@@ -29,6 +29,8 @@ REFUSALS = Counter("sched_commit_refusals_total", "Placements refused by the ato
 UNPLACED = Counter("sched_unplaced_total", "Placement attempts that left a task pending (with an explanation).")
 PREEMPTIONS = Counter("sched_preemptions_total", "Preemptors that evicted lower-priority tasks to get a node.")
 NODES_DOWN = Counter("sched_nodes_marked_down_total", "Nodes this worker marked down (heartbeat lapsed).")
+DRAINED = Counter("sched_drained_tasks_total", "Tasks this worker's drain steps stopped on draining nodes (as "
+                  "their disruption budgets allowed, or past a deadline).")
 CLAIM_SECONDS = Histogram("sched_claim_seconds", "Time to claim a batch from the queue (one Lua call).",
                           buckets=FAST)
 COMMIT_SECONDS = Histogram("sched_commit_seconds", "Time of one atomic commit of a chunk of placements.",

@@ -158,7 +158,8 @@ class SchedulerWorker:
             self._last_maintain = now
             self.app.queue.maintain()
             deployer.advance_all(self.app.store)
-            drains.advance_all(self.app.store)
+            for report in drains.advance_all(self.app.store):
+                metrics.DRAINED.inc(len(report["stopped"]))
             rebalancing.advance(self.app.store, self.name)
             periodic.launch_due(self.app.store, self._outcomes)
         if force or now - self._last_health >= self.config.health_every_s:

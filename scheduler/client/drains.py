@@ -40,9 +40,14 @@ class DrainClient(ClientBase):
         takes the new deadline and force."""
         seconds = deadline_seconds(deadline)  # one sentence before anything is written
         report = drains.start(self.store, name, deadline_s=seconds, force=force)
+        # What differs from a drain done at once (the record it always had) is added.
+        extra = {"state": report["state"]} if report["state"] != drains.COMPLETE else {}
+        if force:
+            extra["force"] = True
+        if deadline != DEFAULT_DEADLINE:
+            extra["deadline"] = "none" if seconds is None else f"{seconds:g}s"
         self._record("drain", node=name, before=report["before"], stopped=len(report["stopped"]),
-                     replacements=len(report["replacements"]), state=report["state"], force=force,
-                     deadline="none" if seconds is None else f"{seconds:g}s")
+                     replacements=len(report["replacements"]), **extra)
         return report
 
     def drain_status(self, name: str) -> dict:

@@ -163,7 +163,7 @@ class Eviction:
     @property
     def waiting(self) -> str:
         """Why it was not evicted, in a drain's words (empty when it was)."""
-        if self.evicted:
+        if self.evicted or self.verdict in (GONE, "elsewhere"):
             return ""
         if self.verdict == STALE:
             return f"job {self.job}'s budget, not counted for {STALE_MS // 1000} s (is a scheduler worker running?)"

@@ -58,17 +58,16 @@ def start(store: Store, name: str, *, deadline_s: float | None = DEFAULT_DEADLIN
     return {**report, "before": before}
 
 
-def advance_all(store: Store) -> list[str]:
+def advance_all(store: Store) -> list[dict]:
     """One step of every drain in progress that no other worker is taking now (the
-    upkeep's call). Returns the nodes stepped."""
-    stepped = []
+    upkeep's call). Returns each step's report (:func:`step`)."""
+    reports = []
     for name in store.draining_nodes():
         try:
-            step(store, name)
-            stepped.append(name)
+            reports.append(step(store, name))
         except SchedError as exc:
             log.warning("drain of %s: %s", name, exc)
-    return stepped
+    return reports
 
 
 def step(store: Store, name: str) -> dict:
@@ -135,9 +134,8 @@ def _drain_group(store: Store, name: str, tasks: list[Task], specs: dict[str, Jo
         for job, ids in replaced.items():
             moved.setdefault(job, []).extend(ids)
     by_job: dict[str, list[Task]] = {}
-    for task in tasks:
-        if task not in free:
-            by_job.setdefault(task.job, []).append(task)
+    for task in _without(tasks, free):
+        by_job.setdefault(task.job, []).append(task)
     for job, group in sorted(by_job.items()):
         checked = specs[job].health is not None  # type: ignore[union-attr]
         budgets.count_if_old(store, job)
@@ -181,7 +179,7 @@ def _progress(store: Store, name: str, d: dict, stopped: list[str], moved: dict[
               message: str) -> dict:
     if not left:
         total = int(d.get("stopped", 0)) + len(stopped)
-        return _end(store, name, COMPLETE, message or f"complete: {total} task(s) moved", stopped, moved)
+        return _end(store, name, COMPLETE, message or f"{total} task(s) moved", stopped, moved)
     fields = {"stopped": int(d.get("stopped", 0)) + len(stopped), "left": left, "message": message,
               "moved": int(d.get("moved", 0)) + sum(len(ids) for ids in moved.values())}
     store.set_drain(name, (DRAINING,), "", fields)

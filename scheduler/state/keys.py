@@ -338,7 +338,7 @@ class Keys:
         a new index of jobs adds it here."""
         return [self.jobs, self.global_jobs, self.job_shares, self.filling, self.jobs_ended, self.jobs_finished,
                 self.jobs_expiring, self.job_labels, self.job_anti, self.held, self.deadlines, self.launchers,
-                self.budgets, self.jobs_by_id]
+                self.jobs_by_id, self.budgets]
 
     def node_keys(self, name: str) -> list[str]:
         """Every key that belongs to one node alone: removed with it (``node_rm.lua``)."""

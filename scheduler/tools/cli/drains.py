@@ -58,7 +58,10 @@ def drain(app, node_name, deadline, no_deadline, force, detach, monitor, as_json
       sched node drain n3 --detach         # return at once; sched node show n3 says how it goes
     """
     if monitor:
-        return _follow(app, node_name, as_json, app.drain_status(node_name))
+        first = app.drain_status(node_name)
+        if not as_json:
+            click.echo(drain_line(first) if first["state"] == "draining" else end_line(first))
+        return _follow(app, node_name, as_json, first)
     report = app.drain_report(node_name, deadline=None if no_deadline else deadline, force=force)
     if as_json and (detach or report["state"] != "draining"):
         return print_json(report)
@@ -74,14 +77,19 @@ def drain(app, node_name, deadline, no_deadline, force, detach, monitor, as_json
                    f"queued; {report['message']}")
     if detach:
         return click.echo(f"the workers move the rest; follow it: sched node drain --monitor {node_name}")
-    return _follow(app, node_name, as_json, None)
+    return _follow(app, node_name, as_json, report)
+
+
+def _said(record: dict) -> tuple:
+    return record["state"], record["message"], record["stopped_count"], record["left"]
 
 
 def _follow(app, name: str, as_json: bool, first: dict | None) -> None:
+    """Print the drain each time what it says changes (not what ``first`` said already)."""
     last = first
     try:
         for record in app.follow_drain(name):
-            if record == first:
+            if first is not None and _said(record) == _said(first):
                 continue
             last = record
             if not as_json:
@@ -91,5 +99,3 @@ def _follow(app, name: str, as_json: bool, first: dict | None) -> None:
         return None
     if as_json and last is not None:
         print_json(last)
-    elif first is not None and last is first:
-        click.echo(drain_line(first) if first["state"] == "draining" else end_line(first))
