@@ -36,6 +36,7 @@ from redis_topologies import free_port
 from agent_cluster import cluster  # noqa: F401 - a fixture
 from test_ui import snapshot
 from api_harness import http, tokens  # noqa: F401 (fixtures)
+from rebalance_helpers import api_calls as rebalance_calls
 from api_harness import Api, SPEC, sse_messages
 from worker_harness import run_worker_until_idle
 
@@ -103,6 +104,7 @@ def test_every_route_answers_as_the_document_says(app, http, tokens):
         "job_retention"] == {"value": 21600.0, "default": False}
     assert api("DELETE", f"/v1/config{ns}&setting=ended_tasks_per_job").json()["ended_tasks_per_job"]["default"]
     assert api("GET", f"/v1/memory{ns}").json()["nodes"] == 1
+    rebalance_calls(api, app)
     assert api("GET", f"/v1/layout{ns}").json()["layout"] == api("POST", f"/v1/layout/upgrade{ns}").json()["to"]
     assert api("POST", f"/v1/gc{ns}&dry_run=true").json()["dry_run"] is True
     ready = api.stream(f"/v1/events{ns}", 1)[0]

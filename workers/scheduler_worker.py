@@ -44,7 +44,7 @@ from scheduler.state.jobs import parse_stored
 from scheduler.state.history import Record
 from scheduler.state.memory import MEMORY_ERRORS
 from scheduler.tools.logs import Summary
-from workers import admission, metrics
+from workers import admission, metrics, rebalancing
 from workers.groups import Group, batches, regroup
 from workers.preempting import Preemption
 from workers.stats import WorkerStats
@@ -150,8 +150,9 @@ class SchedulerWorker:
             log.exception("%s: could not read the nodes", self.name)
 
     def maintain(self, force: bool = False) -> None:
-        """Queue upkeep, deployments, drains and periodic launches about every 100 ms; node
-        health, global jobs, disruption budgets, dependencies and deadlines about every second."""
+        """Queue upkeep, deployments, drains, moves and periodic launches about every 100 ms;
+        node health, global jobs, disruption budgets, dependencies, deadlines and the
+        workers' own rebalance about every second."""
         now = time.monotonic()
         if force or now - self._last_maintain >= self.config.maintain_every_s:
             self._last_maintain = now
@@ -159,6 +160,7 @@ class SchedulerWorker:
             deployer.advance_all(self.app.store)
             for report in drains.advance_all(self.app.store):
                 metrics.DRAINED.inc(len(report["stopped"]))
+            rebalancing.advance(self.app.store, self.name)
             periodic.launch_due(self.app.store, self._outcomes)
         if force or now - self._last_health >= self.config.health_every_s:
             self._last_health = now
@@ -178,6 +180,7 @@ class SchedulerWorker:
             budgets.count_due(self.app.store)
             dependencies.release(self.app.store, self._outcomes)
             deadlines.expire(self.app.store, self._outcomes)
+            rebalancing.now_and_then(self.app.store, self.name)
             self._retention()
         if now - self._last_sample >= SAMPLE_EVERY_MS / 1000 and self._sampling:
             self._last_sample = now

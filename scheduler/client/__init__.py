@@ -33,6 +33,7 @@ from scheduler.client.logs import LogClient
 from scheduler.client.nodes import NodeClient
 from scheduler.client.queues import QueueClient
 from scheduler.client.quotas import QuotaClient
+from scheduler.client.rebalance import RebalanceClient
 from scheduler.client.snapshots import SnapshotClient
 from scheduler.client.tasks import TaskClient
 from scheduler.client.tenants import TenantClient
@@ -44,7 +45,7 @@ __all__ = ["Client", "WaitTimeout"]
 
 class Client(NodeClient, DrainClient, JobClient, DeploymentClient, BudgetClient, LaunchClient, TaskClient, LogClient,
              QueueClient, EventClient, ConfigClient, LayoutClient, GcClient, SnapshotClient, QuotaClient, TenantClient,
-             UserClient, WorkerClient):
+             UserClient, WorkerClient, RebalanceClient):
     """One namespace of a scheduler. Methods raise :class:`scheduler.SchedError`
     subclasses (``SpecError``, ``NotFound``, ``RedisUnavailable``) with one sentence.
 

@@ -219,6 +219,36 @@ class Keys:
         """ZSET deployment id -> the version it rolls out: a job's deployments."""
         return self._key("job", job_id, "deployments")
 
+    # Moves (sched rebalance; moves.py).
+    @cached_property
+    def moves(self) -> str:
+        """ZSET move id -> plan * 10000 + its index in the plan: every move kept, in order."""
+        return self._key("moves")
+
+    @cached_property
+    def moves_active(self) -> str:
+        """ZSET of the moves in progress, scored as in ``moves``: the ones workers advance."""
+        return self._key("moves", "active")
+
+    @cached_property
+    def moves_tasks(self) -> str:
+        """HASH task id -> the move in progress it belongs to (the task it moves, and its new task)."""
+        return self._key("moves", "tasks")
+
+    @cached_property
+    def moves_ended(self) -> str:
+        """ZSET move id -> when it ended (ms): what retention removes once old."""
+        return self._key("moves", "ended")
+
+    def move(self, move_id: str) -> str:
+        """HASH of one move, ``<plan>-<index>``."""
+        return self._key("move", move_id)
+
+    @cached_property
+    def rebalance(self) -> str:
+        """HASH: ``plans`` (the last plan's id) and ``last_run`` (ms: the workers' own last rebalance)."""
+        return self._key("rebalance")
+
     def task_attempts(self, task_id: str) -> str:
         """LIST of the outcomes of the task's failed placement attempts, oldest first (fail.lua)."""
         return self._key("task", task_id, "attempts")

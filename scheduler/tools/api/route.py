@@ -77,6 +77,13 @@ def _tenant(value: str) -> str:
         raise inputs.BadInput(str(exc)) from None
 
 
+def _move_id(value: str) -> str:
+    plan, dash, index = value.partition("-")
+    if not (dash and plan.isdigit() and index.isdigit() and len(value) <= 24):
+        raise inputs.BadInput(f"move id {value[:40]!r} is not valid; a move id is <plan>-<index>, e.g. 3-1.")
+    return value
+
+
 ID = f"(?:{job_schema.JOB_ID}|{job_schema.CHILD_ID})"
 JOB_ID = {"type": "string", "pattern": f"^{ID}$", "maxLength": inputs.MAX_TEXT}
 NODE_NAME = {"type": "string", "pattern": f"^{names._NODE_NAME_RE.pattern}$", "maxLength": inputs.MAX_TEXT}
@@ -89,6 +96,8 @@ PATH_PARAMS: dict[str, tuple[dict, str, Callable[[str], str]]] = {
     "deployment_id": ({"type": "string", "pattern": f"^{ID}@[1-9][0-9]{{0,8}}$"},
                       "a deployment's id: <job id>@<version>", inputs.deployment_id),
     "tenant": ({"type": "string", "pattern": f"^{names._TENANT_RE.pattern}$"}, "a tenant's name", _tenant),
+    "move_id": ({"type": "string", "pattern": r"^[1-9][0-9]{0,11}-[1-9][0-9]{0,3}$"}, "a move's id: <plan>-<index>",
+                _move_id),
 }
 NAMESPACE = Param("namespace", {"type": "string", "pattern": f"^(?:{names._NAMESPACE_RE.pattern})?$"},
                   "The namespace to act in; by default the token's own (for a token of every namespace, or without "

@@ -180,8 +180,9 @@ TOKEN_SELF = named("TokenSelf", obj({"name": nullable(STRING), "namespace": STRI
                                     description="The token a request carries (name null without tokens)."))
 
 # ----------------------------------------------------------------------------- settings, retention, layout, snapshots
-SETTING = named("Setting", obj({"value": NUMBER, "default": BOOLEAN},
-                               description="A setting's value (seconds, or a count), and whether it is the default."))
+SETTING = named("Setting", obj({"value": {"type": ["number", "string"]}, "default": BOOLEAN},
+                               description="A setting's value (seconds, a count, or a name: rebalance_strategy), "
+                                           "and whether it is the default."))
 SETTINGS = named("Settings", {"type": "object", "additionalProperties": SETTING,
                               "required": ["task_retention", "ended_tasks_per_job", "job_retention", "stream_maxlen"],
                               "description": "The namespace's settings, by name (`sched config set --json`)."})
