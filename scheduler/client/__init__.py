@@ -20,6 +20,7 @@ connection, and the history each change is recorded in). See ``docs/python-api.m
 
 from __future__ import annotations
 
+from scheduler.client.capacity import CapacityClient
 from scheduler.client.config import ConfigClient
 from scheduler.client.deployments import DeploymentClient
 from scheduler.client.events import EventClient
@@ -29,6 +30,7 @@ from scheduler.client.launches import LaunchClient
 from scheduler.client.layout import LayoutClient
 from scheduler.client.logs import LogClient
 from scheduler.client.nodes import NodeClient
+from scheduler.client.pools import PoolClient
 from scheduler.client.queues import QueueClient
 from scheduler.client.quotas import QuotaClient
 from scheduler.client.snapshots import SnapshotClient
@@ -41,7 +43,8 @@ __all__ = ["Client", "WaitTimeout"]
 
 
 class Client(NodeClient, JobClient, DeploymentClient, LaunchClient, TaskClient, LogClient, QueueClient, EventClient,
-             ConfigClient, LayoutClient, GcClient, SnapshotClient, QuotaClient, TenantClient, UserClient, WorkerClient):
+             ConfigClient, LayoutClient, GcClient, SnapshotClient, QuotaClient, TenantClient, UserClient, WorkerClient,
+             PoolClient, CapacityClient):
     """One namespace of a scheduler. Methods raise :class:`scheduler.SchedError`
     subclasses (``SpecError``, ``NotFound``, ``RedisUnavailable``) with one sentence.
 

@@ -18,6 +18,8 @@ wrapper is in the module of the noun it changes; simple writes are plain command
 
 from __future__ import annotations
 
+from scheduler.state.capacity import CapacityStore
+from scheduler.state.cluster import ClusterStore
 from scheduler.state.deployments import DeploymentStore
 from scheduler.state.history import HistoryStore
 from scheduler.state.holds import HoldStore
@@ -27,6 +29,7 @@ from scheduler.state.layout import LayoutStore
 from scheduler.state.memory import MemoryStore
 from scheduler.state.nodes import NodeStore
 from scheduler.state.nominations import NominationStore
+from scheduler.state.pools import PoolStore
 from scheduler.state.quotas import QuotaStore
 from scheduler.state.retention import RetentionStore
 from scheduler.state.rules import RuleStore
@@ -38,5 +41,5 @@ from scheduler.state.tasks import TaskStore
 
 class Store(NodeStore, JobStore, TaskStore, NominationStore, TallyStore, QuotaStore, DeploymentStore,
             HistoryStore, HoldStore, LaunchStore, SnapshotStore, SeriesStore, RetentionStore, LayoutStore,
-            MemoryStore, RuleStore):
+            MemoryStore, RuleStore, PoolStore, ClusterStore, CapacityStore):
     """``Store(client, keys, scripts)``: every noun's reads and writes of one namespace."""
