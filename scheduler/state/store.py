@@ -9,7 +9,7 @@ their agents), ``jobs.py`` (jobs and the scripts that create tasks), ``tasks.py`
 version of the namespace's key layout), ``memory.py`` (Redis memory as the namespace sees it),
 ``snapshots.py`` (the namespace read whole and written back), ``series.py`` (samples
 over time for the dashboard), ``rules.py`` (job labels and the counts placement rules
-read), all
+read), ``cluster.py`` (the whole cluster read at once, for a copy to plan on), all
 built on ``namespace.py`` (the client, keys and scripts, and what is namespace-wide).
 :class:`Store` brings them together, so callers hold one object. Every change that must
 be atomic with the queue or the tallies goes through a Lua script, whose one Python
@@ -41,5 +41,5 @@ from scheduler.state.tasks import TaskStore
 
 class Store(NodeStore, JobStore, TaskStore, NominationStore, TallyStore, QuotaStore, DeploymentStore,
             HistoryStore, HoldStore, LaunchStore, SnapshotStore, SeriesStore, RetentionStore, LayoutStore,
-            MemoryStore, RuleStore, PoolStore, ClusterStore, CapacityStore):
+            MemoryStore, RuleStore, ClusterStore, PoolStore, CapacityStore):
     """``Store(client, keys, scripts)``: every noun's reads and writes of one namespace."""
