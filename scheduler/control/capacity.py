@@ -1,7 +1,8 @@
 """``sched capacity``: how many nodes of which pools the pending work needs, and which
 nodes could go, from one reading of the cluster, proven by the placement engine.
 
-The reading (``scheduler/state/cluster.py``) is copied twice (``cluster_copy.py``): the
+The reading (the shared copy of the cluster, ``cluster_read.py``, and the pending work,
+``scheduler/state/capacity.py``) is copied twice (``capacity_copy.py``): the
 scale-up (``scale_up.py``) places the pending tasks on one, with new nodes of the pools;
 the scale-down (``scale_down.py``) first places the pending tasks that fit on the nodes
 there are (room pending work is about to take is not room to remove), then takes nodes
@@ -16,13 +17,15 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from scheduler.control.cluster_copy import ClusterCopy
+from scheduler.control import cluster_read
+from scheduler.control.capacity_copy import CapacityCopy
+from scheduler.control.cluster_read import Copy
 from scheduler.control.scale_down import THRESHOLD, scale_down
 from scheduler.control.scale_up import ScaleUp, groups_of, place_groups
 from scheduler.engine.expanders import DEFAULT, parse_chain
 from scheduler.model.errors import SpecError
 from scheduler.model.pools import Pool
-from scheduler.state.cluster import ClusterState
+from scheduler.state.capacity import PendingWork
 
 
 @dataclass
@@ -48,23 +51,23 @@ class CapacityOptions:
 
 def answer(store, options: CapacityOptions | None = None, allowance=None) -> dict:
     """The capacity answer on the cluster as it is now (see :func:`answer_on`)."""
-    return answer_on(store.cluster_state(), store.pools(), options, allowance)
+    return answer_on(cluster_read.read(store), store.pending_work(), store.pools(), options, allowance)
 
 
-def answer_on(state: ClusterState, pools: list[Pool], options: CapacityOptions | None = None,
+def answer_on(read: Copy, pending: PendingWork, pools: list[Pool], options: CapacityOptions | None = None,
               allowance=None) -> dict:
-    """``{scale_up, scale_down, nodes, pending, pools}`` for one reading of the cluster.
-    ``allowance(state)`` gives job -> voluntary disruptions allowed now (budgets)."""
+    """``{scale_up, scale_down, nodes, pending, live, pools}`` for one reading of the
+    cluster. ``allowance(read)`` gives job -> voluntary disruptions its budget allows now."""
     options = options or CapacityOptions()
-    out: dict = {"nodes": len(state.nodes), "pending": len(state.pending), "live": len(state.live),
+    out: dict = {"nodes": len(read.cluster.order), "pending": len(pending.tasks), "live": len(read.cluster.tasks),
                  "pools": [pool.name for pool in pools]}
     if options.scale_up:
-        out["scale_up"] = ScaleUp(ClusterCopy(state), pools, options.expander).run(state.pending)
+        out["scale_up"] = ScaleUp(CapacityCopy(read, pending), pools, options.expander).run(pending.tasks)
     if options.scale_down:
-        copy = ClusterCopy(state)
-        place_groups(copy, groups_of(copy, state.pending))  # pending work's room is not spare
+        copy = CapacityCopy(read, pending)
+        place_groups(copy, groups_of(copy, pending.tasks))  # room pending work is about to take is not spare
         out["scale_down"] = scale_down(copy, pools, options.threshold,
-                                       allowance(state) if allowance is not None else None, options.max_remove)
+                                       allowance(read) if allowance is not None else None, options.max_remove)
     return out
 
 

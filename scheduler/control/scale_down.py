@@ -1,6 +1,6 @@
 """Scale down: which nodes can go now (the cluster-autoscaler's scale-down simulation).
 
-On a :class:`~scheduler.control.cluster_copy.ClusterCopy` of the cluster:
+On a :class:`~scheduler.control.capacity_copy.CapacityCopy` of the cluster:
 
 1. Candidates are the ready, active nodes whose utilisation is below the threshold
    (0.5 by default, the autoscaler's ``--scale-down-utilization-threshold``): the larger
@@ -26,8 +26,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from scheduler.control.cluster_copy import ClusterCopy
-from scheduler.model import PER_NODE_TYPES, Node, Task
+from scheduler.control.capacity_copy import CapacityCopy
+from scheduler.engine.cluster import Resident
+from scheduler.model import PER_NODE_TYPES, Node
 from scheduler.model.pools import Pool, pool_of
 
 THRESHOLD = 0.5  # the autoscaler's default --scale-down-utilization-threshold
@@ -45,7 +46,7 @@ def utilisation(node: Node) -> float:
     return max(share("cpu"), share("memory"))
 
 
-def scale_down(copy: ClusterCopy, pools: list[Pool], threshold: float = THRESHOLD,
+def scale_down(copy: CapacityCopy, pools: list[Pool], threshold: float = THRESHOLD,
                allowance: dict[str, int] | None = None, limit: int | None = None) -> dict:
     """Which nodes can go now, one at a time on ``copy`` (which keeps them gone).
     ``allowance``: job -> voluntary disruptions its budget allows now (jobs not named: no
@@ -65,7 +66,7 @@ def scale_down(copy: ClusterCopy, pools: list[Pool], threshold: float = THRESHOL
             kept.append({"node": name, "utilisation": round(used, 4),
                          "reason": f"pool {pool.name} is at its min_nodes ({pool.min_nodes})"})
             continue
-        moving = [t for t in copy.tasks_on.get(name, []) if not _goes_with_node(copy, t)]
+        moving = [r for r in copy.residents_on(name) if not _goes_with_node(copy, r)]
         spend = Counter(t.job for t in moving)
         short = next((job for job, n in sorted(spend.items()) if job in allowance and allowance[job] < n), None)
         if short is not None:
@@ -90,38 +91,28 @@ def scale_down(copy: ClusterCopy, pools: list[Pool], threshold: float = THRESHOL
             "nodes": len(remove), "savings": round(sum(r["cost"] for r in remove), 6), "unpriced": unpriced}
 
 
-def _goes_with_node(copy: ClusterCopy, task: Task) -> bool:
-    spec = copy.spec_of(task)
-    return spec is None or spec.type in PER_NODE_TYPES or bool(task.pin)
+def _goes_with_node(copy: CapacityCopy, resident: Resident) -> bool:
+    spec = copy.current(resident.job)
+    return spec is None or spec.type in PER_NODE_TYPES
 
 
-def _move_all(copy: ClusterCopy, name: str, moving: list[Task]) -> tuple[list[dict], str | None]:
-    """Take the node away and place its tasks elsewhere on the copy; on failure give it
-    back as it was and say why."""
+def _move_all(copy: CapacityCopy, name: str, moving: list[Resident]) -> tuple[list[dict], str | None]:
+    """Take the node away and place its tasks elsewhere on the copy (as their jobs'
+    current version: a drained task's replacement is); on failure give the node back as
+    it was and say why."""
     taken = copy.take_away(name)
-    by_version: dict[tuple[str, int], list[Task]] = {}
-    for task in moving:
-        by_version.setdefault((task.job, task.version), []).append(task)
-    done: list[tuple] = []
-    for (job, version), tasks in sorted(by_version.items()):
-        spec = copy.specs[(job, version)]
-        ids = [t.id for t in tasks]
+    by_job: dict[str, list[str]] = {}
+    for resident in moving:
+        by_job.setdefault(resident.job, []).append(resident.id)
+    done: list[tuple[str, list[tuple[str, str]]]] = []
+    for job, ids in sorted(by_job.items()):
+        spec = copy.current(job)
         result = copy.place(spec, ids)
-        done.append((spec, result.assignments))
+        done.append((job, result.assignments))
         if result.unplaced:
-            for spec_done, assignments in done:
-                copy.unplace(spec_done, assignments)
+            for _, assignments in done:
+                copy.unplace(assignments)
             copy.give_back(taken)
             message = result.explanation.message() if result.explanation is not None else "it fits nowhere else"
             return [], f"task {result.unplaced[0]} of job {job} fits on no other node: {message}"
-    moves = []
-    for spec, assignments in done:
-        for task_id, to in assignments:
-            moves.append({"task": task_id, "job": spec.id, "to": to})
-    # The moved tasks now live where they were placed: a later node's simulation sees them there.
-    by_id = {t.id: t for t in moving}
-    for move in moves:
-        task = by_id[move["task"]]
-        task.node = move["to"]
-        copy.tasks_on[move["to"]].append(task)
-    return moves, None
+    return [{"task": task_id, "job": job, "to": to} for job, assignments in done for task_id, to in assignments], None

@@ -1,7 +1,7 @@
 """Scale up: which pools, and how many nodes of each, place every pending task (the
 cluster-autoscaler's scale-up, with its binpacking estimator and its expanders).
 
-On a :class:`~scheduler.control.cluster_copy.ClusterCopy` of the cluster:
+On a :class:`~scheduler.control.capacity_copy.CapacityCopy` of the cluster:
 
 1. The pending tasks (queue order) are placed on the nodes there are, with the real
    engine: those that fit need no new node (the autoscaler's "filter out schedulable").
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from scheduler.control.cluster_copy import ClusterCopy
+from scheduler.control.capacity_copy import CapacityCopy
 from scheduler.control.reconcile import global_targets
 from scheduler.engine.estimator import Item, estimate, fits_empty
 from scheduler.engine.expanders import DEFAULT, Option, choose, waste
@@ -73,11 +73,11 @@ class Trial:
                       self.pool.cost * len(self.nodes), self.pool.priority)
 
 
-def groups_of(copy: ClusterCopy, pending: list[Task]) -> list[Group]:
+def groups_of(copy: CapacityCopy, pending: list[Task]) -> list[Group]:
     """Pending tasks grouped by job version and pinned node, in queue order of their first."""
     out: dict[tuple, Group] = {}
     for task in pending:
-        spec = copy.spec_of(task)
+        spec = copy.specs.get((task.job, task.version))
         if spec is None or spec.launcher:
             continue
         key = (task.job, task.version, task.pin)
@@ -87,7 +87,7 @@ def groups_of(copy: ClusterCopy, pending: list[Task]) -> list[Group]:
     return list(out.values())
 
 
-def place_groups(copy: ClusterCopy, groups: list[Group]) -> tuple[list[tuple[JobSpec, list]], list[Group], dict]:
+def place_groups(copy: CapacityCopy, groups: list[Group]) -> tuple[list[tuple[JobSpec, list]], list[Group], dict]:
     """Place each group on the copy as it is; returns (what was placed, the groups' tasks
     left over, job -> the engine's explanation of the last group of it that did not fit)."""
     placed, left, why = [], [], {}
@@ -113,7 +113,7 @@ def place_groups(copy: ClusterCopy, groups: list[Group]) -> tuple[list[tuple[Job
 
 
 class ScaleUp:
-    def __init__(self, copy: ClusterCopy, pools: list[Pool], chain=(DEFAULT,)):
+    def __init__(self, copy: CapacityCopy, pools: list[Pool], chain=(DEFAULT,)):
         self.copy, self.pools, self.chain = copy, sorted(pools, key=lambda p: p.name), list(chain)
         self.sizes = {pool.name: 0 for pool in self.pools}  # nodes each pool has now
         for node in copy.nodes:
@@ -208,8 +208,8 @@ class ScaleUp:
         empty = [node.name for node in trial.nodes if node.name not in used]
         if empty:
             daemons_there = [(spec, [a for a in assignments if a[1] in empty]) for spec, assignments in trial.daemons]
-            for spec, assignments in daemons_there:
-                self.copy.unplace(spec, assignments)
+            for _, assignments in daemons_there:
+                self.copy.unplace(assignments)
             trial.daemons = [(spec, [a for a in assignments if a[1] not in empty]) for spec, assignments in trial.daemons]
             self.copy.drop_nodes(empty)
             trial.nodes = [node for node in trial.nodes if node.name not in empty]
@@ -223,9 +223,8 @@ class ScaleUp:
             nodes.append(pool.node(f"{pool.name}-new-{self._serial}"))
         copy.add_nodes(nodes)
         trial.nodes += nodes
-        for job in copy.state.global_jobs:  # each new node gets its global jobs' tasks first
-            spec = copy.current.get(job)
-            if spec is None or spec.type != GLOBAL:
+        for job, spec in sorted(copy.pending.global_jobs.items()):  # each new node gets its global jobs' tasks
+            if spec.type != GLOBAL:
                 continue
             for name in sorted(global_targets(spec, nodes)):
                 result = copy.place(spec, [f"{job}.<{name}>"], only=[copy.by_name[name]])
@@ -233,8 +232,8 @@ class ScaleUp:
                     trial.daemons.append((spec, result.assignments))
 
     def undo(self, trial: Trial) -> None:
-        for spec, assignments in (*trial.placed, *trial.daemons):
-            self.copy.unplace(spec, assignments)
+        for _, assignments in (*trial.placed, *trial.daemons):
+            self.copy.unplace(assignments)
         self.copy.drop_nodes([node.name for node in trial.nodes])
 
     # What no pool places.

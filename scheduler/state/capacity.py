@@ -11,7 +11,23 @@ from dataclasses import dataclass, field
 
 import orjson
 
+from scheduler.model import PENDING, JobSpec, Task
+from scheduler.state.hashes import hgetall_many
+from scheduler.state.jobs import parse_stored
 from scheduler.state.namespace import NamespaceStore
+
+PENDING_QUEUES = ("active", "backoff", "unschedulable", "inflight")  # not waiting: held by dependencies
+
+
+@dataclass
+class PendingWork:
+    """The pending tasks (in the four scheduling queues, in queue order: priority, then
+    age), the spec of each of their job versions, and the running global jobs' specs
+    (a new node gets one task of each that wants it)."""
+
+    tasks: list[Task] = field(default_factory=list)
+    specs: dict[tuple[str, int], JobSpec] = field(default_factory=dict)
+    global_jobs: dict[str, JobSpec] = field(default_factory=dict)
 
 
 @dataclass
@@ -32,6 +48,35 @@ def _loads(text, default):
 
 
 class CapacityStore(NamespaceStore):
+    def pending_work(self) -> PendingWork:
+        """Every pending task with its version's spec, and the running global jobs (a few
+        pipelined round trips)."""
+        k = self.keys
+        with self.client.pipeline(transaction=False) as pipe:
+            for queue in PENDING_QUEUES:
+                pipe.zrange(getattr(k, queue), 0, -1, withscores=True)
+            pipe.smembers(k.global_jobs)
+            *queued, global_ids = pipe.execute()
+        scored: dict[str, float] = {}
+        for entries in queued:
+            for task_id, score in entries:
+                scored.setdefault(task_id, score)
+        ids = sorted(scored, key=lambda t: (scored[t], t))
+        tasks = [Task.from_hash(f) for f in hgetall_many(self.client, [k.task(t) for t in ids])
+                 if f and f.get("state") == PENDING]
+        versions = sorted({(t.job, t.version) for t in tasks})
+        global_ids = sorted(global_ids)
+        with self.client.pipeline(transaction=False) as pipe:
+            for job, version in versions:
+                pipe.hget(k.job(job), f"spec:{version}")
+            for job in global_ids:
+                pipe.hmget(k.job(job), "spec", "status")
+            replies = pipe.execute()
+        specs = {key: parse_stored(text) for key, text in zip(versions, replies) if text is not None}
+        globals_ = {job: parse_stored(text) for job, (text, status) in zip(global_ids, replies[len(versions):])
+                    if text is not None and (status or "running") == "running"}
+        return PendingWork([t for t in tasks if (t.job, t.version) in specs], specs, globals_)
+
     def capacity_record(self) -> CapacityRecord:
         got = self.client.hgetall(self.keys.capacity)
         return CapacityRecord(last=_loads(got.get("last"), None), digest=got.get("digest", ""),
