@@ -139,10 +139,12 @@ class ScaleUp:
         for _ in range(MOST_ROUNDS):
             if not any(not g.pin for g in left):
                 break
-            trials = [t for t in (self.trial(pool, left) for pool in self.pools) if t is not None]
-            options = [t.option() for t in trials]
-            for trial in trials:
-                self.undo(trial)
+            options = []
+            for pool in self.pools:  # each pool's trial on the copy as it is, taken back before the next
+                trial = self.trial(pool, left)
+                if trial is not None:
+                    options.append(trial.option())
+                    self.undo(trial)
             if first_options is None:
                 first_options = [_option_record(o) for o in options]
             best = choose(options, self.chain)
