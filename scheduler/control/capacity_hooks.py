@@ -163,7 +163,7 @@ def run_once(store, namespace: str, options: CapacityOptions | None = None, hook
     elif new != record.digest and (decision["action"] is not None or record.digest):
         events.append(_event(decision, result, hook=None, acted=False, error=""))
     result["digest"] = new
-    store.record_capacity(_kept(result), new, since, acted, events)
+    store.record_capacity(_kept(result), new, since, acted, events, now)
     return result
 
 
