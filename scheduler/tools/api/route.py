@@ -75,6 +75,15 @@ def _tenant(value: str) -> str:
         raise inputs.BadInput(str(exc)) from None
 
 
+def _pool(value: str) -> str:
+    from scheduler.model.pools import check_pool_name
+
+    try:
+        return check_pool_name(value)
+    except SpecError as exc:
+        raise inputs.BadInput(str(exc)) from None
+
+
 # Path parameters, by name: schema, description, and the check of their text.
 PATH_PARAMS: dict[str, tuple[dict, str, Callable[[str], str]]] = {
     "name": ({"type": "string"}, "a node's name", inputs.node_name),
@@ -83,6 +92,7 @@ PATH_PARAMS: dict[str, tuple[dict, str, Callable[[str], str]]] = {
     "deployment_id": ({"type": "string", "pattern": r"^.+@[1-9][0-9]*$"}, "a deployment's id: <job id>@<version>",
                       inputs.deployment_id),
     "tenant": ({"type": "string"}, "a tenant's name", _tenant),
+    "pool": ({"type": "string"}, "a pool's name", _pool),
 }
 NAMESPACE = Param("namespace", {"type": "string"},
                   "The namespace to act in; by default the token's own (for a token of every namespace, or without "
