@@ -47,6 +47,14 @@ def same_but_replicas(stored: str | None, spec: JobSpec) -> bool:
 
 
 def submit(store: Store, spec: JobSpec, recorded: Submitted | None = None) -> dict:
+    """:func:`submit_one`, then the job listed among those whose disruption budget the
+    workers' upkeep counts (or taken out, its budget gone)."""
+    result = submit_one(store, spec, recorded)
+    store.track_budget(spec.id, spec.disruption_budget is not None and not spec.launcher)
+    return result
+
+
+def submit_one(store: Store, spec: JobSpec, recorded: Submitted | None = None) -> dict:
     """Create or update a job and queue its tasks, recorded in the job's history as
     ``recorded`` says (None: not recorded). Returns {id, version, tasks, created,
     deployment, changes} (``changes``: :func:`changes.describe`, against the version that
@@ -196,6 +204,9 @@ def submit_many(store: Store, jobs: list[tuple[str, JobSpec]], recorded: Submitt
             results[i] = {"id": job_id, "version": 1, "tasks": [f"{job_id}.{n}" for n in range(spec.replicas)],
                           "created": True, "deployment": None,
                           "changes": {**change, "fields": [], "stop": [], "kept": []}}
+    for i, made in zip(bulk, created):
+        if made and jobs[i][1].disruption_budget is not None:
+            store.track_budget(jobs[i][0], True)
     for i in order:  # each after the jobs of this batch that it names
         if results[i] is None:
             job_id, spec = jobs[i]
@@ -306,10 +317,10 @@ def replace(store: Store, tasks: list[Task], state: str, message: str) -> dict:
     """End live tasks in ``state`` (lost, stopped by a drain...) and queue a replacement for
     each task of a service or batch job that is still running. Global jobs get none: their
     task belongs to that node."""
-    return _replace(store, tasks, state, message)[1]
+    return replace_tasks(store, tasks, state, message)[1]
 
 
-def _replace(store: Store, tasks: list[Task], state: str, message: str) -> tuple[list[str], dict]:
+def replace_tasks(store: Store, tasks: list[Task], state: str, message: str) -> tuple[list[str], dict]:
     """(ids of the tasks this ended, job -> ids of their replacements). Each job's tasks
     end together with their replacements' queueing (one step: ``end_and_replace``)."""
     by_job: dict[str, list[Task]] = {}
@@ -362,7 +373,7 @@ def drain_tasks(store: Store, name: str) -> dict:
     """Drain's work, reported: ``{stopped: [task ids], replacements: [task ids]}``. The
     replacements are pending: a scheduler worker places them elsewhere."""
     tasks = store.tasks(store.node_task_ids(name))
-    stopped, replaced = _replace(store, tasks, STOPPED, f"node {name} drained")
+    stopped, replaced = replace_tasks(store, tasks, STOPPED, f"node {name} drained")
     return {"stopped": stopped, "replacements": [task_id for ids in replaced.values() for task_id in ids]}
 
 

@@ -217,6 +217,33 @@ class Keys:
         """LIST of the outcomes of the task's failed placement attempts, oldest first (fail.lua)."""
         return self._key("task", task_id, "attempts")
 
+    # Disruption budgets (budgets.py) and drains (drains.py).
+    @cached_property
+    def budgets(self) -> str:
+        """ZSET job id -> when its disruption budget was last counted (ms; 0: not yet): the
+        jobs with a budget, which the workers' upkeep counts."""
+        return self._key("jobs", "budgets")
+
+    def budget(self, job_id: str) -> str:
+        """HASH: the job's disruption budget as last counted, less the disruptions since
+        (expected, healthy, desired, checked, budget, counted_at, evictions)."""
+        return self._key("budget", job_id)
+
+    def budget_disrupted(self, job_id: str) -> str:
+        """ZSET task id -> when its disruption was granted or counted (ms): kube's
+        DisruptedPods, until a later count has seen the task end."""
+        return self._key("budget", job_id, "disrupted")
+
+    @cached_property
+    def drains(self) -> str:
+        """HASH node -> when its drain began (ms): the drains in progress, which the
+        workers' upkeep advances."""
+        return self._key("nodes", "drains")
+
+    def drain(self, name: str) -> str:
+        """HASH: the node's last drain (state, deadline, force, what it waits for...)."""
+        return self._key("drain", name)
+
     # Retention (scheduler/control/retention.py; docs/redis-keys.md, Retention).
     @cached_property
     def ended(self) -> str:
@@ -265,7 +292,8 @@ class Keys:
         key of its own adds it here; the first five are in this order for gc_job.lua."""
         return [self.job(job_id), self.job_tasks(job_id), self.job_ended(job_id), self.job_deployments(job_id),
                 self.job_holds(job_id), self.job_history(job_id), self.faults(job_id), self.tally_job(job_id),
-                self.tally_dom(job_id), self.job_children(job_id), self.dispatch_tokens(job_id)]
+                self.tally_dom(job_id), self.job_children(job_id), self.dispatch_tokens(job_id),
+                self.budget(job_id), self.budget_disrupted(job_id)]
 
     @cached_property
     def job_indexes(self) -> list[str]:
@@ -273,17 +301,18 @@ class Keys:
         (HASH): the job's id is taken out of each when it is removed. A feature that keeps
         a new index of jobs adds it here."""
         return [self.jobs, self.global_jobs, self.job_shares, self.filling, self.jobs_ended, self.jobs_finished,
-                self.jobs_expiring, self.job_labels, self.job_anti, self.held, self.deadlines, self.launchers]
+                self.jobs_expiring, self.job_labels, self.job_anti, self.held, self.deadlines, self.launchers,
+                self.budgets]
 
     def node_keys(self, name: str) -> list[str]:
         """Every key that belongs to one node alone: removed with it (``node_rm.lua``)."""
-        return [self.node(name), self.node_tasks(name), self.heartbeat(name), self.node_history(name)]
+        return [self.node(name), self.node_tasks(name), self.heartbeat(name), self.node_history(name), self.drain(name)]
 
     @cached_property
     def node_indexes(self) -> list[str]:
         """Every key that holds node names as members or fields, the change feed
         (``nodes:changes``) apart: the name is taken out of each when the node is removed."""
-        return [self.nodes, self.agents, self.agent_ttls]
+        return [self.nodes, self.agents, self.agent_ttls, self.drains]
 
     def faults(self, job_id: str) -> str:
         """ZSET "node|task" -> failure time (ms): faulty-node detection per job."""

@@ -39,7 +39,7 @@ SCRIPT_NAMES = ("enqueue", "enqueue_many", "claim", "reclaim", "fail", "move", "
                 "preempt_gang", "unnominate", "claimed", "tallies", "node_put", "node_set", "node_rm", "job_stop",
                 "snapshot", "deployment_open", "deployment_set", "task_health", "history",
                 "replace", "unhold", "launch", "dump_page", "series", "gc_note", "gc_prune", "gc_job", "layout_2",
-                "output", "node_taint", "job_rules",
+                "output", "node_taint", "job_rules", "evict", "budget_count", "budget_note",
                 "pool_put", "capacity")
 
 

@@ -4,7 +4,7 @@ of its nodes, jobs, tasks, nominations, tallies, quotas and tenants.
 Each noun's part lives in its own module, over the keys it owns: ``nodes.py`` (nodes and
 their agents), ``jobs.py`` (jobs and the scripts that create tasks), ``tasks.py``,
 ``nominations.py`` (preemption), ``tallies.py``, ``quotas.py`` (quotas and tenants),
-``deployments.py`` (rolling updates and task health), ``history.py`` (who did what),
+``deployments.py`` (rolling updates and task health), ``budgets.py`` (disruption budgets), ``history.py`` (who did what),
 ``retention.py`` (what ended, and removing it when its time comes), ``layout.py`` (the
 version of the namespace's key layout), ``memory.py`` (Redis memory as the namespace sees it),
 ``snapshots.py`` (the namespace read whole and written back), ``series.py`` (samples
@@ -18,6 +18,7 @@ wrapper is in the module of the noun it changes; simple writes are plain command
 
 from __future__ import annotations
 
+from scheduler.state.budgets import BudgetStore
 from scheduler.state.capacity import CapacityStore
 from scheduler.state.cluster import ClusterStore
 from scheduler.state.deployments import DeploymentStore
@@ -41,5 +42,5 @@ from scheduler.state.tasks import TaskStore
 
 class Store(NodeStore, JobStore, TaskStore, NominationStore, TallyStore, QuotaStore, DeploymentStore,
             HistoryStore, HoldStore, LaunchStore, SnapshotStore, SeriesStore, RetentionStore, LayoutStore,
-            MemoryStore, RuleStore, ClusterStore, PoolStore, CapacityStore):
+            MemoryStore, RuleStore, BudgetStore, ClusterStore, PoolStore, CapacityStore):
     """``Store(client, keys, scripts)``: every noun's reads and writes of one namespace."""
