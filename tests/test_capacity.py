@@ -216,3 +216,20 @@ def test_pools_from_the_command_line_and_bad_input_writing_nothing(api, sched):
     assert api.pools() == []
     bad = sched("capacity", "--expander", "cheapest", ok=False)
     assert bad.exit_code == 2 and "did you mean 'price'" in bad.stderr
+
+
+def test_a_disruption_budget_bounds_how_many_nodes_can_go_across_the_whole_answer(api):
+    for name in ("n1", "n2", "n3", "n4"):
+        api.add_node(name, cpu=4, memory="8GiB")
+    api.submit({"id": "web", "type": "service", "replicas": 4, "resources": {"cpu": 1},
+                "disruption_budget": {"max_unavailable": 1}})
+    place(api)
+    for task in api.tasks(job="web"):
+        assert api.store.start_task(task.id, task.node)  # running, with no health check: healthy
+    down = api.capacity()["scale_down"]
+    assert down["nodes"] == 1  # one task may be disrupted: one node's worth of moves
+    budgeted = [k for k in down["kept"] if "disruption budget" in k["reason"]]
+    assert len(budgeted) == 3 and "job web's disruption budget allows 0 more" in budgeted[0]["reason"]
+    api.submit({"id": "web", "type": "service", "replicas": 4, "resources": {"cpu": 1},
+                "disruption_budget": {"max_unavailable": 3}})
+    assert api.capacity()["scale_down"]["nodes"] == 3

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import orjson
 
 from scheduler.control import cluster_read
+from scheduler.control.capacity_budgets import allowance_of
 from scheduler.control.capacity_copy import CapacityCopy
 from scheduler.control.cluster_read import Copy
 from scheduler.control.scale_down import THRESHOLD, scale_down
@@ -49,9 +50,11 @@ class CapacityOptions:
             raise SpecError(f"max_remove must be a whole number of 0 or more, not {self.max_remove!r}.")
 
 
-def answer(store, options: CapacityOptions | None = None, allowance=None) -> dict:
-    """The capacity answer on the cluster as it is now (see :func:`answer_on`)."""
-    return answer_on(cluster_read.read(store), store.pending_work(), store.pools(), options, allowance)
+def answer(store, options: CapacityOptions | None = None) -> dict:
+    """The capacity answer on the cluster as it is now (see :func:`answer_on`), within
+    every job's disruption budget."""
+    return answer_on(cluster_read.read(store), store.pending_work(), store.pools(), options,
+                     lambda read: allowance_of(read, store))
 
 
 def answer_on(read: Copy, pending: PendingWork, pools: list[Pool], options: CapacityOptions | None = None,

@@ -140,11 +140,11 @@ def call_hook(hook: Hook, body: dict) -> tuple[bool, str]:
 
 
 def run_once(store, namespace: str, options: CapacityOptions | None = None, hook: Hook | None = None,
-             cooldowns: Cooldowns | None = None, allowance=None, now_ms: int | None = None) -> dict:
+             cooldowns: Cooldowns | None = None, now_ms: int | None = None) -> dict:
     """One answer, decided on, acted on by the hook if one is given, and recorded.
     Returns the answer with ``decision`` (and ``hook``: what the hook did)."""
     hook, cooldowns = hook or Hook(), cooldowns or Cooldowns()
-    result = answer(store, options, allowance)
+    result = answer(store, options)
     record = store.capacity_record()
     now = now_ms if now_ms is not None else store.now_ms()
     since = unneeded_since(result, record.unneeded, now)

@@ -102,20 +102,14 @@ def capacity(app, as_json, expander, threshold, max_remove, record, exec_cmd, we
     if hook.given or record:
         from scheduler.control.capacity_hooks import run_once
 
-        result = run_once(app.store, app.namespace, options, hook, cooldowns, _allowance())
+        result = run_once(app.store, app.namespace, options, hook, cooldowns)
     else:
         from scheduler.control.capacity import answer
 
-        result = answer(app.store, options, _allowance())
+        result = answer(app.store, options)
     _show(result, as_json)
     if "hook" in result and not result["hook"]["acted"]:
         sys.exit(1)
-
-
-def _allowance():
-    from scheduler.control.capacity_budgets import allowance
-
-    return allowance
 
 
 def _watch(app, options, hook, cooldowns, interval: float, as_json: bool) -> None:
@@ -131,7 +125,7 @@ def _watch(app, options, hook, cooldowns, interval: float, as_json: bool) -> Non
         while True:
             started = time.monotonic()
             try:
-                result = run_once(app.store, app.namespace, options, hook, cooldowns, _allowance())
+                result = run_once(app.store, app.namespace, options, hook, cooldowns)
             except (RedisUnavailable, RedisConnectionError, RedisTimeout) as exc:
                 if not away:
                     click.echo(f"capacity: Redis does not answer ({exc}); trying again every {interval:g} s",
@@ -164,7 +158,7 @@ def _on_trace(app, traces, nodes_files, fmt, until, tick, options, as_json) -> N
             raise SpecError(f"{path} does not exist.")
     loaded = load(list(traces), fmt, list(nodes_files) or None)
     pools = app.store.pools()
-    result = capacity_after(loaded, pools, options, Settings(tick_s=tick, until_s=until), _allowance())
+    result = capacity_after(loaded, pools, options, Settings(tick_s=tick, until_s=until))
     if as_json:
         return print_json(result)
     click.echo(f"After {result['simulated_s']:g} s of {traces[0]}: {result['report']['placed']} tasks placed, "

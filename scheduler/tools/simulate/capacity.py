@@ -25,7 +25,7 @@ def last_event_s(trace: Trace) -> float:
 
 
 def capacity_after(trace: Trace, pools: list[Pool], options: CapacityOptions | None = None,
-                   settings: Settings | None = None, allowance=None, progress=None) -> dict:
+                   settings: Settings | None = None, progress=None) -> dict:
     """Replay ``trace`` up to ``settings.until_s`` (default: its last event), then answer.
     Returns the answer with ``simulated_s`` and the replay's ``report`` (as ``sched
     simulate --json`` gives it)."""
@@ -38,7 +38,7 @@ def capacity_after(trace: Trace, pools: list[Pool], options: CapacityOptions | N
             replay.run(progress)
             for pool in pools:
                 replay.store.put_pool(pool)
-            result = answer(replay.store, options, allowance)
+            result = answer(replay.store, options)
             report = summarise(replay)
         finally:
             replay.store.clear_namespace()
