@@ -64,10 +64,10 @@ def answer_on(read: Copy, pending: PendingWork, pools: list[Pool], options: Capa
     options = options or CapacityOptions()
     out: dict = {"nodes": len(read.cluster.order), "pending": len(pending.tasks), "live": len(read.cluster.tasks),
                  "pools": [pool.name for pool in pools]}
-    if options.scale_up:
+    if options.scale_up:  # on a copy of its own: the scale-down may place on the one read
         out["scale_up"] = ScaleUp(CapacityCopy(read, pending), pools, options.expander).run(pending.tasks)
     if options.scale_down:
-        copy = CapacityCopy(read, pending)
+        copy = CapacityCopy(read, pending, fresh=False)
         place_groups(copy, groups_of(copy, pending.tasks))  # room pending work is about to take is not spare
         out["scale_down"] = scale_down(copy, pools, options.threshold,
                                        allowance(read) if allowance is not None else None, options.max_remove)

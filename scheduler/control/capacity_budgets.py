@@ -18,6 +18,8 @@ from scheduler.model.states import LIVE_STATES
 def allowance_of(read: Copy, store=None) -> dict[str, int]:
     """job -> disruptions its budget allows now; jobs without a budget are left out."""
     out: dict[str, int] = {}
+    if not any(spec.disruption_budget is not None for spec in read.cluster.specs.values()):
+        return out
     by_job: dict[str, list] = {}
     for task in read.tasks.values():
         by_job.setdefault(task.job, []).append(task)

@@ -12,7 +12,6 @@ the fit rule then refuses them), so the placer's node table follows it row by ro
 
 from __future__ import annotations
 
-import copy as copying
 import dataclasses
 from dataclasses import dataclass
 
@@ -40,6 +39,7 @@ class CapacityCopy:
     def __init__(self, read: Copy, pending: PendingWork, fresh: bool = True):
         self.read, self.pending = read, pending
         self.cluster: Cluster = _copy_of(read.cluster) if fresh else read.cluster
+        self._tainted()
         self.specs = dict(pending.specs)  # (job, version) -> spec, for the pending tasks
         self.gone: set[str] = set()  # nodes taken away
         self.added: set[str] = set()  # nodes added
@@ -74,6 +74,7 @@ class CapacityCopy:
             cluster.on_node[node.name] = {}
             self.added.add(node.name)
         cluster._rules.clear()
+        self._tainted()
 
     def drop_nodes(self, names: list[str]) -> None:
         """Forget nodes added with :meth:`add_nodes` (their residents first, if any)."""
@@ -86,6 +87,12 @@ class CapacityCopy:
             self.added.discard(name)
         cluster.order = [node for node in cluster.order if node.name not in drop]
         cluster._rules.clear()
+        self._tainted()
+
+    def _tainted(self) -> None:
+        """Tell the placer which nodes have taints, as a worker's node cache does, so that
+        each call does not look through every node for them."""
+        self.cluster.placer.tainted = [node for node in self.cluster.order if node.taints]
 
     def take_away(self, name: str) -> Taken:
         """Take a node out of service with its tasks: they hold no room and count on no
@@ -144,5 +151,6 @@ def _copy_of(cluster: Cluster) -> Cluster:
     the original as read, so one reading serves both halves of an answer."""
     nodes = [dataclasses.replace(node, allocated=dict(node.allocated), ports=dict(node.ports),
                                  nominations=dict(node.nominations)) for node in cluster.order]
-    residents = [copying.copy(resident) for resident in cluster.tasks.values()]
+    residents = [Resident(r.id, r.job, r.node, r.resources, r.ports, r.priority, r.state, r.movable, r.domains,
+                          r.started_ms) for r in cluster.tasks.values()]
     return Cluster(nodes, residents, cluster.specs, cluster.index, cluster.epoch)
