@@ -106,7 +106,10 @@ def _move_all(copy: CapacityCopy, name: str, moving: list[Resident]) -> tuple[li
         by_job.setdefault(resident.job, []).append(resident.id)
     done: list[tuple[str, list[tuple[str, str]]]] = []
     for job, ids in sorted(by_job.items()):
-        spec = copy.current(job)
+        # Ranked by binpack, every hard rule kept: the autoscaler's simulation asks only
+        # whether the tasks fit somewhere, and the fullest node first leaves the emptier
+        # ones to go next.
+        spec = copy.cluster.binpacked(copy.current(job))
         result = copy.place(spec, ids)
         done.append((job, result.assignments))
         if result.unplaced:
