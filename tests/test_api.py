@@ -153,6 +153,12 @@ def test_every_route_answers_as_the_document_says(app, http, tokens):
     assert [e["action"] for e in api("GET", f"/v1/nodes/n1/history{ns}").json()] == ["taint", "untaint", "pause",
                                                                                  "activate", "drain"]
     assert api("DELETE", f"/v1/nodes/n1{ns}").json()["removed"] is True
+    assert api("PUT", f"/v1/pools/general{ns}", json={"cpu": 8, "memory": "32GiB", "cost": 0.4}).json()["created"]
+    assert [p["name"] for p in api("GET", f"/v1/pools{ns}").json()] == ["general"]
+    assert api("GET", f"/v1/capacity{ns}&expander=price").json()["pools"] == ["general"]
+    assert api("POST", f"/v1/capacity{ns}").json()["digest"]
+    assert api("GET", f"/v1/capacity/last{ns}").json()["answer"]["pools"] == ["general"]
+    assert api("DELETE", f"/v1/pools/general{ns}").json()["removed"] is True
     assert api("POST", f"/v1/jobs{ns}", json={"id": "once", "replicas": 0, "ttl_after_finished": 0}).status_code == 201
     api("POST", f"/v1/jobs/once/stop{ns}")
     collected = api("POST", f"/v1/gc{ns}").json()

@@ -21,6 +21,7 @@ connection, and the history each change is recorded in). See ``docs/python-api.m
 from __future__ import annotations
 
 from scheduler.client.budgets import BudgetClient
+from scheduler.client.capacity import CapacityClient
 from scheduler.client.config import ConfigClient
 from scheduler.client.deployments import DeploymentClient
 from scheduler.client.drains import DrainClient
@@ -31,6 +32,7 @@ from scheduler.client.launches import LaunchClient
 from scheduler.client.layout import LayoutClient
 from scheduler.client.logs import LogClient
 from scheduler.client.nodes import NodeClient
+from scheduler.client.pools import PoolClient
 from scheduler.client.queues import QueueClient
 from scheduler.client.quotas import QuotaClient
 from scheduler.client.rebalance import RebalanceClient
@@ -45,7 +47,7 @@ __all__ = ["Client", "WaitTimeout"]
 
 class Client(NodeClient, DrainClient, JobClient, DeploymentClient, BudgetClient, LaunchClient, TaskClient, LogClient,
              QueueClient, EventClient, ConfigClient, LayoutClient, GcClient, SnapshotClient, QuotaClient, TenantClient,
-             UserClient, WorkerClient, RebalanceClient):
+             UserClient, WorkerClient, RebalanceClient, PoolClient, CapacityClient):
     """One namespace of a scheduler. Methods raise :class:`scheduler.SchedError`
     subclasses (``SpecError``, ``NotFound``, ``RedisUnavailable``) with one sentence.
 

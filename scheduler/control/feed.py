@@ -17,7 +17,7 @@ from scheduler.model.errors import SpecError
 from scheduler.state.store import Store
 from scheduler.state.stream import BATCH, Entry, Follower, GroupFollower
 
-EVENT_TYPES = ("task", "node", "job", "move")
+EVENT_TYPES = ("task", "node", "job", "move", "capacity")
 _ID = re.compile(r"^\d+-\d+$")
 _AGE = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)$")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}

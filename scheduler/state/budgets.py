@@ -104,6 +104,17 @@ class BudgetStore(NamespaceStore):
             fields, disrupted = pipe.execute()
         return fields, {task: int(ms) for task, ms in disrupted}
 
+    def budget_disrupted_many(self, jobs: Iterable[str]) -> dict[str, list[str]]:
+        """The tasks each of ``jobs`` has had an eviction granted for and not yet seen end
+        (its disrupted set), in one round trip."""
+        jobs = list(dict.fromkeys(jobs))
+        if not jobs:
+            return {}
+        with self.client.pipeline(transaction=False) as pipe:
+            for job in jobs:
+                pipe.zrange(self.keys.budget_disrupted(job), 0, -1)
+            return dict(zip(jobs, pipe.execute()))
+
     def budget_numbers(self, jobs: Iterable[str]) -> dict[str, tuple[int, int]]:
         """(healthy, desired) of each of ``jobs`` that has a count, in one round trip."""
         jobs = list(dict.fromkeys(jobs))

@@ -443,6 +443,18 @@ class Keys:
         return self._key("series")
 
     @cached_property
+    def pools(self) -> str:
+        """HASH pool name -> the pool as JSON: the catalogue of node shapes ``sched capacity``
+        scales by (pools.py; at most ``MOST_POOLS``)."""
+        return self._key("pools")
+
+    @cached_property
+    def capacity(self) -> str:
+        """HASH of the last capacity answer and what its hooks did (capacity.py): ``last``,
+        ``digest``, ``at``, ``unneeded``, ``up_at``, ``down_at``."""
+        return self._key("capacity")
+
+    @cached_property
     def restoring(self) -> str:
         """STRING naming the snapshot a restore is writing into the namespace (snapshots.py)."""
         return self._key("restoring")

@@ -40,7 +40,7 @@ SCRIPT_NAMES = ("enqueue", "enqueue_many", "claim", "reclaim", "fail", "move", "
                 "snapshot", "deployment_open", "deployment_set", "task_health", "history",
                 "replace", "unhold", "launch", "dump_page", "series", "gc_note", "gc_prune", "gc_job", "layout_2",
                 "output", "node_taint", "job_rules", "job_page", "task_states", "evict", "budget_count",
-                "budget_note", "drain_set", "move_open", "move_set")
+                "budget_note", "drain_set", "move_open", "move_set", "pool_put", "capacity")
 
 
 @cache

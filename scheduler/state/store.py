@@ -20,6 +20,7 @@ wrapper is in the module of the noun it changes; simple writes are plain command
 from __future__ import annotations
 
 from scheduler.state.budgets import BudgetStore
+from scheduler.state.capacity import CapacityStore
 from scheduler.state.cluster import ClusterStore
 from scheduler.state.deployments import DeploymentStore
 from scheduler.state.drains import DrainStore
@@ -32,6 +33,7 @@ from scheduler.state.memory import MemoryStore
 from scheduler.state.moves import MoveStore
 from scheduler.state.nodes import NodeStore
 from scheduler.state.nominations import NominationStore
+from scheduler.state.pools import PoolStore
 from scheduler.state.quotas import QuotaStore
 from scheduler.state.retention import RetentionStore
 from scheduler.state.rules import RuleStore
@@ -43,5 +45,5 @@ from scheduler.state.tasks import TaskStore
 
 class Store(NodeStore, JobStore, TaskStore, NominationStore, TallyStore, QuotaStore, DeploymentStore,
             HistoryStore, HoldStore, LaunchStore, SnapshotStore, SeriesStore, RetentionStore, LayoutStore,
-            MemoryStore, RuleStore, BudgetStore, DrainStore, ClusterStore, MoveStore):
+            MemoryStore, RuleStore, BudgetStore, DrainStore, ClusterStore, MoveStore, PoolStore, CapacityStore):
     """``Store(client, keys, scripts)``: every noun's reads and writes of one namespace."""

@@ -77,6 +77,15 @@ def _tenant(value: str) -> str:
         raise inputs.BadInput(str(exc)) from None
 
 
+def _pool(value: str) -> str:
+    from scheduler.model.pools import check_pool_name
+
+    try:
+        return check_pool_name(value)
+    except SpecError as exc:
+        raise inputs.BadInput(str(exc)) from None
+
+
 def _move_id(value: str) -> str:
     plan, dash, index = value.partition("-")
     if not (dash and plan.isdigit() and index.isdigit() and len(value) <= 24):
@@ -98,6 +107,7 @@ PATH_PARAMS: dict[str, tuple[dict, str, Callable[[str], str]]] = {
     "tenant": ({"type": "string", "pattern": f"^{names._TENANT_RE.pattern}$"}, "a tenant's name", _tenant),
     "move_id": ({"type": "string", "pattern": r"^[1-9][0-9]{0,11}-[1-9][0-9]{0,3}$"}, "a move's id: <plan>-<index>",
                 _move_id),
+    "pool": ({"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"}, "a pool's name", _pool),
 }
 NAMESPACE = Param("namespace", {"type": "string", "pattern": f"^(?:{names._NAMESPACE_RE.pattern})?$"},
                   "The namespace to act in; by default the token's own (for a token of every namespace, or without "

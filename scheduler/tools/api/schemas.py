@@ -170,6 +170,17 @@ QUEUES = named("Queues", obj({"active": INTEGER, "backoff": INTEGER, "unschedula
 QUOTA = named("Quota", obj({"namespace": STRING, "quota": COUNTS, "used": COUNTS},
                           description="A namespace's quota (tasks counted as `tasks`) and what its live tasks hold."))
 QUOTA_REMOVED = named("QuotaRemoved", obj({"namespace": STRING, "removed": BOOLEAN}))
+POOL = named("Pool", obj({
+    "name": STRING, "capacity": COUNTS, "labels": {"type": "object"}, "engine_labels": {"type": "object"},
+    "taints": array(STRING), "os": STRING, "arch": STRING, "role": STRING, "plugins": array(STRING),
+    "cost": NUMBER, "min_nodes": INTEGER, "max_nodes": nullable(INTEGER), "priority": INTEGER},
+    {"nodes": INTEGER, "created": BOOLEAN}, description="A pool, as `sched pool ls --json` prints it."))
+POOL_REMOVED = named("PoolRemoved", obj({"name": STRING, "removed": BOOLEAN}))
+CAPACITY = named("Capacity", obj(
+    {"nodes": INTEGER, "pending": INTEGER, "live": INTEGER, "pools": array(STRING)},
+    {"scale_up": ANY_OBJECT, "scale_down": ANY_OBJECT, "decision": ANY_OBJECT, "digest": STRING,
+     "recorded_at": MS},
+    description="A capacity answer, as `sched capacity --json` prints it (docs/cli.md)."))
 TENANT = named("Tenant", obj({"name": STRING, "weight": NUMBER, "used": COUNTS, "dominant_share": NUMBER}))
 TENANT_REMOVED = named("TenantRemoved", obj({"name": STRING, "removed": BOOLEAN}))
 STREAM_INFO = named("StreamInfo", obj(
