@@ -13,7 +13,9 @@ anti-affinity of other jobs included. A commit that let a wrong placement throug
 caught whatever the worker or the commit believed.
 
 The ledger also checks every eviction by a ``NoExecute`` taint: not before the task's
-``toleration_seconds`` since it met the taint, so not twice within them.
+``toleration_seconds`` since it met the taint, so not twice within them; and hands every
+task event to ``budget_ledger.Budgets``, which checks each drain's eviction against the
+job's disruption budget.
 
 The nodes are read at the end of each step: the machine changes nodes (taints,
 availability, labels never) only in steps that place nothing, so they are the nodes each
@@ -30,6 +32,8 @@ import orjson
 
 from scheduler.model import LIVE_STATES, TERMINAL_STATES
 from scheduler.model.errors import NotFound
+
+from budget_ledger import Budgets
 
 ENDED = TERMINAL_STATES  # an event with one of these states ends what was live
 EVICTED = "evicted from node "
@@ -127,6 +131,7 @@ class Ledger:
         self.nodes: dict = {}  # as the last step left them
         self.evictions: dict[tuple, int] = {}  # (job, slot, node, taint) -> when it last evicted there
         self.problems: list[str] = []
+        self.budgets = Budgets(self.store)  # and the disruptions, against their jobs' budgets
         self.placements = 0
         self.checked_evictions = 0
         self.unchecked = 0  # events of tasks removed before the ledger read them
@@ -174,10 +179,17 @@ class Ledger:
                              for p in self.placement(task_id, task, event["node"], nodes)]
                 self.live[task_id] = Live(task.job, task.version, event["node"])
                 self.placements += 1
-            elif state in ENDED and task_id in self.live:
+            task = None
+            if state == "stopped":
+                try:
+                    task = store.get_task(task_id)
+                except NotFound:  # removed by retention within the step: how it ended is not known
+                    self.unchecked += 1
+            problems += self.budgets.see(event, task)
+            if state in ENDED and task_id in self.live:
                 ended = self.live.pop(task_id)
-                if state == "stopped":
-                    problems += self.eviction(task_id, ended, nodes)
+                if task is not None:
+                    problems += self.eviction(task_id, task, ended, nodes)
 
     def agrees(self, tasks) -> list[str]:
         """The ledger's live tasks against the tasks' hashes: a change without its event (or
@@ -287,14 +299,9 @@ class Ledger:
                            f"{sorted(jobs)}")
         return out
 
-    def eviction(self, task_id: str, ended: Live, nodes: dict) -> list[str]:
+    def eviction(self, task_id: str, task, ended: Live, nodes: dict) -> list[str]:
         """A task stopped by a NoExecute taint: not before its toleration_seconds since it
         met the taint, and so never twice by one taint within them."""
-        try:
-            task = self.store.get_task(task_id)
-        except NotFound:  # removed by retention within the step: how it ended is not known
-            self.unchecked += 1
-            return []
         if not task.message.startswith(EVICTED):
             return []
         self.checked_evictions += 1

@@ -90,6 +90,12 @@ def job_spec(draw, job_id: str, nodes: list[str], jobs: list[str]) -> dict:
     if jobs and draw(st.integers(0, 3)) == 0:
         spec["after"] = [{"job": job, "state": draw(st.sampled_from(["complete", "failed", "ended"]))}
                          for job in draw(st.lists(st.sampled_from(jobs), min_size=1, max_size=2, unique=True))]
+    if draw(st.booleans()):
+        if spec["type"] in ("batch", "sysbatch"):  # a whole min_available only
+            spec["disruption_budget"] = {"min_available": draw(st.integers(0, 2))}
+        else:
+            field = draw(st.sampled_from(["max_unavailable", "min_available"]))
+            spec["disruption_budget"] = {field: draw(st.sampled_from([0, 1, 2, "50%"]))}
     if draw(st.integers(0, 2)) == 0:
         spec["ttl_after_finished"] = draw(st.sampled_from([0, 30]))
     return {k: v for k, v in spec.items() if v not in ([], None)}

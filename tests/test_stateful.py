@@ -6,11 +6,13 @@ scripts take it as their last ARGV, the queue's backoffs and the evictions follo
 one in-process scheduler worker, stepped: a "worker pass" is its upkeep (evictions, global
 jobs, dependencies, retention, launches) and then every batch it finds. The steps:
 
-- nodes: add (a plain node, or an agent's node with 1 to 3 task slots), remove (drained first when it runs tasks), taint (NoSchedule,
-  PreferNoSchedule, NoExecute), untaint, drain, pause, activate; an agent that stops
-  beating (its node goes down and its tasks are lost) and comes back;
+- nodes: add (a plain node, or an agent's node with 1 to 3 task slots), remove (drained
+  first, forced, when it runs tasks), taint (NoSchedule, PreferNoSchedule, NoExecute),
+  untaint, drain (as the jobs' disruption budgets allow, with a deadline or none, or
+  forced), pause, activate; an agent that stops beating (its node goes down and its tasks
+  are lost) and comes back;
 - jobs: submit with random rules and types (service, batch, global, sysbatch, periodic,
-  parameterized, ``after`` dependencies, constraints, ``distinct_property``,
+  parameterized, ``after`` dependencies, disruption budgets, constraints, ``distinct_property``,
   ``topology_spread``, job affinity and anti-affinity, tolerations with random
   ``toleration_seconds``, ports, ``max_per_node``, ``parallelism``, priorities), submit
   again as a new version, scale, stop, launch a periodic job, dispatch a parameterized one;
@@ -23,7 +25,8 @@ jobs, dependencies, retention, launches) and then every batch it finds. The step
 After every step (the invariants): the audit holds (no overcommit, tallies equal tasks,
 every pending task in one queue...); every placement met every hard rule of its job on its
 node when it was committed, checked from the event stream by ``placement_ledger.py``
-(its own rules, not the engine's); no eviction by a NoExecute taint before the task's
+(its own rules, not the engine's); no drain's eviction through the gate beyond the job's
+disruption budget (``budget_ledger.py``); no eviction by a NoExecute taint before the task's
 ``toleration_seconds``; after a worker pass, no task left on a node whose NoExecute taint
 should have evicted it; a task placed on an agent's node is started within a bound or
 ``task explain`` says why; an agent's node holds no more live tasks than its slots; no key
@@ -135,6 +138,8 @@ class Cluster(RuleBasedStateMachine):
     def teardown(self):
         TOTALS.update(self.done)
         TOTALS.update({"examples": 1, "placements checked": self.ledger.placements,
+                       "drain evictions judged": self.ledger.budgets.checked,
+                       "drain evictions within a count's staleness": self.ledger.budgets.unjudged,
                        "evictions checked": self.ledger.checked_evictions, "tasks": len(self.ledger.seen["tasks"]),
                        **{f"{what} removed": len(gone) for what, gone in self._removed().items()}})
         self.worker._committer.shutdown(wait=True)
@@ -180,8 +185,8 @@ class Cluster(RuleBasedStateMachine):
     @rule(name=consumes(nodes))
     @then_workers
     def remove_node(self, name):
-        if self.store.node_task_ids(name):  # as a user must: drain it first
-            self.client.drain(name)
+        if self.store.node_task_ids(name):  # as a user must: drain it first (now: whatever the budgets)
+            self.client.drain(name, force=True)
         self.client.remove_node(name)
         self.agents.discard(name)
 
@@ -205,10 +210,17 @@ class Cluster(RuleBasedStateMachine):
             return
         assert had and not matching()
 
-    @rule(name=nodes, how=st.sampled_from(["drain", "pause", "activate", "activate"]))
+    @rule(name=nodes, how=st.sampled_from(["pause", "activate"]))
     @then_workers
     def availability(self, name, how):
         getattr(self.client, how)(name)
+
+    @rule(name=nodes, deadline=st.sampled_from(["1h", "30s", None]), force=st.sampled_from([False, False, True]))
+    @then_workers
+    def drain(self, name, deadline, force):
+        """A drain: its tasks move as their jobs' budgets allow (the workers carry it on),
+        all at once past its deadline or forced."""
+        self.client.drain(name, deadline=deadline, force=force)
 
     @precondition(lambda self: self.agents)
     @rule(data=st.data())
@@ -391,6 +403,13 @@ class Cluster(RuleBasedStateMachine):
         removed = self._removed()
         found = leftovers(self.app, removed["jobs"], removed["tasks"], removed["nodes"])
         assert not found, found
+
+    @invariant()
+    def a_drained_node_runs_nothing(self):
+        """A drain that says it is complete left nothing on its node (and nothing new goes there)."""
+        for node in self.store.nodes():
+            if node.availability == "drain" and self.client.drain_status(node.name)["state"] == "complete":
+                assert not self.store.node_task_ids(node.name), f"{node.name} drained with tasks left"
 
     def _removed(self) -> dict[str, set[str]]:
         """What the event stream named and is gone: jobs and tasks retention removed, nodes removed."""
