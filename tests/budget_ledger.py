@@ -11,9 +11,11 @@ or ``min_available``, a percentage of ``expected`` rounded up. A healthy task ma
 ``healthy - 1 >= desired``; one not counted healthy only while ``healthy >= desired``.
 
 The gate judges on the last count, at most a few seconds old, less the grants since: a
-change the count has not seen yet (tasks opened, or a running one ended another way) may
-let it grant what the job as it stands would not, as kube's may. So a grant within
-``STALE_MS`` of such a change of its job is not judged.
+change the count has not seen yet may let it grant what the job as it stands would not,
+as kube's may: a running task that ended another way (failed, completed, lost, stopped by
+a scale down...), a new version or count of the job, and, for a job whose expected tasks
+are its open ones, a task opened or ended otherwise than by a grant and its replacement.
+So a grant within ``STALE_MS`` of such a change of its job is not judged.
 """
 
 from __future__ import annotations
@@ -42,7 +44,12 @@ class Budgets:
         self.open: dict[str, str] = {}  # task -> job: pending or live
         self.running: dict[str, str] = {}  # task -> job
         self.changed: dict[str, int] = defaultdict(int)  # job -> when a count last had something new to see
+        self.replacing: dict[str, int] = defaultdict(int)  # job -> replacements of grants still to come
         self.checked = self.unjudged = 0
+
+    def see_job(self, event: dict) -> None:
+        if event.get("event") in ("submitted", "updated", "scaled"):
+            self.changed[event["id"]] = event.get("ts", 0)
 
     def see(self, event: dict, task=None) -> list[str]:
         """One task event (``task``: its hash as read, for an end); the problems it shows."""
@@ -50,7 +57,10 @@ class Budgets:
         if state == "pending" and job:  # a new task (or a preemptor nominated: open already)
             if task_id not in self.open:
                 self.open[task_id] = job
-                self.changed[job] = at
+                if self.replacing[job]:  # the replacement of a grant: the open tasks are as they were
+                    self.replacing[job] -= 1
+                else:
+                    self.changed[job] = at
             return []
         if state == "assigned":
             self.open[task_id] = job
@@ -64,7 +74,7 @@ class Budgets:
         gated = task is not None and state == "stopped" and task.message == f"node {event.get('node')} drained"
         if gated:
             problems = self.grant(task_id, self.open[task_id], at)
-        elif task_id in self.running:
+        else:
             self.changed[self.open[task_id]] = at
         self.open.pop(task_id, None)
         self.running.pop(task_id, None)
@@ -75,6 +85,8 @@ class Budgets:
             spec = self.store.job_spec(job).raw
         except NotFound:
             return []
+        if spec["type"] not in ("global", "sysbatch"):  # a grant's task is replaced (a global one's is not)
+            self.replacing[job] += 1
         budget = spec.get("disruption_budget")
         if not budget:
             return []  # nothing protects it

@@ -163,6 +163,7 @@ class Ledger:
             kind = event.get("type")
             if kind == "job":
                 self.seen["jobs"].add(event["id"])
+                self.budgets.see_job(event)
             elif kind == "node":
                 self.seen["nodes"].add(event["name"])
             if kind != "task":

@@ -9,15 +9,16 @@ event stream and the histories (lists), which tell of removed things by design, 
 does ``faults:<job>``, the job's recent failures by node and task (trimmed to its window
 at the job's next failure, removed with the job);
 ``nodes:changes`` and ``nodes:deltas``, the change feed, which keeps the names it carries
-until it is trimmed; and ``nodes:noexecute``, which the evictions clear of removed nodes
-at their next look (after a worker pass it holds none)."""
+until it is trimmed; ``nodes:noexecute``, which the evictions clear of removed nodes at
+their next look; and a budget's disrupted set, ``budget:<job>:disrupted``, which the
+budget's next count clears of the tasks that ended (the job's own keys go with it)."""
 
 from __future__ import annotations
 
 import re
 
 _SPLIT = re.compile(r"[:|,]")
-FEED = ("nodes:changes", "nodes:deltas")
+LAGGING = ("nodes:changes", "nodes:deltas", "nodes:noexecute")
 
 
 def _names(text: str, jobs: set[str], tasks: set[str], nodes: set[str]) -> list[str]:
@@ -34,9 +35,8 @@ def _names(text: str, jobs: set[str], tasks: set[str], nodes: set[str]) -> list[
     return out
 
 
-def leftovers(app, jobs: set[str], tasks: set[str], nodes: set[str], *, noexecute: bool = False) -> list[str]:
-    """One line per key named after, or holding, a removed job, task or node (``noexecute``:
-    count ``nodes:noexecute`` too)."""
+def leftovers(app, jobs: set[str], tasks: set[str], nodes: set[str]) -> list[str]:
+    """One line per key named after, or holding, a removed job, task or node."""
     if not (jobs or tasks or nodes):
         return []
     client, prefix = app.client, app.keys.prefix
@@ -54,8 +54,8 @@ def leftovers(app, jobs: set[str], tasks: set[str], nodes: set[str], *, noexecut
         if named:
             found.append(f"{name} is left of removed {named[0]}")
             continue
-        if kind in readers and name not in FEED and (noexecute or name != "nodes:noexecute") \
-                and not name.startswith(("task:", "faults:")):
+        if kind in readers and name not in LAGGING and not name.startswith(("task:", "faults:")) \
+                and not name.endswith(":disrupted"):
             collections.append((name, kind))
     with client.pipeline(transaction=False) as pipe:
         for name, kind in collections:
