@@ -1,27 +1,27 @@
-"""Every voluntary disruption checked against its job's disruption budget, as the job stood
-when it was granted: fed the event stream in order by ``placement_ledger.Ledger``.
+"""Every voluntary disruption checked against its job's disruption budget: fed the event
+stream in order by ``placement_ledger.Ledger``.
 
 A drain that evicts a task through the gate ends it with the message ``node <name>
-drained`` (a drain past its deadline, or forced, adds why, and passes no gate). At that
-event the job's tasks are known from the events before it: its open ones (pending or
-live) and its running ones, which are its healthy ones (the machine's jobs have no health
-check). The budget's arithmetic is written again here (``docs/budgets.md``): ``expected``
-is a service's replicas, else the open tasks; ``desired`` is ``expected - max_unavailable``
-or ``min_available``, a percentage of ``expected`` rounded up. A healthy task may go only if
-``healthy - 1 >= desired``; one not counted healthy only while ``healthy >= desired``.
+drained`` (a drain past its deadline, or forced, adds why, and passes no gate). The job's
+tasks are known from the events before it: its open ones (pending or live), its running
+ones, which are its healthy ones (the machine's jobs have no health check), and its
+replicas (the job's events say them). The budget's arithmetic is written again here
+(``docs/budgets.md``): ``expected`` is a service's replicas, else the open tasks;
+``desired`` is ``expected - max_unavailable`` or ``min_available``, a percentage of
+``expected`` rounded up; a healthy task may go if ``healthy - desired >= 1``, one not
+counted healthy while ``healthy >= desired``.
 
-The gate judges on the last count, at most a few seconds old, less the grants since: a
-change the count has not seen yet may let it grant what the job as it stands would not,
-as kube's may: a running task that ended another way (failed, completed, lost, stopped by
-a scale down...), a new version or count of the job, and, for a job whose expected tasks
-are its open ones, a task opened or ended otherwise than by a grant and its replacement.
-So a grant within ``STALE_MS`` of such a change of its job is not judged.
+The gate judges on the job's last count, which may be up to ``STALE_MS`` old, less the
+grants since (as kube's, it may so let go what the job as it stands would not, after a
+change the count has not seen). So a grant is sound when the job as it stood at some
+moment of the last ``STALE_MS`` (a count then), less the grants since, allowed it.
 """
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
+from dataclasses import dataclass
 
 from scheduler.model.errors import NotFound
 
@@ -38,69 +38,83 @@ def desired(budget: dict, expected: int) -> int:
     return scaled(budget["min_available"])
 
 
+@dataclass(frozen=True)
+class Moment:
+    """A job as a count at ``at`` would have found it."""
+
+    at: int
+    healthy: int
+    open: int
+    replicas: int
+    grants: int  # the job's grants so far
+
+
 class Budgets:
     def __init__(self, store):
         self.store = store
         self.open: dict[str, str] = {}  # task -> job: pending or live
         self.running: dict[str, str] = {}  # task -> job
-        self.changed: dict[str, int] = defaultdict(int)  # job -> when a count last had something new to see
-        self.replacing: dict[str, int] = defaultdict(int)  # job -> replacements of grants still to come
-        self.checked = self.unjudged = 0
+        self.replicas: dict[str, int] = {}
+        self.grants: dict[str, int] = defaultdict(int)
+        self.moments: dict[str, list[Moment]] = defaultdict(list)
+        self.checked = 0
 
     def see_job(self, event: dict) -> None:
-        if event.get("event") in ("submitted", "updated", "scaled"):
-            self.changed[event["id"]] = event.get("ts", 0)
+        if "replicas" in event:
+            self.replicas[event["id"]] = event["replicas"]
+            self._moment(event["id"], event.get("ts", 0))
 
     def see(self, event: dict, task=None) -> list[str]:
-        """One task event (``task``: its hash as read, for an end); the problems it shows."""
-        task_id, state, job, at = event["id"], event.get("state"), event.get("job"), event.get("ts", 0)
-        if state == "pending" and job:  # a new task (or a preemptor nominated: open already)
-            if task_id not in self.open:
-                self.open[task_id] = job
-                if self.replacing[job]:  # the replacement of a grant: the open tasks are as they were
-                    self.replacing[job] -= 1
-                else:
-                    self.changed[job] = at
-            return []
-        if state == "assigned":
+        """One task event (``task``: its hash as read, for a stop); the problems it shows."""
+        task_id, state, at = event["id"], event.get("state"), event.get("ts", 0)
+        job = event.get("job") or self.open.get(task_id)
+        if state == "pending" and event.get("job"):
+            self.open[task_id] = job  # a new task (or a preemptor nominated: open already)
+        elif state == "assigned":
             self.open[task_id] = job
-            return []
-        if state == "running":
+        elif state == "running":
             self.running[task_id] = job
-            return []
-        if state not in ("completed", "failed", "stopped", "lost", "preempted") or task_id not in self.open:
-            return []
-        problems = []
-        gated = task is not None and state == "stopped" and task.message == f"node {event.get('node')} drained"
-        if gated:
-            problems = self.grant(task_id, self.open[task_id], at)
+        elif state in ("completed", "failed", "stopped", "lost", "preempted") and task_id in self.open:
+            problems = []
+            if task is not None and state == "stopped" and task.message == f"node {event.get('node')} drained":
+                problems = self.grant(task_id, job, at)
+                self.grants[job] += 1
+            self.open.pop(task_id, None)
+            self.running.pop(task_id, None)
+            self._moment(job, at)
+            return problems
         else:
-            self.changed[self.open[task_id]] = at
-        self.open.pop(task_id, None)
-        self.running.pop(task_id, None)
-        return problems
+            return []
+        self._moment(job, at)
+        return []
+
+    def _moment(self, job: str, at: int) -> None:
+        moments = self.moments[job]
+        moments.append(Moment(at, sum(1 for j in self.running.values() if j == job),
+                              sum(1 for j in self.open.values() if j == job), self.replicas.get(job, 0),
+                              self.grants[job]))
+        old = [i for i, m in enumerate(moments) if m.at < at - STALE_MS]
+        if len(old) > 1:  # the last one before the window stays: a count may have seen it
+            del moments[:old[-1]]
 
     def grant(self, task_id: str, job: str, at: int) -> list[str]:
         try:
             spec = self.store.job_spec(job).raw
         except NotFound:
             return []
-        if spec["type"] not in ("global", "sysbatch"):  # a grant's task is replaced (a global one's is not)
-            self.replacing[job] += 1
         budget = spec.get("disruption_budget")
         if not budget:
             return []  # nothing protects it
-        if at - self.changed[job] <= STALE_MS:
-            self.unjudged += 1
-            return []
         self.checked += 1
-        healthy = sum(1 for j in self.running.values() if j == job)
-        expected = spec["replicas"] if spec["type"] == "service" else sum(1 for j in self.open.values() if j == job)
-        keep = desired(budget, expected)
-        if task_id in self.running and healthy - 1 < keep:
-            return [f"{task_id} evicted by a drain with {healthy} healthy tasks of job {job}, whose budget "
-                    f"{budget} keeps {keep} of {expected}"]
-        if task_id not in self.running and healthy < keep:
-            return [f"{task_id} (not running) evicted by a drain while job {job} has {healthy} healthy tasks, "
-                    f"fewer than the {keep} its budget {budget} keeps"]
-        return []
+        healthy_task = task_id in self.running
+        seen = [m for m in self.moments[job] if m.at >= at - STALE_MS] or self.moments[job][-1:]
+        before = [m for m in self.moments[job] if m.at < at - STALE_MS][-1:]
+        for m in before + seen:
+            healthy = m.healthy - (self.grants[job] - m.grants)
+            keep = desired(budget, m.replicas if spec["type"] == "service" else m.open)
+            if healthy - keep >= 1 or (not healthy_task and healthy >= keep):
+                return []
+        now = self.moments[job][-1]
+        return [f"{task_id} evicted by a drain from job {job} (budget {budget}) although no count of the last "
+                f"{STALE_MS} ms allowed it: now {now.healthy} healthy of {now.open} open, replicas {now.replicas}, "
+                f"{self.grants[job]} grants so far"]

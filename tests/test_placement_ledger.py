@@ -104,3 +104,20 @@ def test_an_eviction_before_its_toleration_seconds_is_reported(app, ledger):
     announce(app, "e.0", "stopped", "n1")
     problems = ledger.take()
     assert len(problems) == 1 and "4000 ms after it met the taint, tolerated for 10 s" in problems[0], problems
+
+
+@pytest.mark.parametrize("budget, evicted, reported", [({"max_unavailable": 1}, 1, False),
+                                                      ({"max_unavailable": 1}, 2, True),
+                                                      ({"min_available": 2}, 1, True),
+                                                      ({"max_unavailable": "50%"}, 1, False)])
+def test_a_drain_beyond_the_jobs_budget_is_reported(app, ledger, budget, evicted, reported):
+    submit(app, id="web", replicas=2, disruption_budget=budget)
+    for task_id in ("web.0", "web.1"):
+        announce(app, task_id, "assigned", "n1")
+        announce(app, task_id, "running", "n1")
+    for task_id in ("web.0", "web.1")[:evicted]:
+        app.client.hset(app.keys.task(task_id), mapping={"state": "stopped", "message": "node n1 drained"})
+        announce(app, task_id, "stopped", "n1")
+    problems = ledger.take()
+    assert ledger.budgets.checked == evicted
+    assert (len(problems) == 1 and "evicted by a drain from job web" in problems[0]) if reported else not problems

@@ -139,7 +139,6 @@ class Cluster(RuleBasedStateMachine):
         TOTALS.update(self.done)
         TOTALS.update({"examples": 1, "placements checked": self.ledger.placements,
                        "drain evictions judged": self.ledger.budgets.checked,
-                       "drain evictions within a count's staleness": self.ledger.budgets.unjudged,
                        "evictions checked": self.ledger.checked_evictions, "tasks": len(self.ledger.seen["tasks"]),
                        **{f"{what} removed": len(gone) for what, gone in self._removed().items()}})
         self.worker._committer.shutdown(wait=True)
@@ -159,7 +158,9 @@ class Cluster(RuleBasedStateMachine):
     # Nodes.
     @initialize(target=nodes)
     def first_nodes(self):
-        return multiple(*(self._add(self._name("n"), 4, {"zone": ZONES[i], "rack": RACKS[i % 2]}) for i in range(3)))
+        """One plain node and two agents' nodes, in three zones."""
+        return multiple(*(self._add(self._name("n"), 4, {"zone": ZONES[i], "rack": RACKS[i % 2]}, agent_slots=slots)
+                          for i, slots in enumerate((0, 3, 3))))
 
     @initialize(target=jobs, data=st.data())
     def first_jobs(self, data):
