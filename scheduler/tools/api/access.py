@@ -3,7 +3,9 @@ namespace (or of every one) and one role.
 
 Every request but ``GET /v1/openapi.json`` carries ``Authorization: Bearer <token>``;
 the token's SHA-256 is looked up in Redis (:mod:`scheduler.state.api_tokens`), in one
-round trip with the count of the address's refusals. A request without a live token gets
+round trip with the count of the address's refusals, and what was found is kept a few
+seconds for the next requests of the same token and address
+(:mod:`scheduler.state.checked_tokens`: a revocation ends it at once). A request without a live token gets
 **401**; an address that sent :data:`MAX_FAILED` such requests in
 :data:`FAILED_WINDOW_S` gets **429** (with ``Retry-After``) whatever its token, until the
 window ends. A live token asking for another namespace than its
@@ -29,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scheduler.state.api_tokens import EVERY_NAMESPACE, ROLES, ApiTokens
+from scheduler.state.checked_tokens import CheckedTokens
 from scheduler.tools.api.problems import Problem
 
 MAX_FAILED = 20  # requests with a missing or wrong token per address and window
@@ -61,6 +64,7 @@ class Guard:
 
     def __init__(self, client, auth: bool):
         self.tokens = ApiTokens(client)
+        self.checked = CheckedTokens(client)
         self.auth = auth
 
     def admit(self, authorization: str | None, address: str) -> Access:
@@ -68,6 +72,9 @@ class Guard:
             return OPEN
         scheme, _, token = (authorization or "").partition(" ")
         token = token.strip() if scheme.lower() == "bearer" else ""
+        record = self.checked.get(token, address) if token else None
+        if record is not None:
+            return Access(record["name"], record["namespace"], record["role"])
         failed, record = self.tokens.admit(token or None, address)
         if failed >= MAX_FAILED:
             wait = max(1, self.tokens.failures().retry_after_s(address))
@@ -78,6 +85,7 @@ class Guard:
             said = "a token is required" if not authorization else "the token is not valid (revoked, expired or mistyped)"
             raise Problem(401, f"{said}: send Authorization: Bearer <token> (sched token create makes one).",
                           headers={"www-authenticate": "Bearer"})
+        self.checked.keep(token, address, record)
         return Access(record["name"], record["namespace"], record["role"])
 
     @staticmethod

@@ -9,6 +9,8 @@ server (``sched ui``): paths under ``/v1/`` are the API's, the rest the dashboar
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import orjson
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
@@ -24,6 +26,7 @@ from scheduler.tools.api.access import Guard
 from scheduler.tools.api.route import endpoint
 from scheduler.tools.ui import inputs
 from scheduler.tools.ui.security import SAFE_METHODS, same_origin
+from scheduler.tools.ui.server import REQUEST_THREADS
 
 NOUNS = (meta, nodes, jobs, tasks, deployments, queues, quotas, tenants, events, config, gc, layout, snapshots)
 ROUTES = [route for noun in NOUNS for route in noun.ROUTES]
@@ -50,6 +53,7 @@ def create_api(app: App, auth: bool = True, allowed_hosts: list[str] | None = No
     web.state.sched = app
     web.state.guard = Guard(app.client, auth)
     web.state.streams = set() if streams is None else streams
+    web.state.threads = ThreadPoolExecutor(REQUEST_THREADS, thread_name_prefix="sched-api")
     return web
 
 

@@ -19,7 +19,9 @@ before ``run`` sees its path).
 
 from __future__ import annotations
 
+import asyncio
 import difflib
+import functools
 import os
 import re
 import tempfile
@@ -31,7 +33,6 @@ from typing import IO, Any, Callable
 
 import anyio
 import orjson
-from starlette.concurrency import run_in_threadpool
 from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
@@ -437,6 +438,15 @@ def _small(request: Request) -> bool:
     return length.isdigit() and int(length) <= SMALL_BODY
 
 
+async def in_thread(request: Request, work: Callable, *args):
+    """``work(*args)`` in one of the process's request threads (``app.state.threads``, a
+    bounded pool: its threads' Redis connections are the process's), the loop free
+    meanwhile. A plain executor: anyio's worker threads cost three times as much CPU a
+    hop (benchmarks.md, The HTTP API under concurrent clients)."""
+    return await asyncio.get_running_loop().run_in_executor(request.app.state.threads,
+                                                            functools.partial(work, *args))
+
+
 def endpoint(route: Route):
     """The Starlette endpoint serving ``route``."""
 
@@ -456,17 +466,17 @@ def endpoint(route: Route):
             elif route.lasting or (route.blocking and "index" in request.query_params):
                 outcome = await anyio.to_thread.run_sync(admitted_run, request, limiter=sse.limiter(request.app))
             elif route.body is None:
-                outcome = await run_in_threadpool(admitted_run, request)
+                outcome = await in_thread(request, admitted_run, request)
             elif _small(request):  # read before the token is checked: one thread hop, not two
                 try:
                     body = await read_body(route, request)
                 except Problem as problem:
                     body = problem
-                outcome = await run_in_threadpool(admitted_run, request, body)
+                outcome = await in_thread(request, admitted_run, request, body)
             else:
-                access, namespace = await run_in_threadpool(_admit, route, request)
+                access, namespace = await in_thread(request, _admit, route, request)
                 call = _call(route, request, access, namespace, await read_body(route, request))
-                outcome = await run_in_threadpool(route.run, call)
+                outcome = await in_thread(request, route.run, call)
             return _result(route, outcome, request)
         except Exception as exc:  # noqa: BLE001 - problem_of raises again what it does not know
             return problems.response(problems.problem_of(exc), request.url.path)
@@ -478,7 +488,7 @@ def endpoint(route: Route):
 async def _run_upload(route: Route, request: Request):
     """A route that takes a file: the token first, then the body into a temporary file,
     then ``run`` (in the streams' threads: it may take long), the file removed after."""
-    access, namespace = await run_in_threadpool(_admit, route, request)
+    access, namespace = await in_thread(request, _admit, route, request)
     call = _call(route, request, access, namespace, None)
     call.body = await read_upload(route, request)
     try:
