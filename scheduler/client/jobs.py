@@ -20,6 +20,7 @@ from scheduler.model.quantities import CPU, MEMORY, decimal_memory
 from scheduler.model.spec_text import as_spec, from_template, read_specs
 from scheduler.state.history import Submitted
 from scheduler.state.job_pages import job_page
+from scheduler.state.job_reads import read_job
 from scheduler.state.jobs import parse_stored
 
 
@@ -163,7 +164,7 @@ class JobClient(ClientBase):
         self._record("stop", job=job_id, stopped=len(result["stopped"]))
         return result
 
-    def job(self, job_id: str) -> dict:
+    def job(self, job_id: str, history: bool = False) -> dict:
         """``{id, version, status, created, spec}``. ``status`` is ``running``, ``stopped``,
         ``complete`` for a batch job none of whose tasks is pending or live any more (and
         enough of them completed), or ``failed`` (some failed for good, its deadline passed
@@ -171,14 +172,25 @@ class JobClient(ClientBase):
         dependencies has ``waiting_for``; a periodic job ``next_launch`` (ISO 8601, UTC;
         None while suspended), ``suspended`` and its last ``launches``; a launch names its
         ``parent``. A finished job has ``finished_at`` and ``remove_at`` (ms): when it
-        finished, and when retention removes it."""
-        job = self.store.get_job(job_id)
-        fields = self.store.job_fields(job_id)
-        tasks = self.store.tasks(self.store.job_task_ids(job_id))
-        states = Counter(task.state for task in tasks)
-        record = {**job, "status": job_status({**job, "failure": fields.get("failure", "")}, states, tasks)}
-        record.update(schedule.details(self.store, job_id, fields))
-        return record
+        finished, and when retention removes it. With ``history``, also who did what to
+        it (``history``, :meth:`audit_trail`), read with the rest. Two round trips
+        (state/job_reads.py), and a few more for a launcher's launches and a held job's
+        dependencies."""
+        return self.job_with_index(job_id, history)[0]
+
+    def job_with_index(self, job_id: str, history: bool = False) -> tuple[dict, str]:
+        """:meth:`job`, and the id of the namespace's newest event as of it (read in the
+        same step): the events after it are the changes since."""
+        view = read_job(self.store, job_id, history)
+        fields = view.fields
+        job = {"id": job_id, "version": int(fields["version"]), "status": fields.get("status", "running"),
+               "created": int(fields.get("created", 0)), "spec": view.spec}
+        states = Counter(view.task_states)
+        record = {**job, "status": job_status({**job, "failure": fields.get("failure", "")}, states, view.tasks)}
+        record.update(schedule.details(self.store, job_id, fields, remove_at=lambda: view.remove_at))
+        if history:
+            record["history"] = view.history
+        return record, view.newest_event
 
     def jobs(self) -> list[dict]:
         """Every job with its task counts by state (the ``sched job ls --json`` records);
@@ -194,30 +206,39 @@ class JobClient(ClientBase):
         last). A page reads its own jobs only (state/job_pages.py); with ``keep``, at most
         ``budget`` pages' worth are looked at, so a page may hold fewer records and still
         have a next one, as Nomad's filtered pages do."""
+        return self.jobs_page_with_index(per_page, next_token, prefix, keep, budget)[:2]
+
+    def jobs_page_with_index(self, per_page: int = 100, next_token: str | None = None, prefix: str = "", keep=None,
+                             budget: int = 10) -> tuple[list[dict], str | None, str]:
+        """:meth:`jobs_page`, and the id of the namespace's newest event, read before the
+        page (in its first round trip)."""
         records: list[dict] = []
-        token = next_token
+        token, newest = next_token, None
         for _ in range(budget if keep is not None else 1):
             page = job_page(self.store, per_page, token, prefix)
+            newest = newest or page.newest_event
             for record in self._job_records(page.jobs):
                 if keep is None or keep(record):
                     if len(records) == per_page:
-                        return records, record["id"]
+                        return records, record["id"], newest
                     records.append(record)
             token = page.next_token
             if token is None:
                 break
-        return records, token
+        return records, token, newest or "0-0"
 
     def _job_records(self, summaries) -> list[dict]:
         records = []
-        launches = self.store.next_launches([job.id for job in summaries if "periodic" in job.spec])
-        for job in summaries:
-            counts = Counter(job.task_states)
-            spec = job.spec
-            record = {"id": job.id, "type": spec["type"], "priority": spec["priority"],
-                      "replicas": spec.get("replicas"), "version": job.version,
-                      "status": job_status({"status": job.status, "spec": spec, "failure": job.failure}, counts),
-                      "tasks": dict(counts)}
+        briefs = [job.brief for job in summaries]
+        launches = self.store.next_launches([job.id for job, brief in zip(summaries, briefs) if "periodic" in brief])
+        for job, brief in zip(summaries, briefs):
+            counts: dict[str, int] = {}
+            for state in job.task_states:
+                counts[state] = counts.get(state, 0) + 1
+            status = job.status if job.status != "running" and not job.failure else \
+                job_status({"status": job.status, "spec": brief, "failure": job.failure}, counts)
+            record = {"id": job.id, "type": brief["type"], "priority": brief["priority"],
+                      "replicas": brief["replicas"], "version": job.version, "status": status, "tasks": counts}
             if job.id in launches:
                 record["next_launch"] = schedule.iso(launches[job.id])
                 record["suspended"] = job.suspended
@@ -246,7 +267,7 @@ class JobClient(ClientBase):
                         break
 
 
-def job_status(job: dict, states: Counter, tasks: list[Task] | None = None) -> str:
+def job_status(job: dict, states: dict[str, int], tasks: list[Task] | None = None) -> str:
     """The stored status, except that a job failed with a reason (its deadline passed, a
     dependency could not hold) is ``failed``, and a running batch or sysbatch job whose
     tasks have all ended (none pending or live) is ``complete`` when at least

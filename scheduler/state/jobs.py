@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 import queue
 import threading
 import time
@@ -24,6 +25,7 @@ from scheduler.model.errors import NotFound, RedisUnavailable
 from scheduler.model.names import is_job_id
 from scheduler.state.history import HISTORY_KEEP, Record, record_args
 from scheduler.state.namespace import NamespaceStore
+from scheduler.state.raw_pipeline import read_pipeline
 
 ENQUEUE_CHUNK = 500  # tasks per enqueue.lua call: each call takes a few ms (docs/reliability.md)
 # Jobs per enqueue_many.lua call. Redis keeps every write of a script call for the AOF
@@ -33,6 +35,7 @@ ENQUEUE_CHUNK = 500  # tasks per enqueue.lua call: each call takes a few ms (doc
 BULK_JOBS = 100
 _PIPELINED = 4  # enqueue_many.lua calls per round trip
 SUMMARY_CHUNK = 500  # jobs per job_page.lua call (and tasks per task_states.lua call, twice that)
+_READS_PER_ROUND_TRIP = 8  # such calls sent at once (a page of 1000 jobs: two; every job: a few MB a reply)
 
 
 def shares_value(spec: JobSpec) -> str:
@@ -80,10 +83,40 @@ class JobSummary:
     version: int
     status: str
     created_ms: int
-    spec: dict
+    spec_text: str  # as stored (normalised JSON)
     task_states: list[str]
     failure: str = ""  # why it ended as failed (its deadline passed, a dependency could not hold)
     suspended: bool = False  # a periodic job that launches no tick until resumed
+
+    @functools.cached_property
+    def spec(self) -> dict:
+        return orjson.loads(self.spec_text)
+
+    @property
+    def brief(self) -> dict:
+        """What a list of jobs reads of the spec (:func:`spec_brief`)."""
+        return spec_brief(self.spec_text)
+
+
+def spec_brief(text: str) -> dict:
+    """The fields of a stored spec that a job's list record and its status read: ``type``,
+    ``priority``, ``replicas``, and ``periodic`` and ``parameterized`` when the spec has
+    them. Jobs made from one template differ only in their id, so this is worked out once
+    per template (the text after the id) and shared: the dict must not be changed."""
+    head, comma, rest = text.partition('",')
+    # Shared only when the id's JSON text is the id itself (no escape, no quote: what
+    # follows it is then the rest of the spec, whatever the id).
+    shared = comma and head.startswith('{"id":"') and "\\" not in head and '"' not in head[7:]
+    brief = _briefs.get(rest) if shared else None
+    if brief is None:
+        spec = orjson.loads(text)
+        brief = {"type": spec["type"], "priority": spec["priority"], "replicas": spec.get("replicas"),
+                 **{kind: True for kind in ("periodic", "parameterized") if kind in spec}}
+        if shared:
+            if len(_briefs) >= _TEMPLATES_KEPT:
+                _briefs.clear()
+            _briefs[rest] = brief
+    return brief
 
 
 class JobStore(NamespaceStore):
@@ -178,31 +211,61 @@ class JobStore(NamespaceStore):
 
     def job_summaries(self, ids: list[str] | None = None) -> list[JobSummary]:
         """Every job (or those of ``ids`` that exist, in that order) with the state of each
-        of its tasks: ``job_page.lua`` then ``task_states.lua``, each a call per chunk of
-        jobs or tasks (one round trip each for a page)."""
+        of its tasks: ``job_page.lua`` calls of a chunk of jobs each, in one round trip,
+        then :meth:`task_states` (a page of jobs: two round trips)."""
         k = self.keys
         ids = self.job_ids() if ids is None else ids
-        found, task_ids = [], []
-        for start in range(0, len(ids), SUMMARY_CHUNK):  # one job_page.lua call per chunk: a few ms at most
-            chunk = ids[start:start + SUMMARY_CHUNK]
-            reply = self.scripts.job_page(keys=[key for job_id in chunk for key in (k.job(job_id),
-                                                                                   k.job_tasks(job_id))], args=[])
+        chunks = [ids[start:start + SUMMARY_CHUNK] for start in range(0, len(ids), SUMMARY_CHUNK)]
+        replies = self.read_only([[key for job_id in chunk for key in (k.job(job_id), k.job_tasks(job_id))]
+                                   for chunk in chunks],
+                                  lambda pipe, keys: self.scripts.queue(pipe, "job_page", keys, [], read_only=True))
+        found, counts, task_ids = [], [], []
+        for chunk, reply in zip(chunks, replies):
             at = 0
             for job_id in chunk:
                 version, status, created, spec, failure, suspended, n = reply[at:at + 7]
-                ids_of_job = reply[at + 7:at + 7 + n]
                 at += 7 + n
                 if spec is None:
                     continue  # removed between the two reads
-                found.append(JobSummary(job_id, int(version or 0), status or "running", int(created or 0),
-                                        orjson.loads(spec), [], failure or "", suspended == "1"))
-                task_ids.append(ids_of_job)
-        keys = [k.task(task_id) for ids_of_job in task_ids for task_id in ids_of_job]
-        states = iter([state for start in range(0, len(keys), SUMMARY_CHUNK * 2)
-                       for state in self.scripts.task_states(keys=keys[start:start + SUMMARY_CHUNK * 2], args=[])])
-        for summary, ids_of_job in zip(found, task_ids):
-            summary.task_states = [state for _ in ids_of_job if (state := next(states)) is not None]
+                found.append(JobSummary(job_id, int(version or 0), status or "running", int(created or 0), spec, [],
+                                        failure or "", suspended == "1"))
+                counts.append(n)
+                task_ids += reply[at - n:at]
+        states = self.task_states(task_ids)
+        at = 0
+        for summary, n in zip(found, counts):
+            summary.task_states = [state for state in states[at:at + n] if state is not None]
+            at += n
         return found
+
+    def task_states(self, task_ids: list[str]) -> list[str | None]:
+        """The state of each task (None: no such task), in order: ``task_states.lua`` calls
+        of ``2 * SUMMARY_CHUNK`` tasks each, in one round trip."""
+        task = self.keys.task
+        size = 2 * SUMMARY_CHUNK
+        calls = [[task(task_id) for task_id in task_ids[start:start + size]] for start in range(0, len(task_ids), size)]
+        replies = self.read_only(calls, lambda pipe, keys: self.scripts.queue(pipe, "task_states", keys, [],
+                                                                               read_only=True))
+        return [state for reply in replies for state in reply]
+
+    def read_only(self, calls: list[list[str]], queue) -> list:
+        """The replies of script calls that only read, each given its keys, queued by
+        ``queue(pipe, keys)``: ``_READS_PER_ROUND_TRIP`` calls a round trip (a page of jobs,
+        one). If Redis lost its scripts (a restart), they are loaded and sent again."""
+        replies: list = []
+        for start in range(0, len(calls), _READS_PER_ROUND_TRIP):
+            for reloaded in (False, True):
+                with read_pipeline(self.client) as pipe:
+                    for keys in calls[start:start + _READS_PER_ROUND_TRIP]:
+                        queue(pipe, keys)
+                    try:
+                        replies += pipe.execute()
+                        break
+                    except NoScriptError:
+                        if reloaded:
+                            raise
+                        self.scripts.load_all()
+        return replies
 
     # Writing jobs and creating their tasks.
     def mark_job(self, spec: JobSpec) -> None:
@@ -490,3 +553,4 @@ def parse_stored(raw: str) -> JobSpec:
 
 _TEMPLATES_KEPT = 1024
 _templates: dict[str, JobSpec] = {}  # stored text after the id -> a spec parsed from it
+_briefs: dict[str, dict] = {}  # stored text after the id -> its spec_brief

@@ -20,6 +20,7 @@ from scheduler.model.taints import NO_EXECUTE, Taint, taints_from_text, taints_t
 from scheduler.state.hashes import hgetall_many
 from scheduler.state.namespace import NamespaceStore
 from scheduler.state.nominations import parse_nomination
+from scheduler.state.raw_pipeline import read_pipeline
 
 _DESCRIPTION = ("hostname", "role", "os", "arch")
 
@@ -159,6 +160,18 @@ class NodeStore(NamespaceStore):
         names = self.node_names() if names is None else names
         replies = hgetall_many(self.client, [self.keys.node(name) for name in names])
         return [node_from_hash(fields) for fields in replies if fields]
+
+    def nodes_since(self, seq: int | None) -> tuple[int, str, list[Node] | None]:
+        """The nodes' change sequence (``nodes:seq``, which every change of a node moves:
+        node_cache.py) and the namespace's newest event id, read first, in one round trip;
+        and every node, read after them, unless the sequence is ``seq`` (None: no node
+        changed since a copy read at ``seq``)."""
+        with read_pipeline(self.client) as pipe:
+            pipe.execute_command("XREVRANGE", self.keys.stream, "+", "-", "COUNT", 1)
+            pipe.execute_command("GET", self.keys.node_seq)
+            newest, now = pipe.execute()
+        now = int(now or 0)
+        return now, newest[0][0] if newest else "0-0", None if now == seq else self.nodes()
 
     def _set_node(self, name: str, field: str, value: str) -> str:
         k = self.keys

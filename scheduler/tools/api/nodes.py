@@ -3,6 +3,10 @@ their history (``sched node``)."""
 
 from __future__ import annotations
 
+import weakref
+
+import orjson
+
 from scheduler.client.nodes import node_record
 from scheduler.model import job_schema, make_node
 from scheduler.model.errors import SpecError
@@ -35,8 +39,19 @@ def node_from_body(name: str, body: dict):
                      plugins=body.get("plugins") or [], taints=body.get("taints") or [])
 
 
+_LISTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # namespace's App -> (nodes:seq, the list's JSON)
+
+
 def list_nodes(call: Call):
-    return [node_record(n, n.tasks) for n in call.sched.nodes()]
+    """Every node, from the list's JSON kept per namespace and sent again while no node has
+    changed since (their change sequence, as the workers' copies read it): one small round
+    trip while nothing changes."""
+    seq, body = _LISTS.get(call.sched.app, (None, None))
+    now, newest, nodes = call.sched.store.nodes_since(seq)
+    if nodes is not None:
+        body = orjson.Fragment(orjson.dumps([node_record(n, n.tasks) for n in nodes]))
+        _LISTS[call.sched.app] = (now, body)
+    return Answer(200, body, newest_event=newest)
 
 
 def show_node(call: Call):

@@ -99,11 +99,14 @@ NAMESPACE = Param("namespace", {"type": "string", "pattern": f"^(?:{names._NAMES
 @dataclass(frozen=True)
 class Answer:
     """A success with another status than the route's first (201 for a new job), or with
-    headers (``X-Sched-Next-Token``)."""
+    headers (``X-Sched-Next-Token``); a blocking route's with ``newest_event``, the id of
+    the namespace's newest event as of the state it answers (read with it, or before it):
+    its ``X-Sched-Index``."""
 
     status: int
     body: Any
     headers: dict = field(default_factory=dict)
+    newest_event: str | None = None
 
 
 @dataclass(frozen=True)
@@ -523,21 +526,28 @@ def _wait_s(text: str) -> float:
 
 def _blocking_run(route: Route, call: Call):
     """``route.run`` after the namespace's index (its event stream's newest id) has moved
-    past ``?index=`` or ``?wait=`` has passed; the answer carries ``X-Sched-Index``, read
-    before the state it answers (so a change after it is never missed by the next query).
-    A namespace that keeps no stream has no index to wait on: it answers at once."""
-    stream = call.sched.store.stream
-    index = stream_index(stream.last_id())
+    past ``?index=`` or ``?wait=`` has passed; the answer carries ``X-Sched-Index``, which
+    the route read with the state it answers or before it (:func:`indexed`), so a change
+    after it is never missed by the next query. A namespace that keeps no stream has no
+    index to wait on: it answers at once."""
     wanted = call.query.get("index")
-    if wanted is not None and index <= wanted and stream.maxlen() > 0:
+    stream = call.sched.store.stream
+    if wanted is not None and stream_index(stream.last_id()) <= wanted and stream.maxlen() > 0:
         after = f"{wanted >> _SEQ_BITS}-{wanted & ((1 << _SEQ_BITS) - 1)}"
         deadline = time.monotonic() + _wait_s(call.query["wait"])
         while (left := deadline - time.monotonic()) > 0:  # a second at a time: within the client's read timeout
             entries, _ = stream.read(after, count=1, block_ms=max(1, int(1000 * min(left, BLOCK_STEP_S))))
             if entries:
-                index = stream_index(stream.last_id())
                 break
     outcome = route.run(call)
-    if isinstance(outcome, Answer):
-        return Answer(outcome.status, outcome.body, {**outcome.headers, "x-sched-index": str(index)})
-    return Answer(route.status[0], outcome, {"x-sched-index": str(index)})
+    if not isinstance(outcome, Answer) or outcome.newest_event is None:
+        raise TypeError(f"{route.doing} is a blocking route: it answers with the index it read (indexed())")
+    return Answer(outcome.status, outcome.body, {**outcome.headers, "x-sched-index": str(stream_index(
+        outcome.newest_event))})
+
+
+def indexed(call: Call, read: Callable[[], Any], status: int = 200) -> Answer:
+    """A blocking route's answer: what ``read()`` gives, with the namespace's newest event
+    id read just before it (for routes whose reads cannot take it in their own)."""
+    newest = call.sched.store.stream.last_id()
+    return Answer(status, read(), newest_event=newest)
