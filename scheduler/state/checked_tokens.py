@@ -28,12 +28,14 @@ MOST = 10_000  # tokens and addresses kept at once (past it, all are forgotten a
 class CheckedTokens:
     """(token, address) -> the token's record, for :data:`KEPT_S` after it was read."""
 
-    def __init__(self, client, kept_s: float = KEPT_S):
+    def __init__(self, client, kept_s: float = KEPT_S, clock=time.monotonic):
         self.client = client
         self.kept_s = kept_s
+        self.clock = clock  # seconds, for how long a token is kept
         self._kept: dict[tuple[str, str], tuple[float, dict, str]] = {}  # -> (until, record, sha256)
         self._lock = threading.Lock()  # one thread reads the revocations at a time
         self._revocations = None  # the subscription, made before the first token is kept
+        self._reconnected = False  # the subscription's connection was made again: what was missed?
 
     def get(self, token: str, address: str) -> dict | None:
         """The record of ``token`` from ``address`` while kept, live and not revoked."""
@@ -43,7 +45,7 @@ class CheckedTokens:
             return None
         until, record, _ = kept
         expires = record.get("expires")
-        if until < time.monotonic() or (expires is not None and expires <= time.time() * 1000):
+        if until < self.clock() or (expires is not None and expires <= time.time() * 1000):
             self._kept.pop((token, address), None)
             return None
         return record
@@ -54,7 +56,7 @@ class CheckedTokens:
             return
         if len(self._kept) >= MOST:
             self._kept.clear()
-        self._kept[(token, address)] = (time.monotonic() + self.kept_s, record, digest(token))
+        self._kept[(token, address)] = (self.clock() + self.kept_s, record, digest(token))
 
     def _hear_revocations(self) -> None:
         with self._lock:
@@ -65,7 +67,10 @@ class CheckedTokens:
                     if message["type"] == "message":
                         self._forget(message["data"])
                     elif message["type"] in ("subscribe", "unsubscribe"):
-                        self._kept.clear()  # subscribed again after a lost connection: what was missed?
+                        self._kept.clear()  # subscribed again after a lost connection
+                if self._reconnected:  # redis-py connected again (and subscribed) on its own
+                    self._reconnected = False
+                    self._kept.clear()
             except (redis.RedisError, OSError):
                 self._kept.clear()
                 self._close()
@@ -80,7 +85,13 @@ class CheckedTokens:
             if time.monotonic() > deadline:
                 revocations.close()
                 raise redis.TimeoutError("no answer to SUBSCRIBE")
+        connection = getattr(revocations, "connection", None)
+        if connection is not None:
+            connection.register_connect_callback(self._connected_again)
         self._revocations = revocations
+
+    def _connected_again(self, _connection) -> None:
+        self._reconnected = True
 
     def _forget(self, sha256: str) -> None:
         for key in [key for key, (_, _, kept) in list(self._kept.items()) if kept == sha256]:
