@@ -43,6 +43,18 @@ def round_trips(sent: list[int], call) -> int:
     return sent[0] - before
 
 
+def counting_loop(web, sent: list[int]) -> None:
+    """Count the round trips the API makes on its event loop's connection too."""
+    connection = web.state.loop_redis
+    execute = connection.execute
+
+    async def counted(commands):
+        sent[0] += 1
+        return await execute(commands)
+
+    connection.execute = counted
+
+
 def test_a_job_is_read_in_two_round_trips_whatever_it_holds(app, redis_url):
     counted, sent = counting_app(redis_url, app.keys.namespace)
     sched = Client(app=counted)
@@ -65,7 +77,9 @@ def test_the_api_reads_a_job_a_task_a_page_and_the_nodes_in_constant_round_trips
     sched.add_node("n1", cpu=4, memory="8GiB")
     sched.submit_many([{**ONE, "id": f"job-{i:03d}"} for i in range(250)])
     sched.submit({**ONE, "id": "many", "replicas": 1500})
-    with TestClient(create_api(counted)) as http:
+    web = create_api(counted)
+    counting_loop(web, sent)
+    with TestClient(web) as http:
         api = Api(http, tokens("viewer"))
         assert api("GET", "/v1/token").status_code == 200  # the token read once, then kept
         for job_id in ("job-000", "many"):
@@ -122,3 +136,67 @@ def test_a_token_deleted_by_hand_is_believed_no_longer_than_the_bound(app, token
         assert api("GET", "/v1/nodes").status_code == 200  # kept
         now[0] += 0.2
         assert api("GET", "/v1/nodes").status_code == 401  # read again
+
+
+# ----------------------------------------------------------------------------- reads on the event loop
+def served_on_threads(web) -> list[int]:
+    """Count the requests the API hands to its request threads."""
+    handed = [0]
+    threads = web.state.threads
+    submit = threads.submit
+
+    def counted(*args, **kwargs):
+        handed[0] += 1
+        return submit(*args, **kwargs)
+
+    threads.submit = counted
+    return handed
+
+
+def test_reads_on_the_event_loop_answer_as_those_on_a_thread(app, tokens):
+    sched = Client(app=app)
+    sched.add_node("n1", cpu=4, memory="8GiB", labels={"zone": "a"})
+    sched.submit_many([{**ONE, "id": f"job-{i:03d}"} for i in range(30)])
+    sched.submit({**ONE, "id": "web", "type": "service", "replicas": 3})
+    sched.stop("job-007")
+    token = tokens("viewer")
+    paths = ["/v1/token", "/v1/jobs/web", "/v1/jobs/job-007", "/v1/nodes", "/v1/jobs?per_page=10&next_token=job-005",
+             '/v1/jobs?per_page=5&filter=status%20%3D%3D%20%22stopped%22']
+    answers = []
+    for on_loop in (True, False):
+        web = create_api(app)
+        if not on_loop:
+            web.state.loop_redis = None
+        handed = served_on_threads(web)
+        with TestClient(web) as http:
+            api = Api(http, token)
+            api("GET", "/v1/token")  # the token read (on a thread) and kept
+            handed[0] = 0
+            answers.append([(r.status_code, r.json(), r.headers.get("x-sched-index"), r.headers.get("x-sched-next-token"))
+                            for r in (api("GET", path) for path in paths)])
+        assert handed[0] == (0 if on_loop else len(paths)), on_loop
+    assert answers[0] == answers[1]
+    assert answers[0][2][1]["status"] == "stopped" and answers[0][5][1][0]["id"] == "job-007"
+
+
+def test_a_read_the_loop_cannot_finish_is_done_on_a_thread(app, tokens):
+    sched = Client(app=app)
+    sched.submit(ONE)
+    sched.submit({**ONE, "id": "nightly", "periodic": {"cron": "0 2 * * *"}})
+    web = create_api(app)
+    handed = served_on_threads(web)
+    with TestClient(web) as http:
+        api = Api(http, tokens("viewer"))
+        api("GET", "/v1/token")
+        handed[0] = 0
+        assert api("GET", "/v1/jobs/nightly").json()["next_launch"]  # a launcher's launches: blocking reads
+        assert handed[0] == 1
+        app.client.script_flush()  # Redis lost its scripts: the loop's call is refused, the thread's reloads
+        assert api("GET", "/v1/jobs/one").json()["status"] == "running"
+        assert handed[0] == 2
+        assert api("GET", "/v1/jobs/one").json()["status"] == "running"  # on the loop again
+        assert handed[0] == 2
+        web.state.loop_redis.address = {"path": "/nonexistent/redis.sock"}  # a loop that cannot connect
+        web.state.loop_redis._protocol.close()
+        assert api("GET", "/v1/jobs/one").status_code == 200
+        assert handed[0] == 3

@@ -19,8 +19,9 @@ from scheduler.model.errors import NotFound
 from scheduler.model.quantities import CPU, MEMORY, decimal_memory
 from scheduler.model.spec_text import as_spec, from_template, read_specs
 from scheduler.state.history import Submitted
-from scheduler.state.job_pages import job_page
-from scheduler.state.job_reads import read_job
+from scheduler.state.job_pages import job_page_steps
+from scheduler.state.job_reads import read_job_steps
+from scheduler.state.read_steps import BLOCKING_CALLS, Batch, Steps, run
 from scheduler.state.jobs import parse_stored
 
 
@@ -181,12 +182,19 @@ class JobClient(ClientBase):
     def job_with_index(self, job_id: str, history: bool = False) -> tuple[dict, str]:
         """:meth:`job`, and the id of the namespace's newest event as of it (read in the
         same step): the events after it are the changes since."""
-        view = read_job(self.store, job_id, history)
+        return run(self.store, self.job_steps(job_id, history))
+
+    def job_steps(self, job_id: str, history: bool = False) -> Steps:
+        """:meth:`job_with_index` as steps (state/read_steps.py), for a caller that runs them
+        on an event loop."""
+        view = yield from read_job_steps(self.store, job_id, history)
         fields = view.fields
         job = {"id": job_id, "version": int(fields["version"]), "status": fields.get("status", "running"),
                "created": int(fields.get("created", 0)), "spec": view.spec}
         states = Counter(view.task_states)
         record = {**job, "status": job_status({**job, "failure": fields.get("failure", "")}, states, view.tasks)}
+        if schedule.details_read(fields):
+            yield BLOCKING_CALLS  # a launcher's launches, a held job's dependencies
         record.update(schedule.details(self.store, job_id, fields, remove_at=lambda: view.remove_at))
         if history:
             record["history"] = view.history
@@ -196,7 +204,7 @@ class JobClient(ClientBase):
         """Every job with its task counts by state (the ``sched job ls --json`` records);
         a periodic job's record has ``next_launch`` (ISO 8601, UTC; None while suspended or
         when its schedule has ended) and ``suspended``."""
-        return self._job_records(self.store.job_summaries())  # a few round trips for every job together
+        return run(self.store, self._job_records(self.store.job_summaries_steps(self.store.job_ids())))
 
     def jobs_page(self, per_page: int = 100, next_token: str | None = None, prefix: str = "", keep=None,
                   budget: int = 10) -> tuple[list[dict], str | None]:
@@ -212,12 +220,17 @@ class JobClient(ClientBase):
                              budget: int = 10) -> tuple[list[dict], str | None, str]:
         """:meth:`jobs_page`, and the id of the namespace's newest event, read before the
         page (in its first round trip)."""
+        return run(self.store, self.jobs_page_steps(per_page, next_token, prefix, keep, budget))
+
+    def jobs_page_steps(self, per_page: int = 100, next_token: str | None = None, prefix: str = "", keep=None,
+                        budget: int = 10) -> Steps:
+        """:meth:`jobs_page_with_index` as steps (state/read_steps.py)."""
         records: list[dict] = []
         token, newest = next_token, None
         for _ in range(budget if keep is not None else 1):
-            page = job_page(self.store, per_page, token, prefix)
+            page = yield from job_page_steps(self.store, per_page, token, prefix)
             newest = newest or page.newest_event
-            for record in self._job_records(page.jobs):
+            for record in (yield from self._job_records(page.jobs)):
                 if keep is None or keep(record):
                     if len(records) == per_page:
                         return records, record["id"], newest
@@ -227,10 +240,19 @@ class JobClient(ClientBase):
                 break
         return records, token, newest or "0-0"
 
-    def _job_records(self, summaries) -> list[dict]:
+    def _job_records(self, summaries) -> Steps:
+        """The records of ``summaries`` (steps: periodic jobs' next launches are read)."""
+        if not isinstance(summaries, list):
+            summaries = yield from summaries
         records = []
         briefs = [job.brief for job in summaries]
-        launches = self.store.next_launches([job.id for job, brief in zip(summaries, briefs) if "periodic" in brief])
+        periodic = [job.id for job, brief in zip(summaries, briefs) if "periodic" in brief]
+        launches = {}
+        if periodic:
+            batch = Batch()
+            batch.execute_command("ZMSCORE", self.store.keys.launchers, *periodic)
+            [scores] = yield batch
+            launches = {job_id: float(score) for job_id, score in zip(periodic, scores) if score is not None}
         for job, brief in zip(summaries, briefs):
             counts: dict[str, int] = {}
             for state in job.task_states:

@@ -23,6 +23,14 @@ def iso(ms: float | int | None) -> str | None:
     return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
+def details_read(fields: dict) -> bool:
+    """Whether :func:`details` reads Redis for the job of ``fields`` (its hash): a
+    launcher's launches, a held job's dependencies (the removal time aside, which a caller
+    may give)."""
+    spec = parse_stored(fields["spec"]) if fields.get("spec") else None
+    return spec is not None and (spec.launcher or (fields.get("held") == "1" and bool(spec.after)))
+
+
 def details(store: Store, job_id: str, fields: dict, outcomes: Outcomes | None = None,
             remove_at: Callable[[], int | None] | None = None) -> dict:
     """The fields a job's record gains: ``next_launch``, ``suspended``, ``launches`` (the

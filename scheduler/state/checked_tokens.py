@@ -14,6 +14,7 @@ valid token from it is kept. A token's own expiry is checked on every request.
 
 from __future__ import annotations
 
+import select
 import threading
 import time
 
@@ -40,6 +41,26 @@ class CheckedTokens:
     def get(self, token: str, address: str) -> dict | None:
         """The record of ``token`` from ``address`` while kept, live and not revoked."""
         self._hear_revocations()
+        return self._live(token, address)
+
+    def peek(self, token: str, address: str) -> dict | None:
+        """:meth:`get` without blocking, for the event loop: None also when a revocation
+        may be waiting to be read (the subscription's socket has something to read, or
+        another thread is reading it), or there is no subscription: then :meth:`get`."""
+        revocations = self._revocations
+        if revocations is None or self._reconnected or not self._lock.acquire(blocking=False):
+            return None
+        try:
+            sock = getattr(getattr(revocations, "connection", None), "_sock", None)
+            if sock is None or select.select([sock], [], [], 0)[0]:
+                return None
+            return self._live(token, address)
+        except (OSError, ValueError):  # a socket closed meanwhile
+            return None
+        finally:
+            self._lock.release()
+
+    def _live(self, token: str, address: str) -> dict | None:
         kept = self._kept.get((token, address))
         if kept is None:
             return None

@@ -2,7 +2,8 @@
 round trips, whatever it holds: ``job_read.lua`` (its hash, task ids, history, what
 retention's removal time needs, and the namespace's newest event id, all in one step),
 then its tasks' states (``task_states.lua`` calls, all in one round trip; a sysbatch
-job's tasks whole, as its status looks at the last task on each node).
+job's tasks whole, as its status looks at the last task on each node). Written as steps
+(state/read_steps.py), so that the API reads it on its event loop as well.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import orjson
 
 from scheduler.model import SYSBATCH, Task, check_job_id
 from scheduler.model.errors import NotFound
+from scheduler.state.read_steps import Batch, Steps, as_hash, run
 from scheduler.state.retention import removal_ms
 
 
@@ -32,22 +34,31 @@ class JobView:
 
 def read_job(store, job_id: str, history: bool = False) -> JobView:
     """The job ``job_id`` (NotFound when there is none); ``history``: with its audit trail."""
+    return run(store, read_job_steps(store, job_id, history))
+
+
+def read_job_steps(store, job_id: str, history: bool = False) -> Steps:
+    """:func:`read_job` as steps."""
     check_job_id(job_id)
     k = store.keys
-    keys = [k.job(job_id), k.job_tasks(job_id), k.job_history(job_id), k.stream, k.jobs_expiring, k.jobs_finished,
-            k.config]
-    args = [job_id, "1" if history else "0"]
-    [reply] = store.read_only([keys], lambda pipe, keys: store.scripts.queue(pipe, "job_read", keys, args,
-                                                                             read_only=True))
+    batch = Batch()
+    store.scripts.queue(batch, "job_read", [k.job(job_id), k.job_tasks(job_id), k.job_history(job_id), k.stream,
+                                            k.jobs_expiring, k.jobs_finished, k.config],
+                        [job_id, "1" if history else "0"], read_only=True)
+    [reply] = yield batch
     newest, flat, task_ids, entries, expiring, finished, retention = reply
     if not flat:
         raise NotFound(f"job {job_id!r} does not exist.")
     fields = dict(zip(flat[::2], flat[1::2]))
     spec = orjson.loads(fields["spec"])
     if spec.get("type") == SYSBATCH:
-        tasks = store.tasks(task_ids)
+        batch = Batch()
+        for task_id in task_ids:
+            batch.execute_command("HGETALL", k.task(task_id))
+        tasks = [Task.from_hash(as_hash(reply)) for reply in (yield batch) if reply]
         states = [task.state for task in tasks]
     else:
-        tasks, states = None, [state for state in store.task_states(task_ids) if state is not None]
+        tasks = None
+        states = [state for state in (yield from store.task_states_steps(task_ids)) if state is not None]
     return JobView(job_id, fields, spec, states, tasks, [orjson.loads(entry) for entry in entries],
                    removal_ms(expiring, finished, retention), newest)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import functools
 import queue
 import threading
 import time
@@ -25,7 +24,7 @@ from scheduler.model.errors import NotFound, RedisUnavailable
 from scheduler.model.names import is_job_id
 from scheduler.state.history import HISTORY_KEEP, Record, record_args
 from scheduler.state.namespace import NamespaceStore
-from scheduler.state.raw_pipeline import read_pipeline
+from scheduler.state.read_steps import Batch, Steps, run
 
 ENQUEUE_CHUNK = 500  # tasks per enqueue.lua call: each call takes a few ms (docs/reliability.md)
 # Jobs per enqueue_many.lua call. Redis keeps every write of a script call for the AOF
@@ -77,7 +76,7 @@ def _text_after_id(spec: JobSpec) -> str:
     return text[len(head):]
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class JobSummary:
     id: str
     version: int
@@ -88,8 +87,9 @@ class JobSummary:
     failure: str = ""  # why it ended as failed (its deadline passed, a dependency could not hold)
     suspended: bool = False  # a periodic job that launches no tick until resumed
 
-    @functools.cached_property
+    @property
     def spec(self) -> dict:
+        """The spec, parsed (a new dict each time)."""
         return orjson.loads(self.spec_text)
 
     @property
@@ -211,14 +211,22 @@ class JobStore(NamespaceStore):
 
     def job_summaries(self, ids: list[str] | None = None) -> list[JobSummary]:
         """Every job (or those of ``ids`` that exist, in that order) with the state of each
-        of its tasks: ``job_page.lua`` calls of a chunk of jobs each, in one round trip,
-        then :meth:`task_states` (a page of jobs: two round trips)."""
+        of its tasks: ``job_page.lua`` calls of a chunk of jobs each, then
+        :meth:`task_states` (a page of jobs: two round trips)."""
+        return run(self, self.job_summaries_steps(self.job_ids() if ids is None else ids))
+
+    def job_summaries_steps(self, ids: list[str]) -> Steps:
+        """:meth:`job_summaries` of ``ids`` as steps (state/read_steps.py)."""
         k = self.keys
-        ids = self.job_ids() if ids is None else ids
         chunks = [ids[start:start + SUMMARY_CHUNK] for start in range(0, len(ids), SUMMARY_CHUNK)]
-        replies = self.read_only([[key for job_id in chunk for key in (k.job(job_id), k.job_tasks(job_id))]
-                                   for chunk in chunks],
-                                  lambda pipe, keys: self.scripts.queue(pipe, "job_page", keys, [], read_only=True))
+        replies = []
+        for start in range(0, len(chunks), _READS_PER_ROUND_TRIP):
+            batch = Batch()
+            for chunk in chunks[start:start + _READS_PER_ROUND_TRIP]:
+                self.scripts.queue(batch, "job_page", [key for job_id in chunk for key in (k.job(job_id),
+                                                                                            k.job_tasks(job_id))],
+                                   [], read_only=True)
+            replies += yield batch
         found, counts, task_ids = [], [], []
         for chunk, reply in zip(chunks, replies):
             at = 0
@@ -231,7 +239,7 @@ class JobStore(NamespaceStore):
                                         failure or "", suspended == "1"))
                 counts.append(n)
                 task_ids += reply[at - n:at]
-        states = self.task_states(task_ids)
+        states = yield from self.task_states_steps(task_ids)
         at = 0
         for summary, n in zip(found, counts):
             summary.task_states = [state for state in states[at:at + n] if state is not None]
@@ -240,32 +248,20 @@ class JobStore(NamespaceStore):
 
     def task_states(self, task_ids: list[str]) -> list[str | None]:
         """The state of each task (None: no such task), in order: ``task_states.lua`` calls
-        of ``2 * SUMMARY_CHUNK`` tasks each, in one round trip."""
-        task = self.keys.task
-        size = 2 * SUMMARY_CHUNK
-        calls = [[task(task_id) for task_id in task_ids[start:start + size]] for start in range(0, len(task_ids), size)]
-        replies = self.read_only(calls, lambda pipe, keys: self.scripts.queue(pipe, "task_states", keys, [],
-                                                                               read_only=True))
-        return [state for reply in replies for state in reply]
+        of ``2 * SUMMARY_CHUNK`` tasks each (a page's in one round trip)."""
+        return run(self, self.task_states_steps(task_ids))
 
-    def read_only(self, calls: list[list[str]], queue) -> list:
-        """The replies of script calls that only read, each given its keys, queued by
-        ``queue(pipe, keys)``: ``_READS_PER_ROUND_TRIP`` calls a round trip (a page of jobs,
-        one). If Redis lost its scripts (a restart), they are loaded and sent again."""
-        replies: list = []
+    def task_states_steps(self, task_ids: list[str]) -> Steps:
+        """:meth:`task_states` as steps (state/read_steps.py)."""
+        task, size = self.keys.task, 2 * SUMMARY_CHUNK
+        calls = [[task(task_id) for task_id in task_ids[start:start + size]] for start in range(0, len(task_ids), size)]
+        states: list[str | None] = []
         for start in range(0, len(calls), _READS_PER_ROUND_TRIP):
-            for reloaded in (False, True):
-                with read_pipeline(self.client) as pipe:
-                    for keys in calls[start:start + _READS_PER_ROUND_TRIP]:
-                        queue(pipe, keys)
-                    try:
-                        replies += pipe.execute()
-                        break
-                    except NoScriptError:
-                        if reloaded:
-                            raise
-                        self.scripts.load_all()
-        return replies
+            batch = Batch()
+            for keys in calls[start:start + _READS_PER_ROUND_TRIP]:
+                self.scripts.queue(batch, "task_states", keys, [], read_only=True)
+            states += [state for reply in (yield batch) for state in reply]
+        return states
 
     # Writing jobs and creating their tasks.
     def mark_job(self, spec: JobSpec) -> None:

@@ -59,6 +59,12 @@ class Access:
 OPEN = Access(None, EVERY_NAMESPACE, ROLES[-1])
 
 
+def _bearer(authorization: str | None) -> str:
+    """The token of ``Authorization: Bearer <token>`` ("" for none)."""
+    scheme, _, token = (authorization or "").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""
+
+
 class Guard:
     """Admits requests (blocking: it reads Redis, so call it in a thread)."""
 
@@ -67,11 +73,19 @@ class Guard:
         self.checked = CheckedTokens(client)
         self.auth = auth
 
+    def kept(self, authorization: str | None, address: str) -> Access | None:
+        """Without blocking (on the event loop): the access of a token this process has
+        kept, else None (then :meth:`admit`, in a thread)."""
+        if not self.auth:
+            return OPEN
+        token = _bearer(authorization)
+        record = self.checked.peek(token, address) if token else None
+        return None if record is None else Access(record["name"], record["namespace"], record["role"])
+
     def admit(self, authorization: str | None, address: str) -> Access:
         if not self.auth:
             return OPEN
-        scheme, _, token = (authorization or "").partition(" ")
-        token = token.strip() if scheme.lower() == "bearer" else ""
+        token = _bearer(authorization)
         record = self.checked.get(token, address) if token else None
         if record is not None:
             return Access(record["name"], record["namespace"], record["role"])

@@ -20,6 +20,7 @@ from starlette.responses import Response
 from starlette.routing import Match, Route as StarletteRoute
 
 from scheduler.state.app import App
+from scheduler.state.loop_redis import LoopRedis
 from scheduler.tools.api import (config, deployments, events, gc, jobs, layout, meta, nodes, openapi, problems, queues,
                                  quotas, snapshots, tasks, tenants)
 from scheduler.tools.api.access import Guard
@@ -57,6 +58,7 @@ def create_api(app: App, auth: bool = True, allowed_hosts: list[str] | None = No
     web.state.guard = Guard(app.client, auth)
     web.state.streams = set() if streams is None else streams
     web.state.threads = ThreadPoolExecutor(REQUEST_THREADS, thread_name_prefix="sched-api")
+    web.state.loop_redis = LoopRedis.for_client(app.client)  # reads served on the event loop (route.py)
     return web
 
 

@@ -47,7 +47,7 @@ def list_nodes(call: Call):
     changed since (their change sequence, as the workers' copies read it): one small round
     trip while nothing changes."""
     seq, body = _LISTS.get(call.sched.app, (None, None))
-    now, newest, nodes = call.sched.store.nodes_since(seq)
+    now, newest, nodes = yield from call.sched.store.nodes_since_steps(seq)
     if nodes is not None:
         body = orjson.Fragment(orjson.dumps([node_record(n, n.tasks) for n in nodes]))
         _LISTS[call.sched.app] = (now, body)

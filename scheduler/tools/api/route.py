@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import difflib
 import functools
+import inspect
 import os
 import re
 import tempfile
@@ -41,6 +42,7 @@ from scheduler.client import Client
 from scheduler.model.errors import SpecError
 from scheduler.model import job_schema, names
 from scheduler.model.names import check_tenant
+from scheduler.state import read_steps
 from scheduler.state.api_tokens import ROLES
 from scheduler.tools.api import problems, schemas, sse
 from scheduler.tools.api.access import Access, Guard
@@ -402,14 +404,19 @@ def _admit(route: Route, request: Request) -> tuple[Access, str]:
     guard: Guard = request.app.state.guard
     address = (request.scope.get("client") or ("",))[0]
     access = guard.admit(request.headers.get("authorization"), address)
+    return access, _namespace(route, request, access)
+
+
+def _namespace(route: Route, request: Request, access: Access) -> str:
+    """The namespace the request acts in, once its access may (403 otherwise)."""
     base = request.app.state.sched
     asked = request.query_params.get("namespace") if route.needs_namespace else None
     if asked is None or asked == "":
         namespace = access.namespace if access.namespace != "*" else base.keys.namespace
     else:
         namespace = inputs.namespace(asked, base.keys.namespace)
-    guard.allow(access, namespace, route.role, route.every_namespace, route.doing)
-    return access, namespace
+    request.app.state.guard.allow(access, namespace, route.role, route.every_namespace, route.doing)
+    return namespace
 
 
 def _call(route: Route, request: Request, access: Access, namespace: str, body) -> Call:
@@ -450,8 +457,40 @@ async def in_thread(request: Request, work: Callable, *args):
                                                             functools.partial(work, *args))
 
 
+def run(route: Route, call: Call):
+    """What ``route.run`` answers, on a thread: its reads, for a route that writes them as
+    steps (a generator function, state/read_steps.py), sent with the Store's client."""
+    if inspect.isgeneratorfunction(route.run):
+        return read_steps.run(call.sched.store, route.run(call))
+    return route.run(call)
+
+
+_THREAD = object()  # what _on_loop answers for a request it leaves to a request thread
+
+
+async def _on_loop(route: Route, request: Request):
+    """A read served on the event loop, without a thread: a route whose reads are steps,
+    for a token the process has kept (access.py) and a Redis the loop can reach
+    (state/loop_redis.py). Anything else, or a read that needs blocking calls, answers
+    _THREAD: the request is then served on a thread as any other."""
+    connection = request.app.state.loop_redis
+    if connection is None:
+        return _THREAD
+    access = request.app.state.guard.kept(request.headers.get("authorization"),
+                                          (request.scope.get("client") or ("",))[0])
+    if access is None:
+        return _THREAD
+    call = _call(route, request, access, _namespace(route, request, access), None)
+    try:
+        outcome = await read_steps.run_on_loop(connection, route.run(call))
+    except read_steps.NeedsThread:
+        return _THREAD
+    return _indexed(route, outcome) if route.blocking else outcome
+
+
 def endpoint(route: Route):
     """The Starlette endpoint serving ``route``."""
+    steps = inspect.isgeneratorfunction(route.run)
 
     def admitted_run(request: Request, body=None):
         access, namespace = _admit(route, request)
@@ -460,7 +499,7 @@ def endpoint(route: Route):
         call = _call(route, request, access, namespace, body)
         if route.blocking:
             return _blocking_run(route, call)
-        return route.run(call)
+        return run(route, call)
 
     async def serve(request: Request):
         try:
@@ -469,7 +508,9 @@ def endpoint(route: Route):
             elif route.lasting or (route.blocking and "index" in request.query_params):
                 outcome = await anyio.to_thread.run_sync(admitted_run, request, limiter=sse.limiter(request.app))
             elif route.body is None:
-                outcome = await in_thread(request, admitted_run, request)
+                outcome = await _on_loop(route, request) if steps else _THREAD
+                if outcome is _THREAD:
+                    outcome = await in_thread(request, admitted_run, request)
             elif _small(request):  # read before the token is checked: one thread hop, not two
                 try:
                     body = await read_body(route, request)
@@ -479,7 +520,7 @@ def endpoint(route: Route):
             else:
                 access, namespace = await in_thread(request, _admit, route, request)
                 call = _call(route, request, access, namespace, await read_body(route, request))
-                outcome = await in_thread(request, route.run, call)
+                outcome = await in_thread(request, run, route, call)
             return _result(route, outcome, request)
         except Exception as exc:  # noqa: BLE001 - problem_of raises again what it does not know
             return problems.response(problems.problem_of(exc), request.url.path)
@@ -495,7 +536,7 @@ async def _run_upload(route: Route, request: Request):
     call = _call(route, request, access, namespace, None)
     call.body = await read_upload(route, request)
     try:
-        return await anyio.to_thread.run_sync(route.run, call, limiter=sse.limiter(request.app))
+        return await anyio.to_thread.run_sync(run, route, call, limiter=sse.limiter(request.app))
     finally:
         call.body.unlink(missing_ok=True)
 
@@ -539,7 +580,11 @@ def _blocking_run(route: Route, call: Call):
             entries, _ = stream.read(after, count=1, block_ms=max(1, int(1000 * min(left, BLOCK_STEP_S))))
             if entries:
                 break
-    outcome = route.run(call)
+    return _indexed(route, run(route, call))
+
+
+def _indexed(route: Route, outcome) -> Answer:
+    """A blocking route's answer with its ``X-Sched-Index``."""
     if not isinstance(outcome, Answer) or outcome.newest_event is None:
         raise TypeError(f"{route.doing} is a blocking route: it answers with the index it read (indexed())")
     return Answer(outcome.status, outcome.body, {**outcome.headers, "x-sched-index": str(stream_index(
