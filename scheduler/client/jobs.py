@@ -257,8 +257,8 @@ class JobClient(ClientBase):
             counts: dict[str, int] = {}
             for state in job.task_states:
                 counts[state] = counts.get(state, 0) + 1
-            status = job.status if job.status != "running" and not job.failure else \
-                job_status({"status": job.status, "spec": brief, "failure": job.failure}, counts)
+            status = job_status({"status": job.status, "spec": brief, "failure": job.failure}, counts) \
+                if job.failure or (job.status == "running" and brief["type"] in RUN_TO_COMPLETION) else job.status
             record = {"id": job.id, "type": brief["type"], "priority": brief["priority"],
                       "replicas": brief["replicas"], "version": job.version, "status": status, "tasks": counts}
             if job.id in launches:
@@ -299,7 +299,7 @@ def job_status(job: dict, states: dict[str, int], tasks: list[Task] | None = Non
         return "failed"
     spec = job["spec"]
     if (job["status"] == "running" and spec["type"] in RUN_TO_COMPLETION and "periodic" not in spec
-            and "parameterized" not in spec and states and all(state in TERMINAL_STATES for state in states)):
+            and "parameterized" not in spec and states and TERMINAL_STATES.issuperset(states)):
         if spec["type"] == BATCH:
             return "complete" if states.get(COMPLETED, 0) >= spec.get("replicas", 1) else "failed"
         if tasks is not None:

@@ -9,6 +9,7 @@ server (``sched ui``): paths under ``/v1/`` are the API's, the rest the dashboar
 
 from __future__ import annotations
 
+import os
 from concurrent.futures import ThreadPoolExecutor
 
 import orjson
@@ -58,7 +59,9 @@ def create_api(app: App, auth: bool = True, allowed_hosts: list[str] | None = No
     web.state.guard = Guard(app.client, auth)
     web.state.streams = set() if streams is None else streams
     web.state.threads = ThreadPoolExecutor(REQUEST_THREADS, thread_name_prefix="sched-api")
-    web.state.loop_redis = LoopRedis.for_client(app.client)  # reads served on the event loop (route.py)
+    # Reads served on the event loop (route.py); SCHED_API_LOOP_READS=0 serves every request on a thread.
+    on_loop = os.environ.get("SCHED_API_LOOP_READS", "1") != "0"
+    web.state.loop_redis = LoopRedis.for_client(app.client) if on_loop else None
     return web
 
 
