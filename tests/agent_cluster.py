@@ -102,10 +102,11 @@ class Cluster:
         self.processes.append((label, process))
         return process
 
-    def agent(self, name: str, *, cpu: str = "2", memory: str = "1GiB", labels=(), slots: int = 2,
+    def agent(self, name: str, *, cpu: str = "2", memory: str = "1GiB", labels=(), slots: int | None = 2,
               heartbeat: str = STEADY_HEARTBEAT_S, wait: bool = True, extra=()) -> subprocess.Popen:
-        args = ["agent", name, "--cpu", cpu, "--memory", memory, "--heartbeat", heartbeat, "--slots", str(slots),
-                *extra]
+        """``slots`` None: the agent's default (from ``cpu``)."""
+        args = ["agent", name, "--cpu", cpu, "--memory", memory, "--heartbeat", heartbeat,
+                *(["--slots", str(slots)] if slots is not None else []), *extra]
         for label in labels:
             args += ["--label", label]
         process = self._start(f"agent-{name}", *args)

@@ -5,6 +5,7 @@ their cleanup: tests/agent_cluster.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import time
@@ -53,9 +54,11 @@ def test_a_task_placed_while_the_rq_redis_is_away_runs_once_it_is_back(cluster, 
 
 
 def test_a_task_whose_rq_job_failed_before_it_began_is_queued_again(cluster, app, tmp_path, namespace, redis_url):
-    """A task waits in the node's RQ queue behind another (one slot) when RQ marks its job
-    failed before any work horse began it (as when a horse cannot reach the state's Redis
-    during a failover): the task is still assigned, and it runs once all the same."""
+    """A task waits in the node's RQ queue behind another (its agent runs one at a time,
+    while the node counts two slots, as after an agent came back with fewer) when RQ marks
+    its job failed before any work horse began it (as when a horse cannot reach the
+    state's Redis during a failover): the task is still assigned, and it runs once all the
+    same."""
     marks = tmp_path / "marks"
     marks.mkdir()
     cluster.agent("a", slots=1)
@@ -63,6 +66,7 @@ def test_a_task_whose_rq_job_failed_before_it_began_is_queued_again(cluster, app
     first = submit(app, {"id": "first", "type": "batch", "max_retries": 0, "resources": SMALL,
                          "run": {"command": ["sh", "-c", "sleep 3"]}})
     cluster.wait(lambda: states(job_tasks(app, first)) == ["running"], "the first task to take the one slot")
+    app.store.put_node(dataclasses.replace(app.store.get_node("a"), slots=2))  # as its agent had before
     second = submit(app, {"id": "second", "type": "batch", "max_retries": 0, "resources": SMALL,
                           "run": {"command": ["sh", "-c", f'echo ran >> "{marks}/$SCHED_TASK_ID"']}})
     task_id = f"{second}.0"

@@ -8,6 +8,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
+from scheduler.state.namespace import NAMESPACE_REGISTRY
 from scheduler.tools.cli import main
 
 from commits import commit_one
@@ -32,9 +33,10 @@ def as_json(result):
 
 def snapshot_all(client) -> dict:
     """Every key in the server, with its type, serialised value and expiry (but RQ's own
-    keys, which RQ workers of other tests may refresh or let expire meanwhile)."""
+    keys, which RQ workers of other tests may refresh or let expire meanwhile, and the
+    registry of namespaces, which any other test's process may add its namespace to)."""
     return {key: (client.type(key), client.dump(key), client.pttl(key))
-            for key in sorted(client.scan_iter(count=1000)) if not key.startswith("rq:")}
+            for key in sorted(client.scan_iter(count=1000)) if not key.startswith("rq:") and key != NAMESPACE_REGISTRY}
 
 
 def live(app, task_id, node):
@@ -283,7 +285,10 @@ def test_task_explain_placed_and_stopped(sched, app):
     sched("job", "submit", "-", input=WEB_YAML)
     live(app, "web.2", "n1")
     placed = as_json(sched("task", "explain", "web.2", "--json"))
-    assert (placed["state"], placed["message"]) == ("assigned", "placed on node n1.")
+    assert (placed["state"], placed["message"]) == ("assigned", "placed on node n1, which has no agent to start it: a "
+                                                               "node added with sched node add runs nothing (sched "
+                                                               "agent n1 runs its tasks).")
+    assert placed["reasons"] == {"node has no agent": 1}
     sched("job", "stop", "web")
     stopped = as_json(sched("task", "explain", "web.0", "--json"))
     assert (stopped["state"], stopped["message"]) == ("stopped", "job stopped")

@@ -6,6 +6,7 @@ plan`` and the dashboard ask them of the nodes as they are."""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -50,9 +51,9 @@ def explain_rules(pipeline: Pipeline, nodes: Sequence[Node], job_counts: Mapping
 
 def explain_table(table: NodeTable, pipeline: Pipeline, job_counts: Mapping[str, int],
                   static_key: tuple) -> Explanation:
-    """``pipeline.explain`` over the node table: the same counts, with the resource
-    and static filters answered from columns and the verdicts cached under
-    ``static_key``; nodes that are not usable or hold nominations are asked one by one."""
+    """``pipeline.explain`` over the node table: the same counts, with the resource, static
+    and slot filters answered from columns and the verdicts cached under ``static_key``;
+    nodes that are not usable or hold nominations are asked one by one."""
     job = pipeline.job
     result = Explanation(nodes_evaluated=len(table.nodes))
     one_by_one = np.flatnonzero(~table.usable).tolist() + table.nominated().tolist()
@@ -73,6 +74,12 @@ def explain_table(table: NodeTable, pipeline: Pipeline, job_counts: Mapping[str,
         for reason in verdicts[remaining & ~passing].tolist():
             result.add(reason)
         remaining &= passing
+    if table.limited:  # a node whose agent's slots are all in use, by its number of slots
+        full = remaining & ~table.slots_free()
+        if full.any():
+            for slots, count in Counter(table.slots[full].tolist()).items():
+                result.add(reasons.slots_full(slots), count)
+            remaining &= ~full
     if job.ports or job.max_per_node:
         count = job_counts.get
         for row in np.flatnonzero(remaining).tolist():

@@ -1,8 +1,8 @@
 """Filters: may this node take one more task of this job?
 
 SwarmKit's filters, each a :class:`~scheduler.engine.pipeline.Filter`, and the chain
-they make. The dynamic filters (readiness, resources, host ports, max_per_node) put their
-share of the task's needs to :func:`scheduler.fit.misfit`, so the rule the Lua commit
+they make. The dynamic filters (readiness, resources, task slots, host ports, max_per_node) put
+their share of the task's needs to :func:`scheduler.fit.misfit`, so the rule the Lua commit
 mirrors is written once. The static ones (plugins, constraints, platform) look only at what a node
 *is*, never at what runs on it, so the placer may cache their verdict per node.
 
@@ -28,7 +28,7 @@ class NodeReady(Filter):
     name = "ready"
 
     def check(self, node, job_on_node):
-        return misfit(node, _NOTHING, (), 0, 0)
+        return misfit(node, _NOTHING, (), 0, 0, slots=False)
 
 
 class Resources(Filter):
@@ -42,7 +42,21 @@ class Resources(Filter):
         return bool(self.needs)
 
     def check(self, node, job_on_node):
-        return misfit(node, self.needs, (), 0, 0, self.priority, self.job)
+        return misfit(node, self.needs, (), 0, 0, self.priority, self.job, slots=False)
+
+
+class TaskSlots(Filter):
+    """A free task slot on a node whose agent has slots (less those held for preemptors
+    the task must leave alone); a node without slots has no such limit."""
+
+    name = "slots"
+
+    def set_task(self, job):
+        self.priority, self.job = job.priority, job.id
+        return True
+
+    def check(self, node, job_on_node):
+        return misfit(node, _NOTHING, (), 0, 0, self.priority, self.job)
 
 
 class Plugins(Filter):
@@ -126,7 +140,7 @@ class HostPorts(Filter):
         return bool(self.ports)
 
     def check(self, node, job_on_node):
-        return misfit(node, _NOTHING, self.ports, 0, 0, self.priority, self.job)
+        return misfit(node, _NOTHING, self.ports, 0, 0, self.priority, self.job, slots=False)
 
 
 class MaxPerNode(Filter):
@@ -139,7 +153,7 @@ class MaxPerNode(Filter):
         return self.limit > 0
 
     def check(self, node, job_on_node):
-        return misfit(node, _NOTHING, (), self.limit, job_on_node)
+        return misfit(node, _NOTHING, (), self.limit, job_on_node, slots=False)
 
 
 def filter_pipeline(job: JobSpec, taints: bool = True) -> Pipeline:
@@ -156,6 +170,7 @@ def filter_pipeline(job: JobSpec, taints: bool = True) -> Pipeline:
     if taints:
         chain.append(Taints())  # no NoSchedule or NoExecute taint the job does not tolerate
     chain += [
+        TaskSlots(),    # a free task slot, on a node whose agent has slots
         HostPorts(),    # the job's host ports are free on the node
         MaxPerNode(),   # the node holds fewer than max_per_node tasks of the job
     ]

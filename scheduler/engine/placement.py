@@ -356,8 +356,8 @@ class Placer:
         table.sync(nodes)
         count, key, rnd = batch.job_counts.get, batch.key, self._random.random
         needs, ports, max_per_node = job.resources, job.ports, job.max_per_node
-        # Rows come from the room mask (usable, room in every resource): without host ports,
-        # max_per_node or nominations on the node, misfit could only agree.
+        # Rows come from the room mask (usable, a free task slot, room in every resource):
+        # without host ports, max_per_node or nominations on the node, misfit could only agree.
         decided = not ports and not max_per_node
         by_tasks = decided and not table._nominated and self._ranks_by_tasks_alone(batch, ctx)
         if by_tasks and wanted <= FEWEST_WALK_MAX:

@@ -82,6 +82,7 @@ def place(table, rows: np.ndarray, job: JobSpec, task_ids: Sequence[str], job_co
     nodes: list[Node] = [table.nodes[row] for row in rows.tolist()]
     free = {r: table.capacity[r][rows] - table.allocated[r][rows] for r in needs}
     tasks = table.tasks[rows].astype(np.float64)
+    slots = table.slots[rows] if table.limited else None  # a node whose slots fill up takes no more
     job_on = np.array([job_counts.get(node.name, 0) for node in nodes], dtype=np.float64)
     valid = np.ones(rows.size, dtype=bool)  # room, and no misfit found (ports, nominations, max_per_node)
     faulty = np.array([node.name in bad for node in nodes], dtype=np.float64) if bad else None
@@ -224,6 +225,8 @@ def place(table, rows: np.ndarray, job: JobSpec, task_ids: Sequence[str], job_co
             if left[i] < needs[resource]:
                 valid[i] = False
         tasks[i] += 1
+        if slots is not None and slots[i] and tasks[i] >= slots[i]:
+            valid[i] = False
         if fit is not None:
             fit.placed(i)
         if counted:

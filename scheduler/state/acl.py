@@ -69,6 +69,9 @@ _READS = ("get", "exists", "hget", "hgetall", "hmget", "hkeys", "hlen", "smember
 # them and queues global jobs' tasks with the scripts a submit uses) but the admin's:
 # dump_page.lua, which reads a namespace whole for a snapshot.
 _ADMIN_SCRIPTS = ("dump_page",)
+# The scripts that only read (scripts.READ_SCRIPTS: a job's record, a page of jobs and
+# their tasks' states) every role calls with EVALSHA_RO (below): Redis checks each read
+# they run as any other.
 _ROLE_SCRIPTS = {
     "viewer": (),
     "submitter": tuple(name for name in SCRIPT_NAMES if name not in _ADMIN_SCRIPTS),
