@@ -200,3 +200,23 @@ def test_a_read_the_loop_cannot_finish_is_done_on_a_thread(app, tokens):
         web.state.loop_redis._protocol.close()
         assert api("GET", "/v1/jobs/one").status_code == 200
         assert handed[0] == 3
+
+
+def test_the_kept_node_list_shows_a_drain_in_progress_as_it_is(app, tokens):
+    from budget_helpers import add_nodes, running_job
+
+    add_nodes(app, ["n3"], cpu=3)
+    add_nodes(app, ["n1"], cpu=1)
+    running_job(app, "web", replicas=4, budget={"max_unavailable": 1})  # n3 drains one task at a time
+    add_nodes(app, ["n2"], cpu=4)
+    with TestClient(create_api(app)) as http:
+        api = Api(http, tokens("operator"))
+        assert all("drain" not in node for node in api("GET", "/v1/nodes").json())  # now kept
+        api("POST", "/v1/nodes/n3/drain", json={"deadline": "10m"})
+        listed = {node["name"]: node for node in api("GET", "/v1/nodes").json()}
+        assert listed["n3"]["availability"] == "drain" and listed["n3"]["drain"]["state"] == "draining"
+        seq = app.client.get(app.keys.node_seq)
+        app.store.set_drain("n3", ("draining",), "", {"message": "still at it"})  # the drain moves, the node not
+        assert app.client.get(app.keys.node_seq) == seq
+        listed = {node["name"]: node for node in api("GET", "/v1/nodes").json()}
+        assert listed["n3"]["drain"]["message"] == "still at it" and "drain" not in listed["n2"]
