@@ -257,8 +257,10 @@ class JobClient(ClientBase):
             counts: dict[str, int] = {}
             for state in job.task_states:
                 counts[state] = counts.get(state, 0) + 1
+            # job_status answers the stored status but for these (most jobs run, or wait, as stored)
+            ends = job.status == "running" and brief["type"] in RUN_TO_COMPLETION and TERMINAL_STATES.issuperset(counts)
             status = job_status({"status": job.status, "spec": brief, "failure": job.failure}, counts) \
-                if job.failure or (job.status == "running" and brief["type"] in RUN_TO_COMPLETION) else job.status
+                if job.failure or (ends and counts) else job.status
             record = {"id": job.id, "type": brief["type"], "priority": brief["priority"],
                       "replicas": brief["replicas"], "version": job.version, "status": status, "tasks": counts}
             if job.id in launches:

@@ -242,7 +242,10 @@ class JobStore(NamespaceStore):
         states = yield from self.task_states_steps(task_ids)
         at = 0
         for summary, n in zip(found, counts):
-            summary.task_states = [state for state in states[at:at + n] if state is not None]
+            if n == 1:  # most jobs: one task
+                summary.task_states = [] if states[at] is None else [states[at]]
+            else:
+                summary.task_states = [state for state in states[at:at + n] if state is not None]
             at += n
         return found
 
