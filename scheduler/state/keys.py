@@ -187,7 +187,7 @@ class Keys:
 
     def job_tasks(self, job_id: str) -> str:
         """ZSET task id -> its index in the job (scale down stops the newest first)."""
-        return self._key("job", job_id, "tasks")
+        return f"{self.prefix}job:{job_id}:tasks"
 
     def job_history(self, job_id: str) -> str:
         """LIST of who submitted, scaled, stopped or reverted the job, oldest first (history.lua)."""

@@ -27,6 +27,17 @@ class JobRead:
     parent: str = ""  # a launch's periodic or parameterized job, which keeps its id
 
 
+def removal_ms(own, finished, job_retention) -> int | None:
+    """When a finished job is to be removed (ms), from its ``jobs:expiring`` score
+    (``own``), its ``jobs:finished`` score and the ``job_retention`` setting as stored (each
+    None when absent); None for a job that is not finished."""
+    if own is not None:
+        return int(float(own))
+    if finished is None:
+        return None
+    return int(float(finished) + Retention.from_config({"job_retention": job_retention or ""}).job_retention * 1000)
+
+
 class RetentionStore(NamespaceStore):
     # Settings (the config hash).
     def retention(self) -> Retention:
@@ -175,11 +186,7 @@ class RetentionStore(NamespaceStore):
             pipe.zscore(k.jobs_finished, job_id)
             pipe.hget(k.config, "job_retention")
             own, finished, setting = pipe.execute()
-        if own is not None:
-            return int(own)
-        if finished is None:
-            return None
-        return int(finished + Retention.from_config({"job_retention": setting or ""}).job_retention * 1000)
+        return removal_ms(own, finished, setting)
 
     def read_jobs(self, job_ids: list[str]) -> list[JobRead]:
         """What :meth:`remove_job` needs of each job, in one round trip (a job that is gone
