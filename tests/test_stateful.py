@@ -471,6 +471,7 @@ def run(redis_url: str, examples: int, steps: int) -> None:
     print(dict(TOTALS))
 
 
+@pytest.mark.slow
 def test_random_sequences_keep_every_promise(redis_url):
     run(redis_url, examples=60, steps=40)
 
