@@ -479,7 +479,6 @@ def test_random_sequences_keep_every_promise(redis_url):
 DEEP = os.environ.get("SCHED_STATEFUL_DEEP", "")
 
 
-@pytest.mark.stateful_deep
-@pytest.mark.skipif(not DEEP, reason="the deep run is opt-in: SCHED_STATEFUL_DEEP=1 (or N examples)")
+@pytest.mark.stateful_deep  # collected only with SCHED_STATEFUL_DEEP set (tests/conftest.py)
 def test_random_sequences_keep_every_promise_deep(redis_url):
     run(redis_url, examples=300 if DEEP == "1" else int(DEEP), steps=80)
