@@ -43,6 +43,8 @@ from scheduler.model.placement_rules import Rules, SpreadRule
 MAX_CLASSES = 64  # beyond this the node-by-node loop is as quick
 MAX_ELIGIBLE = 64  # a hard spread's eligible domains, looked at for every task
 INF = float("inf")
+STRATEGY, TAINTS, SPREAD, JOBS = WEIGHTS["strategy"], WEIGHTS["taints"], WEIGHTS["spread"], WEIGHTS["jobs"]
+Top = tuple[float, int, float, bool]  # a class's first live row: key, row, tasks of the job, from its heap
 
 
 class _Class:
@@ -50,7 +52,8 @@ class _Class:
     sorted ``chunk`` at a time, a heap of those placed on (key, row, tasks of the job), how
     many are live and how many of them hold each number of the job's tasks."""
 
-    __slots__ = ("rows", "keys", "ons", "at", "rest", "rest_keys", "rest_ons", "chunk", "heap", "live", "by_on")
+    __slots__ = ("rows", "keys", "ons", "at", "rest", "rest_keys", "rest_ons", "chunk", "heap", "live", "by_on",
+                 "top", "high")
 
     def __init__(self, rows: np.ndarray, keys: np.ndarray, ons: np.ndarray, chunk: int):
         self.rest, self.rest_keys, self.rest_ons, self.chunk = rows, keys, ons, chunk
@@ -61,6 +64,8 @@ class _Class:
         self.heap: list[tuple[float, int, float]] = []
         self.live = int(rows.size)
         self.by_on: dict[float, int] = {0.0: self.live}
+        self.top: Top | None = None  # the first live row, while nothing in the class changed
+        self.high = -1.0  # the most tasks of the job on a live row (-1: to be found again)
         if ons.any():
             for on in ons[ons != 0].tolist():
                 self.by_on[0.0] -= 1
@@ -87,8 +92,13 @@ class _Class:
         self.at = 0
         return True
 
-    def first(self, dead: bytearray, placed_on: bytearray) -> tuple | None:
+    def changed(self) -> None:
+        self.top, self.high = None, -1.0
+
+    def first(self, dead: bytearray, placed_on: bytearray) -> Top | None:
         """The first live row: (key, row, tasks of the job, whether from the heap)."""
+        if self.top is not None:
+            return self.top
         heap = self.heap
         while heap and dead[heap[0][1]]:
             heappop(heap)
@@ -99,18 +109,23 @@ class _Class:
             self.at = at
             if at < len(rows) or not self._next():
                 break
+        top: Top | None = None
         if self.at < len(self.rows):
             i = self.rows[self.at]
             key = self.keys[self.at]
             if heap and (heap[0][0] < key or (heap[0][0] == key and heap[0][1] < i)):
-                return heap[0][0], heap[0][1], heap[0][2], True
-            return key, i, self.ons[self.at], False
-        if heap:
-            return heap[0][0], heap[0][1], heap[0][2], True
-        return None
+                top = (heap[0][0], heap[0][1], heap[0][2], True)
+            else:
+                top = (key, i, self.ons[self.at], False)
+        elif heap:
+            top = (heap[0][0], heap[0][1], heap[0][2], True)
+        self.top = top
+        return top
 
     def most_on(self) -> float:
-        return max(on for on, rows in self.by_on.items() if rows)
+        if self.high < 0:
+            self.high = max([on for on, rows in self.by_on.items() if rows])
+        return self.high
 
 
 class _Blocker:
@@ -140,9 +155,6 @@ class _Blocker:
         if code + 1 >= len(bounds):
             return []
         return order[bounds[code]:bounds[code + 1]]
-
-
-Top = tuple[float, int, float, bool]  # a class's first live row: key, row, tasks of the job, from its heap
 
 
 def place(table, rows: np.ndarray, job: JobSpec, task_ids: Sequence[str], job_counts: dict[str, int], counted: bool,
@@ -311,6 +323,8 @@ def place(table, rows: np.ndarray, job: JobSpec, task_ids: Sequence[str], job_co
                      np.flatnonzero(np.bincount(d.codes)).tolist()) for d, in_domain in spreads]
     view.soft = [(weight, d.codes[reps].tolist(), d.has[reps].tolist(), in_domain) for weight, d, in_domain in soft]
     view.scored = static_score is not None or prefer is not None or bool(spreads) or bool(soft)
+    view.raw_fixed = not count_own or not any(counted_in is in_domain for _, counted_in, _ in tracked
+                             for in_domain in [*(x[1] for x in spreads), *(x[2] for x in soft)])
 
     dead = view.dead = bytearray(refused.astype(np.uint8).tobytes())
     placed_on = view.placed_on = bytearray(n)  # its entry is in its class's heap now
@@ -340,6 +354,7 @@ def place(table, rows: np.ndarray, job: JobSpec, task_ids: Sequence[str], job_co
         if from_heap:
             heappop(group.heap)
         placed_on[i] = 1
+        group.changed()
         valid = True
         for resource, left in free.items():
             left[i] -= needs[resource]
@@ -391,6 +406,8 @@ class _Classes:
         self.spreads: list[tuple[list[int], list[bool], list[int], list[int]]] = []  # and the codes present
         self.soft: list[tuple[int, list[int], list[bool], list[int]]] = []
         self.scored = False
+        self.raw: tuple[list[float], list[float]] | None = None
+        self.raw_fixed = False  # no ScheduleAnyway spread or soft term counts the job's own tasks
         self.dead = bytearray()
         self.placed_on = bytearray()
         self.of_class: np.ndarray = reps
@@ -403,6 +420,7 @@ class _Classes:
             group = self.groups[int(self.of_class[i])]
             group.live -= 1
             group.by_on[float(self.job_on[i])] -= 1
+            group.changed()
 
     def best(self, first: bool) -> Top | None:
         """The row the node-by-node loop would take for the next task, or None when the hard
@@ -444,6 +462,27 @@ class _Classes:
                 best = top
         return best
 
+    def _raw(self) -> tuple[list[float], list[float]]:
+        """Each class's ScheduleAnyway spread and soft job term sums, before normalising
+        (kept for the call while none of them counts the job's own tasks)."""
+        if self.raw is not None:
+            return self.raw
+        spread_raw = [0.0] * self.count
+        for codes, has, in_domain, present in self.spreads:
+            worst = float(max([in_domain[code] for code in present])) + 1
+            for c in range(self.count):
+                spread_raw[c] = spread_raw[c] + (float(in_domain[codes[c]]) if has[c] else worst)
+        soft_raw = [0.0] * self.count
+        if self.soft:
+            raw = [0] * self.count
+            for weight, codes, has, in_domain in self.soft:
+                for c in range(self.count):
+                    raw[c] = raw[c] + weight * (in_domain[codes[c]] if has[c] else 0)
+            soft_raw = [float(v) for v in raw]
+        if self.raw_fixed:
+            self.raw = (spread_raw, soft_raw)
+        return spread_raw, soft_raw
+
     def _best_scored(self, kept: list[int], tops: list[Top]) -> list[Top]:
         """The first rows with the best normalised score (the rule path's kube-style sum,
         over the live rows of ``kept``)."""
@@ -452,33 +491,23 @@ class _Classes:
         prefer_low = prefer_high = spread_low = spread_high = soft_low = soft_high = 0.0
         if self.prefer is not None:
             prefer_low, prefer_high = _range(kept, self.prefer)
-        spread_raw = [0.0] * self.count
+        no_raw: tuple[list[float], list[float]] = ([], [])
+        spread_raw, soft_raw = self._raw() if self.spreads or self.soft else no_raw
         if self.spreads:
-            for codes, has, in_domain, present in self.spreads:
-                worst = float(max([in_domain[code] for code in present])) + 1
-                for c in kept:
-                    spread_raw[c] = spread_raw[c] + (float(in_domain[codes[c]]) if has[c] else worst)
             spread_low, spread_high = _range(kept, spread_raw)
-        soft_raw = [0.0] * self.count
         if self.soft:
-            raw = [0] * self.count
-            for weight, codes, has, in_domain in self.soft:
-                for c in kept:
-                    raw[c] = raw[c] + weight * (in_domain[codes[c]] if has[c] else 0)
-            for c in kept:
-                soft_raw[c] = float(raw[c])
             soft_low, soft_high = _range(kept, soft_raw)
         scores = []
         for c, top in zip(kept, tops):
-            s = WEIGHTS["strategy"] * _reversed(top[2], low_on, high_on)
+            s = STRATEGY * _reversed(top[2], low_on, high_on)
             if self.static is not None:
                 s = s + self.static[c]
             if self.prefer is not None:
-                s = s + WEIGHTS["taints"] * _reversed(self.prefer[c], prefer_low, prefer_high)
+                s = s + TAINTS * _reversed(self.prefer[c], prefer_low, prefer_high)
             if self.spreads:
-                s = s + WEIGHTS["spread"] * _reversed(spread_raw[c], spread_low, spread_high)
+                s = s + SPREAD * _reversed(spread_raw[c], spread_low, spread_high)
             if self.soft:
-                s = s + WEIGHTS["jobs"] * _normalised(soft_raw[c], soft_low, soft_high)
+                s = s + JOBS * _normalised(soft_raw[c], soft_low, soft_high)
             scores.append(s)
         high = max(scores)
         return [top for top, s in zip(tops, scores) if s == high]
