@@ -40,7 +40,8 @@ def clusters(draw):
         node = make_node(f"n{i}", cpu=cpu, memory=4 * GIB, labels=labels,
                          hostname=draw(st.sampled_from([None, None, "h1", "h2"])),
                          taints=draw(st.lists(st.sampled_from(TAINTS), unique=True, max_size=2)) or None)
-        node.allocated = {"cpu": 1000 * draw(st.sampled_from([0, 0, 1])), "memory": 0}
+        node.allocated = {"cpu": 1000 * draw(st.sampled_from([0, 0, 1])),
+                          "memory": draw(st.sampled_from([0, 0, GIB, 2 * GIB]))}
         node.tasks = draw(st.integers(0, 3))
         cpu = max(cpu, 1 + node.allocated["cpu"] // 1000)
         node.capacity["cpu"] = 1000 * cpu
@@ -59,10 +60,12 @@ def cases(draw):
     names = [n.name for n in nodes]
     spec = {"id": "j", "resources": {"cpu": draw(st.sampled_from(["100m", "250m", "500m", "1"])), "memory": "256MiB"},
             "max_per_node": draw(st.sampled_from([0, 0, 0, 1, 2])), "labels": {"app": "j"},
+            "strategy": draw(st.sampled_from(["spread", "spread", "binpack"])),
             "ports": draw(st.sampled_from([[], [], [], [80]]))}
     if draw(st.booleans()):
         spec["tolerations"] = draw(st.sampled_from([[{"key": "spot", "operator": "Exists"}],
-                                                    [{"key": "maint", "operator": "Exists", "effect": "NoExecute", "toleration_seconds": 5}],
+                                                    [{"key": "maint", "operator": "Exists", "effect": "NoExecute",
+                                                      "toleration_seconds": 5}],
                                                     [{"key": "gpu", "operator": "Exists"}]]))
     if draw(st.booleans()):
         spec["affinities"] = [{"attribute": "node.labels.zone", "value": draw(st.sampled_from("abc")),

@@ -6,20 +6,21 @@ Candidate rows that the rule path's tiers and scores cannot tell apart form a cl
 same ``NoExecute`` eviction, faulty mark, preference groups, soft affinity and
 ``PreferNoSchedule`` scores, and the same domain of every attribute that a spread, a
 required job affinity or a soft term reads. Within a class only the job's tasks on the
-node, the node's tasks and the random tie-break differ, and they order its rows the same
-way for every task: fewest tasks of the job first (which is also the best spread score),
-then the final key. So each class keeps its rows in that order (a stream sorted a chunk
-at a time, and a heap for the rows it has placed on), and each task looks at one row per
-class, the first that is still live: the tiers narrow the classes, the normalised score is
-taken over the live rows of those that remain (the fewest and most tasks of the job come
-from each class's counts), and the final key picks among their first rows the row the
-node-by-node loop would pick.
+node, the node's tasks, its fill (bin packing) and the random tie-break differ, and they
+order its rows the same way for every task: the best fit first when bin packing, then
+fewest tasks of the job (which is also the best spread score), then the final key. So
+each class keeps its rows in that order (a stream sorted a chunk at a time, and a heap
+for the rows it has placed on), and each task looks at one row per class, the first that
+is still live: the tiers narrow the classes, the normalised score is taken over the live
+rows of those that remain (the fewest and most tasks of the job come from each class's
+counts), and the final key picks among their first rows the row the node-by-node loop
+would pick.
 
 Required anti-affinity and ``distinct_property`` only ever take rows away while a group
 places (its own tasks only add to the counts), so they are held per row: a row they
-refuse leaves its class for the rest of the call. Bin packing (a score that differs from
-row to row) and more classes than :data:`MAX_CLASSES` (a spread over hostnames) are left to
-the node-by-node loop: :func:`place` returns None for them.
+refuse leaves its class for the rest of the call. Groups with more than
+:data:`MAX_CLASSES` classes (a spread over hostnames) are left to the node-by-node loop:
+:func:`place` returns None for them.
 """
 
 from __future__ import annotations
@@ -33,9 +34,9 @@ from scheduler.engine import job_affinity
 from scheduler.engine.domains import DomainCounts
 from scheduler.engine.fill import apply
 from scheduler.engine.fit import misfit
-from scheduler.engine.rule_placement import (WEIGHTS, DomainCodes, affinity_column, leaving_column,
+from scheduler.engine.rule_placement import (WEIGHTS, DomainCodes, Fit, affinity_column, leaving_column,
                                              prefer_column)
-from scheduler.engine.scoring import Context
+from scheduler.engine.scoring import MAX_NODE_SCORE, Context
 from scheduler.model import BINPACK, JobSpec
 from scheduler.model.constraints import attribute_getter
 from scheduler.model.placement_rules import Rules, SpreadRule
@@ -44,24 +45,29 @@ MAX_CLASSES = 64  # beyond this the node-by-node loop is as quick
 MAX_ELIGIBLE = 64  # a hard spread's eligible domains, looked at for every task
 INF = float("inf")
 STRATEGY, TAINTS, SPREAD, JOBS = WEIGHTS["strategy"], WEIGHTS["taints"], WEIGHTS["spread"], WEIGHTS["jobs"]
-Top = tuple[float, int, float, bool]  # a class's first live row: key, row, tasks of the job, from its heap
+# A class's first live row: its order within the class (minus its bin-packing score, or 0),
+# its key, the row, the job's tasks on it and whether it is in the class's heap.
+Top = tuple[float, float, int, float, bool]
 
 
 class _Class:
-    """One class's live rows: a stream of those not placed on yet, in (key, row) order and
-    sorted ``chunk`` at a time, a heap of those placed on (key, row, tasks of the job), how
-    many are live and how many of them hold each number of the job's tasks."""
+    """One class's live rows: a stream of those not placed on yet, in (order, key, row)
+    order and sorted ``chunk`` at a time, a heap of those placed on (order, key, row, tasks
+    of the job), how many are live and how many of them hold each number of the job's
+    tasks. The order is 0 but when bin packing: minus the row's fit score."""
 
-    __slots__ = ("rows", "keys", "ons", "at", "rest", "rest_keys", "rest_ons", "chunk", "heap", "live", "by_on",
-                 "top", "high")
+    __slots__ = ("rows", "orders", "keys", "ons", "at", "rest", "rest_orders", "rest_keys", "rest_ons", "chunk",
+                 "heap", "live", "by_on", "top", "high")
 
-    def __init__(self, rows: np.ndarray, keys: np.ndarray, ons: np.ndarray, chunk: int):
-        self.rest, self.rest_keys, self.rest_ons, self.chunk = rows, keys, ons, chunk
+    def __init__(self, rows: np.ndarray, orders: np.ndarray, keys: np.ndarray, ons: np.ndarray, chunk: int):
+        self.rest, self.rest_orders, self.rest_keys, self.rest_ons = rows, orders, keys, ons
+        self.chunk = chunk
         self.rows: list[int] = []
+        self.orders: list[float] = []
         self.keys: list[float] = []
         self.ons: list[float] = []
         self.at = 0
-        self.heap: list[tuple[float, int, float]] = []
+        self.heap: list[tuple[float, float, int, float]] = []
         self.live = int(rows.size)
         self.by_on: dict[float, int] = {0.0: self.live}
         self.top: Top | None = None  # the first live row, while nothing in the class changed
@@ -73,22 +79,27 @@ class _Class:
         self._next()
 
     def _next(self) -> bool:
-        """The next chunk of the stream: every remaining row whose key is at most the
-        ``chunk``-th smallest (so ties are never split), in (key, row) order."""
+        """The next chunk of the stream: every remaining row whose (order, key) is at most
+        the ``chunk``-th smallest (so ties are never split), in (order, key, row) order."""
         size = int(self.rest.size)
         if not size:
             return False
-        rows, keys, ons = self.rest, self.rest_keys, self.rest_ons
+        rows, orders, keys, ons = self.rest, self.rest_orders, self.rest_keys, self.rest_ons
         if size > 2 * self.chunk:
-            bound = np.partition(keys, self.chunk - 1)[self.chunk - 1]
-            take = keys <= bound
+            ordered = orders.any()
+            first = orders if ordered else keys
+            bound = np.partition(first, self.chunk - 1)[self.chunk - 1]
+            take = first <= bound
             keep = ~take
-            self.rest, self.rest_keys, self.rest_ons = rows[keep], keys[keep], ons[keep]
-            rows, keys, ons = rows[take], keys[take], ons[take]
+            self.rest, self.rest_orders = rows[keep], orders[keep]
+            self.rest_keys, self.rest_ons = keys[keep], ons[keep]
+            rows, orders, keys, ons = rows[take], orders[take], keys[take], ons[take]
         else:
             self.rest = rows[:0]
-        order = np.argsort(keys, kind="stable")  # the rows ascend, so equal keys keep row order
-        self.rows, self.keys, self.ons = rows[order].tolist(), keys[order].tolist(), ons[order].tolist()
+        # The rows ascend, so a stable sort keeps equal (order, key) in row order.
+        order = np.lexsort((keys, orders)) if orders.any() else np.argsort(keys, kind="stable")
+        self.rows, self.orders = rows[order].tolist(), orders[order].tolist()
+        self.keys, self.ons = keys[order].tolist(), ons[order].tolist()
         self.at = 0
         return True
 
@@ -96,11 +107,11 @@ class _Class:
         self.top, self.high = None, -1.0
 
     def first(self, dead: bytearray, placed_on: bytearray) -> Top | None:
-        """The first live row: (key, row, tasks of the job, whether from the heap)."""
+        """The first live row."""
         if self.top is not None:
             return self.top
         heap = self.heap
-        while heap and dead[heap[0][1]]:
+        while heap and dead[heap[0][2]]:
             heappop(heap)
         while True:
             at, rows = self.at, self.rows
@@ -111,14 +122,14 @@ class _Class:
                 break
         top: Top | None = None
         if self.at < len(self.rows):
-            i = self.rows[self.at]
-            key = self.keys[self.at]
-            if heap and (heap[0][0] < key or (heap[0][0] == key and heap[0][1] < i)):
-                top = (heap[0][0], heap[0][1], heap[0][2], True)
+            at = self.at
+            streamed = (self.orders[at], self.keys[at], self.rows[at])
+            if heap and (heap[0][0], heap[0][1], heap[0][2]) < streamed:
+                top = (heap[0][0], heap[0][1], heap[0][2], heap[0][3], True)
             else:
-                top = (key, i, self.ons[self.at], False)
+                top = (streamed[0], streamed[1], streamed[2], self.ons[at], False)
         elif heap:
-            top = (heap[0][0], heap[0][1], heap[0][2], True)
+            top = (heap[0][0], heap[0][1], heap[0][2], heap[0][3], True)
         self.top = top
         return top
 
@@ -163,8 +174,6 @@ def place(table, rows: np.ndarray, job: JobSpec, task_ids: Sequence[str], job_co
     """As :func:`scheduler.engine.rule_placement.place` (same arguments, same assignments and
     the same changes to the nodes, ``job_counts`` and ``counts``), or None, having changed
     nothing, when the group is not one for classes."""
-    if job.strategy == BINPACK:
-        return None
     needs = {r: a for r, a in job.resources.items() if a > 0}
     if any(r not in table.capacity for r in needs) or not task_ids:
         return []
@@ -277,6 +286,8 @@ def place(table, rows: np.ndarray, job: JobSpec, task_ids: Sequence[str], job_co
                 job_on[position[row]] = on_node
     tie = noise[rows] * 0.5 if noise.size else np.zeros(n)
     key = job_on * 1e6 + tasks + tie
+    fit = _BinFit(table, rows, job) if job.strategy == BINPACK else None
+    orders = -fit.scores if fit is not None else np.zeros(n)
     count_classes = int(starts.size)
     ends = np.append(starts[1:], by_class.size)
     of_class = np.full(n, -1, dtype=np.int64)
@@ -285,7 +296,7 @@ def place(table, rows: np.ndarray, job: JobSpec, task_ids: Sequence[str], job_co
     groups: list[_Class] = []
     for start, end in zip(starts.tolist(), ends.tolist()):
         members = by_class[start:end]
-        groups.append(_Class(members, key[members], job_on[members], chunk))
+        groups.append(_Class(members, orders[members], key[members], job_on[members], chunk))
     reps = by_class[starts]  # one row of each class, for its values
 
     levels: list[tuple[list[int], list[float], list[float] | None]] = []  # per preference depth
@@ -322,6 +333,7 @@ def place(table, rows: np.ndarray, job: JobSpec, task_ids: Sequence[str], job_co
     view.spreads = [(d.codes[reps].tolist(), d.has[reps].tolist(), in_domain,
                      np.flatnonzero(np.bincount(d.codes)).tolist()) for d, in_domain in spreads]
     view.soft = [(weight, d.codes[reps].tolist(), d.has[reps].tolist(), in_domain) for weight, d, in_domain in soft]
+    view.binpack = fit is not None
     view.scored = static_score is not None or prefer is not None or bool(spreads) or bool(soft)
     view.raw_fixed = not count_own or not any(counted_in is in_domain for _, counted_in, _ in tracked
                              for in_domain in [*(x[1] for x in spreads), *(x[2] for x in soft)])
@@ -338,7 +350,7 @@ def place(table, rows: np.ndarray, job: JobSpec, task_ids: Sequence[str], job_co
         top = view.best(first)
         if top is None:
             break
-        _, i, before, from_heap = top
+        _, _, i, before, from_heap = top
         group = groups[int(of_class[i])]
         row = int(rows[i])
         node = table.nodes[row]
@@ -373,7 +385,10 @@ def place(table, rows: np.ndarray, job: JobSpec, task_ids: Sequence[str], job_co
         group.by_on[before] -= 1
         if valid:
             group.by_on[after] = group.by_on.get(after, 0) + 1
-            heappush(group.heap, (after * 1e6 + float(tasks[i]) + float(tie[i]), i, after))
+            order = 0.0
+            if fit is not None:
+                order = -fit.placed(i)
+            heappush(group.heap, (order, after * 1e6 + float(tasks[i]) + float(tie[i]), i, after))
         else:
             dead[i] = 1
             group.live -= 1
@@ -406,6 +421,7 @@ class _Classes:
         self.spreads: list[tuple[list[int], list[bool], list[int], list[int]]] = []  # and the codes present
         self.soft: list[tuple[int, list[int], list[bool], list[int]]] = []
         self.scored = False
+        self.binpack = False
         self.raw: tuple[list[float], list[float]] | None = None
         self.raw_fixed = False  # no ScheduleAnyway spread or soft term counts the job's own tasks
         self.dead = bytearray()
@@ -456,9 +472,12 @@ class _Classes:
             tops.append(top)
         if self.scored and len(kept) > 1:
             tops = self._best_scored(kept, tops)
+        elif self.binpack and len(kept) > 1:  # the best fit, then the key
+            best_fit = min([top[0] for top in tops])
+            tops = [top for top in tops if top[0] == best_fit]
         best = tops[0]
         for top in tops:
-            if top[0] < best[0] or (top[0] == best[0] and top[1] < best[1]):
+            if top[1] < best[1] or (top[1] == best[1] and top[2] < best[2]):
                 best = top
         return best
 
@@ -486,8 +505,10 @@ class _Classes:
     def _best_scored(self, kept: list[int], tops: list[Top]) -> list[Top]:
         """The first rows with the best normalised score (the rule path's kube-style sum,
         over the live rows of ``kept``)."""
-        low_on = min([top[2] for top in tops])
-        high_on = max([self.groups[c].most_on() for c in kept])
+        low_on = high_on = 0.0
+        if not self.binpack:
+            low_on = min([top[3] for top in tops])
+            high_on = max([self.groups[c].most_on() for c in kept])
         prefer_low = prefer_high = spread_low = spread_high = soft_low = soft_high = 0.0
         if self.prefer is not None:
             prefer_low, prefer_high = _range(kept, self.prefer)
@@ -499,7 +520,7 @@ class _Classes:
             soft_low, soft_high = _range(kept, soft_raw)
         scores = []
         for c, top in zip(kept, tops):
-            s = STRATEGY * _reversed(top[2], low_on, high_on)
+            s = STRATEGY * (-top[0] if self.binpack else _reversed(top[3], low_on, high_on))
             if self.static is not None:
                 s = s + self.static[c]
             if self.prefer is not None:
@@ -511,6 +532,47 @@ class _Classes:
             scores.append(s)
         high = max(scores)
         return [top for top, s in zip(tops, scores) if s == high]
+
+
+class _BinFit:
+    """Each candidate row's bin-packing score (Nomad's ScoreFit, as ``rule_placement.Fit``
+    gives it over every row), kept as rows fill. A row's new score is the one any row with
+    the same free fractions has (the loop works them out for all rows at once, so equal
+    fractions give equal scores), else worked out alone."""
+
+    def __init__(self, table, rows: np.ndarray, job: JobSpec):
+        self.fit = Fit(table, rows, job)
+        self.fractions = [_fractions(capacity, used, need) for capacity, used, need in self.fit.parts]
+        self.scores: np.ndarray = self.fit.scores()
+        self.known: dict[tuple[float, ...], float] = {}
+
+    def placed(self, i: int) -> float:
+        """Row ``i`` took a task: its new score."""
+        self.fit.placed(i)
+        values = tuple([float(_fractions(capacity[i:i + 1], used[i:i + 1], need)[0])
+                        for capacity, used, need in self.fit.parts])
+        found = self.known.get(values)
+        if found is None:
+            same = np.ones(self.scores.size, dtype=bool)
+            for fractions, value in zip(self.fractions, values):
+                same &= fractions == value
+            rows = np.flatnonzero(same)
+            if rows.size:
+                found = float(self.scores[rows[0]])
+            else:  # the loop's formula, for this row alone
+                parts = [np.array([value]) for value in values]
+                while len(parts) < 2:
+                    parts.append(np.zeros(1))
+                found = float(((20 - np.power(10.0, parts[0]) - np.power(10.0, parts[1])) * (MAX_NODE_SCORE / 18))[0])
+            self.known[values] = found
+        return found
+
+
+def _fractions(capacity: np.ndarray, used: np.ndarray, need: float) -> np.ndarray:
+    """What ``rule_placement.Fit.scores`` raises 10 to: each row's free fraction after the task."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        fraction = np.where(capacity > 0, 1 - (used + need) / capacity, 0.0)
+    return np.clip(fraction, 0.0, 1.0)
 
 
 _CLASS_CODES: dict[tuple, tuple] = {}  # key -> (table, its epoch then, each row's class code)

@@ -158,7 +158,7 @@ def place(table, rows: np.ndarray, job: JobSpec, task_ids: Sequence[str], job_co
     counts = counts if counts is not None else DomainCounts()
     tie = noise[rows] * 0.5 if noise.size else np.zeros(rows.size)
     binpack = job.strategy == BINPACK
-    fit = _Fit(table, rows, job) if binpack else None
+    fit = Fit(table, rows, job) if binpack else None
 
     # Preference levels: each row's group, and the job's tasks per group (over every row).
     levels = []
@@ -304,7 +304,7 @@ def place(table, rows: np.ndarray, job: JobSpec, task_ids: Sequence[str], job_co
     return assignments
 
 
-class _Fit:
+class Fit:
     """Nomad's ScoreFit (the binpack scorer) of the candidate rows, kept as they fill."""
 
     def __init__(self, table, rows: np.ndarray, job: JobSpec):
