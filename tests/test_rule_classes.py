@@ -204,3 +204,23 @@ def test_explanations_from_the_table_count_the_domain_rules_as_node_by_node(case
     table.sync(nodes)
     got = explain_table(table, pipeline, job_counts, _static_key(job), lambda node: domain_misfit(node, rules, counts))
     assert got == explain_rules(pipeline, nodes, job_counts, rules, counts)
+
+
+@settings(max_examples=100, deadline=None)
+@given(nodes=clusters(), affinities=st.lists(st.tuples(st.sampled_from(["node.labels.zone", "node.labels.rack",
+                                                                        "node.hostname"]),
+                                                       st.sampled_from(["==", "!="]),
+                                                       st.sampled_from(["a", "b", "r1", "h1"]),
+                                                       st.sampled_from([-100, -30, 10, 50, 100])),
+                                             min_size=1, max_size=3))
+def test_the_affinity_column_is_each_nodes_score(nodes, affinities):
+    """The soft affinity scores the rule path reads from the node table, worked out once
+    per attribute value, are each node's own (Nomad's node affinity)."""
+    from scheduler.engine import affinity
+    from scheduler.engine.rule_placement import affinity_column
+
+    job = parse_job({"id": "j", "affinities": [{"attribute": a, "operator": op, "value": v, "weight": w}
+                                               for a, op, v, w in affinities]})
+    table = NodeTable()
+    table.sync(nodes)
+    assert affinity_column(table, job.affinities).tolist() == [affinity.score(n, job.affinities) for n in nodes]

@@ -32,7 +32,7 @@ from typing import Sequence
 
 import numpy as np
 
-from scheduler.engine import affinity, job_affinity, topology_spread, distinct_property
+from scheduler.engine import job_affinity, topology_spread, distinct_property
 from scheduler.engine.domains import DomainCounts
 from scheduler.engine.fill import apply
 from scheduler.engine.fit import misfit
@@ -102,20 +102,20 @@ def prefer_column(table, tolerations) -> np.ndarray:
 
 
 def affinity_column(table, affinities) -> np.ndarray:
-    """Each node's soft affinity score (Nomad's, -100..100), worked out once per set of
-    values of the attributes the affinities read."""
-    key = ("affinity", tuple((a.constraint.text, a.weight) for a in affinities))
-    gets = [a.constraint.get for a in affinities]
-    known: dict[tuple, float] = {}
-
-    def score(node) -> float:
-        values = tuple(get(node) for get in gets)
-        found = known.get(values)
-        if found is None:
-            found = known[values] = affinity.score(node, affinities)
-        return found
-
-    return table.column(key, score)
+    """Each node's soft affinity score (Nomad's, -100..100: ``affinity.score`` for every
+    node), from the value each affinity's attribute has on it: the values are coded once
+    per attribute and node description (shared by every affinity on that attribute), and
+    each affinity is tested once per value."""
+    total = sum(abs(a.weight) for a in affinities)
+    matched = np.zeros(len(table.nodes), dtype=np.int64)  # the weights each node matches, summed
+    if not total:
+        return matched.astype(np.float64)
+    for a in affinities:
+        get, test = a.constraint.get, a.constraint.test
+        codes, paths = table.groups(("value", a.constraint.key), lambda node, get=get: (get(node),))
+        weights = np.array([a.weight if test(path[0]) else 0 for path in paths] or [0], dtype=np.int64)
+        matched += weights[codes]
+    return 100.0 * matched / total
 
 
 def _by_taints(value):
