@@ -272,3 +272,11 @@ local function settle(j, g, spec, at, events)
   end
   return 'open'
 end
+
+
+-- Disruption budgets (docs/budgets.md): whether a task counts among its job's healthy ones,
+-- as scheduler/control/budgets.py counts them: running, and healthy by its checks or of a
+-- job without a health check (checked: the budget hash's "checked" field, "1" or "0").
+local function counted_healthy(state, health, checked)
+  return state == 'running' and (health == 'healthy' or checked ~= '1')
+end

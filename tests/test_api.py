@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 from openapi_spec_validator import validate as validate_openapi
 from starlette.testclient import TestClient
 
+from scheduler.control import budgets
 from scheduler.state.app import App
 from scheduler.tools.api.app import create_api
 
@@ -35,7 +36,9 @@ from redis_topologies import free_port
 from agent_cluster import cluster  # noqa: F401 - a fixture
 from test_ui import snapshot
 from api_harness import http, tokens  # noqa: F401 (fixtures)
+from rebalance_helpers import api_calls as rebalance_calls
 from api_harness import Api, SPEC, sse_messages
+from worker_harness import run_worker_until_idle
 
 
 def test_the_openapi_document_is_valid_openapi_3_1_and_needs_no_token(http):
@@ -101,10 +104,28 @@ def test_every_route_answers_as_the_document_says(app, http, tokens):
         "job_retention"] == {"value": 21600.0, "default": False}
     assert api("DELETE", f"/v1/config{ns}&setting=ended_tasks_per_job").json()["ended_tasks_per_job"]["default"]
     assert api("GET", f"/v1/memory{ns}").json()["nodes"] == 1
+    rebalance_calls(api, app)
     assert api("GET", f"/v1/layout{ns}").json()["layout"] == api("POST", f"/v1/layout/upgrade{ns}").json()["to"]
     assert api("POST", f"/v1/gc{ns}&dry_run=true").json()["dry_run"] is True
     ready = api.stream(f"/v1/events{ns}", 1)[0]
     assert ready["event"] == "ready" and ready["data"]["namespace"] == app.keys.namespace
+    guarded = {"id": "guarded", "replicas": 1, "resources": {"cpu": 0.1, "memory": "1Mi"},
+               "disruption_budget": {"max_unavailable": 0}}
+    assert api("POST", f"/v1/jobs{ns}", json=guarded).status_code == 201
+    assert api("POST", f"/v1/jobs{ns}", json={**guarded, "id": "loose", "disruption_budget": None}).status_code == 201
+    run_worker_until_idle(app)
+    assert app.store.start_task("guarded.0", "n1")
+    budgets.count(app.store, "guarded")
+    assert api("GET", f"/v1/jobs/guarded/budget{ns}").json()["allowed"] == 0
+    assert [b["job"] for b in api("GET", f"/v1/budgets{ns}").json()] == ["guarded"]
+    refused = api("POST", f"/v1/tasks/guarded.0/evict{ns}", json={"reason": "moved by hand"})
+    assert refused.status_code == 429 and refused.json()["detail"] == (
+        "task guarded.0 was not evicted: waiting on job guarded's budget, 0 of 0 unavailable.")
+    evicted = api("POST", f"/v1/tasks/loose.0/evict{ns}")
+    assert evicted.status_code == 200, evicted.text
+    assert evicted.json()["evicted"] is True
+    assert api("POST", f"/v1/jobs/guarded/stop{ns}").json()["stopped"]
+    assert api("GET", f"/v1/nodes/n1/drain{ns}").json()["state"] == ""
     assert api("POST", f"/v1/jobs/web/revert{ns}", json={"version": 1}).json()["version"] == 3
     assert api("POST", f"/v1/jobs/web/stop{ns}").json()["stopped"]
     assert api("POST", f"/v1/nodes/n1/taint{ns}", json={"taint": "dedicated=gpu:NoSchedule"}).json()["after"] == \
@@ -128,9 +149,16 @@ def test_every_route_answers_as_the_document_says(app, http, tokens):
     assert api("POST", f"/v1/nodes/n1/pause{ns}").json()["before"] == "active"
     assert api("POST", f"/v1/nodes/n1/activate{ns}").json()["before"] == "pause"
     assert api("POST", f"/v1/nodes/n1/drain{ns}").json()["before"] == "active"
+    assert api("GET", f"/v1/nodes/n1/drain{ns}").json()["state"] == "complete"
     assert [e["action"] for e in api("GET", f"/v1/nodes/n1/history{ns}").json()] == ["taint", "untaint", "pause",
                                                                                  "activate", "drain"]
     assert api("DELETE", f"/v1/nodes/n1{ns}").json()["removed"] is True
+    assert api("PUT", f"/v1/pools/general{ns}", json={"cpu": 8, "memory": "32GiB", "cost": 0.4}).json()["created"]
+    assert [p["name"] for p in api("GET", f"/v1/pools{ns}").json()] == ["general"]
+    assert api("GET", f"/v1/capacity{ns}&expander=price").json()["pools"] == ["general"]
+    assert api("POST", f"/v1/capacity{ns}").json()["digest"]
+    assert api("GET", f"/v1/capacity/last{ns}").json()["answer"]["pools"] == ["general"]
+    assert api("DELETE", f"/v1/pools/general{ns}").json()["removed"] is True
     assert api("POST", f"/v1/jobs{ns}", json={"id": "once", "replicas": 0, "ttl_after_finished": 0}).status_code == 201
     api("POST", f"/v1/jobs/once/stop{ns}")
     collected = api("POST", f"/v1/gc{ns}").json()
@@ -154,6 +182,9 @@ def test_every_route_answers_as_the_document_says(app, http, tokens):
     # Problems, each a document its operation lists.
     problems = [
         ("GET", f"/v1/jobs/nope{ns}", {}, 404),
+        ("GET", f"/v1/jobs/a/budget{ns}", {}, 404),  # a job without one
+        ("POST", f"/v1/tasks/loose.0/evict{ns}", {}, 409),  # ended already
+        ("POST", f"/v1/nodes/n1/drain{ns}", {"json": {"deadline": "soon"}}, 422),
         ("GET", f"/v1/tasks{ns}&state=pendin", {}, 400),
         ("GET", f"/v1/tasks{ns}&colour=red", {}, 400),
         ("GET", "/v1/nodes/a%20b", {}, 400),

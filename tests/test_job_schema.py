@@ -138,6 +138,12 @@ RESCHEDULE = st.one_of(block(delay=of(5, -1, 86_401, 0), delay_function=of("cons
                              max_delay=of(300, 1, 86_400), attempts=of(10, -1, 1001, 2.0),
                              interval=of(0, 3600, -1), unlimited=of(True, False, "no"), tries=of(1)),
                        of(None, "x"))
+DISRUPTION_BUDGET = of(None, {"max_unavailable": 1}, {"max_unavailable": "25%"}, {"min_available": 3},
+                       {"min_available": "75%"}, {"min_available": 2.0}, {"max_unavailable": 1.5},
+                       {"max_unavailable": -1}, {"min_available": "150%"}, {"min_available": "3"},
+                       {"max_unavailable": 1, "min_available": 1}, {}, {"maxUnavailable": 1}, "x",
+                       {"min_available": " 075% "}, {"max_unavailable": True}, {"min_available": "100%"},
+                       {"max_unavailable": 1_000_001}, {"min_available": "0100%"}, {"max_unavailable": "0%"})
 META = of(None, {"customer": "acme"}, {"a-b": "x"}, {"k": "x" * 1025}, {"k": "x" * 1024}, {"k": 3}, {"k": True}, "x",
           {})
 
@@ -163,6 +169,7 @@ FIELDS = dict(
     job_anti_affinity=st.one_of(some(JOB_AFFINITY, 2), of(None, "x")), periodic=PERIODIC,
     parameterized=PARAMETERIZED, after=AFTER, parallelism=of(1, 50, 0, 1_000_001, None, 5.0),
     deadline=of(3600, 0, 0.5, 2_592_000, 2_592_001, None, True), reschedule=RESCHEDULE, meta=META,
+    disruption_budget=DISRUPTION_BUDGET,
     colour=of("red"))
 SPECS = block(**FIELDS)
 
@@ -203,7 +210,8 @@ def test_the_schema_and_the_parser_agree_field_by_field(spec):
              min_available=of(0, 1, 2, 4), parallelism=of(1, 2, 4), deadline=of(60, 0.5), update=UPDATE,
              periodic=of({"cron": "@daily"}, None), parameterized=of({"payload": "required"}, None),
              tolerations=some(TOLERATION, 2), topology_spread=some(SPREAD, 1), job_affinity=some(JOB_AFFINITY, 1),
-             affinities=some(AFFINITY, 1), disconnect=DISCONNECT, health=HEALTH, reschedule=RESCHEDULE))
+             affinities=some(AFFINITY, 1), disconnect=DISCONNECT, health=HEALTH, reschedule=RESCHEDULE,
+             disruption_budget=DISRUPTION_BUDGET))
 def test_the_schema_and_the_parser_agree_where_fields_meet(spec):
     agree(JOB, parse_job, spec)
 

@@ -179,7 +179,7 @@ def test_then_prefers_least_total_priority():
     nodes = [node_with("a", 2, tasks["a"]), node_with("b", 2, tasks["b"])]
     choice = find(nodes, spec(cpu=2), tasks, {}).choice
     assert choice.node == "b" and ids(choice.victims) == ("b1", "b2")
-    assert choice.key == (5, 2, 6, 0, "b")
+    assert choice.key == (0, 5, 2, 6, 0, "b")  # no budget violated
 
 
 def test_then_node_name():

@@ -26,7 +26,8 @@ from functools import partial
 
 import redis
 
-from scheduler.control import deadlines, dependencies, deployer, evictions, heartbeat, periodic, reconcile, retention
+from scheduler.control import (budgets, deadlines, dependencies, deployer, drains, evictions, heartbeat, periodic,
+                               reconcile, retention)
 from scheduler.control.outcomes import Outcomes
 from scheduler.control.preemptor import Preemptor
 from scheduler.control.rule_view import RuleView
@@ -43,7 +44,7 @@ from scheduler.state.jobs import parse_stored
 from scheduler.state.history import Record
 from scheduler.state.memory import MEMORY_ERRORS
 from scheduler.tools.logs import Summary
-from workers import admission, metrics
+from workers import admission, metrics, rebalancing
 from workers.groups import Group, batches, regroup
 from workers.preempting import Preemption
 from workers.stats import WorkerStats
@@ -149,13 +150,17 @@ class SchedulerWorker:
             log.exception("%s: could not read the nodes", self.name)
 
     def maintain(self, force: bool = False) -> None:
-        """Queue upkeep and periodic launches about every 100 ms; node health, global jobs,
-        dependencies and deadlines about every second."""
+        """Queue upkeep, deployments, drains, moves and periodic launches about every 100 ms;
+        node health, global jobs, disruption budgets, dependencies, deadlines and the
+        workers' own rebalance about every second."""
         now = time.monotonic()
         if force or now - self._last_maintain >= self.config.maintain_every_s:
             self._last_maintain = now
             self.app.queue.maintain()
             deployer.advance_all(self.app.store)
+            for report in drains.advance_all(self.app.store):
+                metrics.DRAINED.inc(len(report["stopped"]))
+            rebalancing.advance(self.app.store, self.name)
             periodic.launch_due(self.app.store, self._outcomes)
         if force or now - self._last_health >= self.config.health_every_s:
             self._last_health = now
@@ -172,8 +177,10 @@ class SchedulerWorker:
             if epoch != self._seen_epoch:
                 self._seen_epoch = epoch
                 reconcile.reconcile_global(self.app.store)
+            budgets.count_due(self.app.store)
             dependencies.release(self.app.store, self._outcomes)
             deadlines.expire(self.app.store, self._outcomes)
+            rebalancing.now_and_then(self.app.store, self.name)
             self._retention()
         if now - self._last_sample >= SAMPLE_EVERY_MS / 1000 and self._sampling:
             self._last_sample = now

@@ -20,8 +20,11 @@ connection, and the history each change is recorded in). See ``docs/python-api.m
 
 from __future__ import annotations
 
+from scheduler.client.budgets import BudgetClient
+from scheduler.client.capacity import CapacityClient
 from scheduler.client.config import ConfigClient
 from scheduler.client.deployments import DeploymentClient
+from scheduler.client.drains import DrainClient
 from scheduler.client.events import EventClient
 from scheduler.client.gc import GcClient
 from scheduler.client.jobs import JobClient, WaitTimeout
@@ -29,8 +32,10 @@ from scheduler.client.launches import LaunchClient
 from scheduler.client.layout import LayoutClient
 from scheduler.client.logs import LogClient
 from scheduler.client.nodes import NodeClient
+from scheduler.client.pools import PoolClient
 from scheduler.client.queues import QueueClient
 from scheduler.client.quotas import QuotaClient
+from scheduler.client.rebalance import RebalanceClient
 from scheduler.client.snapshots import SnapshotClient
 from scheduler.client.tasks import TaskClient
 from scheduler.client.tenants import TenantClient
@@ -40,8 +45,9 @@ from scheduler.client.workers import WorkerClient
 __all__ = ["Client", "WaitTimeout"]
 
 
-class Client(NodeClient, JobClient, DeploymentClient, LaunchClient, TaskClient, LogClient, QueueClient, EventClient,
-             ConfigClient, LayoutClient, GcClient, SnapshotClient, QuotaClient, TenantClient, UserClient, WorkerClient):
+class Client(NodeClient, DrainClient, JobClient, DeploymentClient, BudgetClient, LaunchClient, TaskClient, LogClient,
+             QueueClient, EventClient, ConfigClient, LayoutClient, GcClient, SnapshotClient, QuotaClient, TenantClient,
+             UserClient, WorkerClient, RebalanceClient, PoolClient, CapacityClient):
     """One namespace of a scheduler. Methods raise :class:`scheduler.SchedError`
     subclasses (``SpecError``, ``NotFound``, ``RedisUnavailable``) with one sentence.
 

@@ -1,9 +1,10 @@
-"""Config: the namespace's settings (retention, the stream's bound), and its memory."""
+"""Config: the namespace's settings (retention, the stream's bound, rebalancing), and its memory."""
 
 from __future__ import annotations
 
 from scheduler.client.base import ClientBase
 from scheduler.model import SpecError
+from scheduler.model.moves import SETTINGS as REBALANCE, parse_setting as parse_rebalance_setting
 
 
 class ConfigClient(ClientBase):
@@ -17,14 +18,20 @@ class ConfigClient(ClientBase):
         out = {name: {"value": value, "default": name not in stored}
                for name, value in vars(settings).items()}
         out["stream_maxlen"] = {"value": self.store.stream.maxlen(), "default": "stream_maxlen" not in stored}
+        for name, value in vars(self.store.rebalance_settings()).items():
+            out[name] = {"value": value, "default": name not in stored}
         return out
 
     def set_config(self, **values) -> dict:
-        """Set settings: ``task_retention``, ``job_retention`` (seconds, or a text such as
-        ``90s``, ``1h``, ``7d``), ``ended_tasks_per_job`` and ``stream_maxlen`` (counts).
-        Each is checked before any is written. Returns :meth:`config`."""
+        """Set settings: ``task_retention``, ``job_retention``, ``rebalance_interval``,
+        ``rebalance_deadline`` (seconds, or a text such as ``90s``, ``1h``, ``7d``),
+        ``ended_tasks_per_job`` and ``stream_maxlen`` (counts), ``rebalance_strategy``
+        (``spread`` or ``pack``). Each is checked before any is written. Returns :meth:`config`."""
         for name in values:
             _check_setting(name)
+        rebalancing = {name: values.pop(name) for name in list(values) if name in REBALANCE}
+        for name, value in rebalancing.items():
+            parse_rebalance_setting(name, value)
         entries = values.pop("stream_maxlen", None)
         if entries is not None:
             if isinstance(entries, str) and entries.strip().isdigit():
@@ -32,10 +39,12 @@ class ConfigClient(ClientBase):
             if isinstance(entries, bool) or not isinstance(entries, int) or entries < 0:
                 raise SpecError(f"stream_maxlen must be a whole number of entries, 0 or more, not {entries!r}.")
         self.store.set_retention(values)
+        self.store.set_rebalance_settings(rebalancing)
         if entries is not None:
             self.store.stream.set_maxlen(entries)
-        self._record("config-set", **{k: str(v) for k, v in {**values, **({} if entries is None else
-                                                                         {"stream_maxlen": entries})}.items()})
+        self._record("config-set", **{k: str(v) for k, v in {**values, **rebalancing,
+                                                             **({} if entries is None else
+                                                                {"stream_maxlen": entries})}.items()})
         return self.config()
 
     def unset_config(self, *names: str) -> dict:
@@ -60,7 +69,7 @@ def _check_setting(name: str) -> None:
 
     from scheduler.model.retention import SETTINGS
 
-    known = (*SETTINGS, "stream_maxlen")
+    known = (*SETTINGS, "stream_maxlen", *REBALANCE)
     if name not in known:
         close = difflib.get_close_matches(name, known, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""

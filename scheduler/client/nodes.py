@@ -1,18 +1,19 @@
-"""Nodes: registering them, their availability (pause, drain), and their taints."""
+"""Nodes: registering them, their availability (pause, activate; drains are ``drains.py``'s),
+and their taints."""
 
 from __future__ import annotations
 
 from typing import Iterable
 
 from scheduler.client.base import ClientBase
-from scheduler.control import reconcile
+from scheduler.control import drains
 from scheduler.model import Node, SpecError, make_node
 from scheduler.model.errors import NotFound
 from scheduler.model.taints import EFFECTS, Taint, parse_taint, taints_from_text
 
 
 class NodeClient(ClientBase):
-    """Add, list, pause, drain, remove and taint nodes."""
+    """Add, list, pause, activate, remove and taint nodes (drains: ``drains.py``)."""
 
     def add_node(self, name: str, *, cpu, memory, gpu=None, resources: dict | None = None,
                  labels: dict | list | None = None, engine_labels: dict | list | None = None, os: str = "linux",
@@ -37,29 +38,20 @@ class NodeClient(ClientBase):
         return self.store.get_node(name)
 
     def pause(self, name: str) -> str:
-        """No new tasks on the node; what runs there stays. Returns the availability before."""
+        """No new tasks on the node; what runs there stays (a drain in progress is
+        cancelled). Returns the availability before."""
         before = self.store.set_availability(name, "pause")
+        drains.cancel(self.store, name, "the node was paused")
         self._record("pause", node=name, before=before)
         return before
 
     def activate(self, name: str) -> str:
+        """Let the node take tasks again (a drain in progress is cancelled). Returns the
+        availability before."""
         before = self.store.set_availability(name, "active")
+        drains.cancel(self.store, name, "the node was activated")
         self._record("activate", node=name, before=before)
         return before
-
-    def drain(self, name: str) -> list[str]:
-        """Move every task off the node; returns the ids of their replacements."""
-        return self.drain_report(name)["replacements"]
-
-    def drain_report(self, name: str) -> dict:
-        """Drain the node and say what happened: ``{node, before, stopped, replacements}``
-        (``before``: its availability before; ``stopped``: the ids of the tasks that were
-        stopped there; ``replacements``: the ids of their replacements, queued as pending)."""
-        before = self.store.set_availability(name, "drain")
-        report = {"node": name, "before": before, **reconcile.drain_tasks(self.store, name)}
-        self._record("drain", node=name, before=before, stopped=len(report["stopped"]),
-                     replacements=len(report["replacements"]))
-        return report
 
     def remove_node(self, name: str) -> None:
         self.store.remove_node(name)
@@ -87,9 +79,13 @@ class NodeClient(ClientBase):
         return {"node": name, "before": before, "after": after}
 
 
-def node_record(n: Node, tasks: int) -> dict:
-    """A node as ``sched node ls --json`` and ``GET /v1/nodes`` give it."""
-    return {"name": n.name, "capacity": n.capacity, "allocated": {r: n.allocated.get(r, 0) for r in n.capacity},
-            "labels": n.labels, "availability": n.availability, "status": n.status, "tasks": tasks,
-            "platform": {"os": n.os, "arch": n.arch}, "role": n.role, "plugins": sorted(n.plugins),
-            "taints": [str(t) for t in n.taints], "slots": n.slots or None}  # None: no agent's limit
+def node_record(n: Node, tasks: int, drain: dict | None = None) -> dict:
+    """A node as ``sched node ls --json`` and ``GET /v1/nodes`` give it; ``drain``: its
+    drain in progress, if any (``{state, message, left, deadline_at, ...}``)."""
+    record = {"name": n.name, "capacity": n.capacity, "allocated": {r: n.allocated.get(r, 0) for r in n.capacity},
+              "labels": n.labels, "availability": n.availability, "status": n.status, "tasks": tasks,
+              "platform": {"os": n.os, "arch": n.arch}, "role": n.role, "plugins": sorted(n.plugins),
+              "taints": [str(t) for t in n.taints], "slots": n.slots or None}  # None: no agent's limit
+    if drain is not None:
+        record["drain"] = drain
+    return record

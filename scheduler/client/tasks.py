@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 
 from scheduler.client.base import ClientBase
-from scheduler.control import dependencies, starting
+from scheduler.control import budgets, dependencies, starting
 from scheduler.model import LIVE_STATES, PENDING, TASK_STATES, SpecError, Task
 
 
@@ -59,6 +59,13 @@ class TaskClient(ClientBase):
                               "waits": bool(explanation and explanation.get("gang"))}  # waits whole, with its gang
         if spec is not None and spec.tenant != "default":
             record["tenant"] = spec.tenant
+        if task.live:
+            drain = self.store.drain_record(task.node)
+            if drain.get("state") == "draining":  # its node is being drained: what the drain waits for
+                record["drain"] = {"node": task.node, "message": drain.get("message", "")}
+                record["message"] += f" Node {task.node} is draining: {drain.get('message', '')}."
+        if spec is not None and spec.disruption_budget is not None:
+            record["budget"] = budgets.status(self.store, task.job)
         return record
 
     def _job_spec_or_none(self, job_id: str):

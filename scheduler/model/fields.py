@@ -13,6 +13,7 @@ KUBE_NAMES = {
     "maxSkew": "max_skew", "whenUnsatisfiable": "when_unsatisfiable", "minDomains": "min_domains",
     "labelSelector": "match", "label_selector": "match", "matchLabels": "match", "match_labels": "match",
     "matchExpressions": "match_expressions", "tolerationSeconds": "toleration_seconds",
+    "maxUnavailable": "max_unavailable", "minAvailable": "min_available",
 }
 
 

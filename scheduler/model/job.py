@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
 from scheduler.model.constraints import Constraint, attribute_getter, parse_constraints
+from scheduler.model.disruption import DisruptionBudget, disruption_budget_raw, parse_disruption_budget
 from scheduler.model.disconnect import DEFAULT as DEFAULT_DISCONNECT, Disconnect, disconnect_raw, parse_disconnect
 from scheduler.model.errors import SpecError
 from scheduler.model.affinities import Affinity, parse_affinities
@@ -91,6 +92,8 @@ class JobSpec:
     deadline: float = 0.0  # seconds a batch job may run before it is stopped and failed (0: none)
     reschedule: Reschedule | None = None  # what follows a failed task (None: the shorthands' policy)
     meta: dict | None = None  # key -> text, seen by its commands as SCHED_META_<KEY>
+    # How many of its tasks voluntary disruptions (drains, rebalancing) may take down at once.
+    disruption_budget: DisruptionBudget | None = None
 
     @property
     def launcher(self) -> bool:
@@ -147,7 +150,7 @@ _JOB_FIELDS = {
     "restart_delay", "gang", "min_available", "tenant", "update", "health", "disconnect",
     "ttl_after_finished",
     "labels", "tolerations", "affinities", "topology_spread", "job_affinity", "job_anti_affinity",
-    "periodic", "parameterized", "after", "parallelism", "deadline", "reschedule", "meta",
+    "periodic", "parameterized", "after", "parallelism", "deadline", "reschedule", "meta", "disruption_budget",
 }
 MAX_DEADLINE_S = 30 * 86_400
 _ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
@@ -405,6 +408,7 @@ def parse_job(raw) -> JobSpec:
         deadline=float(deadline),
         reschedule=reschedule,
         meta=_parse_meta(raw.get("meta"), job),
+        disruption_budget=parse_disruption_budget(raw.get("disruption_budget"), job, job_type),
         labels=labels,
         tolerations=parse_tolerations(raw.get("tolerations"), job),
         affinities=affinities,
@@ -457,6 +461,8 @@ def parse_job(raw) -> JobSpec:
         normalised["reschedule"] = reschedule_raw(reschedule)
     if spec.meta is not None:
         normalised["meta"] = spec.meta
+    if spec.disruption_budget is not None:
+        normalised["disruption_budget"] = disruption_budget_raw(spec.disruption_budget)
     for name, value in (("labels", dict(labels)), ("tolerations", [t.raw() for t in spec.tolerations]),
                         ("affinities", [a.raw() for a in affinities]),
                         ("topology_spread", [t.raw() for t in spread]),

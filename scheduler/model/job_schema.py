@@ -15,6 +15,7 @@ from __future__ import annotations
 from scheduler.model import constraints, names, quantities, taints
 from scheduler.model import job as job_module
 from scheduler.model.dependencies import MAX_AFTER, WANTED_STATES
+from scheduler.model.disruption import MAX_COUNT as MAX_BUDGET
 from scheduler.model.disconnect import MAX_STOP_AFTER_S, NEVER, ON_LOSS, STOP
 from scheduler.model.parameterized import MAX_META_VALUE, PAYLOADS, _META_KEY_RE
 from scheduler.model.periodic import DEFAULT_STARTING_DEADLINE_S, MAX_HISTORY, OVERLAPS
@@ -272,6 +273,14 @@ PREFERENCE = closed({"spread": SPREAD_ATTRIBUTE,
                                           "additionalProperties": whole(0, 100)})}, ("spread",))
 
 
+_BUDGET_VALUE = {"anyOf": [whole(0, MAX_BUDGET), text(f"{_SPACE}*(?:[0-9]{{1,2}}|0[0-9]{{2}}|100)%{_SPACE}*")],
+                 "description": "a count of tasks, or a percentage of the expected ones such as \"25%\""}
+DISRUPTION_BUDGET = closed({"max_unavailable": _BUDGET_VALUE, "min_available": _BUDGET_VALUE},
+                           minProperties=1, maxProperties=1,
+                           description="how many of its tasks voluntary disruptions may take down at once "
+                                       "(kube's PodDisruptionBudget): one of the two")
+
+
 def _when_type(types, then: dict) -> dict:
     """``then`` for the job types ``types`` (a spec without ``type`` is a service)."""
     given = {"if": {"properties": {"type": {"enum": sorted(types)}}, "required": ["type"]}, "then": then}
@@ -325,6 +334,7 @@ JOB_SPEC = {
         "deadline": seconds(0, job_module.MAX_DEADLINE_S, above=True,
                             description="batch and sysbatch jobs: seconds before the job is stopped and failed"),
         "reschedule": nullable(RESCHEDULE),
+        "disruption_budget": nullable(DISRUPTION_BUDGET),
         "meta": nullable({"type": "object", "propertyNames": {"pattern": anchored(ENV_NAME)},
                           "additionalProperties": {"anyOf": [{"type": "string", "maxLength": MAX_META_VALUE},
                                                              {"type": "number"}]}}),
@@ -332,7 +342,8 @@ JOB_SPEC = {
     "allOf": [
         _when_type(PER_NODE_TYPES, {"not": {"required": ["replicas"]},
                                     "properties": {"gang": {"const": False}, "min_available": {"const": 0}}}),
-        _when_type(RUN_TO_COMPLETION, {"properties": {"update": _NULL}}),
+        _when_type(RUN_TO_COMPLETION, {"properties": {"update": _NULL, "disruption_budget": {"anyOf": [
+            _NULL, {"properties": {"min_available": {"type": "integer"}}, "required": ["min_available"]}]}}}),
         _when_type({GLOBAL}, {"properties": {"update": {"anyOf": [_NULL, {"properties": {"canary": {"const": 0}}}]}}}),
         _when_type(_NOT_RUN_TO_COMPLETION, {"properties": {"periodic": _NULL, "parameterized": _NULL},
                                             "not": {"required": ["deadline"]}}),

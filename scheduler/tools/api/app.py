@@ -18,14 +18,15 @@ from starlette.responses import Response
 from starlette.routing import Match, Route as StarletteRoute
 
 from scheduler.state.app import App
-from scheduler.tools.api import (config, deployments, events, gc, jobs, layout, meta, nodes, openapi, problems, queues,
-                                 quotas, snapshots, tasks, tenants)
+from scheduler.tools.api import (budgets, capacity, config, deployments, events, gc, jobs, layout, meta, nodes,
+                                 openapi, pools, problems, queues, quotas, rebalance, snapshots, tasks, tenants)
 from scheduler.tools.api.access import Guard
 from scheduler.tools.api.route import endpoint
 from scheduler.tools.ui import inputs
 from scheduler.tools.ui.security import SAFE_METHODS, same_origin
 
-NOUNS = (meta, nodes, jobs, tasks, deployments, queues, quotas, tenants, events, config, gc, layout, snapshots)
+NOUNS = (meta, nodes, jobs, tasks, deployments, budgets, queues, quotas, tenants, events, config, gc, layout,
+         snapshots, rebalance, pools, capacity)
 ROUTES = [route for noun in NOUNS for route in noun.ROUTES]
 DOCUMENT = orjson.dumps(openapi.document(ROUTES))
 OPENAPI_PATH = "/v1/openapi.json"

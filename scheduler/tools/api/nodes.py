@@ -1,8 +1,9 @@
-"""``/v1/nodes``: register, list, show, pause, drain, activate and remove nodes, and
-their history (``sched node``)."""
+"""``/v1/nodes``: register, list, show, pause, drain (as disruption budgets allow),
+activate and remove nodes, and their history (``sched node``)."""
 
 from __future__ import annotations
 
+from scheduler.client.drains import DEFAULT_DEADLINE
 from scheduler.client.nodes import node_record
 from scheduler.model import job_schema, make_node
 from scheduler.model.errors import SpecError
@@ -35,13 +36,25 @@ def node_from_body(name: str, body: dict):
                      plugins=body.get("plugins") or [], taints=body.get("taints") or [])
 
 
+DRAIN_OPTIONS = s.obj({}, {
+    "deadline": {"type": ["string", "number", "null"], "default": DEFAULT_DEADLINE,
+                 "description": "after it (30m, 1h, or seconds; null: none), what is left is stopped whatever the "
+                                "budgets"},
+    "force": {**s.BOOLEAN, "default": False, "description": "stop every task at once, whatever the budgets"},
+    "detach": {**s.BOOLEAN, "default": True, "description": "answer at once (false: once the drain ends)"},
+    "wait": {"type": "number", "minimum": 0, "maximum": 300, "default": 30,
+             "description": "with detach false: seconds to wait at most"}}, additionalProperties=False)
+
+
 def list_nodes(call: Call):
-    return [node_record(n, n.tasks) for n in call.sched.nodes()]
+    draining = {d["node"]: d for d in call.sched.drains()}
+    return [node_record(n, n.tasks, draining.get(n.name)) for n in call.sched.nodes()]
 
 
 def show_node(call: Call):
     found = call.sched.node(call.path["name"])
-    return node_record(found, found.tasks)
+    last = call.sched.drain_status(found.name)
+    return node_record(found, found.tasks, last if last["state"] else None)
 
 
 def register_node(call: Call):
@@ -65,7 +78,20 @@ def untaint_node(call: Call):
 
 
 def drain_node(call: Call):
-    return call.sched.drain_report(call.path["name"])
+    body = call.body or {}
+    with unprocessable():
+        report = call.sched.drain_report(call.path["name"], deadline=body.get("deadline", DEFAULT_DEADLINE),
+                                         force=bool(body.get("force", False)))
+    if body.get("detach", True) or report["state"] != "draining":
+        return report
+    last = report
+    for last in call.sched.follow_drain(call.path["name"], timeout=float(body.get("wait", 30))):
+        pass
+    return {**report, **last, "stopped": report["stopped"], "replacements": report["replacements"]}
+
+
+def drain_status(call: Call):
+    return call.sched.drain_status(call.path["name"])
 
 
 def pause_node(call: Call):
@@ -100,8 +126,14 @@ ROUTES = [
          body=s.obj({"key": s.STRING}, {"effect": {"enum": ["", *EFFECTS]}}, additionalProperties=False),
          refusals=(404, 422),
          description="`sched node untaint`: of one effect only, when it is given."),
-    post("/v1/nodes/{name}/drain", drain_node, "Drain a node: move its tasks elsewhere", s.DRAIN_REPORT,
-         role=OPERATOR, refusals=(404,)),
+    post("/v1/nodes/{name}/drain", drain_node, "Drain a node: move its tasks elsewhere as their budgets allow",
+         s.DRAIN_REPORT, role=OPERATOR, refusals=(404, 422), body_required=False, body=DRAIN_OPTIONS, lasting=True,
+         description="`sched node drain`: the node takes no new task; tasks of jobs without a disruption_budget "
+                     "are stopped at once and replaced elsewhere, the others as their budgets allow, moved by the "
+                     "workers (state `draining` and `message` say what it waits for; GET the drain to follow "
+                     "it). `detach: false` answers once the drain ends, or after `wait` seconds."),
+    get("/v1/nodes/{name}/drain", drain_status, "A node's drain: in progress, or how the last one ended",
+        s.DRAIN, refusals=(404,)),
     post("/v1/nodes/{name}/pause", pause_node, "Pause a node: no new tasks there", s.AVAILABILITY_CHANGE,
          role=OPERATOR, refusals=(404,)),
     post("/v1/nodes/{name}/activate", activate_node, "Activate a node again", s.AVAILABILITY_CHANGE,

@@ -77,6 +77,22 @@ def _tenant(value: str) -> str:
         raise inputs.BadInput(str(exc)) from None
 
 
+def _pool(value: str) -> str:
+    from scheduler.model.pools import check_pool_name
+
+    try:
+        return check_pool_name(value)
+    except SpecError as exc:
+        raise inputs.BadInput(str(exc)) from None
+
+
+def _move_id(value: str) -> str:
+    plan, dash, index = value.partition("-")
+    if not (dash and plan.isdigit() and index.isdigit() and len(value) <= 24):
+        raise inputs.BadInput(f"move id {value[:40]!r} is not valid; a move id is <plan>-<index>, e.g. 3-1.")
+    return value
+
+
 ID = f"(?:{job_schema.JOB_ID}|{job_schema.CHILD_ID})"
 JOB_ID = {"type": "string", "pattern": f"^{ID}$", "maxLength": inputs.MAX_TEXT}
 NODE_NAME = {"type": "string", "pattern": f"^{names._NODE_NAME_RE.pattern}$", "maxLength": inputs.MAX_TEXT}
@@ -89,6 +105,9 @@ PATH_PARAMS: dict[str, tuple[dict, str, Callable[[str], str]]] = {
     "deployment_id": ({"type": "string", "pattern": f"^{ID}@[1-9][0-9]{{0,8}}$"},
                       "a deployment's id: <job id>@<version>", inputs.deployment_id),
     "tenant": ({"type": "string", "pattern": f"^{names._TENANT_RE.pattern}$"}, "a tenant's name", _tenant),
+    "move_id": ({"type": "string", "pattern": r"^[1-9][0-9]{0,11}-[1-9][0-9]{0,3}$"}, "a move's id: <plan>-<index>",
+                _move_id),
+    "pool": ({"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"}, "a pool's name", _pool),
 }
 NAMESPACE = Param("namespace", {"type": "string", "pattern": f"^(?:{names._NAMESPACE_RE.pattern})?$"},
                   "The namespace to act in; by default the token's own (for a token of every namespace, or without "
@@ -454,7 +473,16 @@ def endpoint(route: Route):
             if route.upload:
                 outcome = await _run_upload(route, request)
             elif route.lasting or (route.blocking and "index" in request.query_params):
-                outcome = await anyio.to_thread.run_sync(admitted_run, request, limiter=sse.limiter(request.app))
+                body = None
+                if route.body is not None:  # (a lasting route's body is small: a drain's options)
+                    if not _small(request):
+                        await run_in_threadpool(_admit, route, request)  # the token first, for a larger one
+                    try:
+                        body = await read_body(route, request)
+                    except Problem as problem:
+                        body = problem
+                outcome = await anyio.to_thread.run_sync(admitted_run, request, body,
+                                                         limiter=sse.limiter(request.app))
             elif route.body is None:
                 outcome = await run_in_threadpool(admitted_run, request)
             elif _small(request):  # read before the token is checked: one thread hop, not two

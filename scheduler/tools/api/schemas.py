@@ -56,7 +56,9 @@ NODE = named("Node", obj({
     "status": STRING, "tasks": INTEGER,
     "platform": obj({"os": STRING, "arch": STRING}), "role": STRING, "plugins": array(STRING),
     "taints": array(STRING)},
-    {"slots": nullable(INTEGER)},
+    {"slots": nullable(INTEGER),
+     "drain": {"type": "object", "description": "its drain in progress (`sched node show`: or how the last "
+                                                "one ended)"}},
     description="A node, as `sched node ls --json` prints it (`slots`: its agent's task slots, null without one)."))
 TAINT_CHANGE = named("TaintChange", obj(
     {"node": STRING, "before": STRING, "after": STRING},
@@ -65,13 +67,35 @@ NODE_REGISTERED = named("NodeRegistered", obj({"created": BOOLEAN, "node": NODE}
 AVAILABILITY_CHANGE = named("AvailabilityChange", obj(
     {"node": STRING, "before": STRING, "availability": STRING},
     description="A node paused or activated: its availability before and now."))
+DRAIN_FIELDS = {
+    "node": STRING, "state": {"type": "string", "enum": ["", "draining", "complete", "cancelled"]},
+    "message": {"type": "string", "description": "what it waits for, or how it ended"},
+    "started_at": MS, "deadline_at": {**MS, "description": "after it the rest is stopped whatever the budgets (0: none)"},
+    "force": BOOLEAN, "stopped_count": INTEGER, "moved": INTEGER, "left": INTEGER, "ended_at": MS}
+DRAIN = named("Drain", obj(DRAIN_FIELDS, description="A node's drain: in progress, or how the last one ended "
+                                                     "(state \"\" when the node was never drained)."))
 DRAIN_REPORT = named("DrainReport", obj(
-    {"node": STRING, "before": STRING, "stopped": array(STRING), "replacements": array(STRING)},
-    description="A drain: the tasks stopped on the node and their replacements, queued as pending."))
+    {"node": STRING, "before": STRING, "stopped": array(STRING), "replacements": array(STRING), **DRAIN_FIELDS},
+    description="A drain: the tasks stopped on the node now and their replacements, queued as pending, and the "
+                "drain as it stands (state draining while tasks wait on their jobs' disruption budgets)."))
 NODE_REMOVED = named("NodeRemoved", obj({"name": STRING, "removed": BOOLEAN}))
 HISTORY_ENTRY = named("HistoryEntry", obj(
     {"ts": MS, "action": STRING, "by": STRING, "details": ANY_OBJECT},
     description="Who did what, and when (the audit trail)."))
+
+# ----------------------------------------------------------------------------- budgets
+BUDGET = named("Budget", obj({
+    "job": STRING, "budget": {"type": "string", "description": "max_unavailable 1, min_available 75%, ..."},
+    "expected": INTEGER, "healthy": INTEGER, "desired_healthy": INTEGER,
+    "allowed": {"type": "integer", "description": "disruptions the budget allows now"},
+    "unavailable": INTEGER, "max_unavailable": {"type": "integer", "description": "expected less desired_healthy"},
+    "disrupted": {"type": "object", "additionalProperties": {"type": "integer"},
+                  "description": "task id -> when its disruption was counted (ms), until a count sees it end"},
+    "evictions": INTEGER, "counted_at": MS},
+    description="A job's disruption budget as last counted (`sched budget show --json`)."))
+EVICTION = named("Eviction", obj(
+    {"task": STRING, "job": STRING, "evicted": BOOLEAN, "verdict": STRING, "replacement": STRING,
+     "waiting": STRING}, description="What an eviction did: the task stopped, and its replacement."))
 
 # ----------------------------------------------------------------------------- jobs
 JOB_SPEC = named("JobSpec", job_schema.JOB_SPEC)
@@ -146,6 +170,17 @@ QUEUES = named("Queues", obj({"active": INTEGER, "backoff": INTEGER, "unschedula
 QUOTA = named("Quota", obj({"namespace": STRING, "quota": COUNTS, "used": COUNTS},
                           description="A namespace's quota (tasks counted as `tasks`) and what its live tasks hold."))
 QUOTA_REMOVED = named("QuotaRemoved", obj({"namespace": STRING, "removed": BOOLEAN}))
+POOL = named("Pool", obj({
+    "name": STRING, "capacity": COUNTS, "labels": {"type": "object"}, "engine_labels": {"type": "object"},
+    "taints": array(STRING), "os": STRING, "arch": STRING, "role": STRING, "plugins": array(STRING),
+    "cost": NUMBER, "min_nodes": INTEGER, "max_nodes": nullable(INTEGER), "priority": INTEGER},
+    {"nodes": INTEGER, "created": BOOLEAN}, description="A pool, as `sched pool ls --json` prints it."))
+POOL_REMOVED = named("PoolRemoved", obj({"name": STRING, "removed": BOOLEAN}))
+CAPACITY = named("Capacity", obj(
+    {"nodes": INTEGER, "pending": INTEGER, "live": INTEGER, "pools": array(STRING)},
+    {"scale_up": ANY_OBJECT, "scale_down": ANY_OBJECT, "decision": ANY_OBJECT, "digest": STRING,
+     "recorded_at": MS},
+    description="A capacity answer, as `sched capacity --json` prints it (docs/cli.md)."))
 TENANT = named("Tenant", obj({"name": STRING, "weight": NUMBER, "used": COUNTS, "dominant_share": NUMBER}))
 TENANT_REMOVED = named("TenantRemoved", obj({"name": STRING, "removed": BOOLEAN}))
 STREAM_INFO = named("StreamInfo", obj(
@@ -156,8 +191,9 @@ TOKEN_SELF = named("TokenSelf", obj({"name": nullable(STRING), "namespace": STRI
                                     description="The token a request carries (name null without tokens)."))
 
 # ----------------------------------------------------------------------------- settings, retention, layout, snapshots
-SETTING = named("Setting", obj({"value": NUMBER, "default": BOOLEAN},
-                               description="A setting's value (seconds, or a count), and whether it is the default."))
+SETTING = named("Setting", obj({"value": {"type": ["number", "string"]}, "default": BOOLEAN},
+                               description="A setting's value (seconds, a count, or a name: rebalance_strategy), "
+                                           "and whether it is the default."))
 SETTINGS = named("Settings", {"type": "object", "additionalProperties": SETTING,
                               "required": ["task_retention", "ended_tasks_per_job", "job_retention", "stream_maxlen"],
                               "description": "The namespace's settings, by name (`sched config set --json`)."})

@@ -31,7 +31,8 @@ COMMANDS = {name: f"scheduler.tools.cli.{module}" for name, module in (
     ("quota", "quotas"), ("tenant", "tenants"), ("events", "events"), ("config", "config"), ("gc", "gc"),
     ("upgrade", "layout"), ("snapshot", "snapshots"), ("acl", "users"), ("token", "tokens"), ("worker", "workers"),
     ("agent", "agent"), ("audit", "audit"), ("server", "server"), ("demo", "demo"), ("bench", "bench"),
-    ("simulate", "simulate"))}
+    ("simulate", "simulate"), ("budget", "budgets"), ("rebalance", "rebalance"), ("pool", "pools"),
+    ("capacity", "capacity"))}
 COMMANDS["ui"] = "scheduler.tools.cli.ui"
 COMMANDS["api"] = "scheduler.tools.cli.api"
 COMMANDS["version"] = "scheduler.tools.cli.version"

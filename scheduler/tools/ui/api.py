@@ -172,6 +172,8 @@ async def set_availability(request):
     availability = inputs.availability(body.get("availability"))
     result = await run_in_threadpool(data.set_availability, app, name, availability, _actor())
     moved = f" ({len(result['moved'])} task(s) moved elsewhere)" if availability == "drain" else ""
+    if result.get("waiting"):
+        moved += f"; the drain goes on, {result['waiting']}"
     return _done(request, body, result, f"node {name}: {result['before']} -> {availability}{moved}.")
 
 

@@ -323,14 +323,17 @@ def _task_order(task_id: str):
 # ----------------------------------------------------------------------------- writes
 def set_availability(app: App, name: str, availability: str, actor: str | None = None) -> dict:
     """Pause, drain or activate a node (as `sched node pause/drain/activate`); a drain
-    also moves its tasks elsewhere. NotFound if there is no such node."""
+    also moves its tasks elsewhere, as their budgets allow (``waiting``: what it waits
+    for, while the workers move the rest). NotFound if there is no such node."""
     client = Client(app=app, actor=actor)
+    waiting = ""
     if availability == DRAIN:
         report = client.drain_report(name)
         before, moved = report["before"], report["replacements"]
+        waiting = report["message"] if report["state"] == "draining" else ""
     else:
         before, moved = (client.pause(name) if availability == PAUSE else client.activate(name)), []
-    return {"node": name, "before": before, "availability": availability, "moved": moved}
+    return {"node": name, "before": before, "availability": availability, "moved": moved, "waiting": waiting}
 
 
 def scale(app: App, job_id: str, replicas: int, actor: str | None = None) -> dict:
