@@ -106,16 +106,25 @@ def affinity_column(table, affinities) -> np.ndarray:
     node), from the value each affinity's attribute has on it: the values are coded once
     per attribute and node description (shared by every affinity on that attribute), and
     each affinity is tested once per value."""
+    key = tuple((a.constraint.text, a.weight) for a in affinities)
+    cached = _AFFINITY.get(key)
+    if cached is not None and cached[0] is table and cached[1] == table.epoch:
+        return cached[2]
     total = sum(abs(a.weight) for a in affinities)
     matched = np.zeros(len(table.nodes), dtype=np.int64)  # the weights each node matches, summed
-    if not total:
-        return matched.astype(np.float64)
     for a in affinities:
         get, test = a.constraint.get, a.constraint.test
         codes, paths = table.groups(("value", a.constraint.key), lambda node, get=get: (get(node),))
         weights = np.array([a.weight if test(path[0]) else 0 for path in paths] or [0], dtype=np.int64)
         matched += weights[codes]
-    return 100.0 * matched / total
+    column = 100.0 * matched / total if total else matched.astype(np.float64)
+    if len(_AFFINITY) > 64:
+        _AFFINITY.clear()
+    _AFFINITY[key] = (table, table.epoch, column)
+    return column
+
+
+_AFFINITY: dict[tuple, tuple] = {}  # affinities -> (table, its epoch then, the column), while no description changes
 
 
 def _by_taints(value):
