@@ -34,9 +34,9 @@ from scheduler.engine import job_affinity
 from scheduler.engine.domains import DomainCounts
 from scheduler.engine.fill import apply
 from scheduler.engine.fit import misfit
-from scheduler.engine.rule_placement import (WEIGHTS, DomainCodes, Fit, affinity_column, leaving_column,
+from scheduler.engine.rule_placement import (WEIGHTS, DomainCodes, KeptFit, affinity_column, leaving_column,
                                              prefer_column)
-from scheduler.engine.scoring import MAX_NODE_SCORE, Context
+from scheduler.engine.scoring import Context
 from scheduler.model import BINPACK, JobSpec
 from scheduler.model.constraints import attribute_getter
 from scheduler.model.placement_rules import Rules, SpreadRule
@@ -286,7 +286,7 @@ def place(table, rows: np.ndarray, job: JobSpec, task_ids: Sequence[str], job_co
                 job_on[position[row]] = on_node
     tie = noise[rows] * 0.5 if noise.size else np.zeros(n)
     key = job_on * 1e6 + tasks + tie
-    fit = _BinFit(table, rows, job) if job.strategy == BINPACK else None
+    fit = KeptFit(table, rows, job) if job.strategy == BINPACK else None
     orders = -fit.scores if fit is not None else np.zeros(n)
     count_classes = int(starts.size)
     ends = np.append(starts[1:], by_class.size)
@@ -532,47 +532,6 @@ class _Classes:
             scores.append(s)
         high = max(scores)
         return [top for top, s in zip(tops, scores) if s == high]
-
-
-class _BinFit:
-    """Each candidate row's bin-packing score (Nomad's ScoreFit, as ``rule_placement.Fit``
-    gives it over every row), kept as rows fill. A row's new score is the one any row with
-    the same free fractions has (the loop works them out for all rows at once, so equal
-    fractions give equal scores), else worked out alone."""
-
-    def __init__(self, table, rows: np.ndarray, job: JobSpec):
-        self.fit = Fit(table, rows, job)
-        self.fractions = [_fractions(capacity, used, need) for capacity, used, need in self.fit.parts]
-        self.scores: np.ndarray = self.fit.scores()
-        self.known: dict[tuple[float, ...], float] = {}
-
-    def placed(self, i: int) -> float:
-        """Row ``i`` took a task: its new score."""
-        self.fit.placed(i)
-        values = tuple([float(_fractions(capacity[i:i + 1], used[i:i + 1], need)[0])
-                        for capacity, used, need in self.fit.parts])
-        found = self.known.get(values)
-        if found is None:
-            same = np.ones(self.scores.size, dtype=bool)
-            for fractions, value in zip(self.fractions, values):
-                same &= fractions == value
-            rows = np.flatnonzero(same)
-            if rows.size:
-                found = float(self.scores[rows[0]])
-            else:  # the loop's formula, for this row alone
-                parts = [np.array([value]) for value in values]
-                while len(parts) < 2:
-                    parts.append(np.zeros(1))
-                found = float(((20 - np.power(10.0, parts[0]) - np.power(10.0, parts[1])) * (MAX_NODE_SCORE / 18))[0])
-            self.known[values] = found
-        return found
-
-
-def _fractions(capacity: np.ndarray, used: np.ndarray, need: float) -> np.ndarray:
-    """What ``rule_placement.Fit.scores`` raises 10 to: each row's free fraction after the task."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        fraction = np.where(capacity > 0, 1 - (used + need) / capacity, 0.0)
-    return np.clip(fraction, 0.0, 1.0)
 
 
 _CLASS_CODES: dict[tuple, tuple] = {}  # key -> (table, its epoch then, each row's class code)

@@ -339,6 +339,47 @@ class Fit:
             used[i] += need
 
 
+class KeptFit:
+    """Each candidate row's bin-packing score (Nomad's ScoreFit, as :class:`Fit`
+    gives it over every row), kept as rows fill. A row's new score is the one any row with
+    the same free fractions has (the loop works them out for all rows at once, so equal
+    fractions give equal scores), else worked out alone."""
+
+    def __init__(self, table, rows: np.ndarray, job: JobSpec):
+        self.fit = Fit(table, rows, job)
+        self.fractions = [_fractions(capacity, used, need) for capacity, used, need in self.fit.parts]
+        self.scores: np.ndarray = self.fit.scores()
+        self.known: dict[tuple[float, ...], float] = {}
+
+    def placed(self, i: int) -> float:
+        """Row ``i`` took a task: its new score."""
+        self.fit.placed(i)
+        values = tuple([float(_fractions(capacity[i:i + 1], used[i:i + 1], need)[0])
+                        for capacity, used, need in self.fit.parts])
+        found = self.known.get(values)
+        if found is None:
+            same = np.ones(self.scores.size, dtype=bool)
+            for fractions, value in zip(self.fractions, values):
+                same &= fractions == value
+            rows = np.flatnonzero(same)
+            if rows.size:
+                found = float(self.scores[rows[0]])
+            else:  # the loop's formula, for this row alone
+                parts = [np.array([value]) for value in values]
+                while len(parts) < 2:
+                    parts.append(np.zeros(1))
+                found = float(((20 - np.power(10.0, parts[0]) - np.power(10.0, parts[1])) * (MAX_NODE_SCORE / 18))[0])
+            self.known[values] = found
+        return found
+
+
+def _fractions(capacity: np.ndarray, used: np.ndarray, need: float) -> np.ndarray:
+    """What ``Fit.scores`` raises 10 to: each row's free fraction after the task."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        fraction = np.where(capacity > 0, 1 - (used + need) / capacity, 0.0)
+    return np.clip(fraction, 0.0, 1.0)
+
+
 def _lowest(mask: np.ndarray, values: np.ndarray) -> np.ndarray:
     """``mask`` narrowed to the rows where ``values`` is lowest among them."""
     return mask & (values == values[mask].min())
