@@ -15,6 +15,7 @@ from functools import lru_cache
 import orjson
 
 from scheduler.model import ACTIVE, AVAILABILITIES, DOWN, READY, Node, check_node_name
+from scheduler.model.domains import node_domains
 from scheduler.model.errors import NotFound, SpecError
 from scheduler.model.taints import NO_EXECUTE, Taint, taints_from_text, taints_text
 from scheduler.state.hashes import CHUNK as HASHES_PER_ROUND_TRIP, hgetall_many
@@ -26,7 +27,7 @@ _DESCRIPTION = ("hostname", "role", "os", "arch")
 
 
 _PLAIN = frozenset(("name", "availability", "status", "tasks", *_DESCRIPTION, "labels", "engine_labels", "plugins",
-                    "taints", "slots"))
+                    "taints", "slots", "domains"))
 
 
 def node_from_hash(fields: dict[str, str]) -> Node:
@@ -88,7 +89,9 @@ def node_fields(node: Node) -> list[str]:
     for name in _DESCRIPTION:
         out += [name, getattr(node, name)]
     out += ["labels", orjson.dumps(node.labels).decode(), "engine_labels", orjson.dumps(node.engine_labels).decode(),
-            "plugins", orjson.dumps(sorted(node.plugins)).decode()]
+            "plugins", orjson.dumps(sorted(node.plugins)).decode(),
+            # what a counted job's task placed there is counted under (commit.lua reads it whole)
+            "domains", orjson.dumps(node_domains(node)).decode()]
     if node.taints:
         out += ["taints", taints_text(node.taints)]
     if node.slots:
