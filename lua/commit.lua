@@ -3,13 +3,14 @@
 -- serialised step. Each placement is checked with exactly the rule of scheduler/fit.py,
 -- in the same order, against the node as it is now (including the placements before it
 -- in this call), and applied only if it holds: lease still held by this claim, node
--- exists, status ready, availability active, room in every resource, host ports free,
+-- exists, status ready, availability active, room in every resource, a free task slot (a
+-- node whose agent has "slots" takes that many live tasks; none: no limit), host ports free,
 -- max_per_node, taints (every group: a NoSchedule or NoExecute taint the group does not
 -- tolerate refuses, and a NoExecute one it tolerates for 0 seconds), the group's domain
 -- rules (topology spread, distinct_property, job affinity, job anti-affinity:
 -- scheduler/engine/rules.py), then the namespace's quota.
 -- Room nominated for a preemptor of the same or
--- higher priority (of another job, not yet expired) counts as taken. Refusals are partial:
+-- higher priority (of another job, not yet expired) counts as taken, one task slot each. Refusals are partial:
 -- the rest of the batch still commits, except within a gang group: every placement of a
 -- gang group is checked first (each seeing the ones before it), and only if all hold are
 -- they applied; a refusal of one refuses them all ("gang <job> refused: <task>: <reason>")
@@ -292,33 +293,31 @@ if next(quota) then
 end
 
 -- A node's state as this call sees it, read on first use.
-local node_fields, alloc_fields = {'status', 'availability', 'nominations', 'tasks'}, {}
+local node_fields, alloc_fields = {'status', 'availability', 'nominations', 'tasks', 'slots'}, {}
 for r = 1, R do
   alloc_fields[r] = 'alloc:' .. names[r]
   node_fields[#node_fields + 1] = 'cap:' .. names[r]
   node_fields[#node_fields + 1] = alloc_fields[r]
 end
-local more = #node_fields  -- then taints, and (with describe) what domains are made of
+local more = #node_fields  -- then taints, and (with describe) the fields its tasks are counted under
 node_fields[more + 1] = 'taints'
-if describe then
-  for _, f in ipairs({'hostname', 'role', 'os', 'arch', 'labels', 'engine_labels'}) do
-    node_fields[#node_fields + 1] = f
-  end
-end
+if describe then node_fields[more + 2] = 'domains' end
+local DESCRIPTION = {'hostname', 'role', 'os', 'arch', 'labels', 'engine_labels'}
 local function state(node)
   if node.status == nil then
     local st = redis.call('HMGET', node.key, unpack(node_fields))
     node.status, node.availability = st[1] or false, st[2]
     node.nominated = tonumber(st[3] or '0') > 0
     node.tasks = tonumber(st[4] or '0')
+    node.slots = tonumber(st[5] or '0')  -- 0: no limit (no agent, or written before slots were kept)
     node.cap, node.used, node.dirty = {}, {}, {}
     for r = 1, R do
-      node.cap[r] = tonumber(st[3 + 2 * r] or '0')
-      node.used[r] = tonumber(st[4 + 2 * r] or '0')
+      node.cap[r] = tonumber(st[4 + 2 * r] or '0')
+      node.used[r] = tonumber(st[5 + 2 * r] or '0')
     end
     node.ports, node.placed = {}, {}
     node.taints = st[more + 1] or false
-    if describe then node.desc = {unpack(st, more + 2, more + 7)} end
+    if describe then node.domains = st[more + 2] or false end
   end
   return node
 end
@@ -382,27 +381,39 @@ end
 
 -- The node's attribute -> value (as scheduler/model/constraints.py reads them) and the
 -- tally:dom fields a task on it is counted under (scheduler/model/domains.py node_domains),
--- with their JSON for the task's domains field.
+-- with their JSON for the task's domains field: the node hash's own domains field, which
+-- every node write since it was kept carries; for a node written before, from its
+-- description.
 local function domains_of(node)
   if node.attrs == nil then
-    local d = node.desc
-    local hostname = (d[1] and d[1] ~= '') and d[1] or node.name
-    local arch = d[4] or 'amd64'
-    arch = ARCH[string.lower(arch)] or arch
-    local attrs = {['node.name'] = node.name, ['node.hostname'] = hostname, ['node.role'] = d[2] or 'worker',
-                   ['node.platform.os'] = d[3] or 'linux', ['node.platform.arch'] = arch}
-    local fields = {}
-    for _, f in ipairs({'node.name', 'node.hostname', 'node.role', 'node.platform.os', 'node.platform.arch'}) do
-      if attrs[f] ~= '' then fields[#fields + 1] = f .. '=' .. attrs[f] end
-    end
-    for prefix, text in pairs({['node.labels.'] = d[5], ['engine.labels.'] = d[6]}) do
-      for k, v in pairs(cjson.decode(text or '{}')) do
-        v = tostring(v)
-        attrs[prefix .. k] = v
-        if v ~= '' then fields[#fields + 1] = prefix .. k .. '=' .. v end
+    local attrs, fields, record = {}, nil, node.domains
+    if record then
+      fields = cjson.decode(record)
+      for _, field in ipairs(fields) do
+        local attribute, value = string.match(field, '^([^=]*)=(.*)$')
+        attrs[attribute] = value
       end
+    else
+      local d = redis.call('HMGET', node.key, unpack(DESCRIPTION))
+      local hostname = (d[1] and d[1] ~= '') and d[1] or node.name
+      local arch = d[4] or 'amd64'
+      arch = ARCH[string.lower(arch)] or arch
+      attrs = {['node.name'] = node.name, ['node.hostname'] = hostname, ['node.role'] = d[2] or 'worker',
+               ['node.platform.os'] = d[3] or 'linux', ['node.platform.arch'] = arch}
+      fields = {}
+      for _, f in ipairs({'node.name', 'node.hostname', 'node.role', 'node.platform.os', 'node.platform.arch'}) do
+        if attrs[f] ~= '' then fields[#fields + 1] = f .. '=' .. attrs[f] end
+      end
+      for prefix, text in pairs({['node.labels.'] = d[5], ['engine.labels.'] = d[6]}) do
+        for k, v in pairs(cjson.decode(text or '{}')) do
+          v = tostring(v)
+          attrs[prefix .. k] = v
+          if v ~= '' then fields[#fields + 1] = prefix .. k .. '=' .. v end
+        end
+      end
+      record = cjson.encode(fields)
     end
-    node.attrs, node.fields, node.record = attrs, fields, cjson.encode(fields)
+    node.attrs, node.fields, node.record = attrs, fields, record
   end
   return node.attrs
 end
@@ -440,9 +451,10 @@ local function domain_refusal(group, node)
 end
 
 -- Room held on the node for preemptors that this task must not take: nominations
--- ("priority|expires|job|cpu=500,...|8080,...") of priority >= ours, of another job.
+-- ("priority|expires|job|cpu=500,...|8080,...") of priority >= ours, of another job; and
+-- how many they are (a task slot each).
 local function held(key, priority, job)
-  local room, ports = {}, {}
+  local room, ports, count = {}, {}, 0
   local all = redis.call('HGETALL', key)
   for i = 1, #all, 2 do
     if string.sub(all[i], 1, 4) == 'nom:' then
@@ -451,6 +463,7 @@ local function held(key, priority, job)
         redis.call('HDEL', key, all[i])
         redis.call('HINCRBY', key, 'nominations', -1)
       elseif tonumber(prio) >= priority and owner ~= job then
+        count = count + 1
         for r, amount in string.gmatch(alloc, '([^,=]+)=(%d+)') do
           room[r] = (room[r] or 0) + tonumber(amount)
         end
@@ -458,7 +471,7 @@ local function held(key, priority, job)
       end
     end
   end
-  return room, ports
+  return room, ports, count
 end
 
 -- The rule of fit.py; nil when the task fits.
@@ -471,13 +484,17 @@ local function refusal(group, node, lease)
     if node.availability == 'drain' then return 'node drained' end
     return 'node paused'
   end
-  local room, held_ports = {}, {}
-  if node.nominated then room, held_ports = held(node.key, group.priority, group.job) end
+  local room, held_ports, held_slots = NONE, NONE, 0
+  if node.nominated then room, held_ports, held_slots = held(node.key, group.priority, group.job) end
   for _, ra in ipairs(group.req) do
     local index, amount = ra[1], ra[2]
     if amount > 0 and node.used[index] + (room[names[index]] or 0) + amount > node.cap[index] then
       return 'insufficient ' .. names[index]
     end
+  end
+  if node.slots > 0 and node.tasks + held_slots >= node.slots then
+    if node.slots == 1 then return 'node has its 1 task slot in use' end
+    return 'node has all ' .. node.slots .. ' task slots in use'
   end
   for _, p in ipairs(group.ports) do
     if held_ports[p] or node.ports[p] or redis.call('HEXISTS', node.key, 'port:' .. p) == 1 then

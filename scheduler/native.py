@@ -31,8 +31,11 @@ COMPILED = (
     "scheduler.engine.fewest",
     "scheduler.engine.node_table",
     "scheduler.engine.scoring",
+    "scheduler.engine.pipeline",
     "scheduler.engine.filters",
     "scheduler.engine.fill",
+    "scheduler.engine.domains",
+    "scheduler.engine.rule_classes",
     "scheduler.state.node_cache",
     "scheduler.model.node",
 )

@@ -13,7 +13,7 @@ import pytest
 from scheduler import Client
 from scheduler.control.audit import audit, repair
 from scheduler.model import SpecError, make_node
-from test_agents import cluster  # noqa: F401 (the fixture)
+from agent_cluster import cluster  # noqa: F401 (the fixture)
 from worker_harness import run_worker_until_idle
 
 
@@ -55,6 +55,32 @@ def test_retention_keeps_a_job_while_another_waits_for_it(app):
     _end_live(client, "extract")
     run_worker_until_idle(app)
     assert app.client.smembers(app.keys.job_holds("extract")) == set()
+
+
+def test_a_waiting_job_stopped_and_removed_lets_go_of_what_it_waited_for(app):
+    """A job stopped while it waits is removed by retention only once the upkeep has let go
+    of its hold on what it waited for: that job is then removed in turn once it finishes,
+    instead of being kept for ever by a job that no longer exists."""
+    from scheduler.control.retention import collect
+    from scheduler.model.retention import Retention
+
+    client = Client(app=app)
+    client.add_node("n1", cpu=4, memory="4GiB")
+    client.submit({"id": "extract"})
+    client.submit({"id": "load", "type": "batch", "after": ["extract"]})
+    client.stop("load")
+
+    def gc(later_s: int) -> list[str]:
+        return collect(app.store, now_ms=app.store.now_ms() + later_s * 1000,
+                       retention=Retention(job_retention=0)).jobs_removed
+
+    assert gc(1) == []  # still listed as waiting: the upkeep has not let go of extract yet
+    run_worker_until_idle(app)
+    assert app.client.smembers(app.keys.job_holds("extract")) == set()
+    assert gc(61) == ["load"]  # kept ones are looked at again a minute later
+    client.stop("extract")
+    assert gc(62) == ["extract"]
+    assert app.client.keys(f"{app.keys.prefix}job:*") == []
 
 
 def test_a_failed_dependency_fails_its_dependants_down_the_chain(app):
@@ -116,6 +142,20 @@ def test_a_cycle_is_refused_at_submit(app):
     with pytest.raises(SpecError, match=r"job a: after would close a cycle: a -> c -> b -> a\."):
         client.submit({"id": "a", "type": "batch", "after": ["c"]})
     assert client.store.job_fields("a") == before
+
+
+def test_one_file_may_name_a_job_written_below_it_but_not_close_a_cycle(app, sched):
+    before = set(app.client.keys(f"sched:{{{app.keys.namespace}}}:*"))
+    cycle = '{"id": "a", "type": "batch", "after": ["b"]}\n{"id": "b", "type": "batch", "after": ["a"]}\n'
+    out = sched("job", "submit", "-", input=cycle, ok=False)
+    assert (out.exit_code, out.stderr) == (2, "Error: job a: after would close a cycle: a -> b -> a.\n")
+    assert set(app.client.keys(f"sched:{{{app.keys.namespace}}}:*")) == before
+    chain = '{"id": "load", "type": "batch", "after": ["clean"]}\n{"id": "clean", "type": "batch", ' \
+            '"after": ["extract"]}\n{"id": "extract", "type": "batch"}\n'
+    assert sched("job", "submit", "-", input=chain).stdout.split() == ["load", "clean", "extract"]  # in file order
+    client = Client(app=app)
+    assert client.job("load")["waiting_for"] and client.job("clean")["waiting_for"]
+    assert "waiting_for" not in client.job("extract")
 
 
 def test_repair_puts_a_lost_waiting_task_back_in_the_waiting_set(app):

@@ -17,8 +17,8 @@ import time
 
 import pytest
 
-from test_agents import (SMALL, alive, job_tasks, namespace_pids, own_redis_cluster, parent, states,
-                         submit)
+from agent_cluster import (SMALL, alive, job_tasks, namespace_pids, own_redis_cluster, parent, states,
+                           submit)
 
 OUTAGE_S = 20.0  # longer than the client's retries (2.5 s) at each step of a horse's end, and than a watch (5 s)
 LONG_S = 16  # the long command outlasts the outage

@@ -203,12 +203,16 @@ batch_plans = st.lists(
 )
 
 
+# A node's task slots (0: none, the field absent) and the live tasks already on it.
+slotted = st.tuples(st.sampled_from([0, 0, 1, 2, 3]), st.integers(0, 3))
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(two=st.tuples(roomy_nodes(), roomy_nodes()), plans=batch_plans,
        requests=st.lists(st.dictionaries(st.sampled_from(RESOURCES), st.integers(0, 2), min_size=1),
                          min_size=3, max_size=3),
-       max_per_node=st.sampled_from([0, 1, 1, 2]))
-def test_lua_commit_agrees_with_misfit_across_a_batch(app, two, plans, requests, max_per_node):
+       max_per_node=st.sampled_from([0, 1, 1, 2]), slots=st.tuples(slotted, slotted))
+def test_lua_commit_agrees_with_misfit_across_a_batch(app, two, plans, requests, max_per_node, slots):
     import dataclasses
 
     from scheduler.engine.fill import apply as _apply
@@ -217,13 +221,14 @@ def test_lua_commit_agrees_with_misfit_across_a_batch(app, two, plans, requests,
     client.delete(*(key for name in ("n0", "n1") for key in (k.node(name), k.node_tasks(name))),
                   k.tally_job("j"), k.tally_job("k"), *(k.task(f"t{i}") for i in range(10)))
     py_nodes = {}
-    for name, (cap, alloc, used_ports, status, availability) in zip(("n0", "n1"), two):
-        fields = {"name": name, "status": status, "availability": availability, "tasks": 0,
+    for name, (cap, alloc, used_ports, status, availability), (limit, live) in zip(("n0", "n1"), two, slots):
+        fields = {"name": name, "status": status, "availability": availability, "tasks": live,
                   **{f"cap:{r}": cap[r] for r in RESOURCES}, **{f"alloc:{r}": alloc[r] for r in RESOURCES},
-                  **{f"port:{p}": "other" for p in used_ports}}
+                  **{f"port:{p}": "other" for p in used_ports}, **({"slots": limit} if limit else {})}
         client.hset(k.node(name), mapping=fields)
         py_nodes[name] = Node(name=name, capacity=dict(cap), allocated=dict(alloc), status=status,
-                              availability=availability, ports={p: "other" for p in used_ports})
+                              availability=availability, ports={p: "other" for p in used_ports}, tasks=live,
+                              slots=limit)
     specs = []
     for version, job in enumerate(("j", "j", "k")):
         spec = parse_job({"id": job, "max_per_node": max_per_node})
@@ -260,6 +265,60 @@ def test_lua_commit_agrees_with_misfit_across_a_batch(app, two, plans, requests,
             assert int(client.zscore(k.tally_job(job), name) or 0) == counts[job].get(name, 0)
         assert client.smembers(k.node_tasks(name)) == {p.task_id for p in outcome.accepted if p.node == name}
 
+
+    if any(limit for limit, _ in slots):
+        event("slots: " + " ".join(f"{n.tasks}/{n.slots or '-'}" for n in py_nodes.values()))
+
+
+# ----------------------------------------------------------------------------- task slots
+# A node whose agent has slots takes no more live tasks than that (kube's pods
+# allocatable): each live nomination the task must leave alone (same or higher priority,
+# another job) holds one of them; a node without the field has no limit. The commit and
+# misfit agree on one placement against random slots, live tasks and nominations.
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(node=st.one_of(roomy_nodes(), roomy_nodes(), nodes), request=small_requests,
+       held=st.one_of(st.just([]), nominations), live=st.integers(0, 4),
+       spare=st.sampled_from([None, -1, 0, 1, 1, 2]), priority=st.sampled_from([0, 10, 50, 100]))
+def test_lua_commit_agrees_with_misfit_on_task_slots(app, node, request, held, live, spare, priority):
+    import dataclasses
+
+    from scheduler.engine.fit import held_slots
+    from scheduler.model import reasons
+    from scheduler.state.nominations import nomination_value, parse_nomination, reservation
+
+    cap, alloc, used_ports, status, availability = node
+    resources, ports, max_per_node, on_node = request
+    k = app.keys
+    limit = 0 if spare is None else max(1, live + spare)  # spare -1: slots lowered below the live tasks
+    fields = fresh_node_fields(app, node)
+    fields["tasks"] = live
+    if limit:
+        fields["slots"] = limit
+    live_nominations = {}
+    for i, (job, prio, res, nports, expired) in enumerate(held):
+        holder = dataclasses.replace(parse_job({"id": job, "priority": prio, "ports": nports}), resources=res)
+        value = nomination_value(reservation(holder), 1 if expired else FAR_FUTURE_MS)
+        fields[f"nom:{job}.n{i}"] = value
+        if not expired:
+            live_nominations[f"{job}.n{i}"] = parse_nomination(f"{job}.n{i}", value)
+    if held:
+        fields["nominations"] = len(held)
+    write_node_and_lease(app, fields, on_node)
+
+    spec = dataclasses.replace(parse_job({"id": "j", "priority": priority, "ports": ports,
+                                          "max_per_node": max_per_node}), resources=resources)
+    py_node = Node(name="n", capacity=cap, allocated=alloc, status=status, availability=availability,
+                   ports={p: "other" for p in used_ports}, nominations=live_nominations, tasks=live, slots=limit)
+    py = misfit(py_node, spec.resources, spec.ports, spec.max_per_node, on_node, spec.priority, spec.id)
+    outcome = commit(app.scripts, k, "7", [Planned("j.0", "n", spec)])
+    lua = None if outcome.accepted else outcome.refused[0][1]
+    assert lua == py
+    held_here = held_slots(py_node, spec.priority, spec.id)
+    event(f"verdict: {'slots' if py == reasons.slots_full(limit) else py is None}"
+          f"{', a held slot decides' if limit and live < limit <= live + held_here else ''}")
+    if py is None:
+        assert int(app.client.hget(k.node("n"), "tasks")) == live + 1
+        assert not limit or live + 1 <= limit
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -353,7 +412,9 @@ def test_lua_commit_agrees_with_the_taint_filter(app, taints, wanted):
 # of several jobs in tally:dom, over a batch of placements on a few labelled nodes: each
 # placement is judged by the commit exactly as scheduler.engine.rules.domain_misfit judges
 # it against the counts the placements before it left (counted jobs count on every domain
-# of their node), and the counts and each task's domains record end as the reference's.
+# of their node), and the counts and each task's domains record end as the reference's;
+# whether the node hash holds the fields its tasks are counted under (every node write
+# since they are kept) or only the description they are made from (a node written before).
 ZONES = ["a", "b", "c", ""]
 JOBS = ("j", "x", "y")
 
@@ -399,7 +460,7 @@ def domain_cases(draw):
                                                                                           max_size=2)))
     rules = Rules("j", True, spreads, distinct, affinity, anti)
     plans = draw(st.lists(st.integers(0, len(nodes) - 1), min_size=1, max_size=6))
-    return nodes, counts, rules, plans, draw(st.booleans())
+    return nodes, counts, rules, plans, draw(st.booleans()), draw(st.booleans())
 
 
 def make_labelled(name: str, labels: dict):
@@ -421,15 +482,17 @@ def test_lua_commit_agrees_with_the_domain_rules(app, case):
     from scheduler.model.domains import node_domains
     from scheduler.state.nodes import node_fields
 
-    nodes, counts, rules, plans, labelled = case
+    nodes, counts, rules, plans, labelled, stored = case
     k, client = app.keys, app.client
     client.delete(*(k.tally_dom(job) for job in JOBS), k.tally_job("j"),
                   *(key for n in nodes for key in (k.node(n.name), k.node_tasks(n.name))),
                   *(k.task(f"j.{i}") for i in range(len(plans))))
     for node in nodes:
+        described = dict(zip(node_fields(node)[::2], node_fields(node)[1::2]))
+        if not stored:  # a node written before its hash kept the fields its tasks are counted under
+            del described["domains"]
         client.hset(k.node(node.name), mapping={"name": node.name, "status": "ready", "availability": "active",
-                                                "tasks": 0, "cap:cpu": 8000, "alloc:cpu": 0,
-                                                **dict(zip(node_fields(node)[::2], node_fields(node)[1::2]))})
+                                                "tasks": 0, "cap:cpu": 8000, "alloc:cpu": 0, **described})
     for job, fields in counts.items():
         if fields:
             client.hset(k.tally_dom(job), mapping=fields)

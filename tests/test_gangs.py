@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import random
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -286,6 +287,33 @@ def test_quota_refuses_then_admits_when_usage_drops(app):
     run_worker_until_idle(app)
     clean(app)
     assert len(assigned_of(app, "q")) == 3 and app.store.usage()["cpu"] == 3000
+
+
+@pytest.mark.parametrize("gang", [False, True])
+def test_a_high_priority_task_over_the_quota_waits_for_it_and_evicts_nothing(app, gang):
+    """Evicting lower priorities never makes room in a quota's eyes (nor in kube's): a task
+    the quota holds back waits unschedulable, as the quota says, and is not claimed again
+    until work ends (a preemption search finding room on a node used to send it straight
+    back to the queue, to be claimed and refused again, in a loop)."""
+    from workers.scheduler_worker import SchedulerWorker, WorkerConfig
+
+    nodes(app, 1)
+    app.store.set_quota({"cpu": 2000})
+    low = submit(app, id="low", replicas=2, priority=10, resources={"cpu": 1})
+    worker = SchedulerWorker(app, WorkerConfig())
+    assert worker.step() == 2
+    submit(app, id="high", replicas=2, priority=100, resources={"cpu": 1}, **({"gang": True} if gang else {}))
+    assert worker.step() == 2
+    assert [worker.step() for _ in range(3)] == [0, 0, 0]  # unschedulable, not back in the queue
+    high = [app.store.get_task(f"high.{i}") for i in range(2)]
+    assert [t.state for t in high] == ["pending", "pending"]
+    assert "over its cpu quota: 2/2 used" in json.loads(high[0].explanation)["message"]
+    assert app.queue.counts()["unschedulable"] == 2
+    assert len(assigned_of(app, "low")) == 2  # nothing evicted
+    app.store.finish([app.store.get_task(t) for t in low], "completed")
+    run_worker_until_idle(app)
+    assert len(assigned_of(app, "high")) == 2
+    clean(app)
 
 
 def test_commit_refuses_over_quota_even_when_the_worker_did_not_know(app):

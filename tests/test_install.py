@@ -53,6 +53,8 @@ from scheduler.tools.cli import main
 def walk(group, path, ctx):
     for name in group.list_commands(ctx):
         command = group.get_command(ctx, name)
+        if command.hidden:  # kept for old command lines, not offered
+            continue
         yield [*path, name]
         if isinstance(command, click.Group):
             yield from walk(command, [*path, name], click.Context(command, info_name=name, parent=ctx))
@@ -72,6 +74,8 @@ def command_paths(group: click.Group, path: list[str], ctx: click.Context) -> li
     found = []
     for name in group.list_commands(ctx):
         command = group.get_command(ctx, name)
+        if command.hidden:
+            continue
         found.append(" ".join([*path, name]))
         if isinstance(command, click.Group):
             found += command_paths(command, [*path, name], click.Context(command, info_name=name, parent=ctx))

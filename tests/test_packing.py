@@ -58,9 +58,10 @@ def test_demand_sums_what_bin_packed_tasks_ask_for():
     assert demand([(a, 3), (b, 2)]) == {"cpu": 7000, "memory": 3 * GIB, "gpu": 2}
 
 
-def test_larger_tasks_are_placed_first_within_a_priority():
-    def group(job_id, priority=50, **resources):
-        return Group(parse_job({"id": job_id, "priority": priority, "resources": resources}), "", "", [f"{job_id}.0"])
+def test_larger_bin_packed_tasks_are_placed_first_within_a_priority():
+    def group(job_id, priority=50, strategy="binpack", **resources):
+        return Group(parse_job({"id": job_id, "priority": priority, "strategy": strategy, "resources": resources}),
+                     "", "", [f"{job_id}.0"])
 
     typical = {"cpu": 4000, "memory": 8 * GIB}
     small, cpu_heavy, memory_heavy = group("small", cpu=1), group("cpu", cpu=3), group("mem", memory="7GiB")
@@ -70,16 +71,23 @@ def test_larger_tasks_are_placed_first_within_a_priority():
     assert order == ["urgent", "mem", "cpu", "small"]  # priority first, then the larger
     # without a typical node (nothing known of the cluster): claim order within a priority
     assert [g.spec.id for g, _ in batches([small, cpu_heavy, urgent], {}, {})] == ["urgent", "small", "cpu"]
+    # spread jobs keep claim order and their places; the bin-packed ones reorder among theirs
+    spread_small, spread_large = group("s-small", strategy="spread", cpu=1), group("s-large", strategy="spread", cpu=4)
+    order = [g.spec.id for g, _ in batches([spread_small, small, spread_large, cpu_heavy], {}, {}, typical)]
+    assert order == ["s-small", "cpu", "s-large", "small"]
 
 
 def test_the_worker_places_the_larger_task_of_its_claim_first(app):
     store = app.store
     for name in ("n1", "n2"):
         store.put_node(make_node(name, cpu=4, memory="8GiB"))
-    # Claimed first, spread one to a node, the small tasks would leave no node 3 cores.
-    reconcile.submit(store, parse_job({"id": "small", "replicas": 4, "resources": {"cpu": 1}}))
-    reconcile.submit(store, parse_job({"id": "large", "replicas": 1, "resources": {"cpu": 3}}))
-    assert SchedulerWorker(app, WorkerConfig()).step() == 5
+    # Claimed first, packed together on one node, the small tasks would leave no node room
+    # for the second large one (3 + 1.5 free); larger first, one of each fits on a node.
+    reconcile.submit(store, parse_job({"id": "small", "replicas": 2, "strategy": "binpack",
+                                       "resources": {"cpu": "1500m"}}))
+    reconcile.submit(store, parse_job({"id": "large", "replicas": 2, "strategy": "binpack",
+                                       "resources": {"cpu": "2500m"}}))
+    assert SchedulerWorker(app, WorkerConfig()).step() == 4
     tasks = store.tasks(store.all_task_ids())
     assert all(t.state == "assigned" for t in tasks)
     assert not audit(store).problems

@@ -49,7 +49,7 @@ def best(shape: str, seed: int, tasks: int) -> int:
 
 @pytest.fixture(scope="module")
 def simulator(redis_url):
-    return Simulator(redis_url, prefix="packing-optimum")
+    return Simulator(redis_url, namespace="packing-optimum")
 
 
 def needed(simulator, trace, strategy: str) -> int:

@@ -14,9 +14,12 @@ from click.testing import CliRunner
 from scheduler.model import SpecError
 from scheduler.tools.cli import main
 from scheduler.tools.simulate import Settings, Simulator
-from scheduler.tools.simulate.compact import compact, lower_bound
+from scheduler.tools.simulate.bounds import lower_bound
+from scheduler.tools.simulate.compact import compact
 from scheduler.tools.simulate.formats import detect, events_of, load
 from scheduler.tools.simulate.generate import GOOGLE_2011_MACHINES, generate
+from scheduler.tools.simulate.replay import Replay
+from scheduler.tools.simulate.report import summarise
 from scheduler.tools.simulate.trace import read_jsonl
 
 DATA = Path(__file__).parent / "data" / "simulate"
@@ -37,7 +40,7 @@ def task(time: float, job: str, count: int, duration, cpu, memory: str, **more) 
 
 @pytest.fixture
 def simulator(redis_url, namespace):
-    return Simulator(redis_url, prefix=namespace)
+    return Simulator(redis_url, namespace)
 
 
 def test_a_trace_that_fits_exactly_fills_the_cluster_with_no_wait(simulator):
@@ -51,6 +54,55 @@ def test_a_trace_that_fits_exactly_fills_the_cluster_with_no_wait(simulator):
     assert report["queueing_delay_s"] == {"50": {"tasks": 12, "p50": 0.0, "p95": 0.0, "p99": 0.0, "max": 0.0}}
     assert report["simulated_s"] == 150.0 and report["preemptions"] == 0
     assert lower_bound(trace)["nodes"] == 2
+
+
+def test_utilisation_is_reported_over_the_whole_replay_and_over_the_arrival_window(simulator):
+    trace = trace_of(node("n0", 4, "8GiB"),
+                     task(0, "half", 1, 50, 2, "1GiB"),
+                     task(100, "whole", 1, 100, 4, "1GiB"))
+    report = simulator.replay(trace, Settings())
+    # Half the cpu for 50 s, nothing for 50 s, all of it for 100 s: 62.5 % over the
+    # replay's 200 s, 25 % over the 100 s in which tasks arrived.
+    assert report["utilisation"]["cpu"] == 0.625
+    assert report["arrival_window_s"] == [0.0, 100.0]
+    assert report["utilisation_arrival_window"]["cpu"] == 0.25
+
+
+@pytest.mark.parametrize("more, tasks", [({"ttl_after_finished": 200}, ["a.0", "a.1", "a.2", "b.0"]),
+                                         ({"ttl_after_finished": 10}, ["a.0", "a.1", "b.0"]),
+                                         ({}, ["a.0", "a.1", "b.0"])])
+def test_a_job_whose_tasks_arrive_again_after_it_finished_replays(redis_url, namespace, more, tasks):
+    # Retention follows the replay's clock (Redis TIME is years past it): a finished job
+    # is kept for its ttl_after_finished, so later tasks join it; one removed (after its
+    # ttl, or at once: the replay's job_retention is 0) is submitted anew, its tasks
+    # numbered from 0 again.
+    trace = trace_of(node("n0", 4, "8GiB"),
+                     task(0, "a", 1, 5, 1, "1GiB", **more),
+                     task(50, "b", 1, 5, 1, "1GiB"),
+                     {"kind": "task", "time": 100, "job": "a", "count": 2, "duration": 5})
+    replay = Replay(trace, Settings(), redis_url, namespace)
+    try:
+        replay.run()
+        report = summarise(replay)
+        assert sorted(replay.recorder.created_ms) == tasks
+    finally:
+        replay.store.clear_namespace()
+    assert (report["tasks"], report["placed"], report["pending_at_end"]) == (4, 4, 0)
+    assert report["simulated_s"] == 105.0
+
+
+def test_a_job_submitted_anew_has_its_replacements_counted(simulator):
+    # The first "a" (a.0-a.2) is removed at 50 (its ttl passed); the second is a.0, which
+    # "urgent" preempts at 101: its replacement is a.1 again, a task of this replay's.
+    trace = trace_of(node("n0", 2, "4GiB"),
+                     task(0, "a", 3, 5, "500m", "1GiB", ttl_after_finished=10, priority=10),
+                     task(50, "b", 1, 5, "500m", "1GiB"),
+                     {"kind": "task", "time": 100, "job": "a", "count": 1, "duration": 5},
+                     task(101, "urgent", 1, 10, 2, "1GiB", priority=500))
+    report = simulator.replay(trace, Settings())
+    assert report["preemptions"] == 1
+    assert (report["tasks"], report["placed"], report["pending_at_end"]) == (7, 7, 0)
+    assert report["queueing_delay_s"]["10"]["max"] == 10.0  # a.1 waits for "urgent" to end at 111
 
 
 def test_memory_full_strands_cpu_and_the_next_task_waits_for_memory(simulator):

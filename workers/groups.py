@@ -3,9 +3,9 @@
 A group is a set of identical tasks (same job, spec version, pinned node and nominated
 node) that the placement engine places from one node ordering; :func:`batches` gives the
 groups of a batch in placement order, one-task jobs of one placement shape merged into
-one pass, larger tasks first among groups of one priority (first-fit decreasing: the
-small tasks then fill the room the large ones leave, rather than the large ones finding
-it taken in pieces).
+one pass, bin-packed jobs' larger tasks first among groups of one priority (first-fit
+decreasing: the small tasks then fill the room the large ones leave, rather than the
+large ones finding it taken in pieces).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from scheduler.engine.placement import placement_shape
-from scheduler.model import JobSpec
+from scheduler.model import BINPACK, JobSpec
 from scheduler.model.constraints import pins_a_node
 
 
@@ -57,9 +57,12 @@ def _one_tenant_batches(groups: list[Group], counts: dict[str, dict[str, int]], 
     Among groups of one priority, those pinned to a node (a global job's task, or a
     ``node.hostname==``/``node.name==``/``node.id==`` constraint) come first, as SwarmKit
     schedules tasks with node constraints first: the free tasks after them see their load
-    and go elsewhere, rather than take the one node the pinned ones can use. Then larger
-    tasks first (:func:`size`), claim order among equals."""
-    groups = sorted(groups, key=lambda group: (-group.spec.priority, not _pinned(group), -size(group.spec, node)))
+    and go elsewhere, rather than take the one node the pinned ones can use. Then
+    bin-packed jobs' larger tasks first (:func:`size`), in the places bin-packed groups
+    hold: spread jobs keep claim order (a large task first would take a whole node that a
+    spread of small ones leaves for it)."""
+    groups = _larger_bin_packed_first(sorted(groups, key=lambda group: (-group.spec.priority, not _pinned(group))),
+                                      node)
     classes: dict[tuple, list[Group]] = {}
     for group in groups:
         spec = group.spec
@@ -77,6 +80,23 @@ def _one_tenant_batches(groups: list[Group], counts: dict[str, dict[str, int]], 
             yield Group(group.spec, "", "", [member.task_ids[0] for member in members]), True
         elif id(group) not in within:
             yield group, False
+
+
+def _larger_bin_packed_first(groups: list[Group], node: Mapping[str, float]) -> list[Group]:
+    """``groups`` (in order of priority and pinning) with the bin-packed ones of each such
+    run reordered among their own places, largest first (stable)."""
+    out = list(groups)
+    start = 0
+    while start < len(out):
+        run_key = (out[start].spec.priority, _pinned(out[start]))
+        end = start
+        while end < len(out) and (out[end].spec.priority, _pinned(out[end])) == run_key:
+            end += 1
+        places = [i for i in range(start, end) if out[i].spec.strategy == BINPACK]
+        for i, group in zip(places, sorted((out[i] for i in places), key=lambda g: -size(g.spec, node))):
+            out[i] = group
+        start = end
+    return out
 
 
 def size(spec: JobSpec, node: Mapping[str, float]) -> float:

@@ -44,7 +44,8 @@ class Preemption:
         preemptor = self.preemptor
         lowest = preemptor.lowest_live_priority()
         now = self._clock()
-        waiting = {t for t, explanation in failures.items() if explanation.get("parallelism")}  # their turn comes
+        # Held back by the quota or parallelism: their turn comes when work ends, not by evicting.
+        waiting = {t for t, explanation in failures.items() if explanation.get("admission")}
         for task_id, explanation in list(failures.items()):  # no live task is low enough: say so
             spec = group_of[task_id].spec
             if task_id in waiting:

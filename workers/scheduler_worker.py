@@ -26,13 +26,15 @@ from functools import partial
 
 import redis
 
-from scheduler.control import deadlines, dependencies, deployer, evictions, heartbeat, periodic, reconcile, retention
+from scheduler.control import (budgets, deadlines, dependencies, deployer, drains, evictions, heartbeat, periodic,
+                               reconcile, retention)
 from scheduler.control.outcomes import Outcomes
 from scheduler.control.preemptor import Preemptor
 from scheduler.control.rule_view import RuleView
 from scheduler.control.worker_config import WorkerConfig
 from scheduler.engine import packing
-from scheduler.engine.placement import Placement, Placer, gang_waits_message
+from scheduler.engine.explanations import gang_waits_message
+from scheduler.engine.placement import Placement, Placer
 from scheduler.model import BINPACK, STOPPED, JobSpec, Node, reasons
 from scheduler.model.errors import NotFound
 from scheduler.state.app import App
@@ -43,7 +45,7 @@ from scheduler.state.jobs import parse_stored
 from scheduler.state.history import Record
 from scheduler.state.memory import MEMORY_ERRORS
 from scheduler.tools.logs import Summary
-from workers import admission, metrics
+from workers import admission, metrics, rebalancing
 from workers.groups import Group, batches, regroup
 from workers.preempting import Preemption
 from workers.stats import WorkerStats
@@ -149,13 +151,17 @@ class SchedulerWorker:
             log.exception("%s: could not read the nodes", self.name)
 
     def maintain(self, force: bool = False) -> None:
-        """Queue upkeep and periodic launches about every 100 ms; node health, global jobs,
-        dependencies and deadlines about every second."""
+        """Queue upkeep, deployments, drains, moves and periodic launches about every 100 ms;
+        node health, global jobs, disruption budgets, dependencies, deadlines and the
+        workers' own rebalance about every second."""
         now = time.monotonic()
         if force or now - self._last_maintain >= self.config.maintain_every_s:
             self._last_maintain = now
             self.app.queue.maintain()
             deployer.advance_all(self.app.store)
+            for report in drains.advance_all(self.app.store):
+                metrics.DRAINED.inc(len(report["stopped"]))
+            rebalancing.advance(self.app.store, self.name)
             periodic.launch_due(self.app.store, self._outcomes)
         if force or now - self._last_health >= self.config.health_every_s:
             self._last_health = now
@@ -172,8 +178,10 @@ class SchedulerWorker:
             if epoch != self._seen_epoch:
                 self._seen_epoch = epoch
                 reconcile.reconcile_global(self.app.store)
+            budgets.count_due(self.app.store)
             dependencies.release(self.app.store, self._outcomes)
             deadlines.expire(self.app.store, self._outcomes)
+            rebalancing.now_and_then(self.app.store, self.name)
             self._retention()
         if now - self._last_sample >= SAMPLE_EVERY_MS / 1000 and self._sampling:
             self._last_sample = now
@@ -194,7 +202,10 @@ class SchedulerWorker:
     def _retention(self) -> None:
         """Remove ended work whose time has come (one bounded pass, if no other worker is
         making one), and watch Redis's memory."""
-        done = retention.upkeep(self.app.store)
+        clock, store = self.app.clock, self.app.store
+        # On a virtual clock (a replay) its time says what is due, and each pass is whole:
+        # what is removed when then follows the trace, not the speed of the machine.
+        done = retention.upkeep(store, None, clock()) if clock is not None else retention.upkeep(store)
         if done is not None and (done.jobs_removed or done.tasks_removed):
             metrics.GC_JOBS_REMOVED.inc(len(done.jobs_removed))
             metrics.GC_TASKS_REMOVED.inc(done.tasks_removed + done.job_tasks_removed)
@@ -283,13 +294,16 @@ class SchedulerWorker:
                 if need > 0 and admitted < need:
                     for task_id in group.task_ids:
                         failures[task_id] = _gang_waits(spec, need, over, len(nodes), {over.split(":")[0]: len(nodes) or 1})
+                        failures[task_id]["admission"] = True
                         conflicts.discard(task_id)
                     continue
                 todo, refused_by_quota = group.task_ids[:admitted], group.task_ids[admitted:]
                 for task_id in refused_by_quota:
+                    # Held back by the quota or its job's parallelism, not by room: no eviction
+                    # lets it run sooner (kube never preempts for a quota either).
                     failures[task_id] = {"nodes_evaluated": max(len(nodes), 1), "reasons": {over.split(":")[0]: max(len(nodes), 1)},
-                                         "message": over}
-                    if waits_its_turn:  # no eviction would let it run sooner
+                                         "message": over, "admission": True}
+                    if waits_its_turn:
                         failures[task_id]["parallelism"] = spec.parallelism
                     conflicts.discard(task_id)
                 if not todo:
@@ -326,11 +340,11 @@ class SchedulerWorker:
                 # in one call with what waited before it.
                 chunk = len(plans) if gang else cfg.commit_chunk
                 while len(plans) >= cfg.commit_chunk:
-                    sent.append(self._committer.submit(self._commit, claim.token, plans[:chunk]))
+                    sent.append(self._send(claim.token, plans[:chunk]))
                     plans = plans[chunk:]
             if not sent and not plans:
                 break
-            if attempt == 0 and claim.waiting >= 2 * cfg.batch_size and not self._stopping:
+            if attempt == 0 and claim.waiting >= 2 * cfg.batch_size and cfg.overlap and not self._stopping:
                 # Two more full batches wait: claim one now, so that its placement can start
                 # as soon as this one is done (and the other is left for other workers).
                 self._ahead = self._committer.submit(self._new_claim)
@@ -366,6 +380,15 @@ class SchedulerWorker:
             app.queue.fail(claim.token, list(failures.items()), conflicts)
         self._count(len(claim.task_ids), placed, refused_total, len(failures), self.stats.preempted - preempted_before)
         return len(claim.task_ids)
+
+    def _send(self, token: str, plans: list[Planned]) -> Future:
+        """Commit a chunk: in the committer thread while the next is placed (``overlap``),
+        else here and now."""
+        if self.config.overlap:
+            return self._committer.submit(self._commit, token, plans)
+        done: Future = Future()
+        done.set_result(self._commit(token, plans))
+        return done
 
     def _commit(self, token: str, plans: list[Planned]):
         """One atomic commit, timed and counted (see workers/metrics.py)."""

@@ -54,6 +54,7 @@ def enforce(store: Store) -> list[str]:
                 due[f"evicted from node {name} by its taint {found[1]}"].append(task)
     ended: list[str] = []
     for message, tasks in due.items():
+        stopped, _ = reconcile.replace_tasks(store, tasks, STOPPED, message)
+        store.note_disruptions([task for task in tasks if task.id in set(stopped)])  # not held back, but counted
         ended += [task.id for task in tasks]
-        reconcile.replace(store, tasks, STOPPED, message)
     return ended

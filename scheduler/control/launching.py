@@ -48,16 +48,26 @@ def launch(store: Store, parent: JobSpec, child: JobSpec, *, how: str, payload: 
         fields["payload"] = base64.b64encode(payload).decode()
     if at is not None:
         fields["tick"] = at
+    # Its labels and anti-affinity before any task of it can be placed, as a submit's
+    # (other jobs' selectors match a launch as any job).
+    indexed = create and bool(child.labels or any(t.required for t in child.job_anti_affinity))
+    if indexed:
+        store.index_job_rules(child)
     result = store.launch(parent.id, child.id, how=how, tick=tick, launches=launches, next_launch=next_launch,
                           token=token, shares=shares_value(child), per_node=child.per_node, held=bool(child.after),
                           skipped=skipped, by=by, create=create, fields=fields)
     if result.created:
         begin(store, child)
+    elif indexed and result.refused != "exists":  # no such job was made
+        store.forget_job_rules(child.id)
     return result
 
 
 def begin(store: Store, child: JobSpec) -> None:
-    """Create the tasks of a child whose hash ``launch.lua`` made."""
+    """Create the tasks of a child whose hash ``launch.lua`` made (and list it among the
+    jobs whose disruption budget is counted, if it has one)."""
+    if child.disruption_budget is not None:
+        store.track_budget(child.id, True)
     if child.per_node:
         reconcile.reconcile_global(store, only=[child.id])
     elif child.replicas:

@@ -9,7 +9,7 @@ Run by every scheduler worker's upkeep (one worker at a time, under a short lock
 2. **Prune** the ended tasks of jobs that still run: those that ended more than
    ``task_retention`` ago, and the oldest beyond ``ended_tasks_per_job`` (the newest are
    kept), each with its output and attempts (``gc_prune.lua``). Kept, whatever their
-   age: a batch job's results (each slot's task that completed or
+   age: a batch or sysbatch job's results (each slot's task that completed or
    failed with no retry queued, removed with the job), a task whose
    replacement is still open, and, during a deployment, the tasks of the version it rolls
    out.
@@ -70,8 +70,9 @@ def collect(store: Store, *, dry_run: bool = False, budget_s: float | None = Non
     """One pass of retention over the namespace (see the module's text). ``budget_s``
     bounds its time (None: until nothing is due); ``now_ms`` replaces Redis TIME for the
     decisions of what is due (tests); ``retention`` replaces the namespace's settings.
-    A dry run removes and counts nothing: it says what is due now among the work
-    already counted, and how many ends are not counted yet."""
+    A dry run counts the ends (bookkeeping the workers do anyway) and removes nothing: it
+    says what the real pass would remove now, and how many ends are still not counted
+    (those that came after its budget ran out)."""
     started = time.monotonic()
     out = Collected(dry_run=dry_run)
     settings = retention or store.retention()
@@ -83,16 +84,17 @@ def collect(store: Store, *, dry_run: bool = False, budget_s: float | None = Non
             return True
         return False
 
+    # Counting is bookkeeping, not removal (the workers count on their own within seconds):
+    # a dry run counts too, so that it reports what the real pass would remove.
+    while not spent():
+        ids = store.uncounted_ends(CALL_TASKS)
+        if not ids:
+            break
+        counted, finished = store.count_ends(ids, settings)
+        out.counted += counted
+        out.finished += finished
     if dry_run:
         out.uncounted = store.retention_counts()["uncounted_ends"]
-    else:
-        while not spent():
-            ids = store.uncounted_ends(CALL_TASKS)
-            if not ids:
-                break
-            counted, finished = store.count_ends(ids, settings)
-            out.counted += counted
-            out.finished += finished
     _prune(store, settings, now, out, spent)
     # (The clock again: a job the steps above found finished counts from their time.)
     _remove_jobs(store, settings, store.now_ms() if now_ms is None else now_ms, out, spent)
@@ -158,12 +160,12 @@ def _remove_jobs(store: Store, settings: Retention, now: int, out: Collected, sp
                 return
 
 
-def upkeep(store: Store, budget_s: float = 0.2) -> Collected | None:
-    """A worker's share: one pass of at most ``budget_s``, unless another worker is
-    doing one now (None)."""
+def upkeep(store: Store, budget_s: float | None = 0.2, now_ms: int | None = None) -> Collected | None:
+    """A worker's share: one pass of at most ``budget_s`` (None: whole), unless another
+    worker is doing one now (None); ``now_ms`` as in :func:`collect`."""
     if not store.take_lock(LOCK, LOCK_MS):
         return None
     try:
-        return collect(store, budget_s=budget_s)
+        return collect(store, budget_s=budget_s, now_ms=now_ms)
     finally:
         store.release_lock(LOCK)

@@ -20,6 +20,9 @@ class WorkerConfig:
     lease_ms: int = 30_000
     commit_retries: int = 5  # placement rounds per claim when commits are refused (Nomad uses 5)
     commit_chunk: int = 128  # placements sent to Redis while the rest of the batch is placed
+    # Commit chunks in a thread of their own while the rest is placed, and claim the next
+    # batch ahead; False: each call in turn, in order (a replay on a virtual clock repeats).
+    overlap: bool = True
     maintain_every_s: float = 0.1
     health_every_s: float = 1.0
     idle_sleep_max_s: float = 0.02  # the pause after a failed batch; the longest between polls of cells on a Redis Cluster

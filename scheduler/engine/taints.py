@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from scheduler.engine.filters import Filter
+from scheduler.engine.pipeline import Filter
 from scheduler.model import reasons
 from scheduler.model.taints import NO_EXECUTE, intolerable_preferences, tolerance_s, untolerated
 

@@ -17,10 +17,16 @@ MAX_PER_NODE = "max_per_node reached"
 STALE_LEASE = "lease expired"
 NO_NODES = "no nodes registered"
 PLATFORM_MISMATCH = "platform mismatch"
+NO_AGENT = "node has no agent"  # an assigned task there does not start (scheduler/control/starting.py)
 
 
 def insufficient(resource: str) -> str:
     return f"insufficient {resource}"
+
+
+def slots_full(slots: int) -> str:
+    """A node whose agent runs no more live tasks (kube's "Too many pods")."""
+    return f"node has all {slots} task slots in use" if slots != 1 else "node has its 1 task slot in use"
 
 
 def over_quota(namespace: str, resource: str) -> str:

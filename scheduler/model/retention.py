@@ -4,7 +4,8 @@
 Ended tasks of a job that still runs are kept for ``task_retention`` after they ended,
 and at most ``ended_tasks_per_job`` of them (the newest); a batch job's results (each slot's task that
 completed, or failed with no retry queued)
-are its results and stay with the job. A job that finished (stopped, or a batch job
+are its results and stay with the job, and so do a sysbatch job's (where it ran to its
+end, which it does once per node). A job that finished (stopped, or a batch job
 whose tasks have all ended) is removed with everything of it ``job_retention`` after it
 finished, or its own ``ttl_after_finished`` (Kubernetes' name and meaning: seconds after
 the job finished; 0 removes it as soon as the workers see it finished).
@@ -18,6 +19,7 @@ import re
 from dataclasses import dataclass, fields
 
 from scheduler.model.errors import SpecError
+from scheduler.model.quantities import whole
 
 MAX_DURATION_S = 10 * 365 * 86_400  # ten years: long enough to mean "keep", short enough to stay a bound
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?$")
@@ -96,7 +98,8 @@ def parse_setting(name: str, raw) -> str:
         value = raw
         if isinstance(raw, str) and raw.strip().isdigit():
             value = int(raw.strip())
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 1_000_000:
+        value = whole(value)
+        if value is None or not 0 <= value <= 1_000_000:
             raise SpecError(f"ended_tasks_per_job must be a whole number from 0 to 1000000, not {raw!r}.")
         return str(value)
     if name in SETTINGS:

@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass
 
 from scheduler.model.errors import SpecError
+from scheduler.model.quantities import whole
 
 NO_SCHEDULE, PREFER_NO_SCHEDULE, NO_EXECUTE = "NoSchedule", "PreferNoSchedule", "NoExecute"
 EFFECTS = (NO_SCHEDULE, PREFER_NO_SCHEDULE, NO_EXECUTE)
@@ -185,14 +186,16 @@ def parse_tolerations(raw, job: str) -> tuple[Toleration, ...]:
             raise SpecError(f"{what} has no key, so its operator must be Exists (it then tolerates every taint).")
         if operator == EXISTS and value:
             raise SpecError(f"{what}: operator Exists takes no value.")
-        effect = item.get("effect", "") or ""
-        if effect:
+        effect = item.get("effect")
+        effect = "" if effect is None else effect
+        if effect != "":
             _effect(effect, what)
         seconds = item.get("toleration_seconds")
         if seconds is not None:
-            if isinstance(seconds, bool) or not isinstance(seconds, int) or not 0 <= seconds <= MAX_TOLERATION_S:
+            given, seconds = seconds, whole(seconds)
+            if seconds is None or not 0 <= seconds <= MAX_TOLERATION_S:
                 raise SpecError(f"{what} toleration_seconds must be a whole number of seconds from 0 to "
-                                f"{MAX_TOLERATION_S}, not {seconds!r}.")
+                                f"{MAX_TOLERATION_S}, not {given!r}.")
             if effect != NO_EXECUTE:
                 raise SpecError(f"{what} toleration_seconds applies to effect NoExecute only.")
         out.append(Toleration(key, operator, value, effect, seconds))

@@ -38,7 +38,7 @@ from scheduler.model.errors import NotFound, SpecError
 from scheduler.model.names import check_namespace
 from scheduler.state.connection import client_for
 from scheduler.state.keys import Keys
-from scheduler.state.scripts import SCRIPT_NAMES, ClusterSafeScript, script_source
+from scheduler.state.scripts import READ_SCRIPTS, SCRIPT_NAMES, ClusterSafeScript, script_source
 
 ROLES = ("viewer", "submitter", "worker", "agent")
 NAMESPACE_REGISTRY = "sched:namespaces"
@@ -69,6 +69,9 @@ _READS = ("get", "exists", "hget", "hgetall", "hmget", "hkeys", "hlen", "smember
 # them and queues global jobs' tasks with the scripts a submit uses) but the admin's:
 # dump_page.lua, which reads a namespace whole for a snapshot.
 _ADMIN_SCRIPTS = ("dump_page",)
+# The scripts that only read (scripts.READ_SCRIPTS: a job's record, a page of jobs and
+# their tasks' states) every role calls with EVALSHA_RO (below): Redis checks each read
+# they run as any other.
 _ROLE_SCRIPTS = {
     "viewer": (),
     "submitter": tuple(name for name in SCRIPT_NAMES if name not in _ADMIN_SCRIPTS),
@@ -91,10 +94,15 @@ def script_shas(role: str) -> list[str]:
     return sorted(hashlib.sha1(script_source(name).encode()).hexdigest() for name in _ROLE_SCRIPTS[role])
 
 
+def read_script_shas() -> list[str]:
+    """The SHA1 of each script that only reads (every role may call it with EVALSHA_RO)."""
+    return sorted(hashlib.sha1(script_source(name).encode()).hexdigest() for name in READ_SCRIPTS)
+
+
 def scripts_digest(role: str) -> str:
     """A short name for the scripts a user of ``role`` is set up for, kept in its record:
     a user set up by another version of sched names other SHA1s (``sched acl sync``)."""
-    return hashlib.sha256(" ".join(script_shas(role)).encode()).hexdigest()[:16] if _ROLE_SCRIPTS[role] else ""
+    return hashlib.sha256(" ".join([*script_shas(role), "ro", *read_script_shas()]).encode()).hexdigest()[:16]
 
 
 # Per role, beyond the reads and its scripts' commands. WAIT follows durable script calls
@@ -166,6 +174,9 @@ def rules(name: str, namespace: str, role: str, password_sha256: str) -> list[st
     commands = set(_CONNECTION) | set(_READS) | set(_ROLE_COMMANDS[role]) | _script_commands(_ROLE_SCRIPTS[role])
     out = ["reset", "on", f"#{password_sha256}", "resetchannels", f"&{prefix}*", f"%R~{record_key(name)}",
            f"%R~{prefix}*", *(f"+{command}" for command in sorted(commands))]
+    # The scripts that only read (a job's record, a page of jobs), with EVALSHA_RO, which
+    # names its keys for reading only: a viewer's too.
+    out.append(_selector([f"%R~{prefix}*"], [*(f"evalsha_ro|{sha}" for sha in read_script_shas()), *_SCRIPT_CALLS]))
     if role == "viewer":
         return out
     if role == "agent":

@@ -24,6 +24,7 @@ from scheduler.model.errors import NotFound, RedisUnavailable
 from scheduler.model.names import is_job_id
 from scheduler.state.history import HISTORY_KEEP, Record, record_args
 from scheduler.state.namespace import NamespaceStore
+from scheduler.state.read_steps import Batch, Steps, run
 
 ENQUEUE_CHUNK = 500  # tasks per enqueue.lua call: each call takes a few ms (docs/reliability.md)
 # Jobs per enqueue_many.lua call. Redis keeps every write of a script call for the AOF
@@ -32,6 +33,8 @@ ENQUEUE_CHUNK = 500  # tasks per enqueue.lua call: each call takes a few ms (doc
 # (the same instructions: benchmarks.md).
 BULK_JOBS = 100
 _PIPELINED = 4  # enqueue_many.lua calls per round trip
+SUMMARY_CHUNK = 500  # jobs per job_page.lua call (and tasks per task_states.lua call, twice that)
+_READS_PER_ROUND_TRIP = 8  # such calls sent at once (a page of 1000 jobs: two; every job: a few MB a reply)
 
 
 def shares_value(spec: JobSpec) -> str:
@@ -73,15 +76,47 @@ def _text_after_id(spec: JobSpec) -> str:
     return text[len(head):]
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class JobSummary:
     id: str
     version: int
     status: str
     created_ms: int
-    spec: dict
+    spec_text: str  # as stored (normalised JSON)
     task_states: list[str]
     failure: str = ""  # why it ended as failed (its deadline passed, a dependency could not hold)
+    suspended: bool = False  # a periodic job that launches no tick until resumed
+
+    @property
+    def spec(self) -> dict:
+        """The spec, parsed (a new dict each time)."""
+        return orjson.loads(self.spec_text)
+
+    @property
+    def brief(self) -> dict:
+        """What a list of jobs reads of the spec (:func:`spec_brief`)."""
+        return spec_brief(self.spec_text)
+
+
+def spec_brief(text: str) -> dict:
+    """The fields of a stored spec that a job's list record and its status read: ``type``,
+    ``priority``, ``replicas``, and ``periodic`` and ``parameterized`` when the spec has
+    them. Jobs made from one template differ only in their id, so this is worked out once
+    per template (the text after the id) and shared: the dict must not be changed."""
+    head, comma, rest = text.partition('",')
+    # Shared only when the id's JSON text is the id itself (no escape, no quote: what
+    # follows it is then the rest of the spec, whatever the id).
+    shared = comma and head.startswith('{"id":"') and "\\" not in head and '"' not in head[7:]
+    brief = _briefs.get(rest) if shared else None
+    if brief is None:
+        spec = orjson.loads(text)
+        brief = {"type": spec["type"], "priority": spec["priority"], "replicas": spec.get("replicas"),
+                 **{kind: True for kind in ("periodic", "parameterized") if kind in spec}}
+        if shared:
+            if len(_briefs) >= _TEMPLATES_KEPT:
+                _briefs.clear()
+            _briefs[rest] = brief
+    return brief
 
 
 class JobStore(NamespaceStore):
@@ -92,6 +127,12 @@ class JobStore(NamespaceStore):
             raise NotFound(f"job {job_id!r} does not exist.")
         return {"id": job_id, "version": int(fields["version"]), "status": fields.get("status", "running"),
                 "created": int(fields.get("created", 0)), "spec": orjson.loads(fields["spec"])}
+
+    def require_job(self, job_id: str) -> None:
+        """Raise NotFound unless the job exists (one EXISTS)."""
+        check_job_id(job_id)
+        if not self.client.exists(self.keys.job(job_id)):
+            raise NotFound(f"job {job_id!r} does not exist.")
 
     def job_fields(self, job_id: str) -> dict[str, str]:
         """The job's hash as stored (empty when there is no such job)."""
@@ -168,30 +209,62 @@ class JobStore(NamespaceStore):
             ids += self.job_task_ids(job_id)
         return ids
 
-    def job_summaries(self) -> list[JobSummary]:
-        """Every job with the state of each of its tasks, in two pipelined round trips."""
+    def job_summaries(self, ids: list[str] | None = None) -> list[JobSummary]:
+        """Every job (or those of ``ids`` that exist, in that order) with the state of each
+        of its tasks: ``job_page.lua`` calls of a chunk of jobs each, then
+        :meth:`task_states` (a page of jobs: two round trips)."""
+        return run(self, self.job_summaries_steps(self.job_ids() if ids is None else ids))
+
+    def job_summaries_steps(self, ids: list[str]) -> Steps:
+        """:meth:`job_summaries` of ``ids`` as steps (state/read_steps.py)."""
         k = self.keys
-        ids = self.job_ids()
-        with self.client.pipeline(transaction=False) as pipe:
-            for job_id in ids:
-                pipe.hmget(k.job(job_id), "version", "status", "created", "spec", "failure")
-                pipe.zrange(k.job_tasks(job_id), 0, -1)
-            replies = pipe.execute()
-        found, task_ids = [], []
-        for job_id, (version, status, created, spec, failure), ids_of_job in zip(ids, replies[::2], replies[1::2]):
-            if spec is None:
-                continue  # removed between the two reads
-            found.append(JobSummary(job_id, int(version or 0), status or "running", int(created or 0),
-                                    orjson.loads(spec), [], failure or ""))
-            task_ids.append(ids_of_job)
-        with self.client.pipeline(transaction=False) as pipe:
-            for ids_of_job in task_ids:
-                for task_id in ids_of_job:
-                    pipe.hget(k.task(task_id), "state")
-            states = iter(pipe.execute())
-        for summary, ids_of_job in zip(found, task_ids):
-            summary.task_states = [state for _ in ids_of_job if (state := next(states)) is not None]
+        chunks = [ids[start:start + SUMMARY_CHUNK] for start in range(0, len(ids), SUMMARY_CHUNK)]
+        replies = []
+        for start in range(0, len(chunks), _READS_PER_ROUND_TRIP):
+            batch = Batch()
+            for chunk in chunks[start:start + _READS_PER_ROUND_TRIP]:
+                self.scripts.queue(batch, "job_page", [key for job_id in chunk for key in (k.job(job_id),
+                                                                                            k.job_tasks(job_id))],
+                                   [], read_only=True)
+            replies += yield batch
+        found, counts, task_ids = [], [], []
+        for chunk, reply in zip(chunks, replies):
+            at = 0
+            for job_id in chunk:
+                version, status, created, spec, failure, suspended, n = reply[at:at + 7]
+                at += 7 + n
+                if spec is None:
+                    continue  # removed between the two reads
+                found.append(JobSummary(job_id, int(version or 0), status or "running", int(created or 0), spec, [],
+                                        failure or "", suspended == "1"))
+                counts.append(n)
+                task_ids += reply[at - n:at]
+        states = yield from self.task_states_steps(task_ids)
+        at = 0
+        for summary, n in zip(found, counts):
+            if n == 1:  # most jobs: one task
+                summary.task_states = [] if states[at] is None else [states[at]]
+            else:
+                summary.task_states = [state for state in states[at:at + n] if state is not None]
+            at += n
         return found
+
+    def task_states(self, task_ids: list[str]) -> list[str | None]:
+        """The state of each task (None: no such task), in order: ``task_states.lua`` calls
+        of ``2 * SUMMARY_CHUNK`` tasks each (a page's in one round trip)."""
+        return run(self, self.task_states_steps(task_ids))
+
+    def task_states_steps(self, task_ids: list[str]) -> Steps:
+        """:meth:`task_states` as steps (state/read_steps.py)."""
+        task, size = self.keys.task, 2 * SUMMARY_CHUNK
+        calls = [[task(task_id) for task_id in task_ids[start:start + size]] for start in range(0, len(task_ids), size)]
+        states: list[str | None] = []
+        for start in range(0, len(calls), _READS_PER_ROUND_TRIP):
+            batch = Batch()
+            for keys in calls[start:start + _READS_PER_ROUND_TRIP]:
+                self.scripts.queue(batch, "task_states", keys, [], read_only=True)
+            states += [state for reply in (yield batch) for state in reply]
+        return states
 
     # Writing jobs and creating their tasks.
     def mark_job(self, spec: JobSpec) -> None:
@@ -400,7 +473,7 @@ class JobStore(NamespaceStore):
     def _enqueue_many_calls(self, jobs: list[tuple[str, JobSpec]], by: str | None):
         """(first job id, last job id, keys, args) of each ``enqueue_many.lua`` call."""
         k = self.keys
-        fixed = [k.jobs, k.active, k.enqueue_seq, k.job_shares, k.wake, k.stream, k.config]
+        fixed = [k.jobs, k.active, k.enqueue_seq, k.job_shares, k.wake, k.stream, k.config, k.jobs_by_id]
         task_key = k.task
         rests: dict[int, str] = {}
         who = "" if by is None else orjson.dumps(by).decode()
@@ -440,7 +513,7 @@ class JobStore(NamespaceStore):
         args += record_args(record, record.by) if record is not None else [""]
         args += [*pins, self.scripts.now_arg()]
         keys = [k.job(job_id), k.jobs, k.global_jobs, k.active, k.backoff, k.job_tasks(job_id), k.enqueue_seq,
-                k.job_shares, k.wake, k.stream, k.config, k.job_history(job_id), k.waiting,
+                k.job_shares, k.wake, k.stream, k.config, k.job_history(job_id), k.waiting, k.jobs_by_id,
                 *(k.task(f"{job_id}.{first_index + i}") for i in range(count))]
         return self.scripts.enqueue(keys=keys, args=args)
 
@@ -479,3 +552,4 @@ def parse_stored(raw: str) -> JobSpec:
 
 _TEMPLATES_KEPT = 1024
 _templates: dict[str, JobSpec] = {}  # stored text after the id -> a spec parsed from it
+_briefs: dict[str, dict] = {}  # stored text after the id -> its spec_brief

@@ -12,17 +12,39 @@ from scheduler.model import SpecError
 from scheduler.tools.cli.common import json_option
 from scheduler.tools.render import print_json
 
-SETTING_KEYS = ("strategy", "percentage-of-nodes", "nodes")
+SETTING_KEYS = ("strategy", "percentage-of-nodes", "nodes", "seed")
 
 
 class SimulateGroup(click.Group):
-    """``sched simulate TRACE ...`` is ``sched simulate run TRACE ...``; ``generate`` and
-    ``convert`` are subcommands."""
+    """``sched simulate TRACE... [OPTIONS]`` replays (the ``run`` command, whose options
+    this group's help shows as its own); ``generate`` and ``convert`` are subcommands."""
 
     def parse_args(self, ctx, args):
-        if args and args[0] not in self.commands and args[0] not in ("-h", "--help"):
+        if args and args[0] not in self.commands and args[0] not in ctx.help_option_names:
             args = ["run", *args]
         return super().parse_args(ctx, args)
+
+    def format_usage(self, ctx, formatter):
+        formatter.write_usage(ctx.command_path, "TRACE... [OPTIONS]")
+        formatter.write_usage(ctx.command_path, "generate | convert ...", prefix=" " * len("Usage: "))
+
+    def format_options(self, ctx, formatter):
+        records = [param.get_help_record(ctx) for param in self.commands["run"].get_params(ctx)
+                   if not isinstance(param, click.Argument)]
+        with formatter.section("Options"):
+            formatter.write_dl([record for record in records if record is not None])
+        self.format_commands(ctx, formatter)
+
+
+class _ReplayContext(click.Context):
+    @property
+    def command_path(self) -> str:
+        """``sched simulate``, the form the docs give, in usage lines and hints."""
+        return self.parent.command_path if self.parent is not None else super().command_path
+
+
+class ReplayCommand(click.Command):
+    context_class = _ReplayContext
 
 
 @click.group(cls=SimulateGroup)
@@ -38,11 +60,13 @@ def simulate():
       sched simulate trace.jsonl --out report/          # report/index.html with plots
       sched simulate trace.jsonl --compare strategy=binpack --compare strategy=spread
       sched simulate trace.jsonl --compact --json       # nodes_needed and lower_bound
+      sched simulate trace.jsonl --seed 7               # other tie-breaks
       sched simulate task_events.csv --nodes machine_events.csv   # Google's 2011 trace
 
     The replay runs the worker's own code (queue order, fair share, backoff, the commit's
     rules and quotas, preemption) against a private redis-server; nothing touches your
-    cluster. The trace format is in docs/simulate.md."""
+    cluster. The same trace, options and --seed give the same report, but for its wall
+    times. The trace format is in docs/simulate.md."""
 
 
 def _settings(text: str, base):
@@ -67,9 +91,9 @@ def _settings(text: str, base):
                 raise SpecError(f"--compare {text!r}: {key} must be a whole number, not {value!r}.") from None
             if key == "nodes" and number < 1 or key == "percentage-of-nodes" and not 0 <= number <= 100:
                 raise SpecError(f"--compare {text!r}: {key} {number} is out of range.")
-            changes["nodes" if key == "nodes" else "percentage_of_nodes"] = number
+            changes[key.replace("-", "_")] = number
     if not changes:
-        raise SpecError(f"--compare {text!r} changes nothing; give KEY=VALUE (strategy, percentage-of-nodes, nodes).")
+        raise SpecError(f"--compare {text!r} changes nothing; give KEY=VALUE ({', '.join(SETTING_KEYS)}).")
     return dataclasses.replace(base, **changes)
 
 
@@ -86,7 +110,7 @@ def _machine(text: str | None):
     return Machine(cpu=parsed["cpu"] / 1000, memory=parsed["memory"])
 
 
-@simulate.command("run")
+@simulate.command("run", cls=ReplayCommand, hidden=True)
 @click.argument("trace", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--nodes", "nodes_files", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
               metavar="FILE", help="The cluster: node events (JSON lines) or Google's 2011 machine_events CSV. "
@@ -101,12 +125,15 @@ def _machine(text: str | None):
 @click.option("--node-count", type=click.IntRange(1, 1_000_000), default=None, metavar="N",
               help="Replay on N nodes of the inventory's shape (its nodes at time 0, in turn) instead of the "
                    "traced cluster.")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seeds the placement's random tie-breaks: the same trace, options and seed give the same "
+                   "report.")
 @click.option("--compare", multiple=True, metavar="KEY=VALUE[,...]",
               help="A setting to run side by side (repeatable): strategy=binpack, percentage-of-nodes=50, "
-                   "nodes=200, or several joined by commas. The first run is the options as given.")
+                   "nodes=200, seed=1, or several joined by commas. The first run is the options as given.")
 @click.option("--compact", is_flag=True,
               help="Also find, by bisection, the fewest nodes of the inventory's shape that place the trace "
-                   "(nothing left pending, no wait over --max-wait), against the lower bound.")
+                   "(nothing left pending, no wait over --max-wait), against the lower bound for that wait.")
 @click.option("--max-wait", type=click.FloatRange(min=0), default=60.0, show_default=True, metavar="SECONDS",
               help="With --compact: the longest any task may wait.")
 @click.option("--tick", type=click.FloatRange(min=0.001), default=1.0, show_default=True, metavar="SECONDS",
@@ -119,8 +146,8 @@ def _machine(text: str | None):
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, metavar="DIR",
               help="Write report.json, PNG plots and index.html there.")
 @json_option
-def run(trace, nodes_files, fmt, strategy, percentage_of_nodes, node_count, compare, compact, max_wait, tick, until,
-        machine, out, as_json):
+def run(trace, nodes_files, fmt, strategy, percentage_of_nodes, node_count, seed, compare, compact, max_wait, tick,
+        until, machine, out, as_json):
     """Replay TRACE (one or more files of one format) and report how well it placed."""
     from scheduler.tools.simulate import Simulator, private_redis
     from scheduler.tools.simulate.compact import compact as find_fewest
@@ -135,7 +162,7 @@ def run(trace, nodes_files, fmt, strategy, percentage_of_nodes, node_count, comp
         if not path.exists():
             raise SpecError(f"{path} does not exist.")
     base = Settings(strategy=strategy, percentage_of_nodes=percentage_of_nodes, nodes=node_count, tick_s=tick,
-                    until_s=until)
+                    until_s=until, seed=seed)
     settings = [base, *(_settings(text, base) for text in compare)]
     loaded = load(list(trace), fmt, list(nodes_files) or None, _machine(machine))
     reports = []
@@ -147,6 +174,7 @@ def run(trace, nodes_files, fmt, strategy, percentage_of_nodes, node_count, comp
                 report = dict(simulator.replay(loaded, setting))
                 report.update(nodes_needed=found["nodes_needed"], lower_bound=found["lower_bound"],
                               lower_bound_per_resource=found["lower_bound_per_resource"],
+                              peak_demand_nodes=found["peak_demand_nodes"], max_wait_s=max_wait,
                               compaction=found["tries"])
             else:
                 report = simulator.replay(loaded, setting)
@@ -180,7 +208,10 @@ def _print_summary(reports: list[dict]) -> None:
     rows = [["tasks", *(r["tasks"] for r in reports)],
             ["placed", *(r["placed"] for r in reports)],
             ["pending at the end", *(r["pending_at_end"] for r in reports)]]
-    rows += [[f"utilisation {res}", *(f"{r['utilisation'][res]:.1%}" for r in reports)] for res in resources]
+    rows += [[f"utilisation {res}, whole replay", *(f"{r['utilisation'][res]:.1%}" for r in reports)]
+             for res in resources]
+    rows += [[f"utilisation {res}, arrival window", *(f"{r['utilisation_arrival_window'][res]:.1%}" for r in reports)]
+             for res in resources]
     rows += [[f"stranded {res}", *(f"{r['stranded'][res]:.1%}" for r in reports)] for res in resources]
     priorities = sorted({int(p) for r in reports for p in r["queueing_delay_s"]}, reverse=True)
     for p in priorities:
@@ -189,7 +220,9 @@ def _print_summary(reports: list[dict]) -> None:
                        for r in reports)])
     rows.append(["preemptions", *(r["preemptions"] for r in reports)])
     if "nodes_needed" in reports[0]:
-        rows.append(["nodes needed (lower bound)", *(f"{r['nodes_needed']} ({r['lower_bound']})" for r in reports)])
+        rows.append([f"nodes needed, wait <= {reports[0]['max_wait_s']:g} s", *(r["nodes_needed"] for r in reports)])
+        rows.append(["lower bound", *(r["lower_bound"] for r in reports)])
+        rows.append(["peak demand (nodes)", *(r["peak_demand_nodes"] for r in reports)])
     rows.append(["simulated (s) / wall (s)", *(f"{r['simulated_s']:g} / {r['wall_s']:g}" for r in reports)])
     print_table(["", *(r["settings"] for r in reports)], rows)
 

@@ -42,15 +42,17 @@ def private_redis() -> Iterator[str]:
 
 
 class Simulator:
-    """Replays on one private server, each in a namespace of its own (emptied after)."""
+    """Replays on one server, one after another, each in the namespace ``namespace``,
+    emptied after each: its name is in what some explanations say (a quota's), so every
+    replay of a trace reads the same."""
 
-    def __init__(self, url: str, prefix: str = "simulate", progress=None):
-        self.url, self.prefix, self.progress = url, prefix, progress
+    def __init__(self, url: str, namespace: str = "simulate", progress=None):
+        self.url, self.namespace, self.progress = url, namespace, progress
         self.runs = 0
 
     def replay(self, trace: Trace, settings: Settings) -> dict:
         self.runs += 1
-        replay = Replay(trace, settings, self.url, f"{self.prefix}-{self.runs}")
+        replay = Replay(trace, settings, self.url, self.namespace)
         try:
             replay.run(self.progress)
             return summarise(replay)

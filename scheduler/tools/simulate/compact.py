@@ -1,6 +1,6 @@
 """Compaction (Borg's measure of placement quality): the fewest nodes of the inventory's
 shape on which the trace still places with no task waiting longer than a bound, found by
-bisection, against the lower bound (peak demand over one node's capacity, per resource).
+bisection, against the lower bound for that wait (``bounds.py``).
 
 The inventory is the trace's nodes at time 0; a cluster of N nodes repeats them in turn
 (``replay.shaped_nodes``), so a mixed inventory keeps its mix. "Places" means: nothing
@@ -12,48 +12,12 @@ waited longer than the bound (it has failed then).
 from __future__ import annotations
 
 import dataclasses
-import math
 
-from scheduler.model import SpecError
+from scheduler.tools.simulate.bounds import lower_bound
 from scheduler.tools.simulate.replay import Settings
-from scheduler.tools.simulate.trace import TASK, Trace
+from scheduler.tools.simulate.trace import Trace
 
 MOST_GROWTH = 8  # the inventory is grown up to this many times its size when it does not place the trace
-
-
-def peak_demand(trace: Trace) -> dict[str, int]:
-    """Per resource, the most that the trace's tasks ask for at once if each ran from its
-    arrival for its duration (tasks without a duration run to the end)."""
-    changes: dict[str, list[tuple[int, int]]] = {}
-    for event in trace.events:
-        if event.kind != TASK or event.spec is None:
-            continue
-        for r, amount in event.spec.resources.items():
-            total = amount * event.count
-            changes.setdefault(r, []).append((event.time_ms, total))
-            if event.duration_ms is not None:
-                changes[r].append((event.time_ms + event.duration_ms, -total))
-    peaks = {}
-    for r, points in changes.items():
-        level = peak = 0
-        for _, delta in sorted(points, key=lambda p: (p[0], p[1])):  # ends before arrivals at one instant
-            level += delta
-            peak = max(peak, level)
-        peaks[r] = peak
-    return peaks
-
-
-def lower_bound(trace: Trace) -> dict:
-    """Peak demand over the inventory's mean node capacity, per resource, and their maximum."""
-    inventory = trace.nodes
-    if not inventory:
-        raise SpecError("compaction needs the trace's nodes at time 0 (its inventory) to know a node's shape.")
-    per_resource = {}
-    for r, peak in peak_demand(trace).items():
-        mean = sum(n.capacity.get(r, 0) for n in inventory) / len(inventory)
-        per_resource[r] = math.ceil(peak / mean) if mean > 0 else None
-    known = [n for n in per_resource.values() if n is not None]
-    return {"nodes": max(known, default=0), "per_resource": per_resource}
 
 
 def compact(replay, trace: Trace, settings: Settings, max_wait_s: float) -> dict:
@@ -68,7 +32,7 @@ def compact(replay, trace: Trace, settings: Settings, max_wait_s: float) -> dict
             tries[n] = report
         return tries[n]["places"]
 
-    bound = lower_bound(trace)
+    bound = lower_bound(trace, max_wait_s, settings.tick_s, settings.until_s)
     high = max(len(trace.nodes), bound["nodes"], 1)
     while not places(high):
         if high >= MOST_GROWTH * max(len(trace.nodes), bound["nodes"], 1):
@@ -92,7 +56,7 @@ def compact(replay, trace: Trace, settings: Settings, max_wait_s: float) -> dict
                 low = middle
         needed = high
     return {"nodes_needed": needed, "lower_bound": bound["nodes"], "lower_bound_per_resource": bound["per_resource"],
-            "max_wait_s": max_wait_s,
+            "peak_demand_nodes": bound["peak_demand_nodes"], "max_wait_s": max_wait_s,
             "tries": [{"nodes": n, "places": r["places"], "longest_wait_s": r["longest_wait_s"],
                        "pending_at_end": r["pending_at_end"], "stopped_at_s": r["simulated_s"] if r["gave_up"] else None,
                        "wall_s": r["wall_s"]} for n, r in sorted(tries.items())],

@@ -3,9 +3,9 @@
 Formats: ``jsonl`` (the simulator's own, ``trace.py``), ``google-2011`` (``task_events``
 CSV), ``google-2019`` (``instance_events`` JSON lines), ``alibaba-2018`` (``batch_task``
 CSV); for ``--nodes``: ``jsonl`` or Google 2011's ``machine_events`` CSV. ``auto`` looks at
-the first line: a JSON object with ``kind`` is ours, one with ``collection_id`` is
-Google's 2019; a CSV row of 13 columns is Google's 2011 task events, of 9 Alibaba's batch
-tasks, of 6 Google's 2011 machine events.
+the first line that is not blank or a ``#`` comment: a JSON object with ``kind`` is ours,
+one with ``collection_id`` is Google's 2019; a CSV row of 13 columns is Google's 2011 task
+events, of 9 Alibaba's batch tasks, of 6 Google's 2011 machine events.
 """
 
 from __future__ import annotations
@@ -28,13 +28,13 @@ MACHINE_EVENTS = "google-2011-machines"
 def detect(path: str | Path) -> str:
     try:
         with google.open_text(path) as handle:
-            first = next((line for line in handle if line.strip()), "")
+            first = next((line for line in handle if line.strip() and not line.lstrip().startswith("#")), "")
     except OSError as exc:
         raise SpecError(f"cannot read {path}: {exc.strerror or exc}.") from None
     except (UnicodeDecodeError, EOFError):
         raise SpecError(f"{path} is not a text trace (JSON lines or CSV, optionally gzipped).") from None
     if not first:
-        raise SpecError(f"{path} is empty; see docs/simulate.md for the trace format.")
+        raise SpecError(f"{path} has no events; see docs/simulate.md for the trace format.")
     text = first.strip()
     if text.startswith("{"):
         try:

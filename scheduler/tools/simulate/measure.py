@@ -13,6 +13,7 @@ full, and the reverse). Only ready, active nodes count.
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass, field
 
@@ -35,16 +36,23 @@ class Series:
         for name in set(self.values) | set(row):
             self.values.setdefault(name, [0.0] * (len(self.t) - 1)).append(row.get(name, 0.0))
 
-    def mean(self, name: str, until_s: float) -> float:
-        """The time-weighted mean of a step function (each value holds until the next sample)."""
+    def mean(self, name: str, until_s: float, since_s: float | None = None) -> float:
+        """The time-weighted mean of a step function (each value holds until the next
+        sample) from ``since_s`` (the first sample) to ``until_s``; over no time, the value
+        then."""
         values, t = self.values.get(name, []), self.t
-        if not t or until_s <= t[0]:
-            return values[-1] if values else 0.0
+        if not t:
+            return 0.0
+        since = t[0] if since_s is None else max(since_s, t[0])
+        if until_s <= since:
+            i = max(0, bisect.bisect_right(t, since) - 1)
+            return values[i] if values else 0.0
         total = 0.0
         for i, value in enumerate(values):
-            end = t[i + 1] if i + 1 < len(t) else until_s
-            total += value * (max(end, t[i]) - t[i])
-        return total / (until_s - t[0])
+            start, end = max(t[i], since), min(t[i + 1] if i + 1 < len(t) else until_s, until_s)
+            if end > start:
+                total += value * (end - start)
+        return total / (until_s - since)
 
     def peak(self, name: str) -> float:
         return max(self.values.get(name, [0.0]) or [0.0])
@@ -86,7 +94,7 @@ class Recorder:
         self.pending: dict[str, None] = {}  # waiting tasks, oldest first
         self.delays: dict[int, list[float]] = {}  # priority -> seconds waited, per placed task
         self.longest_wait_s = 0.0
-        self.placed = self.preemptions = self.lost = 0
+        self.tasks = self.placed = self.preemptions = self.lost = 0  # tasks: created
         self.reasons: dict[str, int] = {}
         self.series = Series()
         self.tenant_series = Series()
@@ -129,6 +137,7 @@ class Recorder:
 
     # Tasks.
     def created(self, task_id: str, spec: JobSpec, at_ms: int) -> None:
+        self.tasks += 1  # (a job removed and submitted again numbers its tasks from 0 again)
         self.spec_of[task_id] = spec
         self.created_ms[task_id] = at_ms
         self.pending[task_id] = None

@@ -113,11 +113,14 @@ def write(out: Path, reports: list[dict]) -> Path:
         ["pending at the end", *(r["pending_at_end"] for r in reports)],
         *[[f"utilisation {res} (mean, %)", *(round(r["utilisation"][res] * 100, 1) for r in reports)]
           for res in resources],
+        *[[f"utilisation {res} (mean over the arrival window, %)",
+           *(round(r["utilisation_arrival_window"][res] * 100, 1) for r in reports)] for res in resources],
         *[[f"stranded {res} (mean, %)", *(round(r["stranded"][res] * 100, 1) for r in reports)] for res in resources],
         ["preemptions", *(r["preemptions"] for r in reports)],
         ["longest wait (s)", *(r["longest_wait_s"] for r in reports)],
         *([["nodes needed", *(r.get("nodes_needed") for r in reports)],
-           ["lower bound", *(r.get("lower_bound") for r in reports)]] if "compaction" in figures else []),
+           ["lower bound", *(r.get("lower_bound") for r in reports)],
+           ["peak demand (nodes)", *(r.get("peak_demand_nodes") for r in reports)]] if "compaction" in figures else []),
         ["replay wall time (s)", *(r["wall_s"] for r in reports)],
     ])
     delays = "".join(f"<h3>{html.escape(r['settings'])}</h3>" + _table(

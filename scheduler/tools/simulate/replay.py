@@ -42,6 +42,7 @@ from scheduler.tools.simulate.trace import DRAIN, NODE, NODE_DOWN, NODE_UP, QUOT
 EPOCH_MS = 1_700_000_000_000  # virtual time 0: a plausible Redis time, so stamps read like real ones
 STREAM_KEEP = 2_000_000  # the replay reads the stream after every step; this bounds it in between
 REASON_SAMPLE = 50  # waiting tasks whose explanation is read at a sample
+LEASE_MS = 3_600_000  # a claim's lease in a replay: an hour of real time
 
 
 class VirtualClock:
@@ -68,11 +69,13 @@ class Settings:
     batch_size: int = 512
     until_s: float | None = None
     give_up_wait_s: float | None = None  # stop as soon as a task has waited longer (compaction's probes)
+    seed: int = 0  # the placement's random tie-breaks: the same seed, the same replay
 
     def label(self) -> str:
         parts = [f"strategy={self.strategy}" if self.strategy else "",
                  f"percentage-of-nodes={self.percentage_of_nodes}" if self.percentage_of_nodes is not None else "",
-                 f"nodes={self.nodes}" if self.nodes is not None else ""]
+                 f"nodes={self.nodes}" if self.nodes is not None else "",
+                 f"seed={self.seed}" if self.seed != 0 else ""]
         return ",".join(p for p in parts if p) or "as traced"
 
 
@@ -89,9 +92,13 @@ class Replay:
         self.app = App(redis_url=url, namespace=namespace, clock=self.clock)
         self.api = Client(app=self.app)  # the Python API, as the CLI uses it
         self.store = self.app.store
-        placement = PlacementOptions(percentage_of_nodes_to_score=settings.percentage_of_nodes)
-        # One worker: nothing to share a short queue with, so it claims whole batches.
-        config = WorkerConfig(batch_size=settings.batch_size, placement=placement, share_from=None)
+        placement = PlacementOptions(percentage_of_nodes_to_score=settings.percentage_of_nodes, seed=settings.seed)
+        # One worker: nothing to share a short queue with, so it claims whole batches; each
+        # call in turn (no commit in a thread while the next is placed, no claim ahead), so
+        # that what reaches Redis comes in the same order in every replay; and leases (on
+        # Redis TIME) that no slow step outlives.
+        config = WorkerConfig(batch_size=settings.batch_size, placement=placement, share_from=None, overlap=False,
+                              lease_ms=LEASE_MS)
         self.worker = process("scheduler-worker")(self.app, config, name="simulator")
         self.tick_ms = max(1, int(settings.tick_s * 1000))
         nodes, events = self._nodes_and_events()
@@ -104,6 +111,7 @@ class Replay:
         self.job_spec: dict[str, JobSpec] = {}
         self.submitted: set[str] = set()
         self.mine: set[str] = set()  # tasks this replay created (the others are replacements)
+        self.numbered: dict[str, int] = {}  # job -> how many task numbers it has used (a.0, a.1, ...)
         self.ends: list[tuple[int, str]] = []  # heap of (end ms, task)
         self.ending: set[str] = set()  # tasks whose end this replay reports
         self.after = "0-0"  # the stream is read after this id
@@ -111,6 +119,7 @@ class Replay:
         self.nodes: dict[str, Node] = {}
         self.drained: set[str] = set()
         self.gave_up = False
+        self.arrivals_ms: tuple[int, int] | None = None  # the first and last instants tasks arrived at
 
     def _nodes_and_events(self) -> tuple[list[Node], list[Event]]:
         events = self.trace.events
@@ -127,6 +136,10 @@ class Replay:
         started = last_shown = time.perf_counter()
         horizon = self.trace.end_ms
         self.store.stream.set_maxlen(STREAM_KEEP)
+        # A finished job goes at the next upkeep (its tasks arriving later submit it anew):
+        # the Recorder keeps what the report needs, and a day's trace would otherwise keep
+        # every job of its day in the redis-server.
+        self.store.set_retention({"job_retention": "0"})
         if self.settings.nodes is not None:
             self._add_nodes(self.initial, 0)
         events, i, now = self.events, 0, 0
@@ -244,6 +257,8 @@ class Replay:
     def _arrive(self, arrivals: list[Event], now: int) -> None:
         """Submit new jobs together (``reconcile.submit_many``: many per round trip), then
         add the tasks of jobs already submitted (``reconcile.add_tasks``, as a scale up)."""
+        first = now if self.arrivals_ms is None else self.arrivals_ms[0]
+        self.arrivals_ms = (first, now)
         new: dict[str, Event] = {}  # job -> its first task event
         more: list[Event] = []
         for event in arrivals:
@@ -265,7 +280,7 @@ class Replay:
 
     def _created(self, task_ids: list[str], spec: JobSpec, duration: int | None, now: int) -> None:
         for task_id in task_ids:
-            self.mine.add(task_id)
+            self._mine(task_id)
             self.duration[task_id] = duration
             self.recorder.created(task_id, spec, EPOCH_MS + now)
 
@@ -302,6 +317,8 @@ class Replay:
             for _, event in entries:
                 if event.get("type") == "task":
                     self._task_event(event)
+                elif event.get("type") == "job" and event.get("event") == "removed":
+                    self._removed(event.get("id", ""))
             if len(entries) < 10_000:
                 return
 
@@ -328,9 +345,21 @@ class Replay:
                     self.owed.setdefault(event.get("job") or task_id.rpartition(".")[0], deque()).append(
                         self.duration[task_id])
 
+    def _mine(self, task_id: str) -> None:
+        self.mine.add(task_id)
+        job, _, number = task_id.rpartition(".")
+        self.numbered[job] = max(self.numbered.get(job, 0), int(number) + 1)
+
+    def _removed(self, job: str) -> None:
+        """Retention removed the job (finished, past its retention on the replay's clock):
+        a later arrival of it submits it anew, and its tasks are numbered from 0 again."""
+        self.submitted.discard(job)
+        for number in range(self.numbered.pop(job, 0)):
+            self.mine.discard(f"{job}.{number}")
+
     def _replacement(self, task_id: str, job: str, at_ms: int) -> None:
         """A task the scheduler queued to replace one that ended (preempted, lost, drained)."""
-        self.mine.add(task_id)
+        self._mine(task_id)
         owed = self.owed.get(job)
         self.duration[task_id] = owed.popleft() if owed else self.job_duration.get(job)
         spec = self.job_spec.get(job) or self.store.job_spec(job)

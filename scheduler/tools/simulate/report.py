@@ -15,16 +15,22 @@ def summarise(replay: Replay) -> dict:
     tenants = sorted(recorder.by_tenant)
     total_weight = sum(weights.get(t, 1.0) for t in tenants) or 1.0
     simulated_tasks = recorder.placed + len(recorder.pending)
+    # The arrival window: from the first tasks' arrival to the last's (the load a trace
+    # offers is over it; the whole replay adds the tail in which the last tasks run out).
+    first_s, last_s = (t / 1000 for t in (replay.arrivals_ms or (0, 0)))
     return {
         "settings": replay.settings.label(),
         "gave_up": replay.gave_up,
         "source": trace.source,
         "nodes": len(replay.nodes),
-        "tasks": len(recorder.created_ms),
+        "tasks": recorder.tasks,
         "trace_tasks": trace.tasks,
         "placed": recorder.placed,
         "pending_at_end": len(recorder.pending),
         "utilisation": {r: round(series.mean(f"utilisation.{r}", until_s), 4) for r in resources},
+        "utilisation_arrival_window": {r: round(series.mean(f"utilisation.{r}", last_s, first_s), 4)
+                                       for r in resources},
+        "arrival_window_s": [first_s, last_s],
         "utilisation_peak": {r: round(series.peak(f"utilisation.{r}"), 4) for r in resources},
         "stranded": {r: round(series.mean(f"stranded.{r}", until_s), 4) for r in resources},
         "stranded_peak": {r: round(series.peak(f"stranded.{r}"), 4) for r in resources},
