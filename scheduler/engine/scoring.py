@@ -38,7 +38,7 @@ BINPACK_STEPS = 32_000
 # How much fullness counts beside alignment in the binpack score (alignment counts 1):
 # enough to prefer the fuller of two nodes that match a request about as well, little
 # enough that a node whose free room matches the request wins over a fuller one that does
-# not (measured: docs/benchmarks.md, "Packing against the optimum").
+# not (measured against the exact optimum with scripts/packing_quality.py).
 FULLNESS_WEIGHT = 0.05
 
 ScoreFn = Callable[[Node, int], float]  # (node, tasks of this job on it) -> score
