@@ -209,8 +209,9 @@ def table(figures: list[Figure], runs: int) -> str:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                             cwd=ROOT).stdout.strip()
     lines = [f"Measured at {commit} on {date.today().isoformat()} by `scripts/benchmarks.py` "
-             f"({runs} runs each unless a row says one, one after another: the median, with the range), "
-             f"on {machine()}, load average {os.getloadavg()[0]:.1f} at the end.", "",
+             + (f"({runs} runs each unless a row says one run, one after another: the median, with the range), "
+                if runs > 1 else "(one run each), ")
+             + f"on {machine()}, load average {os.getloadavg()[0]:.1f} at the end.", "",
              "| figure | command | numbers |", "| --- | --- | --- |"]
     for figure in figures:
         numbers = "; ".join(f"{label} {cell([run[name] for run in figure.runs])}" for name, label in figure.columns
