@@ -109,7 +109,10 @@ class Cluster:
         """The spec's domain rules against this copy (its spreads' eligible domains from
         every node here), resolved once per job."""
         if not spec.rules:
-            return None
+            # A bin-packed variant goes the rule path all the same: its binpack is Nomad's
+            # fit, the fullest node first, which is what emptying a node needs (the plain
+            # path's binpack prefers the node whose free room matches the request).
+            return Rules(spec.id, counted=False) if self._binpack.get(spec.id) is spec else None
         if spec.id not in self._rules:
             self._rules[spec.id] = resolve(
                 spec, self.index, lambda attribute: self.placer.eligible_domains(self.order, spec, attribute),
@@ -117,10 +120,9 @@ class Cluster:
         return self._rules[spec.id]
 
     def binpacked(self, spec: JobSpec) -> JobSpec:
-        """The spec ranked by binpack (Nomad's fit: the fullest node first), every rule kept."""
-        if spec.strategy == BINPACK:
-            return spec
-        if spec.id not in self._binpack:
+        """The spec ranked by binpack (Nomad's fit: the fullest node first, the rule path's
+        binpack: :meth:`rules`), every rule kept."""
+        if spec.id not in self._binpack:  # a copy even of a bin-packed spec: rules() tells it by identity
             self._binpack[spec.id] = replace(spec, strategy=BINPACK)
         return self._binpack[spec.id]
 
