@@ -1,8 +1,10 @@
 """Binpack against the exact optimum: on static traces small enough for CP-SAT to prove its
 answer (every task at time 0, none ending: vector bin packing over cpu, memory and gpus,
 on uniform and mixed node shapes), the fewest nodes with which ``sched simulate
---compact`` places everything with binpack is within 3 % of the optimum, and spread never
-needs fewer nodes than binpack on a batch trace. The scheduler places through its own
+--compact`` places everything with binpack is never more than one node over the optimum
+and is the optimum on at least four traces in five, and spread never needs fewer nodes
+than binpack on a batch trace. (On optima this small, 3 % is less than a node: the
+traces where binpack is one node over are the distance left to that target.) The scheduler places through its own
 worker, queue and commit (``sched simulate``); the traces and the solver are in
 ``tests/static_traces.py``. docs/benchmarks.md gives the figures."""
 
@@ -11,7 +13,6 @@ from __future__ import annotations
 import functools
 import io
 import json
-import math
 
 import pytest
 from click.testing import CliRunner
@@ -28,7 +29,8 @@ pytestmark = pytest.mark.slow
 # Every shape at three sizes, two seeds each: 30 traces of 60 to 250 tasks, each solved
 # and proven by CP-SAT in about a second.
 TRACES = [(shape, seed, tasks) for tasks in (60, 120, 250) for shape in SHAPES for seed in (1, 2)]
-SLACK = 1.03
+OVER = 1  # nodes binpack may need beyond the optimum on any one trace
+AT_OPTIMUM = 0.8  # the share of the traces where it needs exactly the optimum, at least
 
 
 def trace_of(events: list[dict]):
@@ -59,21 +61,25 @@ def needed(simulator, trace, strategy: str) -> int:
     return found["nodes_needed"]
 
 
-def test_the_command_reports_binpack_within_3_percent_of_the_optimum(tmp_path):
+def test_the_command_reports_binpack_at_most_a_node_over_the_optimum(tmp_path):
     events = static_trace("mixed", 2, 120)
     path = tmp_path / "trace.jsonl"
     path.write_text("\n".join(json.dumps(e) for e in events))
     result = CliRunner().invoke(main, ["simulate", str(path), "--strategy", "binpack", "--compact", "--max-wait",
                                        "0", "--json"])
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["nodes_needed"] <= math.ceil(best("mixed", 2, 120) * SLACK)
+    assert json.loads(result.output)["nodes_needed"] <= best("mixed", 2, 120) + OVER
 
 
-@pytest.mark.parametrize("shape, seed, tasks", TRACES, ids=[f"{s}-{n}-{t}" for s, n, t in TRACES])
-def test_binpack_needs_within_3_percent_of_the_optimum(simulator, shape, seed, tasks):
-    opt = best(shape, seed, tasks)
-    got = needed(simulator, static(shape, seed, tasks), "binpack")
-    assert opt <= got <= math.ceil(opt * SLACK), f"binpack needs {got} nodes where {opt} do"
+def test_binpack_needs_the_optimum_on_most_traces_and_never_more_than_a_node_over(simulator):
+    over = {}
+    for shape, seed, tasks in TRACES:
+        opt = best(shape, seed, tasks)
+        got = needed(simulator, static(shape, seed, tasks), "binpack")
+        assert opt <= got <= opt + OVER, f"binpack needs {got} nodes where {opt} do ({shape}/{seed}/{tasks})"
+        over[(shape, seed, tasks)] = got - opt
+    at_optimum = sum(1 for extra in over.values() if extra == 0)
+    assert at_optimum >= AT_OPTIMUM * len(TRACES), f"at the optimum on {at_optimum} of {len(TRACES)}: {over}"
 
 
 def test_the_optimum_is_exact_on_a_trace_whose_answer_is_known():
