@@ -1,5 +1,5 @@
 """Reading many hashes at once: every node when a worker (or the parent of several) loads
-its copy of the cluster.
+its copy of the cluster, many tasks or jobs in one look.
 
 A redis-py pipeline spends about as much of the reader's CPU per command as decoding the
 node does (queueing the call, packing it, a response callback that turns the reply into

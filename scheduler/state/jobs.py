@@ -22,6 +22,7 @@ from redis.exceptions import NoScriptError
 from scheduler.model import JobSpec, check_job_id, parse_job
 from scheduler.model.errors import NotFound, RedisUnavailable
 from scheduler.model.names import is_job_id
+from scheduler.state.hashes import hgetall_many
 from scheduler.state.history import HISTORY_KEEP, Record, record_args
 from scheduler.state.namespace import NamespaceStore
 
@@ -96,6 +97,10 @@ class JobStore(NamespaceStore):
     def job_fields(self, job_id: str) -> dict[str, str]:
         """The job's hash as stored (empty when there is no such job)."""
         return self.client.hgetall(self.keys.job(job_id))
+
+    def jobs_fields(self, job_ids: list[str]) -> list[dict[str, str]]:
+        """:meth:`job_fields` of each job, in one round trip."""
+        return hgetall_many(self.client, [self.keys.job(job_id) for job_id in job_ids])
 
     def set_failure(self, job_id: str, reason: str) -> None:
         """Record why the job ended as failed (its deadline passed, a dependency could not

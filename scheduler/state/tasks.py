@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from scheduler.model import LIVE_STATES, STOPPED, Task
 from scheduler.model.errors import NotFound
+from scheduler.state.hashes import hgetall_many
 from scheduler.state.namespace import NamespaceStore
 from scheduler.state.tallies import FAULT_WINDOW_MS
 
@@ -20,10 +21,8 @@ class TaskStore(NamespaceStore):
 
     def tasks(self, task_ids: list[str]) -> list[Task]:
         """The tasks that exist among ``task_ids``, in that order."""
-        with self.client.pipeline(transaction=False) as pipe:
-            for task_id in task_ids:
-                pipe.hgetall(self.keys.task(task_id))
-            return [Task.from_hash(fields) for fields in pipe.execute() if fields]
+        return [Task.from_hash(fields) for fields in hgetall_many(self.client, [self.keys.task(t) for t in task_ids])
+                if fields]
 
     def start_task(self, task_id: str, node: str, token: str = "") -> bool:
         """``start.lua``: assigned -> running, if the task is still assigned to ``node``.
