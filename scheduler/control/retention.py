@@ -158,12 +158,13 @@ def _remove_jobs(store: Store, settings: Retention, now: int, out: Collected, sp
                 return
 
 
-def upkeep(store: Store, budget_s: float | None = 0.2, now_ms: int | None = None) -> Collected | None:
+def upkeep(store: Store, budget_s: float | None = 0.2, now_ms: int | None = None,
+           retention: Retention | None = None) -> Collected | None:
     """A worker's share: one pass of at most ``budget_s`` (None: whole), unless another
-    worker is doing one now (None); ``now_ms`` as in :func:`collect`."""
+    worker is doing one now (None); ``now_ms`` and ``retention`` as in :func:`collect`."""
     if not store.take_lock(LOCK, LOCK_MS):
         return None
     try:
-        return collect(store, budget_s=budget_s, now_ms=now_ms)
+        return collect(store, budget_s=budget_s, now_ms=now_ms, retention=retention)
     finally:
         store.release_lock(LOCK)
