@@ -250,21 +250,25 @@ class SchedulingQueue:
         """When the next waiting task is due back in the active queue without a cluster
         event (the first backoff to end, or the oldest unschedulable task's leftover flush),
         by the queue's clock; None when neither queue holds a task."""
-        k = self.keys
-        with self.client.pipeline(transaction=False) as pipe:
-            pipe.zrange(k.backoff, 0, 0, withscores=True)
-            pipe.zrange(k.unschedulable, 0, 0, withscores=True)
-            backoff, unschedulable = pipe.execute()
-        due = [int(backoff[0][1])] if backoff else []
-        if unschedulable:
-            due.append(int(unschedulable[0][1]) + self.config.unschedulable_ms)
-        return min(due) if due else None
+        return self.outlook()[1]
 
     def counts(self) -> dict[str, int]:
+        return self.outlook()[0]
+
+    def outlook(self, also=None) -> tuple[dict[str, int], int | None, list]:
+        """:meth:`counts` and :meth:`next_due_ms` in one round trip, with what ``also(pipe)``
+        queues on the same pipeline (its replies come third)."""
         k = self.keys
         with self.client.pipeline(transaction=False) as pipe:
             for key in (k.active, k.backoff, k.unschedulable, k.inflight, k.waiting):
                 pipe.zcard(key)
-            active, backoff, unschedulable, inflight, waiting = pipe.execute()
-        return {"active": active, "backoff": backoff, "unschedulable": unschedulable, "inflight": inflight,
-                "waiting": waiting}
+            pipe.zrange(k.backoff, 0, 0, withscores=True)
+            pipe.zrange(k.unschedulable, 0, 0, withscores=True)
+            if also is not None:
+                also(pipe)
+            active, backoff, unschedulable, inflight, waiting, first_backoff, oldest, *more = pipe.execute()
+        due = [int(first_backoff[0][1])] if first_backoff else []
+        if oldest:
+            due.append(int(oldest[0][1]) + self.config.unschedulable_ms)
+        return ({"active": active, "backoff": backoff, "unschedulable": unschedulable, "inflight": inflight,
+                 "waiting": waiting}, min(due) if due else None, more)
