@@ -151,21 +151,23 @@ class SchedulerWorker:
     def maintain(self, force: bool = False) -> None:
         """Queue upkeep and periodic launches about every 100 ms; node health, global jobs,
         dependencies and deadlines about every second. Which parts have anything to look
-        at is read first, in one round trip (``Store.upkeep``); the others are skipped."""
+        at is read first (``Store.upkeep``, with the queue's own look); the others are skipped."""
         now = time.monotonic()
         quick = force or now - self._last_maintain >= self.config.maintain_every_s
         health = force or now - self._last_health >= self.config.health_every_s
         store = self.app.store
-        due = store.upkeep() if quick or health else None
         if quick:
             self._last_maintain = now
-            self.app.queue.maintain()
+            _, replies = self.app.queue.maintain_with(store.queue_upkeep)
+            due = store.read_upkeep(replies)
             if due.deployments:
                 deployer.advance_all(store)
             if due.launches:
                 periodic.launch_due(store, self._outcomes)
         if health:
             self._last_health = now
+            if not quick:
+                due = store.upkeep()
             if due.agents:
                 for name in heartbeat.check(store, self._watch):
                     metrics.NODES_DOWN.inc()

@@ -93,6 +93,8 @@ def collect(store: Store, *, dry_run: bool = False, budget_s: float | None = Non
             counted, finished = store.count_ends(ids, settings)
             out.counted += counted
             out.finished += finished
+            if len(ids) < CALL_TASKS:  # that was all (ends since are the next pass's)
+                break
     _prune(store, settings, now, out, spent)
     # (The clock again: a job the steps above found finished counts from their time.)
     _remove_jobs(store, settings, store.now_ms() if now_ms is None else now_ms, out, spent)
@@ -137,10 +139,12 @@ def _remove_jobs(store: Store, settings: Retention, now: int, out: Collected, sp
     retention_ms = int(settings.job_retention * 1000)
     seen: set[str] = set()
     while not spent():
-        due = [j for j in store.due_jobs(now - retention_ms, now, JOBS_PER_ROUND) if j not in seen]
+        found = store.due_jobs(now - retention_ms, now, JOBS_PER_ROUND)
+        due = [j for j in found if j not in seen]
         if not due:
             return
         seen.update(due)
+        last = len(found) < JOBS_PER_ROUND  # that was all: none is left to look for once these are done
         for job in store.read_jobs(due):
             if out.dry_run:
                 out.jobs_removed.append(job.id)
@@ -156,6 +160,8 @@ def _remove_jobs(store: Store, settings: Retention, now: int, out: Collected, sp
                 store.postpone_job(job.id, now - retention_ms + AGAIN_MS, now + AGAIN_MS)
             if spent():
                 return
+        if last:
+            return
 
 
 def upkeep(store: Store, budget_s: float | None = 0.2, now_ms: int | None = None,

@@ -61,22 +61,30 @@ class Upkeep:
 class UpkeepStore(NamespaceStore):
     def upkeep(self) -> Upkeep:
         """What each upkeep part has to look at (:class:`Upkeep`), in one round trip."""
-        k = self.keys
         with self.client.pipeline(transaction=False) as pipe:
-            pipe.zcard(k.active_deployments)
-            pipe.zrange(k.launchers, 0, 0, withscores=True)
-            pipe.scard(k.agents)
-            pipe.scard(k.nodes_noexecute)
-            pipe.zcard(k.filling)
-            pipe.get(k.node_epoch)
-            pipe.zcard(k.held)
-            pipe.zcard(k.deadlines)
-            pipe.zcard(k.ended)
-            for key in (k.jobs_ended, k.jobs_finished, k.jobs_expiring):
-                pipe.zrange(key, 0, 0, withscores=True)
-            pipe.hgetall(k.config)
-            (deployments, launch, agents, noexecute, filling, epoch, held, deadlines, uncounted, ended, finished,
-             expiring, config) = pipe.execute()
+            self.queue_upkeep(pipe)
+            return self.read_upkeep(pipe.execute())
+
+    def queue_upkeep(self, pipe) -> None:
+        """:meth:`upkeep`'s reads, queued on a pipeline; its replies go to :meth:`read_upkeep`."""
+        k = self.keys
+        pipe.zcard(k.active_deployments)
+        pipe.zrange(k.launchers, 0, 0, withscores=True)
+        pipe.scard(k.agents)
+        pipe.scard(k.nodes_noexecute)
+        pipe.zcard(k.filling)
+        pipe.get(k.node_epoch)
+        pipe.zcard(k.held)
+        pipe.zcard(k.deadlines)
+        pipe.zcard(k.ended)
+        for key in (k.jobs_ended, k.jobs_finished, k.jobs_expiring):
+            pipe.zrange(key, 0, 0, withscores=True)
+        pipe.hgetall(k.config)
+
+    @staticmethod
+    def read_upkeep(replies: list) -> Upkeep:
+        (deployments, launch, agents, noexecute, filling, epoch, held, deadlines, uncounted, ended, finished,
+         expiring, config) = replies
         return Upkeep(deployments=deployments, next_launch=_first(launch), agents=agents, noexecute=noexecute,
                       filling=filling, node_epoch=epoch, held=held, deadlines=deadlines, uncounted_ends=uncounted,
                       first_ended=_first(ended), first_finished=_first(finished), first_expiring=_first(expiring),
