@@ -256,6 +256,26 @@ def test_generated_traces_follow_the_seed_the_kind_and_the_machine_mix():
         sum(r["count"] for r in tasks if r.get("type") == "service")
 
 
+def test_a_generated_trace_spread_over_a_day_keeps_its_jobs_and_stretches_their_arrivals():
+    made = CliRunner().invoke(main, ["simulate", "generate", "--kind", "batch", "--tasks", "3000", "--nodes", "40",
+                                     "--seed", "5", "--span", "86400"])
+    assert made.exit_code == 0, made.output
+    day = [json.loads(line) for line in made.output.splitlines()]
+    plain = list(generate("batch", 3000, 40, seed=5))
+    same = ("kind", "job", "count", "resources", "priority", "tenant")
+    assert [{k: r.get(k) for k in same} for r in day] == [{k: r.get(k) for k in same} for r in plain]
+    times = [r["time"] for r in day if r["kind"] == "task"]
+    plain_times = [r["time"] for r in plain if r["kind"] == "task"]
+    assert times == sorted(times) and 0.8 * 86_400 < times[-1] < 1.2 * 86_400  # Poisson: about the span
+    stretch = times[-1] / plain_times[-1]
+    assert all(abs(t - p * stretch) <= 0.001 * (stretch + 1) for t, p in zip(times, plain_times))  # the draws, scaled
+    services = [r for r in day if r.get("type") == "service"]
+    assert services and all(r["time"] + r["duration"] >= 86_400 - 0.1 for r in services)  # to the window's end
+    refused = CliRunner().invoke(main, ["simulate", "generate", "--kind", "batch", "--tasks", "10", "--nodes", "2",
+                                        "--span", "0"])
+    assert refused.exit_code == 2 and "--span" in refused.output
+
+
 def test_the_command_replays_compares_and_writes_the_page(tmp_path):
     runner = CliRunner()
     made = runner.invoke(main, ["simulate", "generate", "--kind", "batch", "--tasks", "60", "--nodes", "4",

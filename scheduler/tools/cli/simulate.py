@@ -234,13 +234,16 @@ def _print_summary(reports: list[dict]) -> None:
 @click.option("--nodes", type=click.IntRange(1, 1_000_000), required=True,
               help="Nodes, in the machine mix of Google's 2011 trace.")
 @click.option("--seed", type=int, default=0, show_default=True, help="The same seed gives the same trace.")
-def generate(kind, tasks, nodes, seed):
+@click.option("--span", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
+              help="Spread the arrivals over this many seconds (e.g. 86400: a day) instead of the window that "
+                   "offers 75% of the cluster's cpu.")
+def generate(kind, tasks, nodes, seed, span):
     """Print a synthetic trace (JSON lines) drawn from published distributions (docs/simulate.md)."""
     from scheduler.tools.simulate.generate import generate as make
     from scheduler.tools.simulate.trace import dump_event
 
     out = sys.stdout
-    for record in make(kind, tasks, nodes, seed):
+    for record in make(kind, tasks, nodes, seed, span_s=span):
         out.write(dump_event(record) + "\n")
 
 
