@@ -222,7 +222,7 @@ end
 -- decoded, or nil to read it; at: when it finished, if it did (ms).
 -- Returns 'finished' (just now), 'kept' (finished before), 'open' or 'gone'.
 local function settle(j, g, spec, at, events)
-  local f = redis.call('HMGET', j.job, 'status', 'spec', 'finished_at', 'version')
+  local f = redis.call('HMGET', j.job, 'status', 'spec', 'finished_at', 'version', 'failure', 'failed_slots')
   if not f[1] then
     redis.call('ZREM', g.jobs_ended, j.id)
     redis.call('ZREM', g.finished, j.id)
@@ -234,7 +234,17 @@ local function settle(j, g, spec, at, events)
   if total - redis.call('ZCARD', j.ended) <= 0 and (f[1] == 'stopped' or (spec.type == 'batch' and total > 0)) then
     redis.call('ZREM', g.jobs_ended, j.id)
     if f[3] then return 'kept' end
-    redis.call('HSET', j.job, 'finished_at', int(at))
+    -- The status job ls shows (job_status in Python): failed with a reason (deadline,
+    -- dependency), stopped, or a batch job complete when enough slots completed.
+    local status = 'complete'
+    if f[5] and f[5] ~= '' then
+      status = 'failed'
+    elseif f[1] == 'stopped' then
+      status = 'stopped'
+    elseif redis.call('ZCOUNT', j.ended, 'inf', 'inf') - (tonumber(f[6]) or 0) < (tonumber(spec.replicas) or 1) then
+      status = 'failed'
+    end
+    redis.call('HSET', j.job, 'finished_at', int(at), 'finished_status', status)
     local ttl, remove_at = tonumber(spec.ttl_after_finished), nil
     if ttl then
       remove_at = at + ttl * 1000
@@ -244,11 +254,11 @@ local function settle(j, g, spec, at, events)
       redis.call('ZADD', g.finished, int(at), j.id)
     end
     emit(events, {'type', 'job', 'id', j.id, 'event', 'finished', 'version', tonumber(f[4]),
-      'status', f[1] == 'stopped' and 'stopped' or 'complete', 'remove_at', remove_at}, g.now)
+      'status', status, 'remove_at', remove_at}, g.now)
     return 'finished'
   end
   if f[3] then
-    redis.call('HDEL', j.job, 'finished_at')
+    redis.call('HDEL', j.job, 'finished_at', 'finished_status')
     redis.call('ZREM', g.finished, j.id)
     redis.call('ZREM', g.expiring, j.id)
   end
@@ -261,4 +271,12 @@ local function settle(j, g, spec, at, events)
     redis.call('ZADD', g.jobs_ended, first[2], j.id)
   end
   return 'open'
+end
+
+
+-- Disruption budgets (docs/budgets.md): whether a task counts among its job's healthy ones,
+-- as scheduler/control/budgets.py counts them: running, and healthy by its checks or of a
+-- job without a health check (checked: the budget hash's "checked" field, "1" or "0").
+local function counted_healthy(state, health, checked)
+  return state == 'running' and (health == 'healthy' or checked ~= '1')
 end

@@ -3,12 +3,14 @@
 -- serialised step. Each placement is checked with exactly the rule of scheduler/fit.py,
 -- in the same order, against the node as it is now (including the placements before it
 -- in this call), and applied only if it holds: lease still held by this claim, node
--- exists, status ready, availability active, room in every resource, host ports free,
+-- exists, status ready, availability active, room in every resource, a free task slot (a
+-- node whose agent has "slots" takes that many live tasks; none: no limit), host ports free,
 -- max_per_node, taints (every group: a NoSchedule or NoExecute taint the group does not
--- tolerate refuses), the group's domain rules (topology spread, distinct_property, job
--- affinity, job anti-affinity: scheduler/engine/rules.py), then the namespace's quota.
+-- tolerate refuses, and a NoExecute one it tolerates for 0 seconds), the group's domain
+-- rules (topology spread, distinct_property, job affinity, job anti-affinity:
+-- scheduler/engine/rules.py), then the namespace's quota.
 -- Room nominated for a preemptor of the same or
--- higher priority (of another job, not yet expired) counts as taken. Refusals are partial:
+-- higher priority (of another job, not yet expired) counts as taken, one task slot each. Refusals are partial:
 -- the rest of the batch still commits, except within a gang group: every placement of a
 -- gang group is checked first (each seeing the ones before it), and only if all hold are
 -- they applied; a refusal of one refuses them all ("gang <job> refused: <task>: <reason>")
@@ -48,7 +50,8 @@
 --   o, o x option (its name, c, c values: below), n, n x (resource index (1-based, into the
 --   names), amount), m, m x host port, k, k x (task id, node index (1-based))
 -- The group options (none for a job without tolerations or domain rules); K is an index into KEYS:
---   tolerate: 4 per toleration: key, operator (Equal|Exists), value, effect ("" for every effect)
+--   tolerate: 5 per toleration: key, operator (Equal|Exists), value, effect ("" for every effect),
+--     toleration_seconds ("" for ever)
 --   count: K of the job's tally:dom, K of q:cycle, K of q:move_cycle: its tasks are counted
 --     under every domain of their node (scheduler/model/domains.py), each task records what
 --     it was counted under (domains), and placing one is a cluster event (tasks waiting for
@@ -105,9 +108,9 @@ end
 local function option(group, name, at, c)
   if name == 'tolerate' then
     group.tolerations = {}
-    for i = at, at + c - 1, 4 do
+    for i = at, at + c - 1, 5 do
       group.tolerations[#group.tolerations + 1] = {key = ARGV[i], operator = ARGV[i + 1], value = ARGV[i + 2],
-                                                   effect = ARGV[i + 3]}
+                                                   effect = ARGV[i + 3], seconds = tonumber(ARGV[i + 4])}
     end
     return
   end
@@ -290,7 +293,7 @@ if next(quota) then
 end
 
 -- A node's state as this call sees it, read on first use.
-local node_fields, alloc_fields = {'status', 'availability', 'nominations', 'tasks'}, {}
+local node_fields, alloc_fields = {'status', 'availability', 'nominations', 'tasks', 'slots'}, {}
 for r = 1, R do
   alloc_fields[r] = 'alloc:' .. names[r]
   node_fields[#node_fields + 1] = 'cap:' .. names[r]
@@ -309,10 +312,11 @@ local function state(node)
     node.status, node.availability = st[1] or false, st[2]
     node.nominated = tonumber(st[3] or '0') > 0
     node.tasks = tonumber(st[4] or '0')
+    node.slots = tonumber(st[5] or '0')  -- 0: no limit (no agent, or written before slots were kept)
     node.cap, node.used, node.dirty = {}, {}, {}
     for r = 1, R do
-      node.cap[r] = tonumber(st[3 + 2 * r] or '0')
-      node.used[r] = tonumber(st[4 + 2 * r] or '0')
+      node.cap[r] = tonumber(st[4 + 2 * r] or '0')
+      node.used[r] = tonumber(st[5 + 2 * r] or '0')
     end
     node.ports, node.placed = {}, {}
     node.taints = st[more + 1] or false
@@ -336,23 +340,46 @@ local function taints_of(node)
   return node.taint_list
 end
 
+-- How long the group tolerates a taint (scheduler/model/taints.py tolerance_s): false when
+-- no toleration does, nil for ever, else the shortest toleration_seconds of those that do.
+local function tolerance(group, taint)
+  local tolerated, seconds = false, nil
+  for _, t in ipairs(group.tolerations or NONE) do
+    if (t.effect == '' or t.effect == taint.effect) and (t.key == '' or t.key == taint.key)
+        and (t.operator == 'Exists' or t.value == taint.value) then
+      tolerated = true
+      if t.seconds and (seconds == nil or t.seconds < seconds) then seconds = t.seconds end
+    end
+  end
+  if not tolerated then return false end
+  return seconds
+end
+
 -- kube's TaintToleration filter: the first NoSchedule or NoExecute taint no toleration of
--- the group tolerates.
+-- the group tolerates, or a NoExecute one it tolerates for 0 seconds (the task would be
+-- evicted as it lands).
 local function untolerated(node, group)
   for _, taint in ipairs(taints_of(node)) do
     if taint.effect ~= 'PreferNoSchedule' then
-      local tolerated = false
-      for _, t in ipairs(group.tolerations or NONE) do
-        if (t.effect == '' or t.effect == taint.effect) and (t.key == '' or t.key == taint.key)
-            and (t.operator == 'Exists' or t.value == taint.value) then
-          tolerated = true
-          break
-        end
-      end
-      if not tolerated then return 'untolerated taint ' .. taint.text end
+      local seconds = tolerance(group, taint)
+      if seconds == false then return 'untolerated taint ' .. taint.text end
+      if seconds == 0 then return 'taint ' .. taint.text .. ' tolerated for 0 s' end
     end
   end
   return nil
+end
+
+-- The NoExecute taint of the node that evicts a task of the group soonest, and after how
+-- many seconds (nil when none will): its placement's event says so.
+local function leaving(node, group)
+  local soonest, after = nil, nil
+  for _, taint in ipairs(taints_of(node)) do
+    if taint.effect == 'NoExecute' then
+      local seconds = tolerance(group, taint)
+      if seconds and (after == nil or seconds < after) then soonest, after = taint.text, seconds end
+    end
+  end
+  return soonest, after
 end
 
 -- The node's attribute -> value (as scheduler/model/constraints.py reads them) and the
@@ -415,9 +442,10 @@ local function domain_refusal(group, node)
 end
 
 -- Room held on the node for preemptors that this task must not take: nominations
--- ("priority|expires|job|cpu=500,...|8080,...") of priority >= ours, of another job.
+-- ("priority|expires|job|cpu=500,...|8080,...") of priority >= ours, of another job; and
+-- how many they are (a task slot each).
 local function held(key, priority, job)
-  local room, ports = {}, {}
+  local room, ports, count = {}, {}, 0
   local all = redis.call('HGETALL', key)
   for i = 1, #all, 2 do
     if string.sub(all[i], 1, 4) == 'nom:' then
@@ -426,6 +454,7 @@ local function held(key, priority, job)
         redis.call('HDEL', key, all[i])
         redis.call('HINCRBY', key, 'nominations', -1)
       elseif tonumber(prio) >= priority and owner ~= job then
+        count = count + 1
         for r, amount in string.gmatch(alloc, '([^,=]+)=(%d+)') do
           room[r] = (room[r] or 0) + tonumber(amount)
         end
@@ -433,7 +462,7 @@ local function held(key, priority, job)
       end
     end
   end
-  return room, ports
+  return room, ports, count
 end
 
 -- The rule of fit.py; nil when the task fits.
@@ -446,13 +475,17 @@ local function refusal(group, node, lease)
     if node.availability == 'drain' then return 'node drained' end
     return 'node paused'
   end
-  local room, held_ports = {}, {}
-  if node.nominated then room, held_ports = held(node.key, group.priority, group.job) end
+  local room, held_ports, held_slots = NONE, NONE, 0
+  if node.nominated then room, held_ports, held_slots = held(node.key, group.priority, group.job) end
   for _, ra in ipairs(group.req) do
     local index, amount = ra[1], ra[2]
     if amount > 0 and node.used[index] + (room[names[index]] or 0) + amount > node.cap[index] then
       return 'insufficient ' .. names[index]
     end
+  end
+  if node.slots > 0 and node.tasks + held_slots >= node.slots then
+    if node.slots == 1 then return 'node has its 1 task slot in use' end
+    return 'node has all ' .. node.slots .. ' task slots in use'
   end
   for _, p in ipairs(group.ports) do
     if held_ports[p] or node.ports[p] or redis.call('HEXISTS', node.key, 'port:' .. p) == 1 then
@@ -575,9 +608,14 @@ for _, group in ipairs(groups) do
       redis.call('HSET', KEYS[task_base + ti], 'state', 'assigned', 'node', node.name, 'assigned_at', nowtxt,
         'alloc', group.alloc, 'ports', group.port_list, 'explanation', '', 'tenant', group.tenant)
     end
-    -- Ids and names are validated to plain characters, so the event is built directly.
+    -- Ids and names are validated to plain characters, so the event is built directly; a
+    -- placement on a node whose NoExecute taint the group tolerates for a while says when
+    -- the task will be evicted.
+    local leaves, after = nil, nil
+    if node.taints and group.tolerations then leaves, after = leaving(node, group) end
     send(events, '"type":"task","id":"' .. id .. '","job":"' .. group.job .. '","state":"assigned","node":"' ..
-      node.name .. '"', nowtxt)
+      node.name .. '"' .. (leaves and (',"taint":"' .. leaves .. '","evict_at":' .. int(now + 1000 * after)) or ''),
+      nowtxt)
     placed[#placed + 1] = id
     if not touched[node] then
       touched[node] = true

@@ -23,7 +23,8 @@
 -- KEYS[11] config          HASH  stream_maxlen
 -- KEYS[12] job:<id>:history LIST  where a first call records the submit
 -- KEYS[13] q:waiting       ZSET  where the tasks of a job held by its dependencies wait
--- KEYS[14 ..]              task HASH of each new task (<job>.<first index + i>)
+-- KEYS[14] jobs:byid       ZSET  every job id, score 0: the index lists are paged by
+-- KEYS[15 ..]              task HASH of each new task (<job>.<first index + i>)
 -- ARGV[1] the job as read: "" = must not exist, "<version>|<next_index>|<status>", or
 --         "=<version>": a fill call (see above); "=" alone matches no job and writes
 --         nothing (Store.check_enqueue: whether Redis lets the caller run this script)
@@ -74,8 +75,8 @@ local submitted, pins_at = nil, pairs_at + 1
 if ARGV[pairs_at] ~= '' then submitted, pins_at = record_at(ARGV, pairs_at) end
 local now = clock_ms(ARGV[#ARGV])
 local new = {}  -- offsets of the tasks to create
-for i = 0, #KEYS - 14 do
-  if not fill or redis.call('EXISTS', KEYS[14 + i]) == 0 then new[#new + 1] = i end
+for i = 0, #KEYS - 15 do
+  if not fill or redis.call('EXISTS', KEYS[15 + i]) == 0 then new[#new + 1] = i end
 end
 local count = #new
 if fill and count == 0 then return {1, now, 0} end
@@ -89,6 +90,7 @@ if not fill then
   call_all('HSET', job, fields)
   redis.call('HSETNX', job, 'created', int(now))
   redis.call('SADD', KEYS[2], job_id)
+  redis.call('ZADD', KEYS[14], 0, job_id)
   if ARGV[9] == '1' then redis.call('SADD', KEYS[3], job_id) end
   if ARGV[10] ~= '' then redis.call('HSET', KEYS[8], job_id, ARGV[10]) end
   if ARGV[11] ~= '' then
@@ -127,7 +129,7 @@ for n = 1, count do
   queued[#queued + 1] = id
   indexes[#indexes + 1] = index
   indexes[#indexes + 1] = id
-  redis.call('HSET', KEYS[14 + i], unpack(task))
+  redis.call('HSET', KEYS[15 + i], unpack(task))
   emit(events, {'type', 'task', 'id', id, 'job', job_id, 'state', 'pending'}, now)
 end
 call_all('ZADD', queue, queued)

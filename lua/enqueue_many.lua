@@ -23,6 +23,7 @@
 -- KEYS[5] q:wake           LIST  a token for a waiting worker
 -- KEYS[6] stream           STREAM  the namespace's events
 -- KEYS[7] config           HASH  stream_maxlen
+-- KEYS[8] jobs:byid        ZSET  every job id, score 0: the index lists are paged by
 -- then for each job, in order: job:<id> HASH, job:<id>:tasks ZSET, job:<id>:history
 --   LIST, then its n task HASHes (<job>.<i>, i from 0)
 -- ARGV[1] events: channel, and the members every event carries (see events_to in _lib.lua)
@@ -50,7 +51,7 @@ local by, keep = ARGV[2], tonumber(ARGV[3])
 -- then no job is looked up alone.
 local jobkeys = {}
 do
-  local key, arg = 8, 5
+  local key, arg = 9, 5
   for _ = 1, tonumber(ARGV[4]) do
     local n, count = tonumber(ARGV[arg + 3]), tonumber(ARGV[arg + 4])
     arg = arg + 5 + count
@@ -66,7 +67,7 @@ for i = 1, #jobkeys, 4000 do
 end
 local made = {}
 
-local key, arg = 8, 5
+local key, arg = 9, 5
 for _ = 1, tonumber(ARGV[4]) do
   local priority, rest, share, ntxt = ARGV[arg], ARGV[arg + 1], ARGV[arg + 2], ARGV[arg + 3]
   local n, count = tonumber(ntxt), tonumber(ARGV[arg + 4])
@@ -130,6 +131,9 @@ end
 if #members > 0 then
   redis.call('INCRBY', KEYS[3], seq - first_seq)
   call_all('SADD', KEYS[1], members)
+  local indexed = {}
+  for i, id in ipairs(members) do indexed[2 * i - 1], indexed[2 * i] = 0, id end
+  call_all('ZADD', KEYS[8], indexed)
   call_all('HSET', KEYS[4], shares)
   call_all('ZADD', KEYS[2], queued)
   if #queued > 0 then wake(KEYS[5]) end

@@ -30,7 +30,7 @@ local now = now_ms()
 local events = events_to(ARGV[1], KEYS[4], KEYS[5])
 local job_id, owned, indexed, final = ARGV[2], tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6] == '1'
 local job, tasks, ended, deployments, holds = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
-local cur = redis.call('HMGET', job, 'version', 'next_index', 'status', 'finished_at')
+local cur = redis.call('HMGET', job, 'version', 'next_index', 'status', 'finished_at', 'finished_status')
 if not cur[1] then return {'gone', 0} end
 local j = {id = job_id, job = job, tasks = tasks, ended = ended}
 local g = {jobs_ended = KEYS[5 + owned + 5], finished = KEYS[5 + owned + 6], expiring = KEYS[5 + owned + 7],
@@ -78,6 +78,6 @@ for i = 6 + owned, 5 + owned + indexed do
   elseif kind == 'hash' then redis.call('HDEL', KEYS[i], job_id) end
 end
 emit(events, {'type', 'job', 'id', job_id, 'event', 'removed', 'version', tonumber(cur[1]),
-  'status', cur[3] == 'stopped' and 'stopped' or 'complete', 'finished_at', tonumber(cur[4] or now),
+  'status', cur[5] or (cur[3] == 'stopped' and 'stopped' or 'complete'), 'finished_at', tonumber(cur[4] or now),
   'tasks', n + tonumber(ARGV[9])}, now)
 return {'removed', n}

@@ -1,7 +1,8 @@
 -- gc_note.lua: count tasks that ended into their jobs (retention's bookkeeping), in one
 -- step per call. Each task taken from tasks:ended goes to its job's ended set, scored by
 -- when it ended, or inf for a batch job's slot outcome (a task that completed, or failed
--- with no retry queued: the job's results stay with it);
+-- with no retry queued: the job's results stay with it; the failed ones are counted in the
+-- job's failed_slots);
 -- then each job is settled (settle in _lib.lua): finished, or waiting for its ended
 -- tasks to be old enough, or neither. A task another call counted already is skipped,
 -- so calls may overlap and be resent.
@@ -38,6 +39,7 @@ while a <= #ARGV do
         local score = at
         if spec.type == 'batch' and (state == 'completed' or (state == 'failed' and not cur[2])) then
           score = 'inf'  -- a slot's outcome: kept with its job
+          if state == 'failed' then redis.call('HINCRBY', j.job, 'failed_slots', 1) end  -- the finish's status
         end
         redis.call('ZADD', j.ended, score, task_id)
         if tonumber(at) > last then last = tonumber(at) end

@@ -27,6 +27,7 @@
 -- KEYS[11] stream                 STREAM  the namespace's events
 -- KEYS[12] config                 HASH  stream_maxlen
 -- KEYS[13] job:<parent>:history   LIST
+-- KEYS[14] jobs:byid               ZSET  every job id, score 0: the index lists are paged by
 -- ARGV[1] events: channel, and the members every event carries (see events_to in _lib.lua)
 -- ARGV[2] how: "tick", "force" or "dispatch"
 -- ARGV[3] parent id
@@ -92,6 +93,7 @@ fields[#fields + 1] = 'updated'
 fields[#fields + 1] = int(now)
 call_all('HSET', child, fields)
 redis.call('SADD', KEYS[3], child_id)
+redis.call('ZADD', KEYS[14], 0, child_id)
 redis.call('HSET', KEYS[4], child_id, ARGV[9])
 redis.call('ZADD', KEYS[5], now, child_id)
 redis.call('ZADD', KEYS[6], now, child_id)

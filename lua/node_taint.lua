@@ -19,11 +19,12 @@
 -- ARGV[2] node name
 -- ARGV[3] "add" or "remove"
 -- ARGV[4] key  ARGV[5] value (add)  ARGV[6] effect ("" with remove: every effect)
+-- ARGV[7] now (ms), or "" for Redis TIME: a test's or a simulation's clock (see clock_ms)
 -- Returns {the taints before, the taints after}, or false when the node does not exist.
 
 if redis.call('EXISTS', KEYS[1]) == 0 then return false end
 local name, mode, key, value, effect = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
-local now = now_ms()
+local now = clock_ms(ARGV[7])
 local before = redis.call('HGET', KEYS[1], 'taints') or ''
 -- Every taint but those of the key (and effect) given; adding the same taint again keeps
 -- it, with its time.

@@ -31,12 +31,16 @@ COMPILED = (
     "scheduler.engine.fewest",
     "scheduler.engine.node_table",
     "scheduler.engine.scoring",
+    "scheduler.engine.pipeline",
     "scheduler.engine.filters",
     "scheduler.engine.fill",
     "scheduler.state.node_cache",
     "scheduler.model.node",
 )
 GROUP = "scheduler._native"  # the build's shared library: scheduler/_native__mypyc.*.so
+# How both builds (setup.py's and scripts/build_native.py's) run mypyc over them.
+MYPYC_OPTIONS = ("--follow-imports=silent", "--ignore-missing-imports", "--disable-error-code=annotation-unchecked")
+MYPYC_OPT_LEVEL = "3"
 PURE_ENV = "SCHED_PURE"
 ROOT = Path(__file__).resolve().parent.parent  # the folder holding the scheduler package
 MANIFEST = ROOT / "scheduler" / "_native.json"  # written by the build, last

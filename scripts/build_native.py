@@ -30,10 +30,13 @@ import sys
 from mypyc.build import mypycify
 from setuptools import setup
 
+from scheduler import native
+
 sources, target = sys.argv[1].split(","), sys.argv[2]
 setup(name="sched-native", script_args=["build_ext", "--inplace", "--parallel", "2", "--build-temp", target],
-      ext_modules=mypycify(["--follow-imports=silent", "--ignore-missing-imports", "--disable-error-code=annotation-unchecked", *sources], opt_level="3",
-                           group_name=sys.argv[3], target_dir=target))
+      packages=[],  # only the extensions: no package discovery
+      ext_modules=mypycify([*native.MYPYC_OPTIONS, *sources], opt_level=native.MYPYC_OPT_LEVEL,
+                           group_name=native.GROUP, target_dir=target))
 """
 
 
@@ -65,8 +68,8 @@ def main() -> int:
     target = ROOT / "build" / "native"  # the generated C and objects (build/ is not in git)
     shutil.rmtree(target, ignore_errors=True)
     sources = [str(native.source(module).relative_to(ROOT)) for module in native.COMPILED]
-    result = subprocess.run([sys.executable, "-c", SETUP, ",".join(sources), str(target.relative_to(ROOT)),
-                             native.GROUP], cwd=ROOT, capture_output=True, text=True)
+    result = subprocess.run([sys.executable, "-c", SETUP, ",".join(sources), str(target.relative_to(ROOT))],
+                            cwd=ROOT, capture_output=True, text=True, env={**os.environ, "SCHED_PURE": "1"})
     shutil.rmtree(target, ignore_errors=True)
     if result.returncode != 0:
         clean()

@@ -36,7 +36,7 @@ from scheduler.control import deployer, reconcile  # noqa: E402
 from scheduler.model import make_node, parse_job  # noqa: E402
 from scheduler.state.app import App  # noqa: E402
 from scheduler.state.embedded import start_server  # noqa: E402
-from scheduler.tools.ui.server import Background  # noqa: E402
+from scheduler.tools.web import Background  # noqa: E402
 from workers.scheduler_worker import SchedulerWorker, WorkerConfig  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"

@@ -1,4 +1,4 @@
-"""Functions that the tasks of tests/test_agents.py run on real node agents.
+"""Functions that the tasks of tests/test_agents.py (and the other agent tests) run on real node agents.
 
 RQ imports them by name (``agent_tasks:add``) inside the agent's work horses, so the
 tests put this folder on the agents' PYTHONPATH. Nothing here imports the scheduler.

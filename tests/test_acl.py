@@ -22,7 +22,7 @@ from scheduler.state.scripts import script_source
 from scheduler.tools.cli import main
 
 from redis_topologies import plain_client
-from test_agents import Cluster
+from agent_cluster import Cluster
 
 ADMIN_PASSWORD = "admin-Pa55"
 ROLES = ("viewer", "submitter", "worker", "agent")

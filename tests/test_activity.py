@@ -13,7 +13,7 @@ from starlette.testclient import TestClient
 from scheduler.control import reconcile
 from scheduler.model import make_node, parse_job
 from scheduler.tools.ui.app import create_app
-from scheduler.tools.ui.server import Background
+from scheduler.tools.web import Background
 
 from worker_harness import run_worker_until_idle
 

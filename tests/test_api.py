@@ -1,10 +1,9 @@
 """The HTTP API (`sched api`, and /v1/ of `sched ui`) against the suite's real
 redis-server: the OpenAPI document is valid OpenAPI 3.1 and every route's real answers
-(successes and problems) match it; tokens (made once, stored as a hash, scoped to a
-namespace and a role, revoked, expiring, refused past a number of failures); the audit
-trail under the token's name; events as server-sent events, resumable with
-Last-Event-ID and filtered; nothing written by a refused request, for any body
-(hypothesis)."""
+(successes and problems) match it, and are the CLI's JSON; events as server-sent events,
+resumable with Last-Event-ID and filtered; nothing written by a refused request, for any
+body (hypothesis); clients in other languages; Redis away. Who may call it:
+tests/test_api_access.py."""
 
 from __future__ import annotations
 
@@ -20,129 +19,26 @@ import subprocess
 import threading
 import time
 import urllib.request
-import uuid
 from pathlib import Path
 
 import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from jsonschema import Draft202012Validator
 from openapi_spec_validator import validate as validate_openapi
 from starlette.testclient import TestClient
 
+from scheduler.control import budgets
 from scheduler.state.app import App
-from scheduler.state.api_tokens import FAILED_PREFIX, TOKEN_PREFIX, TOKENS, ApiTokens, digest
-from scheduler.tools.api.access import MAX_FAILED
-from scheduler.tools.api.app import DOCUMENT, create_api
-from scheduler.tools.ui.server import Background
+from scheduler.tools.api.app import create_api
 
 from redis_topologies import free_port
-from test_agents import cluster  # noqa: F401 - a fixture
+from agent_cluster import cluster  # noqa: F401 - a fixture
 from test_ui import snapshot
-
-SPEC = {"id": "web", "replicas": 2, "resources": {"cpu": 0.5, "memory": "256MiB"}}
-
-
-class Api:
-    """Requests to the API, each answer checked against the OpenAPI document: its status
-    must be one its operation lists, its media type too, and its body must match the
-    schema. ``covered``: the operations that answered a success so checked."""
-
-    def __init__(self, http: TestClient, token: str | None = None):
-        self.http, self.token = http, token
-        self.document = orjson.loads(DOCUMENT)
-        self.covered: set[str] = set()
-        self.templates = [(re.compile("^" + re.sub(r"{\w+}", "[^/]+", path) + "$"), path)
-                          for path in self.document["paths"]]
-
-    def operation(self, method: str, path: str) -> dict | None:
-        found = [template for pattern, template in self.templates
-                 if pattern.match(path.split("?")[0]) and method.lower() in self.document["paths"][template]]
-        found.sort(key=lambda template: template.count("{"))  # /v1/jobs/plan before /v1/jobs/{job_id}
-        return self.document["paths"][found[0]][method.lower()] if found else None
-
-    def check(self, method: str, path: str, response) -> None:
-        media = response.headers.get("content-type", "").split(";")[0]
-        operation = self.operation(method, path)
-        if operation is None:  # no such route: a problem all the same
-            assert response.status_code in (404, 405) and media == "application/problem+json", response.text
-            return self.validate(response.json(), {"$ref": "#/components/schemas/Problem"})
-        listed = operation["responses"].get(str(response.status_code))
-        assert listed is not None, (f"{method} {path} answered {response.status_code}, which "
-                                    f"{operation['operationId']} does not list: {response.text[:300]}")
-        assert media in listed["content"], (method, path, response.status_code, media)
-        if media in ("application/json", "application/problem+json"):
-            self.validate(response.json(), listed["content"][media]["schema"])
-        elif media != "text/event-stream":  # a file (a snapshot)
-            self.validate(response.text, listed["content"][media]["schema"])
-        if response.status_code < 300:
-            self.covered.add(operation["operationId"])
-
-    def validate(self, body, schema: dict) -> None:
-        Draft202012Validator({**schema, "components": self.document["components"]}).validate(body)
-
-    def __call__(self, method: str, path: str, token: str | None = "default", **options):
-        headers = dict(options.pop("headers", {}))
-        token = self.token if token == "default" else token
-        if token is not None:
-            headers["authorization"] = f"Bearer {token}"
-        response = self.http.request(method, path, headers=headers, **options)
-        self.check(method, path, response)
-        return response
-
-    def stream(self, path: str, messages: int, headers: dict | None = None) -> list[dict]:
-        """The first ``messages`` messages of a stream of server-sent events."""
-        headers = {"authorization": f"Bearer {self.token}", **(headers or {})}
-        lines = []
-        with self.http.stream("GET", path, headers=headers) as response:
-            self.check("GET", path, response)
-            for line in response.iter_lines():
-                lines.append(line)
-                if not line and len(sse_messages(lines)) >= messages:
-                    break
-        return sse_messages(lines)
-
-
-def sse_messages(lines: list[str]) -> list[dict]:
-    """Messages of a stream's lines: {id, event, data}, comments left out."""
-    messages, current = [], {}
-    for line in lines:
-        if not line:
-            if current:
-                messages.append(current)
-            current = {}
-        elif not line.startswith(":"):
-            field, _, value = line.partition(": ")
-            current[field] = orjson.loads(value) if field == "data" else value
-    return messages
-
-
-@pytest.fixture
-def tokens(app):
-    """make(role, namespace=the test's, every=False) -> a token; all revoked afterwards."""
-    store, made = ApiTokens(app.client), []
-
-    def make(role: str, namespace: str | None = None, every: bool = False, ttl_s: int | None = None) -> str:
-        name = f"t-{uuid.uuid4().hex[:8]}"
-        made.append(name)
-        return store.create(name, "*" if every else namespace or app.keys.namespace, role, ttl_s)["token"]
-
-    make.names = made
-    yield make
-    for name in made:
-        try:
-            store.revoke(name)
-        except Exception:
-            pass
-    for key in app.client.scan_iter(match=FAILED_PREFIX + "*", count=1000):
-        app.client.delete(key)
-
-
-@pytest.fixture
-def http(app):
-    with TestClient(create_api(app)) as client:
-        yield client
+from api_harness import http, tokens  # noqa: F401 (fixtures)
+from rebalance_helpers import api_calls as rebalance_calls
+from api_harness import Api, SPEC, sse_messages
+from worker_harness import run_worker_until_idle
 
 
 def test_the_openapi_document_is_valid_openapi_3_1_and_needs_no_token(http):
@@ -208,10 +104,28 @@ def test_every_route_answers_as_the_document_says(app, http, tokens):
         "job_retention"] == {"value": 21600.0, "default": False}
     assert api("DELETE", f"/v1/config{ns}&setting=ended_tasks_per_job").json()["ended_tasks_per_job"]["default"]
     assert api("GET", f"/v1/memory{ns}").json()["nodes"] == 1
+    rebalance_calls(api, app)
     assert api("GET", f"/v1/layout{ns}").json()["layout"] == api("POST", f"/v1/layout/upgrade{ns}").json()["to"]
     assert api("POST", f"/v1/gc{ns}&dry_run=true").json()["dry_run"] is True
     ready = api.stream(f"/v1/events{ns}", 1)[0]
     assert ready["event"] == "ready" and ready["data"]["namespace"] == app.keys.namespace
+    guarded = {"id": "guarded", "replicas": 1, "resources": {"cpu": 0.1, "memory": "1Mi"},
+               "disruption_budget": {"max_unavailable": 0}}
+    assert api("POST", f"/v1/jobs{ns}", json=guarded).status_code == 201
+    assert api("POST", f"/v1/jobs{ns}", json={**guarded, "id": "loose", "disruption_budget": None}).status_code == 201
+    run_worker_until_idle(app)
+    assert app.store.start_task("guarded.0", "n1")
+    budgets.count(app.store, "guarded")
+    assert api("GET", f"/v1/jobs/guarded/budget{ns}").json()["allowed"] == 0
+    assert [b["job"] for b in api("GET", f"/v1/budgets{ns}").json()] == ["guarded"]
+    refused = api("POST", f"/v1/tasks/guarded.0/evict{ns}", json={"reason": "moved by hand"})
+    assert refused.status_code == 429 and refused.json()["detail"] == (
+        "task guarded.0 was not evicted: waiting on job guarded's budget, 0 of 0 unavailable.")
+    evicted = api("POST", f"/v1/tasks/loose.0/evict{ns}")
+    assert evicted.status_code == 200, evicted.text
+    assert evicted.json()["evicted"] is True
+    assert api("POST", f"/v1/jobs/guarded/stop{ns}").json()["stopped"]
+    assert api("GET", f"/v1/nodes/n1/drain{ns}").json()["state"] == ""
     assert api("POST", f"/v1/jobs/web/revert{ns}", json={"version": 1}).json()["version"] == 3
     assert api("POST", f"/v1/jobs/web/stop{ns}").json()["stopped"]
     assert api("POST", f"/v1/nodes/n1/taint{ns}", json={"taint": "dedicated=gpu:NoSchedule"}).json()["after"] == \
@@ -235,9 +149,16 @@ def test_every_route_answers_as_the_document_says(app, http, tokens):
     assert api("POST", f"/v1/nodes/n1/pause{ns}").json()["before"] == "active"
     assert api("POST", f"/v1/nodes/n1/activate{ns}").json()["before"] == "pause"
     assert api("POST", f"/v1/nodes/n1/drain{ns}").json()["before"] == "active"
+    assert api("GET", f"/v1/nodes/n1/drain{ns}").json()["state"] == "complete"
     assert [e["action"] for e in api("GET", f"/v1/nodes/n1/history{ns}").json()] == ["taint", "untaint", "pause",
                                                                                  "activate", "drain"]
     assert api("DELETE", f"/v1/nodes/n1{ns}").json()["removed"] is True
+    assert api("PUT", f"/v1/pools/general{ns}", json={"cpu": 8, "memory": "32GiB", "cost": 0.4}).json()["created"]
+    assert [p["name"] for p in api("GET", f"/v1/pools{ns}").json()] == ["general"]
+    assert api("GET", f"/v1/capacity{ns}&expander=price").json()["pools"] == ["general"]
+    assert api("POST", f"/v1/capacity{ns}").json()["digest"]
+    assert api("GET", f"/v1/capacity/last{ns}").json()["answer"]["pools"] == ["general"]
+    assert api("DELETE", f"/v1/pools/general{ns}").json()["removed"] is True
     assert api("POST", f"/v1/jobs{ns}", json={"id": "once", "replicas": 0, "ttl_after_finished": 0}).status_code == 201
     api("POST", f"/v1/jobs/once/stop{ns}")
     collected = api("POST", f"/v1/gc{ns}").json()
@@ -261,6 +182,9 @@ def test_every_route_answers_as_the_document_says(app, http, tokens):
     # Problems, each a document its operation lists.
     problems = [
         ("GET", f"/v1/jobs/nope{ns}", {}, 404),
+        ("GET", f"/v1/jobs/a/budget{ns}", {}, 404),  # a job without one
+        ("POST", f"/v1/tasks/loose.0/evict{ns}", {}, 409),  # ended already
+        ("POST", f"/v1/nodes/n1/drain{ns}", {"json": {"deadline": "soon"}}, 422),
         ("GET", f"/v1/tasks{ns}&state=pendin", {}, 400),
         ("GET", f"/v1/tasks{ns}&colour=red", {}, 400),
         ("GET", "/v1/nodes/a%20b", {}, 400),
@@ -303,88 +227,6 @@ def test_the_answers_are_the_cli_json(app, http, tokens, sched):
         assert api("GET", path).json() == orjson.loads(sched(*args, "--json").stdout), args
 
 
-# ----------------------------------------------------------------------------- tokens
-def test_token_create_prints_the_token_last_and_stores_only_its_hash(app, sched, http):
-    made = sched("token", "create", "ci-bot", "--namespace", app.keys.namespace, "--role", "submitter")
-    token = made.stdout.split()[-1]
-    try:
-        assert token.startswith("sched_") and len(token) > 40
-        everything = b"".join(app.client.dump(key) or b"" for key in app.client.scan_iter(match="sched:api:*"))
-        assert token.encode() not in everything  # only its SHA-256 is kept
-        api = Api(http, token)
-        assert api("GET", "/v1/token").json() == {"name": "ci-bot", "namespace": app.keys.namespace,
-                                                  "role": "submitter"}
-        listed = orjson.loads(sched("token", "ls", "--json").stdout)
-        assert {"name": "ci-bot", "namespace": app.keys.namespace, "role": "submitter"}.items() <= \
-            next(r for r in listed if r["name"] == "ci-bot").items()
-        again = sched("token", "create", "ci-bot", "--namespace", app.keys.namespace, "--role", "viewer", ok=False)
-        assert again.exit_code == 2 and "a token named ci-bot exists" in again.stderr
-        sched("token", "revoke", "ci-bot")
-        refused = api("GET", "/v1/token")
-        assert refused.status_code == 401 and refused.headers["www-authenticate"] == "Bearer"
-        assert "ci-bot" not in sched("token", "ls").stdout
-    finally:
-        sched("token", "revoke", "ci-bot", ok=False)
-        for key in app.client.scan_iter(match=FAILED_PREFIX + "*"):
-            app.client.delete(key)
-
-
-def test_token_create_refuses_bad_input_and_writes_nothing(app, sched):
-    before = app.client.hgetall(TOKENS)
-    for args, said in ((("bad name", "--namespace", "a", "--role", "viewer"), "token name 'bad name' is not valid"),
-                       (("x", "--role", "viewer"), "give --namespace NS or --all-namespaces"),
-                       (("x", "--namespace", "a", "-A", "--role", "viewer"), "give --namespace NS or"),
-                       (("x", "--namespace", "a:b", "--role", "viewer"), "namespace 'a:b' is not valid"),
-                       (("x", "--namespace", "a", "--role", "viewer", "--ttl", "soon"), "--ttl 'soon' is not"),
-                       (("x", "--namespace", "a", "--role", "admin"), "'admin' is not one of")):
-        result = sched("token", "create", *args, ok=False)
-        assert result.exit_code == 2 and said in result.stderr, (args, result.stderr)
-    assert app.client.hgetall(TOKENS) == before
-
-
-def test_a_token_expires_after_its_ttl(app, http, tokens):
-    token = tokens("viewer", ttl_s=1)
-    api = Api(http, token)
-    assert api("GET", "/v1/nodes").status_code == 200
-    assert 0 < app.client.ttl(TOKEN_PREFIX + digest(token)) <= 1
-    deadline = time.monotonic() + 10
-    while api("GET", "/v1/nodes").status_code == 200:
-        assert time.monotonic() < deadline, "the token did not expire"
-        time.sleep(0.2)
-    assert api("GET", "/v1/nodes").status_code == 401
-    assert tokens.names[-1] not in [r["name"] for r in ApiTokens(app.client).records()]
-
-
-def test_roles_and_namespaces_are_enforced_and_refusals_write_nothing(app, http, tokens, redis_url):
-    ns = app.keys.namespace
-    viewer, submitter, other = Api(http, tokens("viewer")), Api(http, tokens("submitter")), \
-        Api(http, tokens("operator", namespace="elsewhere"))
-    operator = Api(http, tokens("operator"))
-    operator("PUT", "/v1/nodes/n1", json={"cpu": 4, "memory": "8GiB"})
-    submitter("POST", "/v1/jobs", json=SPEC)
-    before = snapshot(redis_url, ns)
-    refusals = [(viewer, "POST", "/v1/jobs", {"json": {**SPEC, "id": "more"}}, "may not POST /v1/jobs: that takes a "
-                                                                                "submitter's token"),
-                (viewer, "POST", "/v1/jobs/web/stop", {}, "a viewer of namespace"),
-                (submitter, "POST", "/v1/nodes/n1/drain", {}, "that takes an operator's token"),
-                (submitter, "PUT", "/v1/tenants/t", {"json": {"weight": 1}}, "an operator's token"),
-                (submitter, "POST", "/v1/gc", {}, "an operator's token"),
-                (viewer, "PUT", "/v1/config", {"json": {"job_retention": 0}}, "an operator's token"),
-                (submitter, "POST", "/v1/layout/upgrade", {}, "an operator's token"),
-                (viewer, "POST", "/v1/snapshot",
-                 {"content": b"{}\n", "headers": {"content-type": "application/x-ndjson"}}, "an operator's token"),
-                (operator, "PUT", "/v1/quota", {"json": {"cpu": 1}}, "a token of every namespace"),
-                (operator, "GET", "/v1/quotas", {}, "a token of every namespace"),
-                (other, "GET", f"/v1/jobs?namespace={ns}", {}, f"may not reach namespace {ns}"),
-                (other, "POST", f"/v1/jobs/web/stop?namespace={ns}", {}, f"may not reach namespace {ns}")]
-    for api, method, path, options, said in refusals:
-        response = api(method, path, **options)
-        assert response.status_code == 403 and said in response.json()["detail"], (path, response.text)
-    assert snapshot(redis_url, ns) == before
-    assert other("GET", "/v1/jobs").json() == []  # its own namespace, by default
-    assert viewer("POST", "/v1/jobs/plan", json=SPEC).status_code == 200  # a dry run is a read
-
-
 def test_a_snapshot_downloads_as_a_file_and_uploads_into_an_empty_namespace_only(app, http, tokens, redis_url,
                                                                                 monkeypatch):
     """GET /v1/snapshot answers the file `sched snapshot save` writes; POST loads it (plain
@@ -424,7 +266,7 @@ def test_a_snapshot_downloads_as_a_file_and_uploads_into_an_empty_namespace_only
     with TestClient(create_api(app)) as bounded:
         refusals = [(http, b"\n".join(lines[:-1]) + b"\n", lines_type, 422,
                      "the uploaded snapshot ends before its last line: the snapshot was cut short"),
-                    (http, plain.content, {"content-type": "application/gzip"}, 400, "the request body is not gzip"),
+                    (http, plain.content, {"content-type": "application/gzip"}, 422, "the request body is not gzip"),
                     (http, plain.content, {"content-type": "text/csv"}, 415, "send the body as application/x-ndjson"),
                     (bounded, b"x" * 4097, lines_type, 413, "larger than 4096 bytes."),
                     (bounded, gzip.compress(b"\n" * 100_000), {"content-type": "application/gzip"}, 413,
@@ -437,63 +279,6 @@ def test_a_snapshot_downloads_as_a_file_and_uploads_into_an_empty_namespace_only
                    headers={"content-type": "application/gzip"}).json()
     assert restored == {**restored, "namespace": ns, "source_namespace": ns, "keys": len(lines) - 2}
     assert api("GET", "/v1/jobs").json() == jobs
-
-
-def test_actions_are_recorded_under_the_token_name(app, http, tokens):
-    api = Api(http, tokens("operator"))
-    name = tokens.names[-1]
-    api("PUT", "/v1/nodes/n1", json={"cpu": 4, "memory": "8GiB"})
-    api("POST", "/v1/jobs", json=SPEC)
-    api("POST", "/v1/jobs/web/scale", json={"replicas": 1})
-    api("POST", "/v1/nodes/n1/pause")
-    trail = app.store.read_history(job="web")
-    assert [(e["action"], e["by"]) for e in trail] == [("submit", f"token:{name}"), ("scale", f"token:{name}")]
-    assert [(e["action"], e["by"]) for e in app.store.read_history(node="n1")] == [("pause", f"token:{name}")]
-
-
-def test_failures_from_an_address_are_limited(app, http, tokens):
-    good = tokens("viewer")
-    api = Api(http)
-    for i in range(MAX_FAILED):
-        assert api("GET", "/v1/nodes", token=None if i % 2 else f"sched_wrong{i}").status_code == 401
-    limited = api("GET", "/v1/nodes", token=good)
-    assert limited.status_code == 429 and "too many requests" in limited.json()["detail"]
-    assert 0 < int(limited.headers["retry-after"]) <= 15 * 60
-    for key in app.client.scan_iter(match=FAILED_PREFIX + "*"):
-        app.client.delete(key)
-    assert api("GET", "/v1/nodes", token=good).status_code == 200
-
-
-def test_without_auth_only_same_site_or_programs_may_act(app, tokens):
-    with TestClient(create_api(app, auth=False)) as http:
-        api = Api(http)
-        assert api("GET", "/v1/token", token=None).json() == {"name": None, "namespace": "*", "role": "operator"}
-        assert api("PUT", "/v1/nodes/n1", token=None, json={"cpu": 1, "memory": "1GiB"}).status_code == 201
-        assert app.store.read_history(node="n1") == []  # registering is not an action with a history
-        cross = api("POST", "/v1/nodes/n1/pause", token=None, headers={"origin": "http://evil.example"})
-        assert cross.status_code == 403 and "cross-origin" in cross.json()["detail"]
-        assert app.store.get_node("n1").availability == "active"
-        assert api("POST", "/v1/nodes/n1/pause", token=None).json()["before"] == "active"
-        assert app.store.read_history(node="n1")[0]["by"] == app.store.redis_user()
-
-
-def test_sched_api_refuses_no_auth_on_a_network_address(sched):
-    result = sched("api", "--host", "0.0.0.0", "--no-auth", ok=False)
-    assert result.exit_code == 2
-    assert "sched api will not serve 0.0.0.0 without tokens" in result.stderr
-
-
-def test_sched_ui_serves_the_api_beside_the_dashboard(app, tokens):
-    import httpx2 as httpx
-
-    token = tokens("viewer")
-    with Background(app) as url:
-        with httpx.Client(base_url=url) as http:
-            assert http.get("/").status_code == 200  # the dashboard, without sign-in on loopback
-            assert http.get("/v1/nodes").status_code == 401  # the API, with tokens
-            assert http.get("/v1/nodes", headers={"authorization": f"Bearer {token}"}).json() == []
-    with Background(app, api_auth=False) as url:
-        assert httpx.get(f"{url}/v1/token").json()["name"] is None
 
 
 # ----------------------------------------------------------------------------- events
@@ -658,3 +443,143 @@ def test_redis_away_is_a_503_then_the_api_and_its_event_streams_go_on(tmp_path, 
     finally:
         app.close()
         server.stop()
+
+
+# ----------------------------------------------------------------------------- statuses
+def test_every_route_of_a_missing_job_is_a_404_and_a_bad_query_a_400(app, http, tokens):
+    """A job that does not exist is a 404 on every route that names one (before its body's
+    meaning is looked at); a query value that is not valid is a 400 on every route; a wait
+    on a missing job answers at once."""
+    api = Api(http, tokens("operator", every=True))
+    ns = f"?namespace={app.keys.namespace}"
+    bodies = {"scale": {"replicas": 1}, "revert": {"version": 1}, "dispatch": {}}
+    routes = [(method.upper(), path) for path, ops in api.document["paths"].items() if "{job_id}" in path
+              for method in ops]
+    assert len(routes) >= 10
+    for method, path in routes:
+        verb = path.rsplit("/", 1)[-1]
+        options = {"json": bodies[verb]} if verb in bodies else {}
+        started = time.monotonic()
+        response = api(method, path.replace("{job_id}", "nope") + ns, **options)
+        assert response.status_code == 404 and "job 'nope' does not exist" in response.json()["detail"], (path,
+                                                                                                       response.text)
+        assert time.monotonic() - started < 2, path  # a wait does not wait for a job that is not there
+    for path in ("/v1/tasks?job=a%21b", "/v1/deployments?job=a%21b", "/v1/tasks?node=a%20b", "/v1/tasks?job=",
+                 "/v1/events?job=a%21b", "/v1/deployments?limit=0", "/v1/jobs/web/wait?count=x"):
+        response = api("GET", path)
+        assert response.status_code == 400, (path, response.text)
+
+
+def test_a_method_a_path_does_not_take_is_a_405_with_allow(http):
+    for method, path, allow in (("DELETE", "/v1/jobs", "GET, HEAD, POST"), ("PUT", "/v1/jobs/web/stop", "POST"),
+                                ("POST", "/v1/nodes/n1", "DELETE, GET, HEAD, PUT")):
+        response = http.request(method, path)
+        assert response.status_code == 405 and response.headers["allow"] == allow, (path, response.headers)
+        assert response.headers["content-type"] == "application/problem+json"
+
+
+def test_a_body_that_is_not_an_object_is_a_422_and_writes_nothing(app, http, tokens, redis_url):
+    api = Api(http, tokens("operator"))
+    api("PUT", "/v1/nodes/n1", json={"cpu": 4, "memory": "8GiB"})
+    api("POST", "/v1/jobs", json=SPEC)
+    before = snapshot(redis_url, app.keys.namespace)
+    for method, path in (("POST", "/v1/jobs/plan"), ("POST", "/v1/jobs"), ("POST", "/v1/jobs/web/scale"),
+                         ("PUT", "/v1/nodes/n2"), ("PUT", "/v1/config"), ("POST", "/v1/jobs/web/dispatch")):
+        for body in (b"null", b"[1]", b"3", b'"web"'):
+            if path == "/v1/jobs" and body == b"[1]":
+                continue  # a list of specs: its item is refused, as the next test does
+            response = api(method, path, content=body, headers={"content-type": "application/json"})
+            assert response.status_code == 422, (path, body, response.text)
+    assert api("POST", "/v1/jobs", json=[1]).status_code == 422
+    assert api("POST", "/v1/jobs/plan", content=b"", headers={"content-type": "application/json"}).status_code == 422
+    assert snapshot(redis_url, app.keys.namespace) == before
+
+
+# ----------------------------------------------------------------------------- the lockout's address
+def _commands(client, name: str) -> int:
+    return int(client.info("commandstats").get(f"cmdstat_{name}", {}).get("calls", 0))
+
+
+def test_jobs_are_paged_in_id_order_and_a_page_reads_only_its_jobs(app, http, tokens):
+    api = Api(http, tokens("submitter"))
+    specs = [{"id": f"{kind}-{i:03d}", "type": kind, "replicas": 0} for kind in ("batch", "service")
+             for i in range(120)]
+    assert api("POST", "/v1/jobs", json=specs).status_code == 201
+    assert [j["id"] for j in api("GET", "/v1/jobs").json()] != []  # without per_page: every job, as before
+    seen, token, pages = [], None, 0
+    while True:
+        path = "/v1/jobs?per_page=100" + (f"&next_token={token}" if token else "")
+        before = _commands(app.client, "hmget")
+        page = api("GET", path)
+        assert _commands(app.client, "hmget") - before <= 100  # its own jobs' hashes, not the namespace's
+        seen += [j["id"] for j in page.json()]
+        pages += 1
+        token = page.headers.get("x-sched-next-token")
+        if token is None:
+            break
+    assert pages == 3 and seen == sorted(s["id"] for s in specs)
+    assert [j["id"] for j in api("GET", "/v1/jobs?prefix=service-11").json()] == [f"service-11{i}" for i in range(10)]
+    matched = api("GET", '/v1/jobs?per_page=5&filter=id matches "^service-" and status == "running"')
+    assert [j["id"] for j in matched.json()] == [f"service-00{i}" for i in range(5)]
+    assert matched.headers["x-sched-next-token"] == "service-005"
+    batch = api("GET", '/v1/jobs?per_page=1000&filter=type == "batch"').json()
+    assert len(batch) == 120 and {j["type"] for j in batch} == {"batch"}
+    for bad, status in (('status = "x"', 400), ('colour == "red"', 400), ("status == running", 400),
+                        ('id matches "["', 422), ("status in 3", 422)):  # it reads, but cannot be done
+        response = api("GET", f"/v1/jobs?filter={quote(bad)}")
+        assert response.status_code == status, (bad, response.text)
+    app.client.delete(app.keys.jobs_by_id)  # a namespace from before the index: made on the first page
+    assert [j["id"] for j in api("GET", "/v1/jobs?per_page=3").json()] == ["batch-000", "batch-001", "batch-002"]
+    assert app.client.zcard(app.keys.jobs_by_id) == 240
+
+
+def test_a_blocking_query_answers_when_something_changed_or_the_wait_ends(app, http, tokens):
+    api = Api(http, tokens("submitter"))
+    api("POST", "/v1/jobs", json={"id": "a", "replicas": 0})
+    first = api("GET", "/v1/jobs")
+    index = int(first.headers["x-sched-index"])
+    started = time.monotonic()
+    quiet = api("GET", f"/v1/jobs?index={index}&wait=1500ms")  # longer than one XREAD BLOCK step
+    assert 1.4 < time.monotonic() - started < 6 and int(quiet.headers["x-sched-index"]) == index
+    threading.Timer(0.5, lambda: api("POST", "/v1/jobs", json={"id": "b", "replicas": 0})).start()
+    started = time.monotonic()
+    woken = api("GET", f"/v1/jobs?index={index}&wait=30s")
+    assert time.monotonic() - started < 10 and int(woken.headers["x-sched-index"]) > index
+    assert [j["id"] for j in woken.json()] == ["a", "b"]
+    assert api("GET", f"/v1/jobs/a?index={index}&wait=30s").json()["id"] == "a"  # already past it: at once
+    assert api("GET", "/v1/jobs?wait=forever").status_code == 400
+
+
+def test_sched_api_with_workers_serves_from_every_worker_and_stops_on_sigterm(cluster, tokens):
+    """`sched api --workers 2`: two processes on one port, both answering; SIGTERM to the
+    parent stops them all."""
+    port = free_port()
+    server = cluster._start("api", "api", "--port", str(port), "--workers", "2")
+    base, token = f"http://127.0.0.1:{port}", tokens("viewer")
+
+    def workers() -> list[int]:
+        found = []
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == server.pid:
+                    found.append(int(stat.parent.name))
+            except (OSError, ValueError):
+                pass
+        return found
+
+    def up() -> bool:
+        try:
+            return urllib.request.urlopen(f"{base}/v1/openapi.json", timeout=2).status == 200
+        except OSError:
+            return server.poll() is None and False
+
+    cluster.wait(lambda: up() and len(workers()) == 2, "sched api --workers 2 to listen")
+    for _ in range(40):  # each a new connection: the kernel hands them to either worker
+        request = urllib.request.Request(f"{base}/v1/token", headers={"authorization": f"Bearer {token}"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert response.status == 200
+    children = workers()
+    assert len(children) == 2
+    server.terminate()
+    assert server.wait(timeout=20) == 0
+    assert not any(Path(f"/proc/{pid}").exists() for pid in children)

@@ -12,7 +12,7 @@ from scheduler import Client
 from scheduler.control import reconcile
 from scheduler.model import SpecError, Task, parse_job
 from scheduler.model.reschedule import Reschedule
-from test_agents import cluster  # noqa: F401 (the fixture)
+from agent_cluster import cluster  # noqa: F401 (the fixture)
 from worker_harness import run_worker_until_idle
 
 

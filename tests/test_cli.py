@@ -8,6 +8,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
+from scheduler.state.namespace import NAMESPACE_REGISTRY
 from scheduler.tools.cli import main
 
 from commits import commit_one
@@ -32,9 +33,10 @@ def as_json(result):
 
 def snapshot_all(client) -> dict:
     """Every key in the server, with its type, serialised value and expiry (but RQ's own
-    keys, which RQ workers of other tests may refresh or let expire meanwhile)."""
+    keys, which RQ workers of other tests may refresh or let expire meanwhile, and the
+    registry of namespaces, which any other test's process may add its namespace to)."""
     return {key: (client.type(key), client.dump(key), client.pttl(key))
-            for key in sorted(client.scan_iter(count=1000)) if not key.startswith("rq:")}
+            for key in sorted(client.scan_iter(count=1000)) if not key.startswith("rq:") and key != NAMESPACE_REGISTRY}
 
 
 def live(app, task_id, node):
@@ -202,6 +204,35 @@ def test_job_stop(sched, app):
 
 
 # ----------------------------------------------------------------------------- tasks
+def test_piped_tables_give_whole_values_however_wide(sched, app, monkeypatch):
+    """Not a terminal (a pipe, a script): no cell is cut or wrapped, as kubectl prints."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    long_label = "team=" + "x" * 90
+    sched("node", "add", "n1", "--cpu", "4", "--memory", "8GiB", "--label", long_label,
+          "--taint", "dedicated=gpu:NoSchedule")
+    sched("job", "submit", "-", input='{"id": "a-rather-long-job-name-for-a-nightly-report-of-every-region"}')
+    nodes = sched("node", "ls").stdout
+    assert long_label in nodes and "dedicated=gpu:NoSchedule" in nodes and "…" not in nodes
+    assert len(nodes.splitlines()) == 2  # a header and one row: nothing wrapped
+    tasks = sched("task", "ls").stdout
+    assert "a-rather-long-job-name-for-a-nightly-report-of-every-region.0" in tasks and "…" not in tasks
+
+
+def test_health_is_shown_only_for_running_tasks(sched, app):
+    sched("node", "add", "n1", "--cpu", "4", "--memory", "8GiB")
+    sched("job", "submit", "-", input='{"id": "b", "type": "batch", "replicas": 2}')
+    for task_id in ("b.0", "b.1"):
+        live(app, task_id, "n1")
+    app.client.hset(app.keys.task("b.0"), mapping={"state": "running", "health": "healthy"})
+    assert {r["id"]: r["health"] for r in as_json(sched("task", "ls", "--json"))} == {"b.0": "healthy", "b.1": None}
+    assert as_json(sched("task", "explain", "b.0", "--json"))["health"] == "healthy"
+    app.client.hset(app.keys.task("b.0"), "state", "completed")  # how it was while it ran stays in its hash
+    assert {r["id"]: r["health"] for r in as_json(sched("task", "ls", "--json"))} == {"b.0": None, "b.1": None}
+    assert "health" not in as_json(sched("task", "explain", "b.0", "--json"))
+    rows = [line.split() for line in sched("task", "ls").stdout.splitlines()[1:]]
+    assert [row[4] for row in rows] == ["-", "-"]
+
+
 def test_task_ls_json_shape_and_filters(sched, app):
     sched("node", "add", "n1", "--cpu", "4", "--memory", "8GiB")
     sched("node", "add", "n2", "--cpu", "4", "--memory", "8GiB")
@@ -254,7 +285,10 @@ def test_task_explain_placed_and_stopped(sched, app):
     sched("job", "submit", "-", input=WEB_YAML)
     live(app, "web.2", "n1")
     placed = as_json(sched("task", "explain", "web.2", "--json"))
-    assert (placed["state"], placed["message"]) == ("assigned", "placed on node n1.")
+    assert (placed["state"], placed["message"]) == ("assigned", "placed on node n1, which has no agent to start it: a "
+                                                               "node added with sched node add runs nothing (sched "
+                                                               "agent n1 runs its tasks).")
+    assert placed["reasons"] == {"node has no agent": 1}
     sched("job", "stop", "web")
     stopped = as_json(sched("task", "explain", "web.0", "--json"))
     assert (stopped["state"], stopped["message"]) == ("stopped", "job stopped")

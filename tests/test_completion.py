@@ -44,6 +44,18 @@ def test_ids_are_completed_from_redis(sched, redis_url, namespace):
     assert complete_in_process(*at, "task", "ls", "--node", "n") == ["n1"]
     assert complete_in_process(*at, "events", "--job", "") == ["api", "web"]
     assert complete_in_process(*at, "-n", "elsewhere", "job", "show", "") == []  # another namespace's
+    assert complete_in_process(*at, "node", "taint", "") == ["m2", "n1"]
+    assert complete_in_process(*at, "node", "untaint", "m") == ["m2"]
+
+
+def test_launch_and_dispatch_complete_only_the_jobs_they_take(sched, redis_url, namespace):
+    sched("job", "submit", "-", input='{"id": "nightly", "type": "batch", "periodic": {"cron": "@daily"}}\n'
+                                      '{"id": "render", "type": "batch", "parameterized": {}}\n{"id": "web"}\n')
+    at = ["--redis-url", redis_url, "-n", namespace]
+    assert complete_in_process(*at, "job", "launch", "") == ["nightly"]
+    assert complete_in_process(*at, "job", "suspend", "") == ["nightly"]
+    assert complete_in_process(*at, "job", "dispatch", "") == ["render"]
+    assert complete_in_process(*at, "job", "show", "") == ["nightly", "render", "web"]
 
 
 def test_without_a_redis_nothing_is_offered(tmp_path):

@@ -13,7 +13,7 @@ import pytest
 from scheduler import Client
 from scheduler.control.audit import audit, repair
 from scheduler.model import SpecError, make_node
-from test_agents import cluster  # noqa: F401 (the fixture)
+from agent_cluster import cluster  # noqa: F401 (the fixture)
 from worker_harness import run_worker_until_idle
 
 
@@ -116,6 +116,20 @@ def test_a_cycle_is_refused_at_submit(app):
     with pytest.raises(SpecError, match=r"job a: after would close a cycle: a -> c -> b -> a\."):
         client.submit({"id": "a", "type": "batch", "after": ["c"]})
     assert client.store.job_fields("a") == before
+
+
+def test_one_file_may_name_a_job_written_below_it_but_not_close_a_cycle(app, sched):
+    before = set(app.client.keys(f"sched:{{{app.keys.namespace}}}:*"))
+    cycle = '{"id": "a", "type": "batch", "after": ["b"]}\n{"id": "b", "type": "batch", "after": ["a"]}\n'
+    out = sched("job", "submit", "-", input=cycle, ok=False)
+    assert (out.exit_code, out.stderr) == (2, "Error: job a: after would close a cycle: a -> b -> a.\n")
+    assert set(app.client.keys(f"sched:{{{app.keys.namespace}}}:*")) == before
+    chain = '{"id": "load", "type": "batch", "after": ["clean"]}\n{"id": "clean", "type": "batch", ' \
+            '"after": ["extract"]}\n{"id": "extract", "type": "batch"}\n'
+    assert sched("job", "submit", "-", input=chain).stdout.split() == ["load", "clean", "extract"]  # in file order
+    client = Client(app=app)
+    assert client.job("load")["waiting_for"] and client.job("clean")["waiting_for"]
+    assert "waiting_for" not in client.job("extract")
 
 
 def test_repair_puts_a_lost_waiting_task_back_in_the_waiting_set(app):

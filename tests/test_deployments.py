@@ -19,7 +19,7 @@ from scheduler import Client
 from scheduler.control import deployer, reconcile
 from scheduler.model import LIVE_STATES, parse_job
 
-from test_agents import Cluster, cluster, namespace_pids  # noqa: F401 (the fixture)
+from agent_cluster import Cluster, cluster, namespace_pids  # noqa: F401 (the fixture)
 
 LIVENESS_S = 60.0  # a rollout of several groups on a shared machine: a bound, not a target
 REPLICAS = 6

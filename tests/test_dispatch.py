@@ -12,7 +12,7 @@ import pytest
 from scheduler import Client
 from scheduler.model import SpecError
 from scheduler.model.parameterized import MAX_PAYLOAD_BYTES
-from test_agents import cluster  # noqa: F401 (the fixture)
+from agent_cluster import cluster  # noqa: F401 (the fixture)
 
 
 RENDER = {"id": "render", "type": "batch", "resources": {"cpu": 0.1, "memory": "16MiB"},
@@ -65,12 +65,13 @@ def test_a_token_returns_the_first_dispatch_whether_it_runs_or_ended(app):
     ([], "job render needs meta customer: dispatch it with --meta customer=...."),
     (["--meta", "customer=a", "--meta", "colour=red"], "job render does not take meta key 'colour'; it takes customer, region."),
     (["--meta", "customer"], "--meta 'customer' must look like KEY=VALUE."),
-    (["--meta", "customer=a", "--payload", "BIG"], f"more than the {MAX_PAYLOAD_BYTES} bytes (16 KiB) a dispatch may carry"),
+    (["--meta", "customer=a", "--payload", "BIG"],
+     f"the payload is 20000 bytes, more than the {MAX_PAYLOAD_BYTES} bytes (16 KiB) a dispatch may carry"),
 ])
 def test_bad_dispatches_are_one_sentence_and_make_nothing(app, sched, tmp_path, args, words):
     Client(app=app).submit({**RENDER, "run": {"command": ["true"]}})
     big = tmp_path / "big"
-    big.write_bytes(b"x" * (MAX_PAYLOAD_BYTES + 1))
+    big.write_bytes(b"x" * 20_000)  # the whole size is named, not where reading stopped
     before = set(app.client.keys(f"sched:{{{app.keys.namespace}}}:*"))
     out = sched("job", "dispatch", "render", *[str(big) if a == "BIG" else a for a in args], ok=False)
     assert out.exit_code == 2 and words in out.output

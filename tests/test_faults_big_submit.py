@@ -23,7 +23,7 @@ from scheduler.model import parse_job
 from scheduler.state.app import App
 from scheduler.state.jobs import ENQUEUE_CHUNK
 
-from test_agents import SCHED
+from agent_cluster import SCHED
 
 REPLICAS = 200_000
 SUBMIT_LIMIT_S = 600  # a bound on "eventually", not a performance target

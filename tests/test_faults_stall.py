@@ -26,7 +26,7 @@ from scheduler.control.audit import audit
 from scheduler.model import parse_job
 from scheduler.state.app import App
 
-from test_agents import Cluster
+from agent_cluster import Cluster
 
 HEARTBEAT_S = "2.0"  # TTL 6 s
 STALL_S = 7.0  # longer than the TTL: every heartbeat expires during it

@@ -19,7 +19,7 @@ from scheduler.model import make_node, parse_job
 from scheduler.state.app import App
 from scheduler.state.embedded import start_server
 
-from test_agents import SCHED, Cluster
+from agent_cluster import SCHED, Cluster
 from worker_harness import wait_until
 
 LIVENESS_S = 30.0  # a bound on "eventually", not a performance target

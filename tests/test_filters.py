@@ -7,17 +7,17 @@ from hypothesis import strategies as st
 
 from scheduler.model import reasons
 from scheduler.engine.filters import (Constraints, HostPorts, MaxPerNode, NodeReady, Platform, Plugins,
-                               Resources, filter_pipeline)
+                               Resources, TaskSlots, filter_pipeline)
 from scheduler.engine.fit import misfit
 from scheduler.model import DOWN, DRAIN, PAUSE, make_node, parse_job
 
 
 def node(name="n1", *, cpu=4, memory="8GiB", gpu=None, availability="active", status="ready",
-         labels=None, plugins=None, os="linux", arch="amd64", allocated=None, ports=()):
+         labels=None, plugins=None, os="linux", arch="amd64", allocated=None, ports=(), slots=0, tasks=0):
     resources = {"gpu": gpu} if gpu is not None else None
     n = make_node(name, cpu=cpu, memory=memory, resources=resources, labels=labels,
                   plugins=plugins, os=os, arch=arch)
-    n.availability, n.status = availability, status
+    n.availability, n.status, n.slots, n.tasks = availability, status, slots, tasks
     n.allocated.update(allocated or {})
     n.ports.update({port: "other-task" for port in ports})
     return n
@@ -57,6 +57,11 @@ CASES = [
     (HostPorts, {"ports": [8080, 9090]}, node(ports=[9090]), 0, reasons.port_in_use(9090)),
     (MaxPerNode, {"max_per_node": 2}, node(), 1, None),
     (MaxPerNode, {"max_per_node": 2}, node(), 2, reasons.MAX_PER_NODE),
+    (TaskSlots, {}, node(tasks=9), 0, None),  # no agent: no limit
+    (TaskSlots, {}, node(slots=2, tasks=1), 0, None),
+    (TaskSlots, {}, node(slots=2, tasks=2), 0, "node has all 2 task slots in use"),
+    (TaskSlots, {}, node(slots=2, tasks=3), 0, "node has all 2 task slots in use"),  # an agent back with fewer
+    (TaskSlots, {}, node(slots=1, tasks=1), 0, "node has its 1 task slot in use"),
 ]
 
 
@@ -82,12 +87,13 @@ def test_filters_with_nothing_to_check_drop_out(filter_class, spec):
 
 
 def test_pipeline_keeps_only_filters_the_job_needs():
-    assert [f.name for f in filter_pipeline(job(), taints=False).filters] == ["ready"]
-    assert [f.name for f in filter_pipeline(job()).filters] == ["ready", "taints"]  # some node may have taints
+    # Readiness and task slots are the nodes' own: every job is checked for them.
+    assert [f.name for f in filter_pipeline(job(), taints=False).filters] == ["ready", "slots"]
+    assert [f.name for f in filter_pipeline(job()).filters] == ["ready", "taints", "slots"]  # some node may have taints
     full = filter_pipeline(job(resources={"cpu": 1}, plugins=["net"], constraints=["node.labels.a==b", "node.platform.os==linux"],
                                ports=[80], max_per_node=1))
-    assert [f.name for f in full.filters] == ["ready", "resources", "plugins", "constraints", "platform", "taints", "ports",
-                                              "max_per_node"]
+    assert [f.name for f in full.filters] == ["ready", "resources", "plugins", "constraints", "platform", "taints", "slots",
+                                              "ports", "max_per_node"]
     assert [f.name for f in full.static] == ["plugins", "constraints", "platform", "taints"]
 
 
@@ -103,6 +109,11 @@ BAD = job(resources={"cpu": 1}, plugins=["net"], constraints=["node.labels.zone=
     (node(ports=[80]), 1, reasons.missing_plugin("net")),
     (node(plugins=["net"], ports=[80]), 1, reasons.constraint_not_met("node.labels.zone==eu-1")),
     (node(plugins=["net"], labels={"zone": "eu-1"}, ports=[80]), 1, reasons.PLATFORM_MISMATCH),
+    # all its task slots in use: after what the node lacks or is, before what tasks hold there
+    (node(allocated={"cpu": 4000}, slots=1, tasks=1), 1, reasons.insufficient("cpu")),
+    (node(plugins=["net"], slots=1, tasks=1), 1, reasons.constraint_not_met("node.labels.zone==eu-1")),
+    (node(plugins=["net"], labels={"zone": "eu-1"}, os="windows", ports=[80], slots=1, tasks=1), 1,
+     "node has its 1 task slot in use"),
     (node(plugins=["net"], labels={"zone": "eu-1"}, os="windows", ports=[80]), 1, reasons.port_in_use(80)),
     (node(plugins=["net"], labels={"zone": "eu-1"}, os="windows"), 1, reasons.MAX_PER_NODE),
     (node(plugins=["net"], labels={"zone": "eu-1"}, os="windows"), 0, None),
@@ -150,6 +161,8 @@ nodes_st = st.builds(
     os=st.sampled_from(["linux", "windows"]),
     allocated=st.fixed_dictionaries({"cpu": st.integers(0, 4000)}),
     ports=st.lists(st.sampled_from([80, 443]), unique=True),
+    slots=st.sampled_from([0, 0, 1, 2]),
+    tasks=st.integers(0, 3),
 )
 jobs_st = st.builds(
     lambda cpu, gpu, constraints, plugins, ports, limit: job(

@@ -203,12 +203,16 @@ batch_plans = st.lists(
 )
 
 
+# A node's task slots (0: none, the field absent) and the live tasks already on it.
+slotted = st.tuples(st.sampled_from([0, 0, 1, 2, 3]), st.integers(0, 3))
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(two=st.tuples(roomy_nodes(), roomy_nodes()), plans=batch_plans,
        requests=st.lists(st.dictionaries(st.sampled_from(RESOURCES), st.integers(0, 2), min_size=1),
                          min_size=3, max_size=3),
-       max_per_node=st.sampled_from([0, 1, 1, 2]))
-def test_lua_commit_agrees_with_misfit_across_a_batch(app, two, plans, requests, max_per_node):
+       max_per_node=st.sampled_from([0, 1, 1, 2]), slots=st.tuples(slotted, slotted))
+def test_lua_commit_agrees_with_misfit_across_a_batch(app, two, plans, requests, max_per_node, slots):
     import dataclasses
 
     from scheduler.engine.fill import apply as _apply
@@ -217,13 +221,14 @@ def test_lua_commit_agrees_with_misfit_across_a_batch(app, two, plans, requests,
     client.delete(*(key for name in ("n0", "n1") for key in (k.node(name), k.node_tasks(name))),
                   k.tally_job("j"), k.tally_job("k"), *(k.task(f"t{i}") for i in range(10)))
     py_nodes = {}
-    for name, (cap, alloc, used_ports, status, availability) in zip(("n0", "n1"), two):
-        fields = {"name": name, "status": status, "availability": availability, "tasks": 0,
+    for name, (cap, alloc, used_ports, status, availability), (limit, live) in zip(("n0", "n1"), two, slots):
+        fields = {"name": name, "status": status, "availability": availability, "tasks": live,
                   **{f"cap:{r}": cap[r] for r in RESOURCES}, **{f"alloc:{r}": alloc[r] for r in RESOURCES},
-                  **{f"port:{p}": "other" for p in used_ports}}
+                  **{f"port:{p}": "other" for p in used_ports}, **({"slots": limit} if limit else {})}
         client.hset(k.node(name), mapping=fields)
         py_nodes[name] = Node(name=name, capacity=dict(cap), allocated=dict(alloc), status=status,
-                              availability=availability, ports={p: "other" for p in used_ports})
+                              availability=availability, ports={p: "other" for p in used_ports}, tasks=live,
+                              slots=limit)
     specs = []
     for version, job in enumerate(("j", "j", "k")):
         spec = parse_job({"id": job, "max_per_node": max_per_node})
@@ -261,6 +266,60 @@ def test_lua_commit_agrees_with_misfit_across_a_batch(app, two, plans, requests,
         assert client.smembers(k.node_tasks(name)) == {p.task_id for p in outcome.accepted if p.node == name}
 
 
+    if any(limit for limit, _ in slots):
+        event("slots: " + " ".join(f"{n.tasks}/{n.slots or '-'}" for n in py_nodes.values()))
+
+
+# ----------------------------------------------------------------------------- task slots
+# A node whose agent has slots takes no more live tasks than that (kube's pods
+# allocatable): each live nomination the task must leave alone (same or higher priority,
+# another job) holds one of them; a node without the field has no limit. The commit and
+# misfit agree on one placement against random slots, live tasks and nominations.
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(node=st.one_of(roomy_nodes(), roomy_nodes(), nodes), request=small_requests,
+       held=st.one_of(st.just([]), nominations), live=st.integers(0, 4),
+       spare=st.sampled_from([None, -1, 0, 1, 1, 2]), priority=st.sampled_from([0, 10, 50, 100]))
+def test_lua_commit_agrees_with_misfit_on_task_slots(app, node, request, held, live, spare, priority):
+    import dataclasses
+
+    from scheduler.engine.fit import held_slots
+    from scheduler.model import reasons
+    from scheduler.state.nominations import nomination_value, parse_nomination, reservation
+
+    cap, alloc, used_ports, status, availability = node
+    resources, ports, max_per_node, on_node = request
+    k = app.keys
+    limit = 0 if spare is None else max(1, live + spare)  # spare -1: slots lowered below the live tasks
+    fields = fresh_node_fields(app, node)
+    fields["tasks"] = live
+    if limit:
+        fields["slots"] = limit
+    live_nominations = {}
+    for i, (job, prio, res, nports, expired) in enumerate(held):
+        holder = dataclasses.replace(parse_job({"id": job, "priority": prio, "ports": nports}), resources=res)
+        value = nomination_value(reservation(holder), 1 if expired else FAR_FUTURE_MS)
+        fields[f"nom:{job}.n{i}"] = value
+        if not expired:
+            live_nominations[f"{job}.n{i}"] = parse_nomination(f"{job}.n{i}", value)
+    if held:
+        fields["nominations"] = len(held)
+    write_node_and_lease(app, fields, on_node)
+
+    spec = dataclasses.replace(parse_job({"id": "j", "priority": priority, "ports": ports,
+                                          "max_per_node": max_per_node}), resources=resources)
+    py_node = Node(name="n", capacity=cap, allocated=alloc, status=status, availability=availability,
+                   ports={p: "other" for p in used_ports}, nominations=live_nominations, tasks=live, slots=limit)
+    py = misfit(py_node, spec.resources, spec.ports, spec.max_per_node, on_node, spec.priority, spec.id)
+    outcome = commit(app.scripts, k, "7", [Planned("j.0", "n", spec)])
+    lua = None if outcome.accepted else outcome.refused[0][1]
+    assert lua == py
+    held_here = held_slots(py_node, spec.priority, spec.id)
+    event(f"verdict: {'slots' if py == reasons.slots_full(limit) else py is None}"
+          f"{', a held slot decides' if limit and live < limit <= live + held_here else ''}")
+    if py is None:
+        assert int(app.client.hget(k.node("n"), "tasks")) == live + 1
+        assert not limit or live + 1 <= limit
+
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(request=st.dictionaries(st.sampled_from(RESOURCES), st.integers(0, 6), min_size=1),
@@ -291,22 +350,41 @@ def test_lua_commit_agrees_with_misfit_on_quota(app, request, quota, used):
 
 # ----------------------------------------------------------------------------- taints
 # Every group is refused on a node with a NoSchedule or NoExecute taint it does not
-# tolerate (kube's matching), PreferNoSchedule never refuses: the commit and the Python
-# filter (scheduler.model.taints.untolerated) agree, reason included.
+# tolerate (kube's matching), or a NoExecute taint it tolerates for 0 seconds;
+# PreferNoSchedule never refuses: the commit and the Python filter
+# (scheduler.model.taints.untolerated, scheduler.engine.taints.refusal) agree, reason
+# included. A placement on a node whose NoExecute taint it tolerates for a while is
+# announced with the taint and the eviction time scheduler.model.taints.eviction gives.
 TAINT_TEXTS = ["dedicated=gpu:NoSchedule", "dedicated=db:NoSchedule", "spot:PreferNoSchedule",
                "gone=yes:NoExecute", "spot:NoSchedule", "dedicated=gpu:NoExecute"]
-tolerations = st.lists(st.builds(
-    lambda key, operator, value, effect: {"key": key, "operator": operator, **({"value": value} if operator == "Equal" else {}),
-                                          **({"effect": effect} if effect else {})},
+toleration = st.builds(
+    lambda key, operator, value, effect, seconds: {
+        "key": key, "operator": operator, **({"value": value} if operator == "Equal" else {}),
+        **({"effect": effect} if effect else {}),
+        **({"toleration_seconds": seconds} if effect == "NoExecute" and seconds is not None else {})},
     st.sampled_from(["", "dedicated", "spot", "gone"]), st.sampled_from(["Equal", "Exists"]),
-    st.sampled_from(["gpu", "db", "yes", ""]), st.sampled_from(["", "NoSchedule", "NoExecute", "PreferNoSchedule"]),
-).filter(lambda t: t["key"] or t["operator"] == "Exists"), max_size=3)
+    st.sampled_from(["gpu", "db", "yes", ""]),
+    st.sampled_from(["", "NoSchedule", "NoExecute", "NoExecute", "NoExecute", "PreferNoSchedule"]),
+    st.sampled_from([None, 0, 5, 300]),
+).filter(lambda t: t["key"] or t["operator"] == "Exists")
+# ... and often one that tolerates every NoExecute taint for a while (or for no time).
+tolerations = st.one_of(
+    st.lists(toleration, max_size=3),
+    st.tuples(st.lists(toleration, max_size=2), st.sampled_from([0, 5, 300])).map(
+        lambda drawn: [*drawn[0], {"operator": "Exists", "effect": "NoExecute", "toleration_seconds": drawn[1]}]))
+# Half the nodes carry only taints a toleration of NoExecute can be all that decides.
+node_taints = st.one_of(st.lists(st.sampled_from(TAINT_TEXTS), max_size=3, unique=True),
+                        st.lists(st.sampled_from([t for t in TAINT_TEXTS if not t.endswith(":NoSchedule")]),
+                                 min_size=1, max_size=3, unique=True))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(taints=st.lists(st.sampled_from(TAINT_TEXTS), max_size=3, unique=True), wanted=tolerations)
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(taints=node_taints, wanted=tolerations)
 def test_lua_commit_agrees_with_the_taint_filter(app, taints, wanted):
-    from scheduler.model.taints import parse_taint, taints_text, untolerated
+    import orjson
+
+    from scheduler.engine.taints import refusal
+    from scheduler.model.taints import eviction, parse_taint, taints_text, untolerated
 
     node = ({r: 8 for r in RESOURCES}, {r: 0 for r in RESOURCES}, set(), "ready", "active")
     fields = fresh_node_fields(app, node)
@@ -316,9 +394,17 @@ def test_lua_commit_agrees_with_the_taint_filter(app, taints, wanted):
     write_node_and_lease(app, fields, 0)
     spec = parse_job({"id": "j", "tolerations": wanted, "resources": {"cpu": "1m"}})
     taint = untolerated(parsed, spec.tolerations)
-    py = None if taint is None else f"untolerated taint {taint}"
+    py = None if taint is None else refusal(taint, spec.tolerations)
+    event(f"refused: {py.split(' ')[0] if py else None}")
     outcome = commit(app.scripts, app.keys, "7", [Planned("j.0", "n", spec)])
     assert (None if outcome.accepted else outcome.refused[0][1]) == py
+    if outcome.accepted:
+        _, last = app.client.xrevrange(app.keys.stream, count=1)[0]
+        announced = orjson.loads(last["event"])
+        leaves = eviction(parsed, spec.tolerations, outcome.now_ms)
+        event(f"announced eviction: {leaves is not None}")
+        assert (announced.get("taint"), announced.get("evict_at")) == (
+            (str(leaves[1]), leaves[0]) if leaves is not None else (None, None))
 
 
 # ----------------------------------------------------------------------------- domain rules

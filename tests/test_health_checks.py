@@ -33,7 +33,7 @@ from workers.health import HealthChecks, check
 from workers.scheduler_worker import SchedulerWorker, WorkerConfig
 
 from redis_topologies import free_port
-from test_agents import Cluster, cluster  # noqa: F401 (the fixture)
+from agent_cluster import Cluster, cluster  # noqa: F401 (the fixture)
 from worker_harness import wait_until
 
 LIVENESS_S = 30.0  # a bound for a check to come round on a shared machine, not a target

@@ -7,9 +7,11 @@ version) forward in place, idempotently, and work then runs on it."""
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from scheduler import Client
 from scheduler.control import reconcile, retention
@@ -17,6 +19,7 @@ from scheduler.control.audit import audit
 from scheduler.model.retention import Retention
 from scheduler.state.app import App
 from scheduler.state.layout import CURRENT, STEPS, LayoutError
+from scheduler.tools.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "layout1.jsonl"
@@ -66,12 +69,15 @@ def test_a_newer_layout_is_refused_in_one_sentence(app, sched, redis_url, namesp
     assert worker.exit_code == 2 and "newer than this sched" in worker.stderr and "Traceback" not in worker.output
 
 
-def test_the_old_layout_is_refused_until_sched_upgrade(old, sched, namespace):
+def test_the_old_layout_is_refused_until_sched_upgrade(old, sched, namespace, redis_url):
     assert old.layout() == 1
-    with pytest.raises(LayoutError, match=rf"layout 1, older than this sched's \({CURRENT}\); run `sched upgrade -n {namespace}`"):
+    with pytest.raises(LayoutError, match=rf"layout 1, older than this sched's \({CURRENT}\); run `sched -n {namespace} upgrade`") as refused:
         old.submit({"id": "new"})
     assert not old.app.client.exists(old.app.keys.job("new"))
-    result = sched("upgrade")
+    # The command the sentence names, word for word (the fixture adds only the Redis URL).
+    command = re.search(r"`sched (.+?)`", str(refused.value)).group(1).split()
+    result = CliRunner().invoke(main, ["--redis-url", redis_url, *command])
+    assert result.exit_code == 0, result.output
     assert result.stdout.strip().startswith(f"namespace {namespace}: key layout 1 -> {CURRENT}")
     assert old.layout() == CURRENT
     assert "already" in sched("upgrade").stdout

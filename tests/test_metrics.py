@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from scheduler.control import reconcile
 from scheduler.model import make_node, parse_job
-from scheduler.tools.ui.server import Background
+from scheduler.tools.web import Background
 
 from redis_topologies import free_port, port_free
 from worker_harness import wait_until
@@ -178,7 +178,8 @@ def test_dashboard_metrics_show_the_cluster(app, namespace):
     for name in ("r1", "r2", "d1"):
         app.store.put_node(make_node(name, cpu="4", memory="8GiB"))
     app.store.set_status("d1", "down")
-    submit(app, {"id": "big", "replicas": 3, "resources": {"cpu": 64, "memory": "64MiB"}})
+    submit(app, {"id": "big", "replicas": 3, "resources": {"cpu": 64, "memory": "64MiB"},
+                 "disruption_budget": {"min_available": 2}})
     with Background(app) as base:
         samples = scrape(f"{base}/metrics")
     ns = ("namespace", namespace)
@@ -190,3 +191,10 @@ def test_dashboard_metrics_show_the_cluster(app, namespace):
     assert samples[("sched_capacity", (ns, ("resource", "memory")))] == 2 * 8 * 2**30
     assert samples[("sched_allocated", (ns, ("resource", "cpu")))] == 0.0
     assert samples[("sched_jobs", (ns,))] == 1
+    assert samples[("sched_drains", (ns,))] == 0
+    job = ("job", "big")
+    assert samples[("sched_budget_expected", (job, ns))] == 3  # its tasks wait: none healthy, none may go
+    assert samples[("sched_budget_healthy", (job, ns))] == 0
+    assert samples[("sched_budget_desired_healthy", (job, ns))] == 2
+    assert samples[("sched_budget_disruptions_allowed", (job, ns))] == 0
+    assert samples[("sched_budget_evictions_total", (job, ns))] == 0

@@ -103,6 +103,45 @@ def test_a_service_cannot_be_periodic_and_nothing_is_written(sched, app):
     assert app.client.keys(f"sched:{{{app.keys.namespace}}}:*") == []
 
 
+@pytest.mark.parametrize("cron, words", [
+    ("0 2 30 2 *", "periodic.cron '0 2 30 2 *' never fires: no date matches it."),
+    ("0 0 1 1 * 2020", "periodic.cron '0 0 1 1 * 2020' never fires again: its last year, 2020, is past."),
+])
+def test_a_schedule_that_never_fires_is_refused_and_nothing_is_written(sched, app, cron, words):
+    """30 February, or only years that are past: refused at submit, as a user types it."""
+    spec = {"id": "never", "type": "batch", "periodic": {"cron": cron}}
+    out = sched("job", "submit", "-", input=json.dumps(spec), ok=False)
+    assert out.exit_code == 2 and out.stderr == f"Error: job never: {words}\n"
+    assert app.client.keys(f"sched:{{{app.keys.namespace}}}:*") == []
+    sched("job", "submit", "-", input=json.dumps({**spec, "periodic": {"cron": "0 0 1 1 * 2020-2099"}}))
+
+
+def test_job_ls_says_suspended_only_for_a_suspended_job_and_suspend_twice_changes_nothing(sched, app):
+    client = Client(app=app)
+    client.submit({"id": "n", "type": "batch", "periodic": {"cron": "0 3 * * *"}})
+    assert "suspended" not in sched("job", "ls").stdout
+    assert sched("job", "resume", "n").stdout == "job n is not suspended: next launch " \
+        f"{client.job('n')['next_launch']}\n"
+    assert sched("job", "suspend", "n").stdout.startswith("job n suspended")
+    assert "suspended" in sched("job", "ls").stdout.splitlines()[1]
+    assert sched("job", "suspend", "n").stdout.startswith("job n is already suspended")
+    assert client.suspend("n")["changed"] is False
+    actions = [e["action"] for e in app.store.read_history(job="n")]
+    assert actions.count("suspend") == 1 and "resume" not in actions  # only what changed is recorded
+    assert sched("job", "resume", "n").stdout.startswith("job n resumed: next launch ")
+    assert "suspended" not in sched("job", "ls").stdout
+
+
+def test_launch_of_a_job_that_is_not_periodic_says_so_and_suggests_dispatch_only_for_a_parameterized_one(sched, app):
+    client = Client(app=app)
+    client.submit({"id": "base", "type": "batch"})
+    client.submit({"id": "render", "type": "batch", "parameterized": {}})
+    out = sched("job", "launch", "base", ok=False)
+    assert out.exit_code == 2 and out.stderr == "Error: job base is not periodic; only a periodic job is launched.\n"
+    out = sched("job", "launch", "render", ok=False)
+    assert out.exit_code == 2 and "`sched job dispatch render`" in out.stderr
+
+
 # ----------------------------------------------------------------------------- the launcher
 def _launch_rounds(app, seconds: float, threads: int = 4) -> None:
     """``threads`` launchers (each with its own cache, as workers have) running the upkeep's

@@ -12,7 +12,7 @@ import pytest
 
 from scheduler import Client
 from scheduler.control.audit import audit
-from test_agents import own_redis_cluster, cluster  # noqa: F401 (the fixture)
+from agent_cluster import own_redis_cluster, cluster  # noqa: F401 (the fixture)
 
 
 def _ledger(path) -> list[tuple[str, str, float]]:

@@ -6,7 +6,8 @@ from collections import Counter
 import pytest
 
 from scheduler.model import DRAIN, make_node, parse_job
-from scheduler.engine.placement import NOISE_TASKS, Placement, PlacementOptions, Placer, explain, nodes_to_find
+from scheduler.engine.explanations import explain
+from scheduler.engine.placement import NOISE_TASKS, Placement, PlacementOptions, Placer, nodes_to_find
 
 GIB = 2**30
 

@@ -1,7 +1,7 @@
 """Properties of placement over random clusters and jobs (hypothesis); no Redis.
 
-Safety: no placement exceeds a node's capacity, breaks a constraint or plugin or
-readiness rule, reuses a host port or passes max_per_node. Completeness: a task is left
+Safety: no placement exceeds a node's capacity or its agent's task slots, breaks a
+constraint or plugin or readiness rule, reuses a host port or passes max_per_node. Completeness: a task is left
 unplaced only when no node fits. Evenness: a batch spreads as evenly as one-at-a-time
 placement; with bin packing, a node is filled before the next is opened.
 """
@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from scheduler.engine import fewest
 from scheduler.engine.filters import filter_pipeline
 from scheduler.model import DOWN, DRAIN, PAUSE, Node, parse_job
-from scheduler.engine.placement import PlacementOptions, Placer
+from scheduler.engine.explanations import explain_table
+from scheduler.engine.placement import PlacementOptions, Placer, _static_key
 
 GIB = 2**30
 PORTS = (80, 443)
@@ -54,7 +55,9 @@ def nodes_st(draw, min_size=1, max_size=10):
             availability=draw(st.sampled_from(["active"] * 4 + [PAUSE, DRAIN])),
             status=draw(st.sampled_from(["ready"] * 5 + [DOWN])),
             ports={p: "old" for p in draw(st.lists(st.sampled_from(PORTS), unique=True, max_size=1))},
-            tasks=draw(st.integers(0, 6)),
+            tasks=(tasks := draw(st.integers(0, 6))),
+            # an agent's task slots near its live tasks (fewer: lowered by a restart); 0: no agent
+            slots=draw(st.sampled_from([0, 0, 0, max(1, tasks - 1), tasks or 1, tasks + 1, tasks + 2])),
         ))
     return nodes
 
@@ -124,6 +127,7 @@ def test_placements_are_safe_and_complete(nodes, job, tasks, data, faults):
         assert pipeline.static_check(new) is None
         assert all(c.matches(new) for c in job.constraints) and set(job.plugins) <= new.plugins
         assert new.status == "ready" and new.availability == "active"
+        assert not new.slots or new.tasks <= new.slots  # an agent's slots are never overfilled
         for resource, amount in job.resources.items():
             assert new.allocated.get(resource, 0) == old.allocated.get(resource, 0) + got * amount
             if amount:
@@ -232,7 +236,8 @@ def test_explanations_from_columns_match_the_pipeline(nodes, job, data):
     counts = {n.name: data.draw(st.integers(0, 3)) for n in nodes}
     placer = Placer(PlacementOptions(seed=0, vector_min_nodes=1))
     placer._table.sync(nodes)
-    assert placer._explain(filter_pipeline(job), counts) == filter_pipeline(job).explain(nodes, counts)
+    from_columns = explain_table(placer._table, filter_pipeline(job), counts, _static_key(job))
+    assert from_columns == filter_pipeline(job).explain(nodes, counts)
 
 
 def test_the_column_path_is_taken_only_when_asked(both_placement_paths):

@@ -164,6 +164,23 @@ BAD = [
      "job j: preference node.labels.zone targets sum to 110; they must sum to at most 100 (values not named share "
      "what is left)."),
     ({"labels": ["app=db"]}, "job j: labels must be a mapping of label to value, such as {app: db}."),
+    # Where the text stands, as for every other field; kube's names point to ours.
+    ({"constraints": ["node.labels.zone==a", "node.labels.zone=~["]},
+     "job j: constraints[1] 'node.labels.zone=~[' has no operator; write key==value, key!=value, key<value, "
+     "'key in a,b', 'key regexp RE', 'key is_set', 'key is_not_set', 'key version >= 1.2', "
+     "'key semver >= 1.2.0', 'key set_contains a,b', 'key set_contains_any a,b' or 'key distinct_property N'."),
+    ({"affinities": [{"attribute": "node.labl.zone", "value": "a"}]},
+     "job j: affinities[0] key 'node.labl.zone' is not known; use one of node.id, node.name, node.hostname, "
+     "node.role, node.platform.os, node.platform.arch, node.labels.<key>, engine.labels.<key>."),
+    ({"topology_spread": [{"topology_key": "node.labels.zone", "max_skew": 1}]},
+     "job j: topology_spread[0] has unknown field 'topology_key' (did you mean 'attribute'?); known fields are "
+     "attribute, match, match_expressions, max_skew, min_domains, when_unsatisfiable."),
+    ({"topology_spread": [{"attribute": "node.labels.zone", "maxSkew": 2}]},
+     "job j: topology_spread[0] has unknown field 'maxSkew' (did you mean 'max_skew'?); known fields are "
+     "attribute, match, match_expressions, max_skew, min_domains, when_unsatisfiable."),
+    ({"affinities": [{"value": "a"}]},
+     "job j: affinities[0] needs an attribute, such as {attribute: node.labels.zone, operator: '==', value: eu-1, "
+     "weight: 50}."),
 ]
 
 

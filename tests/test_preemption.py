@@ -179,7 +179,7 @@ def test_then_prefers_least_total_priority():
     nodes = [node_with("a", 2, tasks["a"]), node_with("b", 2, tasks["b"])]
     choice = find(nodes, spec(cpu=2), tasks, {}).choice
     assert choice.node == "b" and ids(choice.victims) == ("b1", "b2")
-    assert choice.key == (5, 2, 6, 0, "b")
+    assert choice.key == (0, 5, 2, 6, 0, "b")  # no budget violated
 
 
 def test_then_node_name():
@@ -371,6 +371,76 @@ def test_room_left_by_an_earlier_eviction_is_a_choice_without_victims():
     search = find([n0, n1], spec(priority=200, cpu=3), tasks_on, {}, task_id="hi.1")
     assert search.choice == Choice("n1", ())
     assert "room left by earlier evictions" in search.message(spec(priority=200, cpu=3), DEFAULT_MARGIN)
+
+
+# ----------------------------------------------------------------------------- task slots
+def slotted(name, slots, victims, cpu=8, **extra):
+    """A roomy node whose agent has ``slots`` task slots, holding ``victims`` (a live task each)."""
+    node = node_with(name, cpu, victims, **extra)
+    node.slots = slots
+    return node
+
+
+def test_a_full_agent_gives_a_slot_by_evicting_one_task():
+    """Cpu to spare, every slot in use: one victim frees a slot, and the reprieve keeps
+    the others (the lowest priority goes, as for any room)."""
+    pool = [v("a", 1, priority=5), v("b", 1, priority=0), v("c", 1, priority=3)]
+    node = slotted("n", 3, pool)
+    assert misfit(node, {"cpu": CORE}, (), 0, 0, 100, "hi") == "node has all 3 task slots in use"
+    assert ids(victims_on(node, spec(cpu=1), pool, 0)) == ("b",)
+    search = find([node], spec(cpu=1), {"n": pool}, {})
+    assert search.choice == Choice("n", (pool[1],))
+
+
+def test_slots_lowered_below_the_live_tasks_need_as_many_victims():
+    """An agent back with 2 slots for 4 live tasks: the task needs a third of them gone."""
+    pool = [v("a", 1, priority=1), v("b", 1, priority=2), v("c", 1, priority=3), v("d", 1, priority=4)]
+    node = slotted("n", 2, pool)
+    assert ids(victims_on(node, spec(cpu=1), pool, 0)) == ("c", "b", "a")
+
+
+def test_a_slot_held_by_a_task_that_is_not_a_victim_cannot_be_freed():
+    node = slotted("n", 2, [v("a", 1)], extra_cpu=1)
+    node.tasks = 2  # the other task is of a higher priority: not a candidate
+    assert victims_on(node, spec(cpu=1), [v("a", 1)], 0) == (v("a", 1),)
+    node.tasks = 3
+    assert victims_on(node, spec(cpu=1), [v("a", 1)], 0) is None
+
+
+def test_a_nomination_holds_its_slot_against_lower_priorities_of_other_jobs():
+    """A preemptor's nomination takes a slot for tasks of its priority or lower (of other
+    jobs), in the fit rule and in the search: another eviction is needed for them, and
+    the room left is the nominated task's own."""
+    pool = [v("a", 1), v("b", 1)]
+    node = slotted("n", 3, pool, nominations={"hi.0": held_for("hi.0", 1, job="hi", priority=100)})
+    assert misfit(node, {"cpu": CORE}, (), 0, 0, 100, "other") == "node has all 3 task slots in use"
+    assert misfit(node, {"cpu": CORE}, (), 0, 0, 101, "other") is None
+    assert misfit(node, {"cpu": CORE}, (), 0, 0, 100, "hi") is None  # the job's own room
+    assert misfit(node, {"cpu": CORE}, (), 0, 0, None, "other") is None  # nominations not asked about
+    search = find([node], spec(priority=100, cpu=1, job_id="other"), {"n": pool}, {})
+    assert search.choice == Choice("n", (pool[1],))
+    assert find([node], spec(priority=200, cpu=1), {"n": pool}, {}, task_id="hi.0").choice == Choice("n", ())
+
+
+def test_a_node_without_slots_is_limited_by_its_resources_alone():
+    node = node_with("n", 8, [v(f"t{i}", 1) for i in range(7)])
+    assert misfit(node, {"cpu": CORE}, (), 0, 0, 100, "hi") is None
+    node.slots = 7
+    assert misfit(node, {"cpu": CORE}, (), 0, 0, 100, "hi") == "node has all 7 task slots in use"
+    node.slots = 1
+    node.tasks = 1
+    assert misfit(node, {"cpu": CORE}, (), 0, 0, 100, "hi") == "node has its 1 task slot in use"
+
+
+def test_a_gang_takes_the_slots_each_member_frees():
+    """Two members on a node of 2 slots, both in use by victims: both go, one per member."""
+    from scheduler.engine.preemption import find_gang
+
+    pool = [v("a", 1, priority=1), v("b", 1, priority=0)]
+    node = slotted("n", 2, pool)
+    found = find_gang([node], spec(cpu=1, replicas=2, gang=True), {"n": pool}, {}, ["hi.0", "hi.1"])
+    assert found.choices is not None and sorted(ids(found.victims)) == ["a", "b"]
+    assert node.tasks == 2  # the copies were changed, not the node
 
 
 # ----------------------------------------------------------------------------- kube's start-time tie-breaks

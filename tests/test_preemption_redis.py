@@ -337,6 +337,50 @@ def test_higher_priority_of_another_job_may_take_nominated_room(app):
     assert_audit_ok(app)
 
 
+# ----------------------------------------------------------------------------- task slots
+def test_a_higher_priority_task_evicts_for_a_slot_and_its_nomination_holds_it(app):
+    """An agent's node with cpu to spare and both its 2 task slots in use: a priority 100
+    task finds no slot anywhere, evicts one priority 10 task (the search and preempt.lua
+    agree that one victim frees a slot), and the slot is held for it: an equal priority of
+    another job is refused it at commit in the fit rule's words, the preemptor takes it."""
+    import dataclasses
+
+    app.store.put_node(dataclasses.replace(make_node("a0", cpu=8, memory="8GiB"), slots=2))
+    low = submit(app, id="low", priority=10, replicas=2, resources={"cpu": 0.1})
+    run_worker_until_idle(app)
+    assert in_state(tasks_of(app, "low"), "assigned") == sorted(low)
+    (high,) = submit(app, id="high", priority=100, resources={"cpu": 0.1})
+    worker = SchedulerWorker(app, WorkerConfig())
+    assert worker.step() == 1 and worker.stats.preempted == 1
+    tasks = all_tasks(app)
+    assert in_state(tasks, "preempted") == ["low.1"]  # the reprieve keeps low.0
+    assert tasks[high].nominated_node == "a0"
+    node = app.store.get_node("a0")
+    assert (node.tasks, node.slots, node.allocated["cpu"]) == (1, 2, 100)
+
+    submit(app, id="peer", priority=100, resources={"cpu": 0.1})
+    claim = app.queue.claim(10)
+    assert sorted(claim.task_ids) == sorted([high, "low.2", "peer.0"])
+    specs = {job: app.store.job_spec(job) for job in ("low", "peer", "high")}
+    refused = commit(app.scripts, app.keys, claim.token,
+                     [Planned("low.2", "a0", specs["low"]), Planned("peer.0", "a0", specs["peer"])])
+    assert [reason for _, reason in refused.refused] == ["node has all 2 task slots in use"] * 2
+    accepted = commit(app.scripts, app.keys, claim.token, [Planned(high, "a0", specs["high"])])
+    assert [plan.task_id for plan in accepted.accepted] == [high]
+    assert app.store.get_node("a0").tasks == 2 and nomination_fields(app) == {}
+    app.queue.release(claim.token, ["low.2", "peer.0"])
+    # The peer evicts the last low task for its slot; the low replacements, which can
+    # evict nothing, wait with the slot reason.
+    run_worker_until_idle(app)
+    tasks = all_tasks(app)
+    assert sorted(t.id for t in tasks.values() if t.state == "assigned") == [high, "peer.0"]
+    assert in_state(tasks, "preempted") == ["low.0", "low.1"]
+    for task_id in in_state(tasks, "pending"):
+        assert message(tasks[task_id]) == ("0/1 nodes available: 1 node has all 2 task slots in use. "
+                                           "preemption tried: no task runs at priority 0 or lower."), task_id
+    assert_audit_ok(app)
+
+
 def test_nominated_node_is_tried_first(app):
     high = preempt_once(app)
     # A bigger, empty node arrives before the preemptor's next attempt. Spread placement

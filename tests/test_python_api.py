@@ -54,7 +54,7 @@ def test_the_documented_examples_run(tour):
         run_example(line, block, scope)
     ids = {job["id"] for job in Client(namespace=tour.keys.namespace).jobs()}
     launches = {job_id for job_id in ids if "/" in job_id}
-    assert ids - launches == {"api", "db", "etl", "feed", "train", "web", "nightly", "render", "report"}
+    assert ids - launches == {"api", "cache", "db", "etl", "feed", "train", "web", "nightly", "render", "report"}
     assert sorted(job_id.split("/")[0] for job_id in launches) == ["nightly", "render"]
 
 

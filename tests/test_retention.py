@@ -9,7 +9,8 @@ import json
 import pytest
 
 from scheduler import Client
-from scheduler.control import reconcile, retention
+from scheduler.control import dependencies, reconcile, retention
+from scheduler.control.outcomes import Outcomes
 from scheduler.control.retention import collect
 from scheduler.model import SpecError
 from scheduler.model.retention import Retention
@@ -56,6 +57,32 @@ def test_a_finished_batch_job_is_removed_with_every_key_of_it(client, app):
     finished, removed = events(app, "finished"), events(app, "removed")
     assert finished[0]["id"] == "b" and finished[0]["status"] == "complete" and finished[0]["remove_at"] > 0
     assert removed == [{**removed[0], "id": "b", "event": "removed", "status": "complete", "tasks": 3}]
+
+
+def test_the_finished_and_removed_events_say_the_status_job_ls_says(client, app, sched):
+    """A batch job whose task failed for good, one failed by its dependency, one stopped and
+    one complete: each event's status is the job's in `sched job ls`, and the human line of
+    `sched events` gives remove_at as a time."""
+    app.client.hset(app.keys.config, "stream_maxlen", 1000)
+    client.submit({"id": "ok", "type": "batch", "replicas": 2})
+    client.submit({"id": "bad", "type": "batch", "replicas": 2, "max_retries": 0})
+    client.submit({"id": "next", "type": "batch", "after": ["bad"]})
+    client.submit({"id": "web"})
+    client.run_workers(until_idle=True)
+    end_all(client, "ok")
+    reconcile.task_ended(client.store, client.task("bad.0"), True, "ok")
+    reconcile.task_ended(client.store, client.task("bad.1"), False, "exited with code 1")
+    client.stop("web")
+    dependencies.release(app.store, Outcomes())  # bad failed: next can never run
+    listed = {r["id"]: r["status"] for r in json.loads(sched("job", "ls", "--json").stdout)}
+    assert listed == {"ok": "complete", "bad": "failed", "next": "failed", "web": "stopped"}
+    collect(app.store, retention=NOW)
+    said = {e["id"]: e["status"] for e in events(app, "finished")}
+    assert said == listed
+    assert {e["id"]: e["status"] for e in events(app, "removed")} == said
+    from scheduler.tools.cli.events import describe
+    line = describe(events(app, "finished")[0])
+    assert " remove_at=20" in line and "T" in line.split("remove_at=")[1], line
 
 
 def test_a_finished_job_stays_for_its_retention_and_ttl_after_finished_is_its_own(client, app):
@@ -259,9 +286,11 @@ def test_sched_gc_says_what_it_removed_and_dry_run_removes_nothing(client, app, 
     end_all(client, "a")
     end_all(client, "b")
     sched("config", "set", "job_retention", "0s")
+    # The ends are not counted yet: the dry run says what the real run will remove all the same.
+    assert app.store.retention_counts()["uncounted_ends"] > 0
     dry = sched("gc", "--dry-run").stdout
-    assert "not counted yet" in dry and client.store.job_ids() == ["a", "b"]
-    collect(app.store, retention=Retention(job_retention=3600))  # counted now, not due
+    assert dry.startswith(("would remove 2 finished job(s): a, b", "would remove 2 finished job(s): b, a")), dry
+    assert "not counted yet" not in dry and client.store.job_ids() == ["a", "b"]
     dry = json.loads(sched("gc", "--dry-run", "--json").stdout)
     assert dry["dry_run"] and sorted(dry["jobs_removed"]) == ["a", "b"] and client.store.job_ids() == ["a", "b"]
     out = sched("gc").stdout
@@ -281,6 +310,11 @@ def test_config_show_set_and_unset(client, sched):
     assert bad.exit_code == 2 and "job_retention must be a duration of 0 or more" in bad.stderr
     bad = sched("config", "set", "job_retension", "1h", ok=False)
     assert "did you mean 'job_retention'?" in bad.stderr
+    bad = sched("config", "set", "job_retention", ok=False)
+    assert (bad.exit_code, bad.stderr) == (2, "Error: setting job_retention has no value; give each setting one, "
+                                              "as in `sched config set job_retention VALUE`.\n")
+    bad = sched("gc", "--dryrun", ok=False)
+    assert (bad.exit_code, bad.stderr) == (2, "Error: No such option '--dryrun'. Did you mean '--dry-run'?\n")
     assert client.config()["job_retention"]["value"] == 21600.0  # nothing written by a refusal
     sched("config", "unset", "job_retention")
     assert client.config()["job_retention"] == {"value": 86400.0, "default": True}

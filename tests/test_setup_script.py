@@ -22,7 +22,7 @@ case "$*" in
   *sys.version_info*) exit 0 ;;
   *"import ensurepip, venv"*) [ -f "$STUBS/venv-installed" ] ;;
   "-m venv "*) mkdir -p "$3/bin" && cp "$0" "$3/bin/python" && touch "$3/bin/sched" && chmod +x "$3/bin/sched" ;;
-  "-m pip "*) echo "pip $*" >> "$STUBS/calls"
+  "-m pip "*) echo "pip $* SCHED_MYPYC=${SCHED_MYPYC-unset}" >> "$STUBS/calls"
               case "$*" in *"[test]"*) touch "$(dirname "$0")/pytest" && chmod +x "$(dirname "$0")/pytest" ;; esac ;;
   -V) echo "Python 3.11.2" ;;
   *Python.h*) exit 0 ;;
@@ -115,6 +115,7 @@ def test_the_demo_setup_installs_only_what_the_demo_needs_and_the_tests_the_rest
     assert "apt-get" not in calls, calls  # redis-server is there; nothing else is wanted
     assert "pip install" in calls and "[test]" not in calls, calls
     assert "build_native.py" not in calls, calls  # the demo runs pure Python: nothing compiled
+    assert "SCHED_MYPYC=0" in calls, calls  # nor by the install (setup.py)
     assert not (stubs / "chromium").exists() and not (stubs / "redis-sentinel").exists()
     assert any("installing the project into .venv" in line for line in demo.stdout.splitlines()), demo.stdout
     again = run_setup(project, env, "--demo")

@@ -190,6 +190,20 @@ def test_a_damaged_or_foreign_file_is_refused_before_anything_is_written(redis_u
     assert contents(App(redis_url=redis_url, namespace=target)) == {}
 
 
+@pytest.mark.parametrize("where, words", [
+    (lambda tmp: "/nonexistent/dir/x.snap", "folder /nonexistent/dir does not exist."),
+    (lambda tmp: tmp, "it is a folder; name a file in it."),
+])
+def test_a_save_where_no_file_can_be_written_is_one_sentence(redis_url, tmp_path, where, words):
+    source = App(redis_url=redis_url, namespace=fresh())
+    build(source)
+    target = where(tmp_path)
+    result = sched(redis_url, source.keys.namespace, "snapshot", "save", target, ok=False)
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert result.stderr == f"Error: cannot write the snapshot to {target}: {words}\n"
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_restore_cut_short_is_finished_by_running_it_again_and_refuses_another(redis_url, tmp_path):
     source = App(redis_url=redis_url, namespace=fresh())
     build(source)

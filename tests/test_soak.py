@@ -63,7 +63,7 @@ from scheduler.model.errors import SchedError
 from scheduler.state.app import App
 
 from restartable_redis import RestartableRedis
-from test_agents import Cluster, _cmdline, alive, namespace_pids, parent
+from agent_cluster import Cluster, alive, cmdline, namespace_pids, parent
 
 SEED_ENV, SECONDS_ENV = "SCHED_SOAK_SEED", "SCHED_SOAK_SECONDS"
 DEFAULT_SEED = 2
@@ -166,7 +166,7 @@ class Soak:
 
     def _commands(self) -> list[int]:
         return [int(entry) for entry in os.listdir("/proc") if entry.isdigit()
-                and str(self.ledger) in _cmdline(int(entry)) and alive(int(entry))]
+                and str(self.ledger) in cmdline(int(entry)) and alive(int(entry))]
 
     def _heal(self) -> None:
         """Resume whatever is paused, and start what is dead."""

@@ -26,7 +26,7 @@ from scheduler import Client
 from scheduler.control import reconcile
 from scheduler.model import make_node, parse_job
 from scheduler.state.app import App
-from scheduler.tools.ui.server import Background
+from scheduler.tools.web import Background
 from workers.scheduler_worker import SchedulerWorker, WorkerConfig
 
 from redis_topologies import wait_until

@@ -8,7 +8,7 @@ import pytest
 from scheduler import Client
 from scheduler.control.audit import audit
 from scheduler.model import SpecError
-from test_agents import cluster  # noqa: F401 (the fixture)
+from agent_cluster import cluster  # noqa: F401 (the fixture)
 
 
 @pytest.mark.slow

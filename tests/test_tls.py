@@ -19,7 +19,7 @@ from scheduler.state.embedded import server_args
 from scheduler.tools.cli import main
 
 from redis_topologies import free_ports
-from test_agents import Cluster
+from agent_cluster import Cluster
 
 PASSWORD = "tls-Pa55"
 

@@ -17,7 +17,7 @@ from scheduler.control import reconcile
 from scheduler.model import make_node, parse_job
 from scheduler.state.app import App
 from scheduler.tools.ui.app import create_app
-from scheduler.tools.ui.server import Background
+from scheduler.tools.web import Background
 from scheduler.tools.ui.templates import when
 from workers.scheduler_worker import SchedulerWorker, WorkerConfig
 
@@ -618,3 +618,32 @@ def test_lists_narrow_as_you_type_and_pending_tasks_say_why_in_a_browser(app, br
         page.wait_for_selector('tr[data-verdict="n3"].fits')
         assert page.text_content("[data-why=nodes] strong").startswith("1 of 3 nodes could take it now")
         assert still_same_document(page)
+
+
+# ----------------------------------------------------------------------------- capacity
+def test_the_capacity_page_shows_the_last_answer_nodes_to_add_nodes_that_can_go_and_savings(app, web):
+    from scheduler.client import Client
+
+    ns = app.keys.namespace
+    empty = web.get(f"/capacity?ns={ns}")
+    assert empty.status_code == 200 and "No answer recorded yet" in empty.text
+    api = Client(app=app)
+    for name in ("n1", "n2", "n3"):
+        api.add_node(name, cpu=4, memory="8GiB")
+    api.add_pool("std", cpu=4, memory="8GiB", cost=2)
+    api.add_pool("gpu", cpu=8, memory="32GiB", gpu=1, cost=5, taints=["note=x:NoSchedule"])
+    api.submit({"id": "web", "replicas": 2, "resources": {"cpu": 1}})
+    api.submit({"id": "train", "replicas": 2, "resources": {"cpu": 1, "gpu": 1},
+                "tolerations": [{"key": "note", "operator": "Exists", "effect": "NoSchedule"}]})
+    api.submit({"id": "huge", "replicas": 1, "resources": {"cpu": 64}})
+    place(app)
+    result = api.capacity(record=True)
+    page = web.get(f"/capacity?ns={ns}").text
+    assert '<a href="/capacity' in page and 'aria-current="page">Capacity' in page
+    assert "<td>gpu</td><td>2</td><td>2</td><td>10.0</td>" in page  # two gpu nodes for train
+    assert f'<strong class="capacity-savings">{result["scale_down"]["savings"]}</strong>' in page
+    assert result["scale_down"]["nodes"] >= 1 and result["scale_down"]["savings"] == 2 * result["scale_down"]["nodes"]
+    assert "huge</a> (1): pool gpu: insufficient cpu; pool std: insufficient cpu" in page
+    live = web.get(f"/api/capacity?ns={ns}").json()
+    assert live["answer"]["scale_up"]["add"] == [{k: v for k, v in a.items()} for a in result["scale_up"]["add"]]
+    assert [p["name"] for p in live["pools"]] == ["gpu", "std"]

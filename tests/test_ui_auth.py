@@ -24,7 +24,7 @@ from scheduler.tools.cli import main
 from scheduler.tools.ui import passwords
 from scheduler.tools.ui.app import create_app
 from scheduler.tools.ui.auth import COOKIE, MAX_FAILED, AuthSettings
-from scheduler.tools.ui.server import Background
+from scheduler.tools.web import Background
 
 from test_ui import CHROMIUM, CHROMIUM_ARGS, ORIGIN, cluster, snapshot
 

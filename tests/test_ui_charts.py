@@ -14,7 +14,7 @@ from scheduler.control import reconcile
 from scheduler.model import make_node, parse_job
 from scheduler.state.series import SAMPLES_KEPT
 from scheduler.tools.ui.app import create_app
-from scheduler.tools.ui.server import Background
+from scheduler.tools.web import Background
 from workers.scheduler_worker import SchedulerWorker, WorkerConfig
 
 from test_ui import browser_page, open_live  # noqa: F401  (the fixture)

@@ -14,7 +14,7 @@ import pytest
 
 from scheduler.control import deployer, reconcile
 from scheduler.model import make_node, parse_job
-from scheduler.tools.ui.server import Background
+from scheduler.tools.web import Background
 
 from test_ui import ORIGIN, browser_page, open_live, place, post, snapshot, still_same_document, web  # noqa: F401
 

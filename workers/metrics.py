@@ -29,6 +29,8 @@ REFUSALS = Counter("sched_commit_refusals_total", "Placements refused by the ato
 UNPLACED = Counter("sched_unplaced_total", "Placement attempts that left a task pending (with an explanation).")
 PREEMPTIONS = Counter("sched_preemptions_total", "Preemptors that evicted lower-priority tasks to get a node.")
 NODES_DOWN = Counter("sched_nodes_marked_down_total", "Nodes this worker marked down (heartbeat lapsed).")
+DRAINED = Counter("sched_drained_tasks_total", "Tasks this worker's drain steps stopped on draining nodes (as "
+                  "their disruption budgets allowed, or past a deadline).")
 CLAIM_SECONDS = Histogram("sched_claim_seconds", "Time to claim a batch from the queue (one Lua call).",
                           buckets=FAST)
 COMMIT_SECONDS = Histogram("sched_commit_seconds", "Time of one atomic commit of a chunk of placements.",
@@ -42,6 +44,13 @@ REDIS_USED_MEMORY = Gauge("sched_redis_used_memory_bytes", "Redis used_memory, a
 REDIS_MAXMEMORY = Gauge("sched_redis_maxmemory_bytes", "Redis maxmemory (0: no limit), as this worker last read it.")
 REDIS_MEMORY_HIGH = Gauge("sched_redis_memory_high",
                           "1 while Redis used memory is past 80% of maxmemory (this worker warned), else 0.")
+MOVES = Counter("sched_rebalance_moves_total", "Moves of sched rebalance this worker advanced, by what happened "
+                "(started, done, abandoned).", ["outcome"])
+MOVES_IN_PROGRESS = Gauge("sched_rebalance_moves_in_progress", "Moves in progress in the namespace, as this worker "
+                          "last read them.")
+REBALANCES = Counter("sched_rebalance_runs_total", "Rebalances this worker ran on its own (rebalance_interval).")
+REBALANCE_PLAN_SECONDS = Histogram("sched_rebalance_plan_seconds", "Time to plan a rebalance this worker ran on its "
+                                   "own, reading the cluster included.", buckets=SLOW)
 
 # Node agents.
 AGENT_STARTED = Counter("sched_agent_tasks_started_total", "Tasks this agent started (enqueued or marked running).")

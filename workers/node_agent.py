@@ -2,7 +2,9 @@
 
 ``sched agent NAME --cpu 4 --memory 8GiB --label zone=a`` registers (or updates) the
 node, heartbeats with a TTL, and runs its tasks through a pool of RQ workers on the
-node's own RQ queue (``rq_workers.py``, supervised: one that quits is started again).
+node's own RQ queue (``rq_workers.py``, supervised: one that quits is started again),
+one per task slot. It registers its slots as the node's ``slots``: the scheduler places
+no more live tasks there than the agent runs at once (kube's ``pods`` allocatable).
 What it runs, and how each run ended, it keeps in the node's journal
 (``scheduler/control/journal.py``, SQLite in its state folder, ``--state-dir``, by
 default ``agents/<namespace>/<name>`` in sched's state folder), so an agent that restarts
@@ -24,6 +26,7 @@ or dead.)
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import logging
 import os
@@ -38,6 +41,7 @@ from rq import Queue
 from scheduler.control import heartbeat, process_groups
 from scheduler.control.journal import Journal
 from scheduler.model import Node
+from scheduler.model.node import default_slots
 from scheduler.model.disconnect import RUN, STOP
 from scheduler.model.errors import SchedError
 from scheduler.state.app import App
@@ -58,10 +62,11 @@ def default_state_dir(namespace: str, name: str) -> Path:
 
 
 class NodeAgent:
-    def __init__(self, app: App, node: Node, interval_s: float = heartbeat.DEFAULT_INTERVAL_S, slots: int = 2,
-                 state_dir: str | Path | None = None):
+    def __init__(self, app: App, node: Node, interval_s: float = heartbeat.DEFAULT_INTERVAL_S,
+                 slots: int | None = None, state_dir: str | Path | None = None):
         self.app = app
-        self.node = node
+        slots = slots or default_slots(node)
+        self.node = dataclasses.replace(node, slots=slots)  # registered as the node's capacity for live tasks
         self.interval_s = interval_s
         self.ttl_s = interval_s * heartbeat.DEFAULT_MISSED
         self.slots = slots
@@ -205,10 +210,11 @@ def _lock(directory: Path, name: str):
     return handle
 
 
-def run_agent(app: App, node: Node, interval_s: float = heartbeat.DEFAULT_INTERVAL_S, slots: int = 2,
+def run_agent(app: App, node: Node, interval_s: float = heartbeat.DEFAULT_INTERVAL_S, slots: int | None = None,
               metrics_port: int | None = None, state_dir: str | None = None) -> None:
     """Run a node agent for ``node`` until a signal stops it (``sched agent``). A Redis
-    that does not answer yet is waited for (logged on stderr), not a reason to exit."""
+    that does not answer yet is waited for (logged on stderr), not a reason to exit.
+    ``slots``: tasks it runs at once; by default :func:`scheduler.model.node.default_slots`."""
     wait_for_redis(app.url)
     try:
         app.store.check_layout()
@@ -220,7 +226,7 @@ def run_agent(app: App, node: Node, interval_s: float = heartbeat.DEFAULT_INTERV
         metrics.serve(metrics_port)
     namespace = app.keys.namespace
     log.info("agent %s started: namespace %s, Redis %s, %d slots, heartbeat every %gs, state in %s, %s", node.name,
-             namespace, app.display_url, slots, interval_s, agent.state_dir,
+             namespace, app.display_url, agent.slots, interval_s, agent.state_dir,
              f"metrics on :{metrics_port}/metrics" if metrics_port else "no metrics port",
              extra={"fields": {"node": node.name, "namespace": namespace, "redis": app.display_url,
                                "metrics_port": metrics_port, "pid": os.getpid(), "state_dir": str(agent.state_dir)}})

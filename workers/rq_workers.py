@@ -5,10 +5,12 @@ The agent runs ``slots`` RQ workers on its node's queue, each a process of its o
 line), started fresh rather than forked from the agent: the agent has threads and open
 SQLite connections (the node's journal), which a forked child must not inherit. Each
 worker leads a process group of its own, so a signal meant for the agent (a Ctrl+C) does
-not reach it twice. RQ's worker loop quits on errors it does not handle (a check-in that
-meets Redis down for longer than its client's retries, say): the agent looks every half
-second and starts another in its place (after a pause that grows, up to 10 s, while
-workers keep quitting soon after they start: a Redis that is away is not hammered). Each
+not reach it twice. Each waits out a Redis outage, one while its work horse runs
+included: it watches the horse on and writes its heartbeat once Redis answers again
+(``patient_worker.py``, over RQ's own worker, which quits then and leaves the horse
+unwatched). One that quits all the same (an error RQ does not handle): the agent looks
+every half second and starts another in its place (after a pause that grows, up to 10 s,
+while workers keep quitting soon after they start: a Redis that is away is not hammered). Each
 is recorded in the node's journal, so that the next agent of the node, after this one
 died, stops the ones it left behind (their work horses lead groups of their own and live
 on: the agent adopts or stops them through the journal like any execution). Meanwhile a
@@ -35,6 +37,10 @@ AGENT_PID_ENV = "SCHED_AGENT_PID"  # the agent that started the worker (it may b
 SHORT_LIFE_S = 10.0  # a worker that quits sooner than this makes the next start wait
 MAX_PAUSE_S = 10.0
 AGENT_CHECK_S = 0.5  # how often a worker looks whether its agent still runs
+# How often a worker looks at its work horse and renews its heartbeat and its job's in RQ's
+# Redis (RQ's default is 30 s): a Redis outage meets it this soon, and is waited out
+# (patient_worker.py). One pipeline every 5 s per busy slot.
+WATCH_S = 5
 
 
 class RQWorkers:
@@ -107,17 +113,18 @@ class RQWorkers:
 def main(argv: list[str]) -> None:
     """``python -m workers.rq_workers [labels...] rq-worker NAME QUEUE``: one RQ worker."""
     from rq import Queue
-    from rq.worker import Worker
 
     import scheduler.control.execution  # noqa: F401 (work horses fork with it imported)
     from scheduler.state.connection import client_for
+    from workers.patient_worker import PatientWorker
 
     name, queue_name = argv[-2], argv[-1]
     agent_pid = int(os.environ.get(AGENT_PID_ENV) or os.getppid())
     if os.getppid() != agent_pid:
         return  # the agent died while this worker started: nobody would supervise it
     connection = client_for(os.environ[URL_ENV], decode_responses=False)
-    worker = Worker([Queue(queue_name, connection=connection)], connection=connection, name=name)
+    worker = PatientWorker([Queue(queue_name, connection=connection)], connection=connection, name=name,
+                           job_monitoring_interval=WATCH_S, agent_pid=agent_pid)
     threading.Thread(target=_stop_without_agent, args=(agent_pid,), name="agent-watch", daemon=True).start()
     worker.work(burst=False, logging_level="WARNING", with_scheduler=False)
 

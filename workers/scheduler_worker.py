@@ -26,12 +26,14 @@ from functools import partial
 
 import redis
 
-from scheduler.control import deadlines, dependencies, deployer, evictions, heartbeat, periodic, reconcile, retention
+from scheduler.control import (budgets, deadlines, dependencies, deployer, drains, evictions, heartbeat, periodic,
+                               reconcile, retention)
 from scheduler.control.outcomes import Outcomes
 from scheduler.control.preemptor import Preemptor
 from scheduler.control.rule_view import RuleView
 from scheduler.control.worker_config import WorkerConfig
-from scheduler.engine.placement import Placement, Placer, gang_waits_message
+from scheduler.engine.explanations import gang_waits_message
+from scheduler.engine.placement import Placement, Placer
 from scheduler.model import STOPPED, JobSpec, Node, reasons
 from scheduler.model.errors import NotFound
 from scheduler.state.app import App
@@ -43,7 +45,7 @@ from scheduler.state.jobs import parse_stored
 from scheduler.state.history import Record
 from scheduler.state.memory import MEMORY_ERRORS
 from scheduler.tools.logs import Summary
-from workers import admission, metrics
+from workers import admission, metrics, rebalancing
 from workers.groups import Group, batches, regroup
 from workers.preempting import Preemption
 from workers.stats import WorkerStats
@@ -149,9 +151,10 @@ class SchedulerWorker:
             log.exception("%s: could not read the nodes", self.name)
 
     def maintain(self, force: bool = False) -> None:
-        """Queue upkeep and periodic launches about every 100 ms; node health, global jobs,
-        dependencies and deadlines about every second. Which parts have anything to look
-        at is read first (``Store.upkeep``, with the queue's own look); the others are skipped."""
+        """Queue upkeep, deployments, drains, moves and periodic launches about every 100 ms;
+        node health, global jobs, disruption budgets, dependencies, deadlines and the
+        workers' own rebalance about every second. Which parts have anything to look at is
+        read first (``Store.upkeep``, with the queue's own look); the others are skipped."""
         now = time.monotonic()
         quick = force or now - self._last_maintain >= self.config.maintain_every_s
         health = force or now - self._last_health >= self.config.health_every_s
@@ -162,6 +165,11 @@ class SchedulerWorker:
             due = store.read_upkeep(replies)
             if due.deployments:
                 deployer.advance_all(store)
+            if due.drains:
+                for report in drains.advance_all(store):
+                    metrics.DRAINED.inc(len(report["stopped"]))
+            if due.moves:
+                rebalancing.advance(store, self.name)
             if due.launches:
                 periodic.launch_due(store, self._outcomes)
         if health:
@@ -185,10 +193,16 @@ class SchedulerWorker:
             if due.node_epoch != self._seen_epoch:
                 self._seen_epoch = due.node_epoch
                 reconcile.reconcile_global(store)
+            if due.budgets:
+                budgets.count_due(store)
             if due.held:
                 dependencies.release(store, self._outcomes)
             if due.deadlines:
                 deadlines.expire(store, self._outcomes)
+            if due.moves or due.moves_ended or due.rebalance_interval > 0:
+                rebalancing.now_and_then(store, self.name)
+            else:  # no move in progress, none to remove, no rebalance of the workers' own
+                metrics.MOVES_IN_PROGRESS.set(0)
             self._retention(due)
         if now - self._last_sample >= SAMPLE_EVERY_MS / 1000 and self._sampling:
             self._last_sample = now

@@ -1,7 +1,8 @@
 """Invariant checks over one namespace's state in Redis.
 
 The properties the scheduler promises, checked from the outside by reading everything:
-no node is overcommitted; a node's allocation is exactly the sum of its live tasks'
+no node is overcommitted (in a resource, or in task slots: a node whose agent has slots
+holds no more live tasks than that); a node's allocation is exactly the sum of its live tasks'
 allocations; host ports, task counts and every tally agree with the tasks; and every
 task is in exactly one place (one queue while pending, no queue once placed or ended).
 The tests and ``sched bench`` both use it.
@@ -85,6 +86,10 @@ def audit(store: Store) -> AuditReport:
         if node.ports != ports[name]:
             report.problem(f"node {name} host ports {sorted(node.ports)} differ from its tasks' {sorted(ports[name])}")
         count = len(live_ids[name])
+        if node.slots and count > node.slots:
+            report.overcommits += 1
+            report.problem(f"node {name} has {count} live tasks for {node.slots} task slot"
+                           f"{'s' if node.slots != 1 else ''}")
         if node.tasks != count or set(members) != live_ids[name]:
             report.problem(f"node {name} task count {node.tasks}, set {len(members)}, but {count} live tasks")
     held = store.held_job_ids()

@@ -35,6 +35,33 @@ def check(store: Store, spec: JobSpec) -> None:
         raise SpecError(f"job {spec.id}: after would close a cycle: {' -> '.join([spec.id, *path])}.")
 
 
+def check_together(store: Store, jobs: list[tuple[str, JobSpec]]) -> list[int]:
+    """For jobs submitted together (one file): refuse a cycle their ``after`` close among
+    themselves or through stored jobs, and return the order to submit them in, each after
+    the jobs of the batch it names (so that a job may name one written below it)."""
+    afters = {job_id: [a.job for a in spec.after] for job_id, spec in jobs}
+    for job_id, names in afters.items():
+        path = _cycle(store, job_id, names, afters) if names else []
+        if path:
+            raise SpecError(f"job {job_id}: after would close a cycle: {' -> '.join([job_id, *path])}.")
+    position = {job_id: i for i, (job_id, _) in enumerate(jobs)}  # the last of an id given twice
+    order: list[int] = []
+    seen: set[int] = set()
+    for first in range(len(jobs)):  # depth first, without recursion (a chain may be long)
+        stack = [(first, False)]
+        while stack:
+            i, ready = stack.pop()
+            if ready:
+                order.append(i)
+                continue
+            if i in seen:
+                continue
+            seen.add(i)
+            stack.append((i, True))
+            stack.extend((position[name], False) for name in reversed(afters[jobs[i][0]]) if name in position)
+    return order
+
+
 def _cycle(store: Store, start: str, names: list[str], specs: dict[str, list[str]] | None = None) -> list[str]:
     """A path of dependencies from ``names`` back to ``start`` (empty when there is none)."""
     stack = [(name, [name]) for name in names]

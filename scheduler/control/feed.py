@@ -17,7 +17,7 @@ from scheduler.model.errors import SpecError
 from scheduler.state.store import Store
 from scheduler.state.stream import BATCH, Entry, Follower, GroupFollower
 
-EVENT_TYPES = ("task", "node", "job")
+EVENT_TYPES = ("task", "node", "job", "move", "capacity")
 _ID = re.compile(r"^\d+-\d+$")
 _AGE = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)$")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
@@ -50,19 +50,25 @@ def after_id(since: str, now_ms: int) -> str:
 
 def job_of(event: dict) -> str | None:
     """The job an event is about: a job event's id, a task event's job (from its id when the
-    event has no ``job`` field: a task id is ``<job>.<index>``); None for a node event."""
+    event has no ``job`` field: a task id is ``<job>.<index>``), a move's job; None for a
+    node event."""
     kind = event.get("type")
     if kind == "job":
         return event.get("id")
+    if kind == "move":
+        return event.get("job")
     if kind == "task":
         return event.get("job") or str(event.get("id", "")).rpartition(".")[0] or None
     return None
 
 
 def nodes_of(event: dict) -> set[str]:
-    """The nodes an event names: a node event's node, a task event's node or nominated node."""
+    """The nodes an event names: a node event's node, a task event's node or nominated node,
+    the nodes a move leaves and goes to."""
     if event.get("type") == "node":
         return {event.get("name", "")}
+    if event.get("type") == "move":
+        return {name for name in (event.get("from"), event.get("to")) if name}
     return {name for name in (event.get("node"), event.get("nominated_node")) if name}
 
 

@@ -57,7 +57,10 @@ def launch(store: Store, parent: JobSpec, child: JobSpec, *, how: str, payload: 
 
 
 def begin(store: Store, child: JobSpec) -> None:
-    """Create the tasks of a child whose hash ``launch.lua`` made."""
+    """Create the tasks of a child whose hash ``launch.lua`` made (and list it among the
+    jobs whose disruption budget is counted, if it has one)."""
+    if child.disruption_budget is not None:
+        store.track_budget(child.id, True)
     if child.per_node:
         reconcile.reconcile_global(store, only=[child.id])
     elif child.replicas:

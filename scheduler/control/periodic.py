@@ -19,7 +19,6 @@ import math
 from scheduler.control import launching, reconcile
 from scheduler.control.outcomes import FAILED, RUNNING, Outcomes, COMPLETE
 from scheduler.model import JobSpec, SpecError
-from scheduler.model.periodic import Periodic
 from scheduler.state.jobs import parse_stored
 from scheduler.state.launches import Launched
 from scheduler.state.store import Store
@@ -28,14 +27,6 @@ DISPATCHES_KEPT = 1000  # the newest launches a parameterized job keeps, whateve
 MAX_COUNTED = 10_000  # due ticks handled per round (a schedule of seconds down for a day catches up in rounds)
 LATE = "not launched within starting_deadline (no worker was running, or it was overdue)"
 OVERLAP = "the previous launch still runs (overlap: forbid)"
-
-
-def first_launch(periodic: Periodic, now_ms: int) -> int | float:
-    """A new version's first tick: the first after ``now_ms`` (``math.inf``: none, or suspended)."""
-    if periodic.suspend:
-        return math.inf
-    tick = periodic.next_after(now_ms, now_ms)
-    return math.inf if tick is None else tick
 
 
 def launch_due(store: Store, outcomes: Outcomes, limit: int = 100) -> list[str]:
@@ -116,8 +107,8 @@ def force(store: Store, outcomes: Outcomes, job_id: str, by: str) -> dict:
         raise SpecError(f"job {job_id!r} does not exist.")
     spec = parse_stored(fields["spec"])
     if spec.periodic is None:
-        raise SpecError(f"job {job_id} is not periodic; only a periodic job is launched (dispatch a parameterized "
-                        f"one with `sched job dispatch {job_id}`).")
+        hint = f" (a parameterized job is launched with `sched job dispatch {job_id}`)" if spec.parameterized else ""
+        raise SpecError(f"job {job_id} is not periodic; only a periodic job is launched{hint}.")
     if fields.get("status") != "running":
         raise SpecError(f"job {job_id} is stopped; submit it again to launch it.")
     running = _running_children(store, outcomes, job_id)
@@ -150,7 +141,7 @@ _refusals = {"stopped": "it was stopped meanwhile", "launched": "another launch 
 def suspend(store: Store, job_id: str, suspended: bool) -> dict:
     """``sched job suspend|resume ID``: no tick is launched while a periodic job is
     suspended (kube's ``suspend``); resumed, it launches from the next tick on (the ticks
-    in between are not run)."""
+    in between are not run). ``changed`` is False when it already was as asked."""
     fields = store.job_fields(job_id)
     if not fields:
         raise SpecError(f"job {job_id!r} does not exist.")
@@ -158,13 +149,17 @@ def suspend(store: Store, job_id: str, suspended: bool) -> dict:
     if spec.periodic is None:
         raise SpecError(f"job {job_id} is not periodic; only a periodic job is suspended or resumed.")
     now = store.now_ms()
+    if (fields.get("suspended") == "1") == suspended:  # already so: nothing changes, nothing is recorded
+        nxt = float(fields.get("next_launch", "+inf"))
+        return {"id": job_id, "suspended": suspended, "changed": False,
+                "next_launch": None if nxt == math.inf else int(nxt)}
     if suspended:
-        nxt: int | float = math.inf
+        nxt = math.inf
     else:
-        nxt = spec.periodic.next_after(now, int(fields.get("anchor", now)))
-        nxt = math.inf if nxt is None else nxt
+        tick = spec.periodic.next_after(now, int(fields.get("anchor", now)))
+        nxt = math.inf if tick is None else tick
     store.set_schedule(job_id, suspended, nxt)
-    return {"id": job_id, "suspended": suspended, "next_launch": None if nxt == math.inf else nxt}
+    return {"id": job_id, "suspended": suspended, "changed": True, "next_launch": None if nxt == math.inf else nxt}
 
 
 def trim_history(store: Store, outcomes: Outcomes, spec: JobSpec) -> list[str]:

@@ -12,7 +12,8 @@ import orjson
 
 from scheduler.state.app import App
 from scheduler.model import GLOBAL, JobSpec
-from scheduler.engine.placement import PlacementOptions, Placer, gang_waits_message
+from scheduler.engine.explanations import gang_waits_message
+from scheduler.engine.placement import PlacementOptions, Placer
 from scheduler.engine.preemption import Search
 from scheduler.control import changes
 from scheduler.control.preemptor import Preemptor

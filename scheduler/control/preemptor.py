@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Callable, Mapping, Sequence
 
-from scheduler.control import reconcile
+from scheduler.control import budgets, reconcile
 from scheduler.model import ACTIVE, READY, JobSpec, Node
 from scheduler.engine.domains import DomainCounts
 from scheduler.engine.preemption import (DEFAULT_MARGIN, GangSearch, Search, Victim, candidates_wanted, find_gang,
@@ -74,7 +74,24 @@ class Preemptor:
             read = _given(tasks_on)
         start = self._start
         self._start += candidates_wanted(len(pool))
-        return find_some(pool, start, job, read or self.tasks_on, job_counts, self.margin, task_id, rules, domains)
+        allowed: dict[str, int] = {}
+        return find_some(pool, start, job, self._with_budgets(read or self.tasks_on, allowed), job_counts,
+                         self.margin, task_id, rules, domains, allowed)
+
+    def _with_budgets(self, read: Callable[[Sequence[Node]], Mapping[str, Sequence[Victim]]],
+                      allowed: dict[str, int]) -> Callable[[Sequence[Node]], Mapping[str, Sequence[Victim]]]:
+        """``read``, which also puts in ``allowed`` the disruptions each budgeted job of the
+        victims read allows now (one round trip per slice, for the jobs not read yet)."""
+        seen: set[str] = set()
+
+        def reading(part: Sequence[Node]) -> Mapping[str, Sequence[Victim]]:
+            found = read(part)
+            jobs = {v.job for victims in found.values() for v in victims} - seen
+            if jobs and self.store is not None:  # (a search over given tasks alone reads nothing)
+                seen.update(jobs)
+                allowed.update(budgets.allowances(self.store, jobs))
+            return found
+        return reading
 
     def apply(self, token: str, task_id: str, job: JobSpec, search: Search) -> str:
         """Evict the chosen victims (if any: a choice may be room already free) and
@@ -96,7 +113,9 @@ class Preemptor:
         pool = self.candidates(nodes, job)
         if tasks_on is None:
             tasks_on = (read or self.tasks_on)(pool)
-        return find_gang(pool, job, tasks_on, job_counts, task_ids, self.margin, rules, domains)
+        allowed = {} if self.store is None else \
+            budgets.allowances(self.store, {v.job for victims in tasks_on.values() for v in victims})
+        return find_gang(pool, job, tasks_on, job_counts, task_ids, self.margin, rules, domains, allowed)
 
     def apply_gang(self, token: str, job: JobSpec, search: GangSearch) -> str:
         """Evict every victim of the gang's choices and nominate every member, in one

@@ -9,16 +9,19 @@ stopping ends every task.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import orjson
 
 from scheduler.model.errors import RedisUnavailable, SpecError
 from scheduler.model.names import parent_of
+from scheduler.model.periodic import check_fires
 from scheduler.model.taints import untolerated
-from scheduler.model import (ACTIVE, BATCH, COMPLETED, FAILED, LIVE_STATES, LOST, PENDING, PER_NODE_TYPES, PREEMPTED,
-                             READY, RUN_TO_COMPLETION, STOPPED, SYSBATCH, JobSpec, Task, parse_job)
-from scheduler.control import changes, deadlines, dependencies, periodic
+from scheduler.model import (ACTIVE, ASSIGNED, BATCH, COMPLETED, DRAIN, FAILED, LIVE_STATES, LOST, PENDING,
+                             PER_NODE_TYPES, PREEMPTED, READY, RUN_TO_COMPLETION, RUNNING, STOPPED, SYSBATCH, JobSpec,
+                             Task, parse_job)
+from scheduler.control import changes, deadlines, dependencies
 from scheduler.state.deployments import deployment_id
 from scheduler.state.history import Submitted
 from scheduler.state.jobs import ENQUEUE_CHUNK, job_state, parse_stored, shares_value
@@ -28,12 +31,14 @@ from scheduler.state.store import Store
 RUNNING_JOB = "running"
 
 
-def global_targets(spec: JobSpec, nodes, taints: bool = True) -> set[str]:
-    """The nodes a global job wants a task on: ready, active, meeting its constraints and
-    plugins, and (unless ``taints`` is False) without a NoSchedule or NoExecute taint it
-    does not tolerate. (Whether the task fits is the scheduler's business, as for any task.)"""
+def global_targets(spec: JobSpec, nodes, taints: bool = True, draining: bool = False) -> set[str]:
+    """The nodes a global job wants a task on: ready, active (or, with ``draining``,
+    drained: its drain ends the task there as the job's disruption budget allows,
+    ``control/drains.py``), meeting its constraints and plugins, and (unless ``taints``
+    is False) without a NoSchedule or NoExecute taint it does not tolerate. (Whether the
+    task fits is the scheduler's business, as for any task.)"""
     return {n.name for n in nodes
-            if n.status == READY and n.availability == ACTIVE
+            if n.status == READY and (n.availability == ACTIVE or (draining and n.availability == DRAIN))
             and all(c.matches(n) for c in spec.constraints) and all(p in n.plugins for p in spec.plugins)
             and not (taints and n.taints and untolerated(n.taints, spec.tolerations))}
 
@@ -46,6 +51,14 @@ def same_but_replicas(stored: str | None, spec: JobSpec) -> bool:
 
 
 def submit(store: Store, spec: JobSpec, recorded: Submitted | None = None) -> dict:
+    """:func:`submit_one`, then the job listed among those whose disruption budget the
+    workers' upkeep counts (or taken out, its budget gone)."""
+    result = submit_one(store, spec, recorded)
+    store.track_budget(spec.id, spec.disruption_budget is not None and not spec.launcher)
+    return result
+
+
+def submit_one(store: Store, spec: JobSpec, recorded: Submitted | None = None) -> dict:
     """Create or update a job and queue its tasks, recorded in the job's history as
     ``recorded`` says (None: not recorded). Returns {id, version, tasks, created,
     deployment, changes} (``changes``: :func:`changes.describe`, against the version that
@@ -121,14 +134,16 @@ def submit(store: Store, spec: JobSpec, recorded: Submitted | None = None) -> di
 
 def check_submittable(store: Store, spec: JobSpec) -> None:
     """Refuse, in one sentence, what a person may not submit: an id that names a launch of
-    a periodic or parameterized job, or ``after`` dependencies on jobs that do not exist or
-    that would close a cycle."""
+    a periodic or parameterized job, ``after`` dependencies on jobs that do not exist or
+    that would close a cycle, or a schedule that would never launch."""
     parent = parent_of(spec.id)
     if parent is not None:
         raise SpecError(f"job id {spec.id!r} names a launch of job {parent}; launches are made by sched (submit "
                         f"{parent} itself, or `sched job launch|dispatch {parent}`).")
     if spec.after:
         dependencies.check(store, spec)
+    if spec.periodic is not None and not spec.periodic.every_s:
+        check_fires(spec.periodic, store.now_ms(), f"job {spec.id}: periodic.cron")
 
 
 def _timing_fields(store: Store, spec: JobSpec, current: dict, starts: bool) -> dict:
@@ -145,7 +160,7 @@ def _timing_fields(store: Store, spec: JobSpec, current: dict, starts: bool) -> 
         fields["failure"] = ""
     if spec.periodic is not None:
         now = store.now_ms()
-        first = periodic.first_launch(spec.periodic, now)
+        first = spec.periodic.first_launch(now)
         fields.update(anchor=now, next_launch="+inf" if first == math.inf else first,
                       suspended="1" if spec.periodic.suspend else "0")
     return fields
@@ -172,6 +187,7 @@ def submit_many(store: Store, jobs: list[tuple[str, JobSpec]], recorded: Submitt
     for job_id, spec in jobs:
         if parent_of(job_id) is not None:
             check_submittable(store, spec.with_id(job_id))
+    order = dependencies.check_together(store, jobs) if any(spec.after for _, spec in jobs) else range(len(jobs))
     # In bulk: plain new jobs only (not those placed per node, held, launched on a schedule
     # or by dispatch, or with a deadline to start: submitted one by one below).
     bulk = [i for i, (_, spec) in enumerate(jobs) if not spec.per_node and spec.replicas <= ENQUEUE_CHUNK
@@ -192,8 +208,12 @@ def submit_many(store: Store, jobs: list[tuple[str, JobSpec]], recorded: Submitt
             results[i] = {"id": job_id, "version": 1, "tasks": [f"{job_id}.{n}" for n in range(spec.replicas)],
                           "created": True, "deployment": None,
                           "changes": {**change, "fields": [], "stop": [], "kept": []}}
-    for i, (job_id, spec) in enumerate(jobs):
+    for i, made in zip(bulk, created):
+        if made and jobs[i][1].disruption_budget is not None:
+            store.track_budget(jobs[i][0], True)
+    for i in order:  # each after the jobs of this batch that it names
         if results[i] is None:
+            job_id, spec = jobs[i]
             results[i] = submit(store, spec.with_id(job_id), recorded)
     return results
 
@@ -301,10 +321,10 @@ def replace(store: Store, tasks: list[Task], state: str, message: str) -> dict:
     """End live tasks in ``state`` (lost, stopped by a drain...) and queue a replacement for
     each task of a service or batch job that is still running. Global jobs get none: their
     task belongs to that node."""
-    return _replace(store, tasks, state, message)[1]
+    return replace_tasks(store, tasks, state, message)[1]
 
 
-def _replace(store: Store, tasks: list[Task], state: str, message: str) -> tuple[list[str], dict]:
+def replace_tasks(store: Store, tasks: list[Task], state: str, message: str) -> tuple[list[str], dict]:
     """(ids of the tasks this ended, job -> ids of their replacements). Each job's tasks
     end together with their replacements' queueing (one step: ``end_and_replace``)."""
     by_job: dict[str, list[Task]] = {}
@@ -360,11 +380,22 @@ def drain_node(store: Store, name: str) -> list[str]:
 
 
 def drain_tasks(store: Store, name: str) -> dict:
-    """Drain's work, reported: ``{stopped: [task ids], replacements: [task ids]}``. The
-    replacements are pending: a scheduler worker places them elsewhere."""
+    """A forced drain's work, whatever the budgets (counted against them), reported:
+    ``{stopped: [task ids], replacements: [task ids]}``. The replacements are pending: a
+    scheduler worker places them elsewhere. (A drain that honours budgets is
+    ``control/drains.py``'s.)"""
     tasks = store.tasks(store.node_task_ids(name))
-    stopped, replaced = _replace(store, tasks, STOPPED, f"node {name} drained")
+    stopped, replaced = replace_tasks(store, tasks, STOPPED, f"node {name} drained")
+    _count_against_budgets(store, tasks, stopped)
     return {"stopped": stopped, "replacements": [task_id for ids in replaced.values() for task_id in ids]}
+
+
+def _count_against_budgets(store: Store, tasks: list[Task], ended: list[str]) -> None:
+    """Disruptions that passed no budget's gate (a node lost, a forced drain) still count
+    against the budgets of their jobs (``budget_note.lua``), at once."""
+    ids = set(ended)
+    if ids:
+        store.note_disruptions([t for t in tasks if t.id in ids])
 
 
 def stop(store: Store, job_id: str) -> dict:
@@ -486,7 +517,9 @@ def node_lost(store: Store, name: str) -> dict:
     """A node went down: its live tasks are lost, and services and batch jobs get
     replacements elsewhere. Global tasks wait for the node to come back."""
     tasks = store.tasks(store.node_task_ids(name))
-    return replace(store, tasks, LOST, f"node {name} is down")
+    stopped, replaced = replace_tasks(store, tasks, LOST, f"node {name} is down")
+    _count_against_budgets(store, tasks, stopped)
+    return replaced
 
 
 def reconcile_global(store: Store, only: list[str] | None = None) -> dict:
@@ -515,7 +548,7 @@ def reconcile_global(store: Store, only: list[str] | None = None) -> dict:
             # runs there, after its toleration_seconds (scheduler/control/evictions.py), as
             # kube's taint manager does: a running task is kept while its node otherwise
             # qualifies; a pending one, which the taint would keep waiting, is stopped.
-            kept = global_targets(spec, nodes.values(), taints=False)
+            kept = global_targets(spec, nodes.values(), taints=False, draining=True)
             tasks = store.tasks(store.job_task_ids(job_id))
             current = [t for t in tasks if not t.terminal]
             unwanted = [t.id for t in current if t.pin not in (wanted if t.state == PENDING else kept)]
@@ -537,7 +570,11 @@ def preempted(store: Store, victims: list[tuple[str, str, str]]) -> dict[str, li
     service or batch job gets a new pending task for each; a global job gets its task back
     on the same node, where it waits for room. Each keeps its victim's ``retries``
     (``retries_after``: an eviction is not the task's doing)."""
-    retries = {task.id: retries_after(task, PREEMPTED) for task in store.tasks([v[0] for v in victims])}
+    ended = store.tasks([v[0] for v in victims])
+    retries = {task.id: retries_after(task, PREEMPTED) for task in ended}
+    # Preemption may go beyond a budget (as in kube), but counts against it: each victim as
+    # it was before it ended (running once it had started).
+    store.note_disruptions([dataclasses.replace(t, state=RUNNING if t.started_ms else ASSIGNED) for t in ended])
     by_job: dict[tuple[str, int], list[str]] = {}
     for task_id, job_id, node in victims:
         by_job.setdefault((job_id, retries.get(task_id, 0)), []).append(node)

@@ -70,8 +70,9 @@ def collect(store: Store, *, dry_run: bool = False, budget_s: float | None = Non
     """One pass of retention over the namespace (see the module's text). ``budget_s``
     bounds its time (None: until nothing is due); ``now_ms`` replaces Redis TIME for the
     decisions of what is due (tests); ``retention`` replaces the namespace's settings.
-    A dry run removes and counts nothing: it says what is due now among the work
-    already counted, and how many ends are not counted yet."""
+    A dry run counts the ends (bookkeeping the workers do anyway) and removes nothing: it
+    says what the real pass would remove now, and how many ends are still not counted
+    (those that came after its budget ran out)."""
     started = time.monotonic()
     out = Collected(dry_run=dry_run)
     settings = retention or store.retention()
@@ -83,18 +84,19 @@ def collect(store: Store, *, dry_run: bool = False, budget_s: float | None = Non
             return True
         return False
 
+    # Counting is bookkeeping, not removal (the workers count on their own within seconds):
+    # a dry run counts too, so that it reports what the real pass would remove.
+    while not spent():
+        ids = store.uncounted_ends(CALL_TASKS)
+        if not ids:
+            break
+        counted, finished = store.count_ends(ids, settings)
+        out.counted += counted
+        out.finished += finished
+        if len(ids) < CALL_TASKS:  # that was all (ends since are the next pass's)
+            break
     if dry_run:
         out.uncounted = store.retention_counts()["uncounted_ends"]
-    else:
-        while not spent():
-            ids = store.uncounted_ends(CALL_TASKS)
-            if not ids:
-                break
-            counted, finished = store.count_ends(ids, settings)
-            out.counted += counted
-            out.finished += finished
-            if len(ids) < CALL_TASKS:  # that was all (ends since are the next pass's)
-                break
     _prune(store, settings, now, out, spent)
     # (The clock again: a job the steps above found finished counts from their time.)
     _remove_jobs(store, settings, store.now_ms() if now_ms is None else now_ms, out, spent)

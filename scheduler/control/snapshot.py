@@ -108,6 +108,8 @@ def save(store: Store, target: str | Path | IO[bytes], tries: int = TRIES, max_p
     change mark would miss what the scripts announce). Raises :class:`NamespaceBusy`
     when no read was whole, SpecError when the namespace cannot be saved."""
     namespace = store.keys.namespace
+    if isinstance(target, (str, Path)):
+        _check_writable(Path(target))  # before reading anything
     if store.restore_marker() is not None:
         raise SpecError(f"namespace {namespace} holds a restore that did not finish; run the same "
                         f"`sched snapshot restore` again to finish it, then save.")
@@ -210,16 +212,32 @@ def _write(target: str | Path | IO[bytes], header: Header, spool: IO[bytes], cou
         target.flush()
         return
     path = Path(target)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".gz" if path.name.endswith(".gz") else "",
-                                         dir=path.parent)
+    try:
+        handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".gz" if path.name.endswith(".gz") else "",
+                                             dir=path.parent)
+    except OSError as exc:
+        raise SpecError(f"cannot write the snapshot to {path}: {exc.strerror or exc}.") from None
     os.close(handle)
     try:
         with _open(Path(temporary), "wb") as out:
             copy(out)
         os.replace(temporary, path)
+    except OSError as exc:  # the disk filled up, say: the file it was to replace is left as it was
+        raise SpecError(f"cannot write the snapshot to {path}: {exc.strerror or exc}.") from None
     finally:
         if os.path.exists(temporary):
             os.unlink(temporary)
+
+
+def _check_writable(path: Path) -> None:
+    """One sentence, before the namespace is read, when ``path`` cannot be written."""
+    folder = path.parent
+    if not folder.is_dir():
+        raise SpecError(f"cannot write the snapshot to {path}: folder {folder} does not exist.")
+    if path.is_dir():
+        raise SpecError(f"cannot write the snapshot to {path}: it is a folder; name a file in it.")
+    if not os.access(folder, os.W_OK):
+        raise SpecError(f"cannot write the snapshot to {path}: folder {folder} is not writable.")
 
 
 # ----------------------------------------------------------------------------- restoring

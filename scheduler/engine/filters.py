@@ -1,13 +1,9 @@
 """Filters: may this node take one more task of this job?
 
-SwarmKit's pipeline. Each filter loads the task once (``set_task``: whatever depends on
-the job alone) and is then asked about many nodes (``check``). A failing check returns
-its explanation, a reason from :mod:`scheduler.reasons`; counted over the nodes, those
-reasons are what a pending task says (``0/12 nodes available: 7 insufficient cpu, ...``).
-
-The dynamic filters (readiness, resources, host ports, max_per_node) put their share of
-the task's needs to :func:`scheduler.fit.misfit`, so the rule the Lua commit mirrors is
-written once. The static ones (plugins, constraints, platform) look only at what a node
+SwarmKit's filters, each a :class:`~scheduler.engine.pipeline.Filter`, and the chain
+they make. The dynamic filters (readiness, resources, task slots, host ports, max_per_node) put
+their share of the task's needs to :func:`scheduler.fit.misfit`, so the rule the Lua commit
+mirrors is written once. The static ones (plugins, constraints, platform) look only at what a node
 *is*, never at what runs on it, so the placer may cache their verdict per node.
 
 The pipeline order below is the order reasons are reported in: a node is counted once,
@@ -16,32 +12,14 @@ under the first filter it fails.
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
-
-from mypy_extensions import mypyc_attr
-
 from scheduler.model import reasons
 from scheduler.engine.fit import misfit
-from scheduler.model import JobSpec, Node
-from scheduler.model.reasons import Explanation
+from scheduler.engine.pipeline import Filter, Pipeline
+from scheduler.engine.taints import Taints
+from scheduler.model import JobSpec
 
 _NOTHING: dict[str, int] = {}  # no resources: lets a filter ask misfit about one part of the needs
 PLATFORM_KEYS = frozenset({"node.platform.os", "node.platform.arch"})
-
-
-@mypyc_attr(allow_interpreted_subclasses=True)  # an extension point, compiled or not
-class Filter:
-    """One check. ``set_task`` returns False when the job asks nothing of this filter."""
-
-    name = ""
-    static = False  # True: the verdict depends only on what the node is, so it may be cached
-
-    def set_task(self, job: JobSpec) -> bool:
-        return True
-
-    def check(self, node: Node, job_on_node: int) -> str | None:
-        """None if ``node`` passes, else the reason it does not."""
-        raise NotImplementedError
 
 
 class NodeReady(Filter):
@@ -50,7 +28,7 @@ class NodeReady(Filter):
     name = "ready"
 
     def check(self, node, job_on_node):
-        return misfit(node, _NOTHING, (), 0, 0)
+        return misfit(node, _NOTHING, (), 0, 0, slots=False)
 
 
 class Resources(Filter):
@@ -64,7 +42,21 @@ class Resources(Filter):
         return bool(self.needs)
 
     def check(self, node, job_on_node):
-        return misfit(node, self.needs, (), 0, 0, self.priority, self.job)
+        return misfit(node, self.needs, (), 0, 0, self.priority, self.job, slots=False)
+
+
+class TaskSlots(Filter):
+    """A free task slot on a node whose agent has slots (less those held for preemptors
+    the task must leave alone); a node without slots has no such limit."""
+
+    name = "slots"
+
+    def set_task(self, job):
+        self.priority, self.job = job.priority, job.id
+        return True
+
+    def check(self, node, job_on_node):
+        return misfit(node, _NOTHING, (), 0, 0, self.priority, self.job)
 
 
 class Plugins(Filter):
@@ -148,7 +140,7 @@ class HostPorts(Filter):
         return bool(self.ports)
 
     def check(self, node, job_on_node):
-        return misfit(node, _NOTHING, self.ports, 0, 0, self.priority, self.job)
+        return misfit(node, _NOTHING, self.ports, 0, 0, self.priority, self.job, slots=False)
 
 
 class MaxPerNode(Filter):
@@ -161,56 +153,13 @@ class MaxPerNode(Filter):
         return self.limit > 0
 
     def check(self, node, job_on_node):
-        return misfit(node, _NOTHING, (), self.limit, job_on_node)
-
-
-class Pipeline:
-    """The filters a job needs, loaded with it; ``check`` reports the first one a node fails.
-
-    ``check(node, n) is None`` exactly when ``static_check(node) is None`` and
-    ``misfit(node, job.resources, job.ports, job.max_per_node, n, job.priority, job.id) is None``: the placer
-    relies on that split to cache the static half.
-    """
-
-    def __init__(self, job: JobSpec, filters: Iterable[Filter]):
-        self.job = job
-        self.filters = tuple(f for f in filters if f.set_task(job))
-        self.static = tuple(f for f in self.filters if f.static)
-
-    def check(self, node: Node, job_on_node: int = 0) -> str | None:
-        for f in self.filters:
-            reason = f.check(node, job_on_node)
-            if reason is not None:
-                return reason
-        return None
-
-    def static_check(self, node: Node) -> str | None:
-        for f in self.static:
-            reason = f.check(node, 0)
-            if reason is not None:
-                return reason
-        return None
-
-    def explain(self, nodes: Iterable[Node], job_counts: Mapping[str, int]) -> Explanation:
-        """Reasons counted over ``nodes`` for one more task of the job, one per node."""
-        result = Explanation()
-        count = job_counts.get
-        for node in nodes:
-            result.nodes_evaluated += 1
-            reason = self.check(node, count(node.name, 0))
-            if reason is None:
-                result.available += 1
-            else:
-                result.add(reason)
-        return result
+        return misfit(node, _NOTHING, (), self.limit, job_on_node, slots=False)
 
 
 def filter_pipeline(job: JobSpec, taints: bool = True) -> Pipeline:
     """The chain of filters, in SwarmKit's order (the order failures are reported in).
     ``taints``: whether some node may have taints (the placer leaves the taint filter out
     while none has, so that jobs without rules keep their fast path)."""
-    from scheduler.engine.taints import Taints  # beside its scorer; it builds on Filter
-
     chain: list[Filter] = [
         NodeReady(),    # status ready; availability active, not pause or drain
         Resources(),    # cpu, memory, gpu... free beyond what is allocated
@@ -221,6 +170,7 @@ def filter_pipeline(job: JobSpec, taints: bool = True) -> Pipeline:
     if taints:
         chain.append(Taints())  # no NoSchedule or NoExecute taint the job does not tolerate
     chain += [
+        TaskSlots(),    # a free task slot, on a node whose agent has slots
         HostPorts(),    # the job's host ports are free on the node
         MaxPerNode(),   # the node holds fewer than max_per_node tasks of the job
     ]

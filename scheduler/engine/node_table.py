@@ -33,6 +33,8 @@ class NodeTable:
         self.capacity: dict[str, np.ndarray] = {}
         self.allocated: dict[str, np.ndarray] = {}
         self.tasks = np.zeros(0, dtype=np.int64)
+        self.slots = np.zeros(0, dtype=np.int64)  # 0: no limit (a node without an agent)
+        self.limited = False  # some row has slots (room() then looks at them)
         self.usable = np.zeros(0, dtype=bool)
         self._ids = np.zeros(0, dtype=np.int64)
         self._source: Sequence[Node] | None = None  # the list last synced from
@@ -104,6 +106,8 @@ class NodeTable:
         self.nodes[i] = new
         for resource, column in self.capacity.items():
             column[i] = new.capacity.get(resource, 0)
+        self.slots[i] = new.slots
+        self.limited = self.limited or new.slots > 0
         self.write(i)
         return True
 
@@ -116,6 +120,8 @@ class NodeTable:
         self.allocated = {r: np.array([n.allocated.get(r, 0) for n in self.nodes], dtype=np.int64)
                           for r in resources}
         self.tasks = np.array([n.tasks for n in self.nodes], dtype=np.int64) if size else np.zeros(0, np.int64)
+        self.slots = np.array([n.slots for n in self.nodes], dtype=np.int64) if size else np.zeros(0, np.int64)
+        self.limited = bool(self.slots.any())
         self.usable = np.array([n.status == READY and n.availability == ACTIVE for n in self.nodes], dtype=bool)
         self._nominated = {i for i, node in enumerate(self.nodes) if node.nominations}
         self.epoch += 1
@@ -158,8 +164,11 @@ class NodeTable:
                 nominated.discard(row)
 
     def room(self, needs: dict[str, int]) -> np.ndarray:
-        """Usable nodes with room for ``needs`` in every resource (nominations aside)."""
+        """Usable nodes with a free task slot and room for ``needs`` in every resource
+        (nominations aside)."""
         mask = self.usable.copy()
+        if self.limited:
+            mask &= self.slots_free()
         for resource, amount in needs.items():
             if amount <= 0:
                 continue
@@ -167,6 +176,10 @@ class NodeTable:
                 return np.zeros(len(self.nodes), dtype=bool)
             mask &= self.capacity[resource] - self.allocated[resource] >= amount
         return mask
+
+    def slots_free(self) -> np.ndarray:
+        """Nodes with no slot limit or a slot left (nominations aside)."""
+        return (self.slots == 0) | (self.tasks < self.slots)
 
     def static(self, key: tuple, check: Callable[[Node], str | None]) -> tuple[np.ndarray, np.ndarray]:
         """Each node's static verdict (None, or the reason it fails) and the mask of nodes

@@ -1,7 +1,8 @@
 """Placing a batch of identical tasks: the pure-Python heart of the scheduler.
 
 Given the worker's view of the nodes and a batch of tasks of one job (same spec
-version), choose a node for each, or say precisely why none fits. No Redis here: a
+version), choose a node for each, or say precisely why none fits (the reasons, counted
+over the nodes: :mod:`scheduler.engine.explanations`). No Redis here: a
 worker calls :meth:`Placer.place`, then commits the assignments with Lua, which
 re-checks each one with the same rule (:func:`scheduler.fit.misfit`).
 
@@ -46,22 +47,21 @@ import numpy.random  # noqa: F401  imported here, before worker processes fork, 
 
 from scheduler.engine import rule_placement
 from scheduler.engine.domains import DomainCounts
+from scheduler.engine.explanations import explain, explain_rules, explain_table
 from scheduler.engine.fewest import FewestTasks
 from scheduler.engine.fill import Fill
-from scheduler.engine.filters import Pipeline, filter_pipeline
+from scheduler.engine.filters import filter_pipeline
+from scheduler.engine.pipeline import Pipeline
 from scheduler.engine.fit import misfit
-from scheduler.engine.rules import domain_misfit
 from scheduler.engine.taints import prefers_against
 from scheduler.model import BINPACK, JobSpec, Node
 from scheduler.engine.node_table import NodeTable
-from scheduler.model import reasons
 from scheduler.model.placement_rules import Rules
 from scheduler.model.reasons import Explanation
 from scheduler.engine.scoring import Context, KeyFn, faulty_nodes, ranking
 from scheduler.engine.topology import build, take
 
-__all__ = ["Placement", "PlacementOptions", "Placer", "explain", "filter_pipeline", "nodes_to_find",
-           "placement_shape"]
+__all__ = ["Placement", "PlacementOptions", "Placer", "filter_pipeline", "nodes_to_find", "placement_shape"]
 
 MIN_FEASIBLE_NODES = 100  # kube-scheduler's minFeasibleNodesToFind
 MIN_FEASIBLE_PERCENTAGE = 5  # kube-scheduler's minFeasibleNodesPercentageToFind
@@ -103,38 +103,6 @@ def nodes_to_find(total: int, percentage: int | None) -> int:
         percentage = max(50 - total // 125, MIN_FEASIBLE_PERCENTAGE)
     return max(total * percentage // 100, MIN_FEASIBLE_NODES)
 
-
-def explain(nodes: Sequence[Node], job: JobSpec, job_counts: Mapping[str, int], rules: Rules | None = None,
-            domains: DomainCounts | None = None) -> Explanation:
-    """What the filters, and the domain rules if given, say over ``nodes`` about one more
-    task of ``job`` (a dry run)."""
-    pipeline = filter_pipeline(job)
-    if rules is None or not rules.hard:
-        return pipeline.explain(nodes, job_counts)
-    return _explain_rules(pipeline, nodes, job_counts, rules, domains or DomainCounts())
-
-
-def _explain_rules(pipeline: Pipeline, nodes: Sequence[Node], job_counts: Mapping[str, int], rules: Rules,
-                   domains: DomainCounts) -> Explanation:
-    """``pipeline.explain``, a node that passes it counted under the domain rule it fails."""
-    result = Explanation()
-    count = job_counts.get
-    for node in nodes:
-        result.nodes_evaluated += 1
-        reason = pipeline.check(node, count(node.name, 0))
-        if reason is None:
-            reason = domain_misfit(node, rules, domains)
-        if reason is None:
-            result.available += 1
-        else:
-            result.add(reason)
-    return result
-
-
-def gang_waits_message(spec: JobSpec, need: int, why: str) -> str:
-    """What every task of a gang that waits whole says (the worker and ``sched job plan``)."""
-    size = f"gang of {spec.gang}" if spec.gang == spec.replicas else f"gang of {spec.replicas} (at least {spec.gang} at once)"
-    return f"{size} {spec.id}: {need} tasks must be placed together and do not fit: {why}"
 
 
 class Placer:
@@ -239,7 +207,8 @@ class Placer:
         unplaced = tasks[len(assignments):]
         explanation = None
         if unplaced:
-            explanation = self._explain(pipeline, job_counts) if vector else pipeline.explain(nodes, job_counts)
+            explanation = (explain_table(self._table, pipeline, job_counts, _static_key(job, _tainted(pipeline)))
+                           if vector else pipeline.explain(nodes, job_counts))
         return Placement(assignments, unplaced, explanation)
 
     def undo(self, nodes: Mapping[str, Node], job: JobSpec, assignments: Sequence[tuple[str, str]],
@@ -293,7 +262,7 @@ class Placer:
         unplaced = tasks[len(assignments):]
         explanation = None
         if unplaced:
-            explanation = (_explain_rules(pipeline, nodes, job_counts, rules, counts) if rules is not None and rules.hard
+            explanation = (explain_rules(pipeline, nodes, job_counts, rules, counts) if rules is not None and rules.hard
                            else pipeline.explain(nodes, job_counts))
         return Placement(assignments, unplaced, explanation)
 
@@ -387,8 +356,8 @@ class Placer:
         table.sync(nodes)
         count, key, rnd = batch.job_counts.get, batch.key, self._random.random
         needs, ports, max_per_node = job.resources, job.ports, job.max_per_node
-        # Rows come from the room mask (usable, room in every resource): without host ports,
-        # max_per_node or nominations on the node, misfit could only agree.
+        # Rows come from the room mask (usable, a free task slot, room in every resource):
+        # without host ports, max_per_node or nominations on the node, misfit could only agree.
         decided = not ports and not max_per_node
         by_tasks = decided and not table._nominated and self._ranks_by_tasks_alone(batch, ctx)
         if by_tasks and wanted <= FEWEST_WALK_MAX:
@@ -525,50 +494,6 @@ class Placer:
             if entries:
                 leaves[path] = entries
         return leaves
-
-    def _explain(self, pipeline: Pipeline, job_counts: Mapping[str, int]) -> Explanation:
-        """``pipeline.explain`` over the node table: the same counts, with the resource
-        and static filters answered from columns and cached verdicts; nodes that are not
-        usable or hold nominations are asked one by one."""
-        job, table = pipeline.job, self._table
-        result = Explanation(nodes_evaluated=len(table.nodes))
-        one_by_one = np.flatnonzero(~table.usable).tolist() + table.nominated().tolist()
-        remaining = table.usable.copy()
-        remaining[one_by_one] = False
-        for resource, amount in job.resources.items():
-            if amount <= 0:
-                continue
-            if resource in table.capacity:
-                lacking = remaining & (table.capacity[resource] - table.allocated[resource] < amount)
-            else:
-                lacking = remaining.copy()
-            if lacking.any():
-                result.add(reasons.insufficient(resource), int(lacking.sum()))
-                remaining &= ~lacking
-        if pipeline.static:
-            verdicts, passing = table.static(_static_key(job, _tainted(pipeline)), pipeline.static_check)
-            for reason in verdicts[remaining & ~passing].tolist():
-                result.add(reason)
-            remaining &= passing
-        if job.ports or job.max_per_node:
-            count = job_counts.get
-            for row in np.flatnonzero(remaining).tolist():
-                node = table.nodes[row]
-                reason = misfit(node, {}, job.ports, job.max_per_node, count(node.name, 0), job.priority, job.id)
-                if reason is None:
-                    result.available += 1
-                else:
-                    result.add(reason)
-        else:
-            result.available += int(remaining.sum())
-        for row in sorted(set(one_by_one)):
-            node = table.nodes[row]
-            reason = pipeline.check(node, job_counts.get(node.name, 0))
-            if reason is None:
-                result.available += 1
-            else:
-                result.add(reason)
-        return result
 
     def _group_counts(self, nodes: Sequence[Node], job: JobSpec, facts: dict[str, list],
                       job_counts: Mapping[str, int], path_of, complete: bool) -> dict[tuple, int]:

@@ -6,9 +6,17 @@ job's static filters, take every *eligible* victim away (preemptible, and at lea
 whether the task would fit; if it would, give victims back one by one, highest priority
 first, keeping back every one the task can do without (kube's reprieve; of equal
 priorities the one started first is kept, so the one started last is evicted). The node
-to use is the one whose victims have the lowest highest-priority, then the fewest victims,
-then the least total priority, then (kube's last tie-break) the one whose highest-priority
-victims started latest.
+to use is the one whose victims go beyond the fewest disruption budgets (kube's
+PodDisruptionBudget violations: each victim takes one of the disruptions its job's budget
+allows, and one beyond is a violation; those are also given back first), then the one
+whose victims have the lowest highest-priority, then the fewest victims, then the least
+total priority, then (kube's last tie-break) the one whose highest-priority victims
+started latest. A budget never forbids a preemption (``preempt.lua`` is the gate of
+truth, and counts the disruption): it only steers the choice.
+
+A victim's task slot is room like its resources: on a node whose agent's slots are all in
+use, evicting one task is what gives a slot (kube counts pods the same way), and a
+nomination holds its slot as it holds its resources.
 
 A node where a hard domain rule (topology spread, ``distinct_property``, job affinity or
 anti-affinity) would still refuse the task once the victims are gone is no choice: victims
@@ -31,6 +39,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable, Mapping, Sequence
 
+from scheduler.engine.budgets import violations
 from scheduler.engine.domains import DomainCounts
 from scheduler.engine.filters import filter_pipeline
 from scheduler.engine.fit import misfit
@@ -63,18 +72,19 @@ class Victim:
 class Choice:
     node: str
     victims: tuple[Victim, ...]
+    violations: int = 0  # victims beyond what their jobs' disruption budgets allow
 
     @property
     def key(self) -> tuple:
-        """Lower is better: kube's pickOneNodeForPreemption (lowest highest priority, least
-        total priority, fewest victims; then the node whose earliest-started victim of the
-        highest priority started latest)."""
+        """Lower is better: kube's pickOneNodeForPreemption (fewest disruption budget
+        violations, lowest highest priority, least total priority, fewest victims; then
+        the node whose earliest-started victim of the highest priority started latest)."""
         priorities = [v.priority for v in self.victims]
         if not priorities:  # room without evicting anything: the best there is
-            return (-1, 0, 0, 0, self.node)
+            return (0, -1, 0, 0, 0, self.node)
         top = max(priorities)
         earliest = min(v.started_ms for v in self.victims if v.priority == top)
-        return (top, len(priorities), sum(priorities), -earliest, self.node)
+        return (self.violations, top, len(priorities), sum(priorities), -earliest, self.node)
 
 
 @dataclass(frozen=True)
@@ -91,7 +101,9 @@ class Search:
             return f"preemption: {self.choice.node} has room left by earlier evictions."
         if self.choice is not None:
             names = ", ".join(v.task_id for v in self.choice.victims)
-            return f"preemption: evicting {names} on {self.choice.node} makes room."
+            beyond = (f" ({self.choice.violations} beyond their jobs' disruption budgets: no node needed fewer)"
+                      if self.choice.violations else "")
+            return f"preemption: evicting {names} on {self.choice.node} makes room{beyond}."
         if not self.with_victims:
             return (f"preemption tried: no preemptible task at priority {job.priority - margin} or lower "
                     f"on any of the {self.nodes_tried} eligible node(s).")
@@ -121,6 +133,7 @@ def _give_back(node: Node, victim: Victim) -> None:
         node.allocated[resource] = node.allocated.get(resource, 0) + amount
     for port in victim.ports:
         node.ports[port] = victim.task_id
+    node.tasks += 1  # and its task slot
 
 
 def holding(node: Node, job: str, task_id: str = "") -> Node:
@@ -155,10 +168,13 @@ def _uncounted(domains: DomainCounts, victims) -> DomainCounts:
 
 
 def victims_on(node: Node, job: JobSpec, candidates, job_on_node: int, margin: int = DEFAULT_MARGIN,
-               rules: Rules | None = None, domains: DomainCounts | None = None):
+               rules: Rules | None = None, domains: DomainCounts | None = None,
+               budgets: Mapping[str, int] | None = None):
     """The fewest, lowest-priority victims on ``node`` that make room for one task of
     ``job`` (and let its hard domain ``rules`` hold), or None when evicting every eligible
-    task would not be enough."""
+    task would not be enough. With ``budgets`` (job -> disruptions its budget allows now),
+    the victims whose eviction would go beyond their job's budget are given back first
+    (kube's selectVictimsOnNode), so they are evicted only where nothing else makes room."""
     pool = eligible(candidates, job.priority, margin)
     if not pool:
         return None
@@ -175,8 +191,13 @@ def victims_on(node: Node, job: JobSpec, candidates, job_on_node: int, margin: i
         return None
     victims: list[Victim] = []
     kept = set()
-    # Most important first: the highest priority, then (kube) the one started first.
-    for victim in sorted(pool, key=lambda v: (-v.priority, v.started_ms, v.task_id)):
+    # Most important first: the highest priority, then (kube) the one started first;
+    # those beyond their budgets before the others.
+    order = sorted(pool, key=lambda v: (-v.priority, v.started_ms, v.task_id))
+    if budgets:
+        beyond = violations(order, budgets)
+        order = [v for v, b in zip(order, beyond) if b] + [v for v, b in zip(order, beyond) if not b]
+    for victim in order:
         _give_back(room, victim)
         kept.add(victim.task_id)
         if not fits([v for v in pool if v.task_id not in kept]):
@@ -188,10 +209,13 @@ def victims_on(node: Node, job: JobSpec, candidates, job_on_node: int, margin: i
 
 def find(nodes: Sequence[Node], job: JobSpec, tasks_on: Mapping[str, Sequence[Victim]],
          job_counts: Mapping[str, int], margin: int = DEFAULT_MARGIN, task_id: str = "",
-         rules: Rules | None = None, domains: DomainCounts | None = None) -> Search:
+         rules: Rules | None = None, domains: DomainCounts | None = None,
+         budgets: Mapping[str, int] | None = None) -> Search:
     """The best node to preempt on for one task of ``job`` (``task_id``: its own
     nomination, if any, is not counted against it), among ``nodes``; with the job's
-    ``rules`` and the ``domains`` counts, only where its hard domain rules would hold."""
+    ``rules`` and the ``domains`` counts, only where its hard domain rules would hold.
+    ``budgets`` (job -> disruptions its budget allows now; jobs not in it have none):
+    the node whose victims go beyond the fewest budgets is chosen first (kube)."""
     static = filter_pipeline(job).static_check
     hard = rules is not None and rules.hard
     counts = domains or DomainCounts()
@@ -211,10 +235,10 @@ def find(nodes: Sequence[Node], job: JobSpec, tasks_on: Mapping[str, Sequence[Vi
             if not eligible(candidates, job.priority, margin):
                 continue
             with_victims += 1
-            victims = victims_on(node, job, candidates, on_node, margin, rules, counts)
+            victims = victims_on(node, job, candidates, on_node, margin, rules, counts, budgets)
         if victims is not None:
             found += 1
-            choice = Choice(node.name, victims)
+            choice = Choice(node.name, victims, sum(violations(victims, budgets)) if budgets else 0)
             if best is None or choice.key < best.key:
                 best = choice
     return Search(best, tried, with_victims, found)
@@ -228,7 +252,7 @@ def candidates_wanted(nodes: int) -> int:
 def find_some(nodes: Sequence[Node], start: int, job: JobSpec,
               read: Callable[[Sequence[Node]], Mapping[str, Sequence[Victim]]], job_counts: Mapping[str, int],
               margin: int = DEFAULT_MARGIN, task_id: str = "", rules: Rules | None = None,
-              domains: DomainCounts | None = None) -> Search:
+              domains: DomainCounts | None = None, budgets: Mapping[str, int] | None = None) -> Search:
     """:func:`find` over ``nodes`` from index ``start`` on (round the end), a slice of
     :func:`candidates_wanted` nodes at a time (``read`` gives what runs on a slice's nodes),
     until that many nodes where evicting makes room are found, and the best of those: kube's
@@ -243,7 +267,7 @@ def find_some(nodes: Sequence[Node], start: int, job: JobSpec,
     tried = with_victims = found = 0
     for at in range(0, len(order), wanted):
         part = order[at:at + wanted]
-        search = find(part, job, read(part), job_counts, margin, task_id, rules, domains)
+        search = find(part, job, read(part), job_counts, margin, task_id, rules, domains, budgets)
         tried, with_victims, found = tried + search.nodes_tried, with_victims + search.with_victims, found + search.found
         if search.choice is not None and (best is None or search.choice.key < best.key):
             best = search.choice
@@ -290,7 +314,8 @@ def _scratch(node: Node) -> Node:
 
 def find_gang(nodes: Sequence[Node], job: JobSpec, tasks_on: Mapping[str, Sequence[Victim]],
               job_counts: Mapping[str, int], task_ids: Sequence[str], margin: int = DEFAULT_MARGIN,
-              rules: Rules | None = None, domains: DomainCounts | None = None) -> GangSearch:
+              rules: Rules | None = None, domains: DomainCounts | None = None,
+              budgets: Mapping[str, int] | None = None) -> GangSearch:
     """Victims for every one of ``task_ids`` (members of the gang ``job``) at once: each
     member's choice (:func:`find`) is applied to copies of the nodes (its victims gone,
     its own room taken, the job's count on the node raised) before the next member is
@@ -308,8 +333,9 @@ def find_gang(nodes: Sequence[Node], job: JobSpec, tasks_on: Mapping[str, Sequen
     counts = dict(job_counts)
     counted = (domains or DomainCounts()).copy()
     choices: list[tuple[str, Choice]] = []
+    allowed = dict(budgets or {})  # each member's victims take from their jobs' budgets
     for task_id in task_ids:
-        search = find(copies, job, left, counts, margin, task_id, rules, counted)
+        search = find(copies, job, left, counts, margin, task_id, rules, counted, allowed)
         if search.choice is None:
             return GangSearch(None, len(task_ids), len(choices), search)
         choice = search.choice
@@ -322,6 +348,9 @@ def find_gang(nodes: Sequence[Node], job: JobSpec, tasks_on: Mapping[str, Sequen
                 node.ports.pop(port, None)
         node.tasks -= len(choice.victims)
         left[node.name] = [v for v in left.get(node.name, ()) if v.task_id not in gone]
+        for victim in choice.victims:
+            if victim.job in allowed:
+                allowed[victim.job] -= 1
         for resource, amount in job.resources.items():  # the member's own room
             node.allocated[resource] = node.allocated.get(resource, 0) + amount
         for port in job.ports:

@@ -1,11 +1,14 @@
 """Placing tasks whose rules depend on where tasks are: the placer's exact, simpler path.
 
 Groups with topology spread, job (anti-)affinity, ``distinct_property``, soft affinities,
-spread targets, labels, or nodes with ``PreferNoSchedule`` taints they do not tolerate,
-are placed here one task at a time, each against every node that passes the job's static
-filters, with numpy over the placer's node table: the rules and the room decide which
-nodes may take the task, then, in order,
+spread targets, labels, or nodes with ``PreferNoSchedule`` taints they do not tolerate
+(or ``NoExecute`` taints they tolerate only for a while), are placed here one task at a
+time, each against every node that passes the job's static filters, with numpy over the
+placer's node table: the rules and the room decide which nodes may take the task, then,
+in order,
 
+0. nodes whose ``NoExecute`` taint would evict the task after its ``toleration_seconds``
+   last: a task evicted by a taint is replaced on another node whenever one fits;
 1. faulty nodes last (as the ranking's first tier);
 2. each preference level: the group with the fewest tasks of the job (with ``targets``,
    the fewest against its share: ``(tasks + 1) / percentage``), SwarmKit's tree as a key;
@@ -34,7 +37,7 @@ from scheduler.engine.domains import DomainCounts
 from scheduler.engine.fill import apply
 from scheduler.engine.fit import misfit
 from scheduler.engine.scoring import MAX_NODE_SCORE, Context
-from scheduler.engine.taints import discouraged
+from scheduler.engine.taints import discouraged, evicts
 from scheduler.model import BINPACK, JobSpec, Node
 from scheduler.model.quantities import CPU, MEMORY
 from scheduler.model.constraints import attribute_getter
@@ -79,9 +82,15 @@ def place(table, rows: np.ndarray, job: JobSpec, task_ids: Sequence[str], job_co
     nodes: list[Node] = [table.nodes[row] for row in rows.tolist()]
     free = {r: table.capacity[r][rows] - table.allocated[r][rows] for r in needs}
     tasks = table.tasks[rows].astype(np.float64)
+    slots = table.slots[rows] if table.limited else None  # a node whose slots fill up takes no more
     job_on = np.array([job_counts.get(node.name, 0) for node in nodes], dtype=np.float64)
     valid = np.ones(rows.size, dtype=bool)  # room, and no misfit found (ports, nominations, max_per_node)
     faulty = np.array([node.name in bad for node in nodes], dtype=np.float64) if bad else None
+    leaving = None
+    if job.tolerations:
+        leaving = table.column(("evicts", job.tolerations), lambda node: float(evicts(node, job.tolerations)))[rows]
+        if not leaving.any():
+            leaving = None
     counts = counts if counts is not None else DomainCounts()
     tie = noise[rows] * 0.5 if noise.size else np.zeros(rows.size)
     binpack = job.strategy == BINPACK
@@ -174,6 +183,8 @@ def place(table, rows: np.ndarray, job: JobSpec, task_ids: Sequence[str], job_co
             m = m & job_affinity.anti_allowed(d.codes, d.has, in_domain)
         if not m.any():
             break
+        if leaving is not None:
+            m = _lowest(m, leaving)
         if faulty is not None:
             m = _lowest(m, faulty)
         for codes, per_group, share in levels:
@@ -214,6 +225,8 @@ def place(table, rows: np.ndarray, job: JobSpec, task_ids: Sequence[str], job_co
             if left[i] < needs[resource]:
                 valid[i] = False
         tasks[i] += 1
+        if slots is not None and slots[i] and tasks[i] >= slots[i]:
+            valid[i] = False
         if fit is not None:
             fit.placed(i)
         if counted:

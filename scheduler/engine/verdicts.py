@@ -45,7 +45,7 @@ def needs(spec: JobSpec) -> dict[str, int]:
 def verdicts(spec: JobSpec, nodes: Iterable[Node], job_counts: Mapping[str, int], rules: Rules | None = None,
              domains: DomainCounts | None = None) -> list[NodeVerdict]:
     """One verdict per node: the nodes it fits on first, then the nearest misses (a node
-    short of room, a port or ``max_per_node``, by how little it lacks, or refused by a
+    short of room, a port, a task slot or ``max_per_node``, by how little it lacks, or refused by a
     domain rule: spread, distinct_property, job affinity or anti-affinity), then nodes
     that cannot take it whatever runs there (down, paused, constraints, platform,
     plugins, taints)."""
@@ -53,8 +53,11 @@ def verdicts(spec: JobSpec, nodes: Iterable[Node], job_counts: Mapping[str, int]
     wanted = needs(spec)
     hard = rules is not None and rules.hard
     ruled: set[str] = set()
+    full: set[str] = set()  # the slot reasons of the nodes (one per number of slots)
     out = []
     for node in nodes:
+        if node.slots:
+            full.add(reasons.slots_full(node.slots))
         reason = pipeline.check(node, job_counts.get(node.name, 0))
         if reason is None and hard:
             reason = domain_misfit(node, rules, domains or DomainCounts())
@@ -70,6 +73,7 @@ def verdicts(spec: JobSpec, nodes: Iterable[Node], job_counts: Mapping[str, int]
     passing = {reasons.insufficient(r) for r in wanted} | {reasons.port_in_use(p) for p in spec.ports}
     passing.add(reasons.MAX_PER_NODE)
     passing |= ruled
+    passing |= full
 
     def order(verdict: NodeVerdict):
         if verdict.fits:

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scheduler.model.constraints import Constraint, parse_constraint
+from scheduler.model.constraints import Constraint, parse_constraint_at
 from scheduler.model.errors import SpecError
+from scheduler.model.fields import check_fields
+from scheduler.model.quantities import whole
 
 DEFAULT_WEIGHT = 50
 
@@ -40,12 +42,11 @@ def parse_affinities(raw, job: str) -> tuple[Affinity, ...]:
     out = []
     for i, item in enumerate(raw):
         what = f"job {job}: affinities[{i}]"
-        if not isinstance(item, dict) or not isinstance(item.get("attribute"), str):
+        if not isinstance(item, dict):
             raise SpecError(f"{what} must be a mapping with an attribute, such as {example[1:-1]}.")
-        unknown = set(item) - {"attribute", "operator", "value", "weight"}
-        if unknown:
-            raise SpecError(f"{what} has unknown field {sorted(unknown, key=str)[0]!r}; known fields are attribute, "
-                            f"operator, value, weight.")
+        check_fields(item, ("attribute", "operator", "value", "weight"), what)
+        if not isinstance(item.get("attribute"), str):
+            raise SpecError(f"{what} needs an attribute, such as {example[1:-1]}.")
         operator = item.get("operator", "==")
         operator = "==" if operator == "=" else operator
         if not isinstance(operator, str) or operator == "distinct_property":
@@ -53,13 +54,14 @@ def parse_affinities(raw, job: str) -> tuple[Affinity, ...]:
         value = item.get("value", "")
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
             raise SpecError(f"{what} value must be a string or number.")
-        weight = item.get("weight", DEFAULT_WEIGHT)
-        if isinstance(weight, bool) or not isinstance(weight, int) or not -100 <= weight <= 100 or weight == 0:
-            raise SpecError(f"{what} weight must be a whole number from -100 to 100 other than 0, not {weight!r}.")
+        given = item.get("weight", DEFAULT_WEIGHT)
+        weight = whole(given)
+        if weight is None or not -100 <= weight <= 100 or weight == 0:
+            raise SpecError(f"{what} weight must be a whole number from -100 to 100 other than 0, not {given!r}.")
         text = f"{item['attribute'].strip()} {operator} {value}".strip()
         if operator in ("==", "!=", "<", "<=", ">", ">="):
             text = f"{item['attribute'].strip()}{operator}{value}"
-        constraint = parse_constraint(text)
+        constraint = parse_constraint_at(text, what)
         if constraint.op != operator:
             raise SpecError(f"{what} operator {operator!r} is not a constraint operator.")
         out.append(Affinity(constraint, weight))

@@ -218,9 +218,21 @@ def pins_a_node(constraints) -> bool:
     return any(c.op == "==" and c.key in NODE_KEYS for c in constraints)
 
 
-def parse_constraints(texts) -> tuple[Constraint, ...]:
+def parse_constraint_at(text, what: str) -> Constraint:
+    """:func:`parse_constraint`, its refusal saying where the text stands (``what``, such
+    as ``job web: constraints[0]``), as the spec's other errors do."""
+    try:
+        return parse_constraint(text)
+    except SpecError as exc:
+        raise SpecError(f"{what} {str(exc).removeprefix('constraint ')}") from None
+
+
+def parse_constraints(texts, job: str | None = None) -> tuple[Constraint, ...]:
+    where = f"job {job}: constraints" if job is not None else "constraints"
     if texts is None:
         return ()
     if not isinstance(texts, (list, tuple)):
-        raise SpecError("constraints must be a list of strings such as ['node.labels.zone==eu-1'].")
-    return tuple(parse_constraint(text) for text in texts)
+        raise SpecError(f"{where} must be a list of strings such as ['node.labels.zone==eu-1'].")
+    if job is None:
+        return tuple(parse_constraint(text) for text in texts)
+    return tuple(parse_constraint_at(text, f"{where}[{i}]") for i, text in enumerate(texts))

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
 from scheduler.model.constraints import Constraint, attribute_getter, parse_constraints
+from scheduler.model.disruption import DisruptionBudget, disruption_budget_raw, parse_disruption_budget
 from scheduler.model.disconnect import DEFAULT as DEFAULT_DISCONNECT, Disconnect, disconnect_raw, parse_disconnect
 from scheduler.model.errors import SpecError
 from scheduler.model.affinities import Affinity, parse_affinities
@@ -19,7 +20,7 @@ from scheduler.model.job_affinity import JobAffinity, parse_job_affinity
 from scheduler.model.names import check_job_id, check_tenant, new_job_id, parse_labels, parse_plugins
 from scheduler.model.taints import Toleration, parse_tolerations
 from scheduler.model.topology_spread import TopologySpread, parse_topology_spread
-from scheduler.model.quantities import CPU, MEMORY, lookalike, parse_resources
+from scheduler.model.quantities import CPU, MEMORY, lookalike, parse_resources, whole
 from scheduler.model.retention import parse_ttl_after_finished
 from scheduler.model.update import HealthCheck, UpdatePolicy, health_raw, parse_health, parse_update, update_raw
 from scheduler.model.dependencies import After, after_raw, parse_after
@@ -91,6 +92,8 @@ class JobSpec:
     deadline: float = 0.0  # seconds a batch job may run before it is stopped and failed (0: none)
     reschedule: Reschedule | None = None  # what follows a failed task (None: the shorthands' policy)
     meta: dict | None = None  # key -> text, seen by its commands as SCHED_META_<KEY>
+    # How many of its tasks voluntary disruptions (drains, rebalancing) may take down at once.
+    disruption_budget: DisruptionBudget | None = None
 
     @property
     def launcher(self) -> bool:
@@ -147,18 +150,19 @@ _JOB_FIELDS = {
     "restart_delay", "gang", "min_available", "tenant", "update", "health", "disconnect",
     "ttl_after_finished",
     "labels", "tolerations", "affinities", "topology_spread", "job_affinity", "job_anti_affinity",
-    "periodic", "parameterized", "after", "parallelism", "deadline", "reschedule", "meta",
+    "periodic", "parameterized", "after", "parallelism", "deadline", "reschedule", "meta", "disruption_budget",
 }
 MAX_DEADLINE_S = 30 * 86_400
 _ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 
 
 def _int_field(raw: dict, name: str, default: int, low: int, high: int, job: str) -> int:
-    value = raw.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise SpecError(f"job {job}: {name} must be a whole number, not {value!r}.")
+    given = raw.get(name, default)
+    value = whole(given)
+    if value is None:
+        raise SpecError(f"job {job}: {name} must be a whole number, not {given!r}.")
     if not low <= value <= high:
-        raise SpecError(f"job {job}: {name} must be between {low} and {high}, not {value}.")
+        raise SpecError(f"job {job}: {name} must be between {low} and {high}, not {given}.")
     return value
 
 
@@ -252,9 +256,10 @@ def _parse_targets(raw, key: str, job: str) -> tuple[tuple[str, int], ...]:
     for value, percent in raw.items():
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
             raise SpecError(f"{what}: {value!r} is not a value the attribute can have.")
-        if isinstance(percent, bool) or not isinstance(percent, int) or not 0 <= percent <= 100:
+        share = whole(percent)
+        if share is None or not 0 <= share <= 100:
             raise SpecError(f"{what}: {value} must be a whole percentage from 0 to 100, not {percent!r}.")
-        out.append((str(value), percent))
+        out.append((str(value), share))
     total = sum(percent for _, percent in out)
     if total > 100:
         raise SpecError(f"{what} sum to {total}; they must sum to at most 100 (values not named share what is "
@@ -267,12 +272,13 @@ def _parse_ports(raw, job: str) -> tuple[int, ...]:
         return ()
     if not isinstance(raw, list):
         raise SpecError(f"job {job}: ports must be a list of host port numbers.")
-    for port in raw:
-        if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
-            raise SpecError(f"job {job}: port {port!r} must be a whole number from 1 to 65535.")
-    if len(set(raw)) != len(raw):
+    ports = [whole(port) for port in raw]
+    for port, given in zip(ports, raw):
+        if port is None or not 1 <= port <= 65535:
+            raise SpecError(f"job {job}: port {given!r} must be a whole number from 1 to 65535.")
+    if len(set(ports)) != len(ports):
         raise SpecError(f"job {job}: ports lists a port twice.")
-    return tuple(sorted(raw))
+    return tuple(sorted(ports))
 
 
 def _did_you_mean(name) -> str:
@@ -365,7 +371,7 @@ def parse_job(raw) -> JobSpec:
     if raw.get("labels") is not None and not isinstance(raw["labels"], dict):
         raise SpecError(f"job {job}: labels must be a mapping of label to value, such as {{app: db}}.")
     labels = parse_labels(raw.get("labels"), f"job {job}: labels")
-    constraints = parse_constraints(raw.get("constraints"))
+    constraints = parse_constraints(raw.get("constraints"), job)
     preferences = _parse_preferences(raw.get("preferences"), job)
     affinities = parse_affinities(raw.get("affinities"), job)
     spread = parse_topology_spread(raw.get("topology_spread"), job)
@@ -402,6 +408,7 @@ def parse_job(raw) -> JobSpec:
         deadline=float(deadline),
         reschedule=reschedule,
         meta=_parse_meta(raw.get("meta"), job),
+        disruption_budget=parse_disruption_budget(raw.get("disruption_budget"), job, job_type),
         labels=labels,
         tolerations=parse_tolerations(raw.get("tolerations"), job),
         affinities=affinities,
@@ -454,6 +461,8 @@ def parse_job(raw) -> JobSpec:
         normalised["reschedule"] = reschedule_raw(reschedule)
     if spec.meta is not None:
         normalised["meta"] = spec.meta
+    if spec.disruption_budget is not None:
+        normalised["disruption_budget"] = disruption_budget_raw(spec.disruption_budget)
     for name, value in (("labels", dict(labels)), ("tolerations", [t.raw() for t in spec.tolerations]),
                         ("affinities", [a.raw() for a in affinities]),
                         ("topology_spread", [t.raw() for t in spread]),

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from scheduler.model.constraints import attribute_getter
 from scheduler.model.domains import domain_attribute
 from scheduler.model.errors import SpecError
+from scheduler.model.fields import check_fields
+from scheduler.model.quantities import whole
 from scheduler.model.selectors import Selector, parse_selector
 
 
@@ -46,10 +48,7 @@ def parse_job_affinity(raw, job: str, field: str) -> tuple[JobAffinity, ...]:
         what = f"job {job}: {field}[{i}]"
         if not isinstance(item, dict):
             raise SpecError(f"{what} must be a mapping such as {example[1:-1]}.")
-        unknown = set(item) - {"match", "match_expressions", "attribute", "required", "weight"}
-        if unknown:
-            raise SpecError(f"{what} has unknown field {sorted(unknown, key=str)[0]!r}; known fields are attribute, "
-                            f"match, match_expressions, required, weight.")
+        check_fields(item, ("match", "match_expressions", "attribute", "required", "weight"), what)
         written = item.get("attribute")
         if not isinstance(written, str):
             raise SpecError(f"{what} needs an attribute, the topology domain such as node.hostname or "
@@ -62,8 +61,9 @@ def parse_job_affinity(raw, job: str, field: str) -> tuple[JobAffinity, ...]:
         weight = item.get("weight")
         if required == (weight is not None):
             raise SpecError(f"{what} needs either required: true or a weight from 1 to 100 (soft), not both.")
-        if weight is not None and (isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= 100):
+        if weight is not None and (whole(weight) is None or not 1 <= whole(weight) <= 100):
             raise SpecError(f"{what} weight must be a whole number from 1 to 100, not {weight!r}.")
+        weight = whole(weight)
         selector = parse_selector(item, what)
         out.append(JobAffinity(selector, domain_attribute(written), required, weight or 0, written))
     return tuple(out)

@@ -46,6 +46,7 @@ class Node:
     tasks: int = 0  # tasks of every job placed here
     nominations: dict[str, Nomination] = field(default_factory=dict)  # task id -> room held for it
     taints: tuple = ()  # its Taints (scheduler.model.taints), in the order they were given
+    slots: int = 0  # live tasks (assigned or running) it accepts, its agent's slots; 0: no limit (no agent)
 
     def __post_init__(self):
         if not self.hostname:
@@ -53,6 +54,17 @@ class Node:
 
     def free(self, resource: str) -> int:
         return self.capacity.get(resource, 0) - self.allocated.get(resource, 0)
+
+
+MIN_SLOTS, MAX_SLOTS = 2, 64
+
+
+def default_slots(node: Node) -> int:
+    """An agent's task slots when none are given: one per core the node advertises, rounded
+    up (Celery's default concurrency is the number of CPUs), from 2 (a task beside a long
+    one) to 64 (each slot is a worker process)."""
+    cores = -(-node.capacity.get(CPU, 0) // 1000)
+    return min(MAX_SLOTS, max(MIN_SLOTS, cores))
 
 
 def make_node(name, *, cpu=None, memory=None, resources=None, labels=None, engine_labels=None,

@@ -81,10 +81,16 @@ def check_dispatch(p: Parameterized, job: str, meta: dict, payload: bytes | None
         raise SpecError(f"job {job} needs meta {', '.join(missing)}: dispatch it with "
                         f"{' '.join(f'--meta {key}=...' for key in missing)}.")
     if payload is not None and len(payload) > MAX_PAYLOAD_BYTES:
-        raise SpecError(f"job {job}: the payload is {len(payload)} bytes, more than the {MAX_PAYLOAD_BYTES} bytes "
-                        f"(16 KiB) a dispatch may carry.")
+        raise oversized_payload(job, len(payload))
     if p.payload == "required" and not payload:
         raise SpecError(f"job {job} needs a payload: dispatch it with --payload FILE (or - for stdin).")
     if p.payload == "forbidden" and payload:
         raise SpecError(f"job {job} takes no payload; dispatch it without --payload.")
     return {key: str(value) for key, value in meta.items()}
+
+
+def oversized_payload(job: str, size: int) -> SpecError:
+    """The one sentence for a payload over the bound, with its whole size (a reader that
+    stops at the bound counts the rest, so the CLI and the HTTP API say the same)."""
+    return SpecError(f"job {job}: the payload is {size} bytes, more than the {MAX_PAYLOAD_BYTES} bytes "
+                     f"(16 KiB) a dispatch may carry.")

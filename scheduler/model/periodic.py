@@ -17,6 +17,7 @@ hour repeated in autumn) is launched twice, once at each instant.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -25,6 +26,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 from croniter import croniter
 
 from scheduler.model.errors import SpecError
+from scheduler.model.quantities import whole
 
 OVERLAPS = ("allow", "forbid", "replace")  # kube's concurrencyPolicy: Allow, Forbid, Replace
 DEFAULT_STARTING_DEADLINE_S = 60
@@ -90,6 +92,13 @@ class Periodic:
             out.append(tick)
             at = tick
         return out
+
+    def first_launch(self, now_ms: int) -> int | float:
+        """A new version's first tick: the first after ``now_ms`` (``math.inf``: none, or suspended)."""
+        if self.suspend:
+            return math.inf
+        tick = self.next_after(now_ms, now_ms)
+        return math.inf if tick is None else tick
 
 
 def _next_cron(periodic: Periodic, after_ms: int) -> int | None:
@@ -232,6 +241,16 @@ def parse_cron(cron, what: str) -> tuple[float, str, frozenset[int]]:
     return 0.0, fields, _parse_years(year, f"{what} {cron!r}")
 
 
+def check_fires(periodic: Periodic, now_ms: int, what: str) -> None:
+    """Refuse a cron that launches nothing from ``now_ms`` on: one that matches no date at
+    all (30 February), or whose years are past."""
+    if periodic.next_after(now_ms) is not None:
+        return
+    if periodic.next_after(0) is None or not periodic.years:
+        raise SpecError(f"{what} {periodic.cron!r} never fires: no date matches it.")
+    raise SpecError(f"{what} {periodic.cron!r} never fires again: its last year, {max(periodic.years)}, is past.")
+
+
 def check_zone(name, what: str) -> str:
     if not isinstance(name, str) or not name:
         raise SpecError(f"{what} must be a time zone name such as Europe/Berlin or UTC.")
@@ -250,9 +269,10 @@ def check_zone(name, what: str) -> str:
 
 
 def _int(value, what: str, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+    number = whole(value)
+    if number is None or not low <= number <= high:
         raise SpecError(f"{what} must be a whole number from {low} to {high}, not {value!r}.")
-    return value
+    return number
 
 
 _KNOWN = ("cron", "time_zone", "overlap", "starting_deadline", "history", "suspend")

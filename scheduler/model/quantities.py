@@ -37,6 +37,19 @@ _LOOKALIKES = (
 _HOW = {CPU: "in cores (0.5) or millicores (500m)", MEMORY: "with a unit (256Mi, 1Gi)"}
 
 
+def whole(value) -> int | None:
+    """``value`` as an int when it is a whole number, written ``2`` or ``2.0`` (JSON
+    Schema's ``integer`` is the same for both); None for anything else (``true``, ``2.5``,
+    ``"2"``)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
 def _number(value, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise SpecError(f"{what} must be a number or a quantity string, not {value!r}.")

@@ -17,10 +17,16 @@ MAX_PER_NODE = "max_per_node reached"
 STALE_LEASE = "lease expired"
 NO_NODES = "no nodes registered"
 PLATFORM_MISMATCH = "platform mismatch"
+NO_AGENT = "node has no agent"  # an assigned task there does not start (scheduler/control/starting.py)
 
 
 def insufficient(resource: str) -> str:
     return f"insufficient {resource}"
+
+
+def slots_full(slots: int) -> str:
+    """A node whose agent runs no more live tasks (kube's "Too many pods")."""
+    return f"node has all {slots} task slots in use" if slots != 1 else "node has its 1 task slot in use"
 
 
 def over_quota(namespace: str, resource: str) -> str:
@@ -45,6 +51,11 @@ def constraint_not_met(text: str) -> str:
 
 def untolerated_taint(taint: str) -> str:
     return f"untolerated taint {taint}"
+
+
+def tolerated_for_no_time(taint: str) -> str:
+    """A NoExecute taint tolerated with toleration_seconds 0: the task would leave as it lands."""
+    return f"taint {taint} tolerated for 0 s"
 
 
 # Domain rules (their words travel to the commit with each rule, so both say the same).

@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass
 
 from scheduler.model.errors import SpecError
+from scheduler.model.quantities import whole
 
 FUNCTIONS = ("constant", "exponential", "fibonacci")
 MAX_ATTEMPTS = 1000
@@ -75,9 +76,10 @@ def parse_reschedule(raw, job: str, *, restart_delay: float, max_retries: int, u
     function = raw.get("delay_function", "constant")
     if function not in FUNCTIONS:
         raise SpecError(f"{what}.delay_function must be one of {', '.join(FUNCTIONS)}, not {function!r}.")
-    attempts = raw.get("attempts", max_retries)
-    if isinstance(attempts, bool) or not isinstance(attempts, int) or not 0 <= attempts <= MAX_ATTEMPTS:
-        raise SpecError(f"{what}.attempts must be a whole number from 0 to {MAX_ATTEMPTS}, not {attempts!r}.")
+    given = raw.get("attempts", max_retries)
+    attempts = whole(given)
+    if attempts is None or not 0 <= attempts <= MAX_ATTEMPTS:
+        raise SpecError(f"{what}.attempts must be a whole number from 0 to {MAX_ATTEMPTS}, not {given!r}.")
     flag = raw.get("unlimited", unlimited if "attempts" not in raw else False)
     if not isinstance(flag, bool):
         raise SpecError(f"{what}.unlimited must be true or false.")

@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass, fields
 
 from scheduler.model.errors import SpecError
+from scheduler.model.quantities import whole
 
 MAX_DURATION_S = 10 * 365 * 86_400  # ten years: long enough to mean "keep", short enough to stay a bound
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?$")
@@ -96,7 +97,8 @@ def parse_setting(name: str, raw) -> str:
         value = raw
         if isinstance(raw, str) and raw.strip().isdigit():
             value = int(raw.strip())
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 1_000_000:
+        value = whole(value)
+        if value is None or not 0 <= value <= 1_000_000:
             raise SpecError(f"ended_tasks_per_job must be a whole number from 0 to 1000000, not {raw!r}.")
         return str(value)
     if name in SETTINGS:

@@ -3,7 +3,11 @@
 A taint (``sched node taint NODE KEY[=VALUE]:EFFECT``) keeps work off a node unless the
 job tolerates it: ``NoSchedule`` refuses new tasks, ``PreferNoSchedule`` only ranks the
 node last, ``NoExecute`` refuses new tasks and evicts running ones that do not tolerate
-it (after their ``toleration_seconds``, counted from when the taint was added).
+it; one tolerated for ``toleration_seconds`` is evicted that long after it was placed on
+the node, or after the taint was added if it was there first (kube's taint manager
+counts from when it finds the pod on the tainted node). Such a node ranks after every
+node that would keep the task (``scheduler/engine/taints.py``), and one tolerated for 0
+seconds refuses the task as an untolerated taint does: it would be evicted as it lands.
 
 A toleration ``{key, operator, value, effect}`` tolerates a taint when its effect is
 empty or the taint's, and its key is empty (with ``Exists``: every taint) or the taint's,
@@ -16,10 +20,12 @@ by ``@<ms>``, when it was added (Redis time). ``lua/commit.lua`` reads the same 
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
 from scheduler.model.errors import SpecError
+from scheduler.model.quantities import whole
 
 NO_SCHEDULE, PREFER_NO_SCHEDULE, NO_EXECUTE = "NoSchedule", "PreferNoSchedule", "NoExecute"
 EFFECTS = (NO_SCHEDULE, PREFER_NO_SCHEDULE, NO_EXECUTE)
@@ -124,12 +130,26 @@ def taints_from_text(text: str | None) -> tuple[Taint, ...]:
     return tuple(out)
 
 
+def tolerance_s(taint: Taint, tolerations) -> float | None:
+    """How long (s) ``tolerations`` let a task stay under ``taint``: None when none tolerates
+    it, ``math.inf`` for ever, else the shortest ``toleration_seconds`` of those that
+    tolerate it (kube's getMinTolerationTime)."""
+    matching = [t for t in tolerations if t.tolerates(taint)]
+    if not matching:
+        return None
+    limits = [t.seconds for t in matching if t.seconds is not None]
+    return min(limits) if limits else math.inf
+
+
 def untolerated(taints, tolerations) -> Taint | None:
     """The first of ``taints`` that refuses a task with these ``tolerations`` (kube's
-    TaintToleration filter: NoSchedule and NoExecute), or None."""
+    TaintToleration filter: NoSchedule and NoExecute), or None. A NoExecute taint
+    tolerated for 0 seconds refuses too: the task would be evicted as it lands."""
     for taint in taints:
-        if taint.effect != PREFER_NO_SCHEDULE and not any(t.tolerates(taint) for t in tolerations):
-            return taint
+        if taint.effect != PREFER_NO_SCHEDULE:
+            seconds = tolerance_s(taint, tolerations)
+            if seconds is None or seconds == 0:
+                return taint
     return None
 
 
@@ -166,36 +186,38 @@ def parse_tolerations(raw, job: str) -> tuple[Toleration, ...]:
             raise SpecError(f"{what} has no key, so its operator must be Exists (it then tolerates every taint).")
         if operator == EXISTS and value:
             raise SpecError(f"{what}: operator Exists takes no value.")
-        effect = item.get("effect", "") or ""
-        if effect:
+        effect = item.get("effect")
+        effect = "" if effect is None else effect
+        if effect != "":
             _effect(effect, what)
         seconds = item.get("toleration_seconds")
         if seconds is not None:
-            if isinstance(seconds, bool) or not isinstance(seconds, int) or not 0 <= seconds <= MAX_TOLERATION_S:
+            given, seconds = seconds, whole(seconds)
+            if seconds is None or not 0 <= seconds <= MAX_TOLERATION_S:
                 raise SpecError(f"{what} toleration_seconds must be a whole number of seconds from 0 to "
-                                f"{MAX_TOLERATION_S}, not {seconds!r}.")
+                                f"{MAX_TOLERATION_S}, not {given!r}.")
             if effect != NO_EXECUTE:
                 raise SpecError(f"{what} toleration_seconds applies to effect NoExecute only.")
         out.append(Toleration(key, operator, value, effect, seconds))
     return tuple(out)
 
 
-def eviction(taints, tolerations) -> tuple[int, Taint] | None:
-    """When a running task with these ``tolerations`` is evicted by the ``NoExecute`` taints
-    among ``taints`` (ms, Redis time), and by which; None if it may stay. kube's taint
-    manager: a taint no toleration tolerates evicts at once (0); one tolerated only for
-    ``toleration_seconds`` evicts that long after it was added (the shortest of the
-    tolerations that tolerate it, when several do)."""
+def eviction(taints, tolerations, placed_ms: int = 0) -> tuple[int, Taint] | None:
+    """When a task with these ``tolerations``, placed on the node at ``placed_ms``, is
+    evicted by the ``NoExecute`` taints among ``taints`` (ms, Redis time), and by which;
+    None if it may stay. kube's taint manager: a taint no toleration tolerates evicts at
+    once (0); one tolerated only for ``toleration_seconds`` evicts that long after the
+    task met it: after the task was placed, or after the taint was added if the task was
+    there first."""
     soonest: tuple[int, Taint] | None = None
     for taint in taints:
         if taint.effect != NO_EXECUTE:
             continue
-        matching = [t for t in tolerations if t.tolerates(taint)]
-        if not matching:
+        seconds = tolerance_s(taint, tolerations)
+        if seconds is None:
             return 0, taint
-        limits = [t.seconds for t in matching if t.seconds is not None]
-        if limits:
-            at = taint.added_ms + 1000 * min(limits)
+        if seconds != math.inf:
+            at = max(taint.added_ms, placed_ms) + 1000 * int(seconds)
             if soonest is None or at < soonest[0]:
                 soonest = (at, taint)
     return soonest

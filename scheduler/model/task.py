@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from scheduler.model.states import LIVE_STATES, PENDING, TERMINAL_STATES
+from scheduler.model.states import LIVE_STATES, PENDING, RUNNING, TERMINAL_STATES
 
 
 def parse_allocation(text: str | None) -> dict[str, int]:
@@ -67,6 +67,12 @@ class Task:
     @property
     def terminal(self) -> bool:
         return self.state in TERMINAL_STATES
+
+    @property
+    def current_health(self) -> str:
+        """Its health while it runs; "" otherwise (what an ended task's hash still holds
+        is how it was when it last ran, not how it is)."""
+        return self.health if self.state == RUNNING else ""
 
     @classmethod
     def from_hash(cls, fields: dict[str, str]) -> Task:

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from scheduler.model.constraints import attribute_getter
 from scheduler.model.domains import domain_attribute
 from scheduler.model.errors import SpecError
+from scheduler.model.fields import check_fields
+from scheduler.model.quantities import whole
 from scheduler.model.selectors import Selector, parse_selector
 
 DO_NOT_SCHEDULE, SCHEDULE_ANYWAY = "DoNotSchedule", "ScheduleAnyway"
@@ -52,25 +54,27 @@ def parse_topology_spread(raw, job: str) -> tuple[TopologySpread, ...]:
     out = []
     for i, item in enumerate(raw):
         what = f"job {job}: topology_spread[{i}]"
-        if not isinstance(item, dict) or not isinstance(item.get("attribute"), str):
+        if not isinstance(item, dict):
             raise SpecError(f"{what} must be a mapping with an attribute, such as {example[1:-1]}.")
-        unknown = set(item) - {"attribute", "max_skew", "when_unsatisfiable", "min_domains", "match",
-                               "match_expressions"}
-        if unknown:
-            raise SpecError(f"{what} has unknown field {sorted(unknown, key=str)[0]!r}; known fields are attribute, "
-                            f"match, match_expressions, max_skew, min_domains, when_unsatisfiable.")
+        check_fields(item, ("attribute", "max_skew", "when_unsatisfiable", "min_domains", "match",
+                            "match_expressions"), what)
+        if not isinstance(item.get("attribute"), str):
+            raise SpecError(f"{what} needs an attribute, the topology domain such as node.labels.zone "
+                            f"(kube's topologyKey).")
         written = item["attribute"].strip()
         attribute_getter(written, f"{what} attribute")
-        skew = item.get("max_skew", 1)
-        if isinstance(skew, bool) or not isinstance(skew, int) or not 1 <= skew <= 1_000_000:
-            raise SpecError(f"{what} max_skew must be a whole number from 1 to 1000000, not {skew!r}.")
+        given = item.get("max_skew", 1)
+        skew = whole(given)
+        if skew is None or not 1 <= skew <= 1_000_000:
+            raise SpecError(f"{what} max_skew must be a whole number from 1 to 1000000, not {given!r}.")
         when = item.get("when_unsatisfiable", DO_NOT_SCHEDULE)
         if when not in (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY):
             raise SpecError(f"{what} when_unsatisfiable {when!r} is not one of DoNotSchedule, ScheduleAnyway.")
-        min_domains = item.get("min_domains", 0)
+        min_domains = whole(item.get("min_domains", 0))
         if "min_domains" in item:
-            if isinstance(min_domains, bool) or not isinstance(min_domains, int) or not 1 <= min_domains <= 10_000:
-                raise SpecError(f"{what} min_domains must be a whole number from 1 to 10000, not {min_domains!r}.")
+            if min_domains is None or not 1 <= min_domains <= 10_000:
+                raise SpecError(f"{what} min_domains must be a whole number from 1 to 10000, "
+                                f"not {item['min_domains']!r}.")
             if when != DO_NOT_SCHEDULE:
                 raise SpecError(f"{what} min_domains applies to when_unsatisfiable: DoNotSchedule only.")
         selector = parse_selector(item, what, required=False)

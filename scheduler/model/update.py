@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scheduler.model.errors import SpecError
+from scheduler.model.quantities import whole
 
 STOP_FIRST, START_FIRST = "stop-first", "start-first"
 ORDERS = (STOP_FIRST, START_FIRST)
@@ -62,9 +63,10 @@ def _seconds(raw: dict, name: str, default: float, where: str, *, positive: bool
 
 
 def _count(raw: dict, name: str, default: int, low: int, where: str) -> int:
-    value = raw.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= 1_000_000:
-        raise SpecError(f"{where}.{name} must be a whole number from {low} to 1000000, not {value!r}.")
+    given = raw.get(name, default)
+    value = whole(given)
+    if value is None or not low <= value <= 1_000_000:
+        raise SpecError(f"{where}.{name} must be a whole number from {low} to 1000000, not {given!r}.")
     return value
 
 
@@ -83,9 +85,10 @@ def _flag(raw: dict, name: str, where: str) -> bool:
 
 
 def _port(value, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
+    port = whole(value)
+    if port is None or not 1 <= port <= 65535:
         raise SpecError(f"{where} must be a port number from 1 to 65535, not {value!r}.")
-    return value
+    return port
 
 
 def parse_update(raw, job: str) -> UpdatePolicy | None:

@@ -69,8 +69,11 @@ _READS = ("get", "exists", "hget", "hgetall", "hmget", "hkeys", "hlen", "smember
 # them and queues global jobs' tasks with the scripts a submit uses) but the admin's:
 # dump_page.lua, which reads a namespace whole for a snapshot.
 _ADMIN_SCRIPTS = ("dump_page",)
+# Scripts that only read (a page of jobs and their tasks' states, for job ls and the HTTP
+# API's lists): a viewer may call them, and Redis checks each read they run as any other.
+_READ_SCRIPTS = ("job_page", "task_states")
 _ROLE_SCRIPTS = {
-    "viewer": (),
+    "viewer": _READ_SCRIPTS,
     "submitter": tuple(name for name in SCRIPT_NAMES if name not in _ADMIN_SCRIPTS),
     "worker": tuple(name for name in SCRIPT_NAMES if name not in _ADMIN_SCRIPTS),
     "agent": ("node_put", "node_set", "start", "task_health", "finish", "replace", "history", "output"),
@@ -163,10 +166,13 @@ def rules(name: str, namespace: str, role: str, password_sha256: str) -> list[st
     of the role (also each command its scripts run, which Redis checks as any other), and
     the selectors say where the role may write."""
     prefix = f"sched:{{{namespace}}}:"
-    commands = set(_CONNECTION) | set(_READS) | set(_ROLE_COMMANDS[role]) | _script_commands(_ROLE_SCRIPTS[role])
+    commands = set(_CONNECTION) | set(_READS) | set(_ROLE_COMMANDS[role])
+    if role != "viewer":  # a viewer's scripts only read: what they run is in _READS
+        commands |= _script_commands(_ROLE_SCRIPTS[role])
     out = ["reset", "on", f"#{password_sha256}", "resetchannels", f"&{prefix}*", f"%R~{record_key(name)}",
            f"%R~{prefix}*", *(f"+{command}" for command in sorted(commands))]
     if role == "viewer":
+        out.append(_selector([f"~{prefix}*"], [*(f"evalsha|{sha}" for sha in script_shas(role)), *_SCRIPT_CALLS]))
         return out
     if role == "agent":
         out.append(_selector([f"~{prefix}{pattern}" for pattern in _AGENT_WRITES], sorted(commands - set(_CONNECTION))))

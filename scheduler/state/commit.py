@@ -124,7 +124,9 @@ def _options(job: JobSpec, rules: Rules | None, keys: Keys, key_index) -> list:
         return _NO_OPTIONS
     options: list[tuple[str, list]] = []
     if job.tolerations:
-        options.append(("tolerate", [x for t in job.tolerations for x in (t.key, t.operator, t.value, t.effect)]))
+        options.append(("tolerate", [x for t in job.tolerations
+                                     for x in (t.key, t.operator, t.value, t.effect,
+                                               "" if t.seconds is None else t.seconds)]))
     if job.counted:
         options.append(("count", [key_index(keys.tally_dom(job.id)), key_index(keys.cycle), key_index(keys.move_cycle)]))
     if rules is not None:

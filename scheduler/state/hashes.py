@@ -1,5 +1,6 @@
 """Reading many keys at once: every node when a worker (or the parent of several) loads
-its copy of the cluster, many tasks or jobs in one look, what runs on many nodes.
+its copy of the cluster, every live task when a plan copies it, many tasks or jobs in one
+look, what runs on the nodes a preemption weighs.
 
 A redis-py pipeline spends about as much of the reader's CPU per command as decoding the
 node does (queueing the call, packing it, a response callback that turns the reply into
@@ -24,9 +25,11 @@ def hgetall_many(client, keys: list[str]) -> list[dict[str, str]]:
     return [reply if isinstance(reply, dict) else dict(zip(reply[::2], reply[1::2])) for reply in replies]
 
 
-def hmget_many(client, keys: list[str], fields: tuple[str, ...]) -> list[list[str | None]]:
-    """``HMGET`` of ``fields`` of each key, in order (None for a field that is not there)."""
-    return _many(client, keys, "hmget", b"HMGET", fields)
+def hmget_many(client, keys: list[str], fields: tuple[str, ...]) -> list[dict[str, str]]:
+    """``HMGET`` of ``fields`` of each key, in order, each as a dict of the fields it has
+    (empty for a key that does not exist): what a reader needs of many big hashes."""
+    return [{name: value for name, value in zip(fields, row) if value is not None}
+            for row in _many(client, keys, "hmget", b"HMGET", fields)]
 
 
 def smembers_many(client, keys: list[str]) -> list[set[str]]:
@@ -35,7 +38,7 @@ def smembers_many(client, keys: list[str]) -> list[set[str]]:
 
 
 def _many(client, keys: list[str], name: str, command: bytes, fields: tuple[str, ...]) -> list:
-    """One command of each key (``command key *fields``), a chunk of keys per round trip."""
+    """``command key *fields`` for each key, in order: a chunk of keys per round trip."""
     if not isinstance(client, redis.Redis):
         with client.pipeline(transaction=False) as pipe:
             for key in keys:

@@ -34,6 +34,7 @@ ENQUEUE_CHUNK = 500  # tasks per enqueue.lua call: each call takes a few ms (doc
 # (the same instructions: benchmarks.md).
 BULK_JOBS = 100
 _PIPELINED = 4  # enqueue_many.lua calls per round trip
+SUMMARY_CHUNK = 500  # jobs per job_page.lua call (and tasks per task_states.lua call, twice that)
 
 
 def shares_value(spec: JobSpec) -> str:
@@ -84,6 +85,7 @@ class JobSummary:
     spec: dict
     task_states: list[str]
     failure: str = ""  # why it ended as failed (its deadline passed, a dependency could not hold)
+    suspended: bool = False  # a periodic job that launches no tick until resumed
 
 
 class JobStore(NamespaceStore):
@@ -94,6 +96,12 @@ class JobStore(NamespaceStore):
             raise NotFound(f"job {job_id!r} does not exist.")
         return {"id": job_id, "version": int(fields["version"]), "status": fields.get("status", "running"),
                 "created": int(fields.get("created", 0)), "spec": orjson.loads(fields["spec"])}
+
+    def require_job(self, job_id: str) -> None:
+        """Raise NotFound unless the job exists (one EXISTS)."""
+        check_job_id(job_id)
+        if not self.client.exists(self.keys.job(job_id)):
+            raise NotFound(f"job {job_id!r} does not exist.")
 
     def job_fields(self, job_id: str) -> dict[str, str]:
         """The job's hash as stored (empty when there is no such job)."""
@@ -174,27 +182,30 @@ class JobStore(NamespaceStore):
             ids += self.job_task_ids(job_id)
         return ids
 
-    def job_summaries(self) -> list[JobSummary]:
-        """Every job with the state of each of its tasks, in two pipelined round trips."""
+    def job_summaries(self, ids: list[str] | None = None) -> list[JobSummary]:
+        """Every job (or those of ``ids`` that exist, in that order) with the state of each
+        of its tasks: ``job_page.lua`` then ``task_states.lua``, each a call per chunk of
+        jobs or tasks (one round trip each for a page)."""
         k = self.keys
-        ids = self.job_ids()
-        with self.client.pipeline(transaction=False) as pipe:
-            for job_id in ids:
-                pipe.hmget(k.job(job_id), "version", "status", "created", "spec", "failure")
-                pipe.zrange(k.job_tasks(job_id), 0, -1)
-            replies = pipe.execute()
+        ids = self.job_ids() if ids is None else ids
         found, task_ids = [], []
-        for job_id, (version, status, created, spec, failure), ids_of_job in zip(ids, replies[::2], replies[1::2]):
-            if spec is None:
-                continue  # removed between the two reads
-            found.append(JobSummary(job_id, int(version or 0), status or "running", int(created or 0),
-                                    orjson.loads(spec), [], failure or ""))
-            task_ids.append(ids_of_job)
-        with self.client.pipeline(transaction=False) as pipe:
-            for ids_of_job in task_ids:
-                for task_id in ids_of_job:
-                    pipe.hget(k.task(task_id), "state")
-            states = iter(pipe.execute())
+        for start in range(0, len(ids), SUMMARY_CHUNK):  # one job_page.lua call per chunk: a few ms at most
+            chunk = ids[start:start + SUMMARY_CHUNK]
+            reply = self.scripts.job_page(keys=[key for job_id in chunk for key in (k.job(job_id),
+                                                                                   k.job_tasks(job_id))], args=[])
+            at = 0
+            for job_id in chunk:
+                version, status, created, spec, failure, suspended, n = reply[at:at + 7]
+                ids_of_job = reply[at + 7:at + 7 + n]
+                at += 7 + n
+                if spec is None:
+                    continue  # removed between the two reads
+                found.append(JobSummary(job_id, int(version or 0), status or "running", int(created or 0),
+                                        orjson.loads(spec), [], failure or "", suspended == "1"))
+                task_ids.append(ids_of_job)
+        keys = [k.task(task_id) for ids_of_job in task_ids for task_id in ids_of_job]
+        states = iter([state for start in range(0, len(keys), SUMMARY_CHUNK * 2)
+                       for state in self.scripts.task_states(keys=keys[start:start + SUMMARY_CHUNK * 2], args=[])])
         for summary, ids_of_job in zip(found, task_ids):
             summary.task_states = [state for _ in ids_of_job if (state := next(states)) is not None]
         return found
@@ -415,7 +426,7 @@ class JobStore(NamespaceStore):
     def _enqueue_many_calls(self, jobs: list[tuple[str, JobSpec]], by: str | None):
         """(first job id, last job id, keys, args) of each ``enqueue_many.lua`` call."""
         k = self.keys
-        fixed = [k.jobs, k.active, k.enqueue_seq, k.job_shares, k.wake, k.stream, k.config]
+        fixed = [k.jobs, k.active, k.enqueue_seq, k.job_shares, k.wake, k.stream, k.config, k.jobs_by_id]
         task_key = k.task
         rests: dict[int, str] = {}
         who = "" if by is None else orjson.dumps(by).decode()
@@ -455,7 +466,7 @@ class JobStore(NamespaceStore):
         args += record_args(record, record.by) if record is not None else [""]
         args += [*pins, self.scripts.now_arg()]
         keys = [k.job(job_id), k.jobs, k.global_jobs, k.active, k.backoff, k.job_tasks(job_id), k.enqueue_seq,
-                k.job_shares, k.wake, k.stream, k.config, k.job_history(job_id), k.waiting,
+                k.job_shares, k.wake, k.stream, k.config, k.job_history(job_id), k.waiting, k.jobs_by_id,
                 *(k.task(f"{job_id}.{first_index + i}") for i in range(count))]
         return self.scripts.enqueue(keys=keys, args=args)
 

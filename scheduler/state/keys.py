@@ -141,6 +141,12 @@ class Keys:
         return self._key("jobs")
 
     @cached_property
+    def jobs_by_id(self) -> str:
+        """Every job id in a ZSET of score 0: lists of jobs are read a page at a time, in
+        id order (ZRANGE BYLEX), from it."""
+        return self._key("jobs:byid")
+
+    @cached_property
     def global_jobs(self) -> str:
         """SET of the ids of global jobs (the ones node changes may give or take tasks)."""
         return self._key("jobs", "global")
@@ -213,9 +219,66 @@ class Keys:
         """ZSET deployment id -> the version it rolls out: a job's deployments."""
         return self._key("job", job_id, "deployments")
 
+    # Moves (sched rebalance; moves.py).
+    @cached_property
+    def moves(self) -> str:
+        """ZSET move id -> plan * 10000 + its index in the plan: every move kept, in order."""
+        return self._key("moves")
+
+    @cached_property
+    def moves_active(self) -> str:
+        """ZSET of the moves in progress, scored as in ``moves``: the ones workers advance."""
+        return self._key("moves", "active")
+
+    @cached_property
+    def moves_tasks(self) -> str:
+        """HASH task id -> the move in progress it belongs to (the task it moves, and its new task)."""
+        return self._key("moves", "tasks")
+
+    @cached_property
+    def moves_ended(self) -> str:
+        """ZSET move id -> when it ended (ms): what retention removes once old."""
+        return self._key("moves", "ended")
+
+    def move(self, move_id: str) -> str:
+        """HASH of one move, ``<plan>-<index>``."""
+        return self._key("move", move_id)
+
+    @cached_property
+    def rebalance(self) -> str:
+        """HASH: ``plans`` (the last plan's id) and ``last_run`` (ms: the workers' own last rebalance)."""
+        return self._key("rebalance")
+
     def task_attempts(self, task_id: str) -> str:
         """LIST of the outcomes of the task's failed placement attempts, oldest first (fail.lua)."""
         return self._key("task", task_id, "attempts")
+
+    # Disruption budgets (budgets.py) and drains (drains.py).
+    @cached_property
+    def budgets(self) -> str:
+        """ZSET job id -> when its disruption budget was last counted (ms; 0: not yet): the
+        jobs with a budget, which the workers' upkeep counts."""
+        return self._key("jobs", "budgets")
+
+    def budget(self, job_id: str) -> str:
+        """HASH: the job's disruption budget as last counted, less the disruptions since
+        (expected, healthy, desired, checked, budget, counted_at, evictions)."""
+        return self._key("budget", job_id)
+
+    def budget_disrupted(self, job_id: str) -> str:
+        """ZSET task id -> when its disruption was granted or counted (ms): kube's
+        DisruptedPods, until a later count has seen the task end."""
+        return self._key("budget", job_id, "disrupted")
+
+    @cached_property
+    def drains(self) -> str:
+        """HASH node -> when its drain began (ms): the drains in progress, which the
+        workers' upkeep advances."""
+        return self._key("nodes", "drains")
+
+    def drain(self, name: str) -> str:
+        """HASH: the node's last drain (state, deadline, force, what it waits for...)."""
+        return self._key("drain", name)
 
     # Retention (scheduler/control/retention.py; docs/redis-keys.md, Retention).
     @cached_property
@@ -265,7 +328,8 @@ class Keys:
         key of its own adds it here; the first five are in this order for gc_job.lua."""
         return [self.job(job_id), self.job_tasks(job_id), self.job_ended(job_id), self.job_deployments(job_id),
                 self.job_holds(job_id), self.job_history(job_id), self.faults(job_id), self.tally_job(job_id),
-                self.tally_dom(job_id), self.job_children(job_id), self.dispatch_tokens(job_id)]
+                self.tally_dom(job_id), self.job_children(job_id), self.dispatch_tokens(job_id),
+                self.budget(job_id), self.budget_disrupted(job_id)]
 
     @cached_property
     def job_indexes(self) -> list[str]:
@@ -273,17 +337,18 @@ class Keys:
         (HASH): the job's id is taken out of each when it is removed. A feature that keeps
         a new index of jobs adds it here."""
         return [self.jobs, self.global_jobs, self.job_shares, self.filling, self.jobs_ended, self.jobs_finished,
-                self.jobs_expiring, self.job_labels, self.job_anti, self.held, self.deadlines, self.launchers]
+                self.jobs_expiring, self.job_labels, self.job_anti, self.held, self.deadlines, self.launchers,
+                self.jobs_by_id, self.budgets]
 
     def node_keys(self, name: str) -> list[str]:
         """Every key that belongs to one node alone: removed with it (``node_rm.lua``)."""
-        return [self.node(name), self.node_tasks(name), self.heartbeat(name), self.node_history(name)]
+        return [self.node(name), self.node_tasks(name), self.heartbeat(name), self.node_history(name), self.drain(name)]
 
     @cached_property
     def node_indexes(self) -> list[str]:
         """Every key that holds node names as members or fields, the change feed
         (``nodes:changes``) apart: the name is taken out of each when the node is removed."""
-        return [self.nodes, self.agents, self.agent_ttls]
+        return [self.nodes, self.agents, self.agent_ttls, self.drains]
 
     def faults(self, job_id: str) -> str:
         """ZSET "node|task" -> failure time (ms): faulty-node detection per job."""
@@ -376,6 +441,18 @@ class Keys:
     def series(self) -> str:
         """LIST of samples of the namespace over time, for the dashboard's charts (series.py)."""
         return self._key("series")
+
+    @cached_property
+    def pools(self) -> str:
+        """HASH pool name -> the pool as JSON: the catalogue of node shapes ``sched capacity``
+        scales by (pools.py; at most ``MOST_POOLS``)."""
+        return self._key("pools")
+
+    @cached_property
+    def capacity(self) -> str:
+        """HASH of the last capacity answer and what its hooks did (capacity.py): ``last``,
+        ``digest``, ``at``, ``unneeded``, ``up_at``, ``down_at``."""
+        return self._key("capacity")
 
     @cached_property
     def restoring(self) -> str:

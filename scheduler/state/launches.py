@@ -5,10 +5,12 @@ dispatches' idempotency ``tokens``. When to launch, and what, is decided in
 
 from __future__ import annotations
 
+
 import math
 import time
 from dataclasses import dataclass
 
+import orjson
 import redis
 
 from scheduler.model.errors import RedisUnavailable
@@ -51,7 +53,8 @@ class LaunchStore(NamespaceStore):
                 "" if launches is None else str(launches), nxt, token, shares, "1" if per_node else "0",
                 "1" if held else "0", skipped_arg, HISTORY_KEEP, by, "1" if create else "0", len(pairs) // 2, *pairs]
         keys = [k.job(parent), k.job(child), k.jobs, k.job_shares, k.filling, k.job_children(parent), k.launchers,
-                k.dispatch_tokens(parent), k.held, k.global_jobs, k.stream, k.config, k.job_history(parent)]
+                k.dispatch_tokens(parent), k.held, k.global_jobs, k.stream, k.config, k.job_history(parent),
+                k.jobs_by_id]
         resend = tick is not None or bool(token)
         for attempt in range(5 if resend else 1):
             try:
@@ -104,6 +107,15 @@ class LaunchStore(NamespaceStore):
             return {}
         scores = self.client.zmscore(self.keys.launchers, job_ids)
         return {job_id: score for job_id, score in zip(job_ids, scores) if score is not None}
+
+    def launcher_ids(self, job_ids: list[str], kind: str) -> list[str]:
+        """The jobs among ``job_ids`` whose spec has a ``kind`` block (``periodic`` or
+        ``parameterized``): one round trip."""
+        with self.client.pipeline(transaction=False) as pipe:
+            for job_id in job_ids:
+                pipe.hget(self.keys.job(job_id), "spec")
+            specs = pipe.execute()
+        return [job_id for job_id, spec in zip(job_ids, specs) if spec and kind in orjson.loads(spec)]
 
     def children(self, job_id: str) -> list[tuple[str, int]]:
         """(child id, launched ms) of a periodic or parameterized job, oldest first."""

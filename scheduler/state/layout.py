@@ -30,7 +30,6 @@ from scheduler.model.errors import SchedError
 from scheduler.state.namespace import NamespaceStore
 
 CURRENT = 2
-UPGRADE_COMMAND = "sched upgrade"
 PROGRAM_UPGRADE = "pip install --upgrade redis-sched"
 _CHUNK = 500  # tasks per layout_2.lua call
 
@@ -65,7 +64,7 @@ class LayoutStore(NamespaceStore):
             raise LayoutError(f"namespace {ns} has key layout {version}, newer than this sched knows ({CURRENT}); "
                               f"upgrade sched ({PROGRAM_UPGRADE}) before writing to it.")
         raise LayoutError(f"namespace {ns} has key layout {version}, older than this sched's ({CURRENT}); run "
-                          f"`{UPGRADE_COMMAND} -n {ns}` to move it forward in place.")
+                          f"`sched -n {ns} upgrade` to move it forward in place.")
 
     def upgrade_layout(self) -> dict:
         """Move the namespace's layout forward to :data:`CURRENT`, step by step (each

@@ -42,6 +42,12 @@ class NamespaceStore:
     def now_ms(self) -> int:
         return time_ms(self.client.time())
 
+    def clock_ms(self) -> int:
+        """The time the scripts stamp with (``Scripts.now_arg``): the clock the App was given
+        (a test's, the simulator's virtual one), else Redis TIME."""
+        given = self.scripts.now_arg()
+        return int(given) if given else self.now_ms()
+
     def register_namespace(self) -> None:
         """Add the namespace to the registry ``sched:namespaces`` (once per Store), so that
         workers serving every cell (``sched worker --all-namespaces``) find it. The registry

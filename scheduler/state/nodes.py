@@ -25,7 +25,7 @@ _DESCRIPTION = ("hostname", "role", "os", "arch")
 
 
 _PLAIN = frozenset(("name", "availability", "status", "tasks", *_DESCRIPTION, "labels", "engine_labels", "plugins",
-                    "taints"))
+                    "taints", "slots"))
 
 
 def node_from_hash(fields: dict[str, str]) -> Node:
@@ -61,6 +61,7 @@ def node_from_hash(fields: dict[str, str]) -> Node:
         tasks=int(get("tasks", 0)),
         nominations=nominations,
         taints=_taints(get("taints", "")),
+        slots=int(get("slots", 0)),  # none on a node without an agent, or one written before slots were kept
     )
 
 
@@ -80,7 +81,8 @@ def _taints(text: str) -> tuple:
 def node_fields(node: Node) -> list[str]:
     """The description part of a node hash, as field/value pairs (capacity goes separately).
     Taints only when the node has some: registering a node again without taints keeps
-    those it has (``sched node untaint`` removes them)."""
+    those it has (``sched node untaint`` removes them). Slots only from an agent, which
+    always has some: ``sched node add`` of an agent's node keeps its agent's slots."""
     out = []
     for name in _DESCRIPTION:
         out += [name, getattr(node, name)]
@@ -88,6 +90,8 @@ def node_fields(node: Node) -> list[str]:
             "plugins", orjson.dumps(sorted(node.plugins)).decode()]
     if node.taints:
         out += ["taints", taints_text(node.taints)]
+    if node.slots:
+        out += ["slots", str(node.slots)]
     return out
 
 
@@ -111,7 +115,7 @@ class NodeStore(NamespaceStore):
         current = self.client.hgetall(self.keys.node(node.name))
         if node.taints:
             node = dataclasses.replace(node, taints=_stamped(node.taints, taints_from_text(current.get("taints")),
-                                                             self.now_ms))
+                                                             self.clock_ms))
         return bool(self.node_put(node, {f[4:] for f in current if f.startswith("cap:")}))
 
     def node_put(self, node: Node, previous_resources=frozenset(), client=None):
@@ -135,7 +139,7 @@ class NodeStore(NamespaceStore):
         call as :meth:`put_node`, without first reading each node. ``advance(n)`` is called
         after each chunk (a progress bar)."""
         if any(node.taints for node in nodes):
-            nodes = [dataclasses.replace(node, taints=_stamped(node.taints, (), self.now_ms)) if node.taints else node
+            nodes = [dataclasses.replace(node, taints=_stamped(node.taints, (), self.clock_ms)) if node.taints else node
                      for node in nodes]
         with self.client.pipeline(transaction=False) as pipe:
             for i in range(0, len(nodes), chunk):
@@ -195,7 +199,7 @@ class NodeStore(NamespaceStore):
         reply = self.scripts.node_taint(
             keys=[k.node(name), k.node_changes, k.node_seq, k.cycle, k.move_cycle, k.node_epoch, k.nodes_noexecute,
                   k.stream, k.config],
-            args=[self.events_arg, name, mode, key, value, effect])
+            args=[self.events_arg, name, mode, key, value, effect, self.scripts.now_arg()])
         if not reply:
             raise NotFound(f"node {name!r} does not exist.")
         return reply[0], reply[1]
@@ -264,6 +268,10 @@ class NodeStore(NamespaceStore):
             replies = pipe.execute()
         return now, [(name, bool(replies[2 * i]), replies[2 * i + 1], int(ttls.get(name, 0)))
                      for i, name in enumerate(names)]
+
+    def has_agent(self, name: str) -> bool:
+        """Whether an agent runs the node's tasks (it has beaten, and was not forgotten)."""
+        return bool(self.client.sismember(self.keys.agents, name))
 
     def forget_agent(self, name: str) -> None:
         """The node no longer has an agent: its heartbeat lapsing no longer takes it down."""

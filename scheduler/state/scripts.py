@@ -39,7 +39,8 @@ SCRIPT_NAMES = ("enqueue", "enqueue_many", "claim", "reclaim", "fail", "move", "
                 "preempt_gang", "unnominate", "claimed", "tallies", "node_put", "node_set", "node_rm", "job_stop",
                 "snapshot", "deployment_open", "deployment_set", "task_health", "history",
                 "replace", "unhold", "launch", "dump_page", "series", "gc_note", "gc_prune", "gc_job", "layout_2",
-                "output", "node_taint", "job_rules")
+                "output", "node_taint", "job_rules", "job_page", "task_states", "evict", "budget_count",
+                "budget_note", "drain_set", "move_open", "move_set", "pool_put", "capacity")
 
 
 @cache
@@ -51,12 +52,12 @@ def script_source(name: str) -> str:
 
 
 # Scripts that set_guard never holds back: those that only read, and the layout upgrade's own.
-UNGUARDED = ("claimed", "tallies", "snapshot", "dump_page", "layout_2")
+UNGUARDED = ("claimed", "tallies", "snapshot", "dump_page", "layout_2", "job_page", "task_states")
 
 # Scripts whose calls must not be resent blindly after a timeout or a lost connection (the
 # first may have run): they are called on a client that never retries, and their wrappers
 # in Store decide (enqueue's fill calls are idempotent and resent; its first call is not).
-ONCE_SCRIPTS = ("enqueue", "deployment_open", "history", "launch")
+ONCE_SCRIPTS = ("enqueue", "deployment_open", "history", "launch", "move_open")
 
 
 class ClusterSafeScript(Script):

@@ -90,12 +90,15 @@ class TaskStore(NamespaceStore):
         ids = [(name, task_id) for name, names in zip(nodes, members) for task_id in sorted(names)]
         rows = hmget_many(self.client, [k.task(task_id) for _, task_id in ids], VICTIM_FIELDS)
         out: dict[str, list[Task]] = {}
-        for (name, task_id), (job, version, state, node, priority, alloc, ports, assigned, domains) in zip(ids, rows):
-            if state in LIVE_STATES:
+        for (name, task_id), row in zip(ids, rows):
+            if row.get("state") in LIVE_STATES:
+                domains = row.get("domains")
                 out.setdefault(name, []).append(Task(
-                    id=task_id, job=job or "", version=int(version or 0), state=state, node=node or "",
-                    priority=int(priority) if priority else 50, allocated=parse_allocation(alloc),
-                    ports=tuple(int(p) for p in (ports or "").split(",") if p), assigned_ms=int(assigned or 0),
+                    id=task_id, job=row.get("job", ""), version=int(row.get("version") or 0), state=row["state"],
+                    node=row.get("node", ""), priority=int(row.get("priority") or 50),
+                    allocated=parse_allocation(row.get("alloc")),
+                    ports=tuple(int(p) for p in row.get("ports", "").split(",") if p),
+                    assigned_ms=int(row.get("assigned_at") or 0),
                     domains=tuple(orjson.loads(domains)) if domains else None))
         return out
 

@@ -40,7 +40,7 @@ from scheduler.control.worker_config import WorkerConfig
 from scheduler.model import COMPLETED, DOWN, FAILED, PENDING, SchedError, parse_job
 from scheduler.control.processes import process
 from scheduler.tools.render import usage
-from scheduler.tools.ui.server import Background
+from scheduler.tools.web import Background
 
 STAY_ENV = "SCHED_DEMO_STAY"  # "1": stay after the summary until Ctrl-C, "0": end; unset: stay on a terminal
 
@@ -194,8 +194,10 @@ def run_demo(app: App, seconds: float = 12.0, console: Console | None = None, st
             # A process group of their own: Ctrl-C reaches the demo alone, which then stops
             # the jobs before the agents (an RQ worker's warm shutdown waits for its task).
             children.append(subprocess.Popen(
+                # Slots for every task the demo places on a node (its tasks are light), so
+                # that what waits, waits for the resources it asks for.
                 _sched(app, "agent", name, "--cpu", cpu, "--memory", memory, "--label", f"zone={zone}",
-                       "--heartbeat", "0.5", "--slots", "3"),
+                       "--heartbeat", "0.5", "--slots", "8"),
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_child_env(app), process_group=0))
         workers.start()
         deadline = time.monotonic() + 20

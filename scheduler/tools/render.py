@@ -27,7 +27,10 @@ def print_table(columns: list[str], rows: list[list], title: str | None = None) 
         table.add_column(column)
     for row in rows:
         table.add_row(*("" if cell is None else str(cell) for cell in row))
-    Console().print(table)
+    console = Console()
+    if not console.is_terminal:  # piped: whole values, however wide (as kubectl prints them)
+        console = Console(width=max(console.width, Console(width=1 << 16).measure(table).maximum))
+    console.print(table)
 
 
 def usage(capacity: dict[str, int], allocated: dict[str, int]) -> str:

@@ -15,17 +15,18 @@ from starlette.datastructures import Headers
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.responses import Response
-from starlette.routing import Route as StarletteRoute
+from starlette.routing import Match, Route as StarletteRoute
 
 from scheduler.state.app import App
-from scheduler.tools.api import (config, deployments, events, gc, jobs, layout, meta, nodes, openapi, problems, queues,
-                                 quotas, snapshots, tasks, tenants)
+from scheduler.tools.api import (budgets, capacity, config, deployments, events, gc, jobs, layout, meta, nodes,
+                                 openapi, pools, problems, queues, quotas, rebalance, snapshots, tasks, tenants)
 from scheduler.tools.api.access import Guard
 from scheduler.tools.api.route import endpoint
 from scheduler.tools.ui import inputs
 from scheduler.tools.ui.security import SAFE_METHODS, same_origin
 
-NOUNS = (meta, nodes, jobs, tasks, deployments, queues, quotas, tenants, events, config, gc, layout, snapshots)
+NOUNS = (meta, nodes, jobs, tasks, deployments, budgets, queues, quotas, tenants, events, config, gc, layout,
+         snapshots, rebalance, pools, capacity)
 ROUTES = [route for noun in NOUNS for route in noun.ROUTES]
 DOCUMENT = orjson.dumps(openapi.document(ROUTES))
 OPENAPI_PATH = "/v1/openapi.json"
@@ -59,8 +60,13 @@ async def _not_found(request, exc):
 
 
 async def _not_allowed(request, exc):
-    return problems.response(problems.Problem(405, f"{request.method} is not a method of {request.url.path[:80]}."),
-                             request.url.path)
+    """405 with ``Allow``: the methods of every route of the path (RFC 9110)."""
+    routes = request.app.router.routes
+    first = next(route for route in routes if route.matches({**request.scope, "method": "GET"})[0] != Match.NONE)
+    methods = {method for route in routes if route.path == first.path for method in route.methods or ()}
+    allow = ", ".join(sorted(methods))
+    return problems.response(problems.Problem(405, f"{request.method} is not a method of {request.url.path[:80]}; "
+                                                   f"it takes {allow}.", headers={"allow": allow}), request.url.path)
 
 
 class CrossSite:

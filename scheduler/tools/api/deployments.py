@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from scheduler.tools.api import schemas as s
-from scheduler.tools.api.route import SUBMITTER, Call, Param, get, post
+from scheduler.tools.api.route import JOB_ID, SUBMITTER, Call, Param, get, post
 
 
 def list_deployments(call: Call):
@@ -38,7 +38,7 @@ def _action(verb: str, run, summary: str):
 
 ROUTES = [
     get("/v1/deployments", list_deployments, "List deployments, newest first", s.array(s.DEPLOYMENT),
-        query=(Param("job", {"type": "string"}, "only this job's deployments"),
+        query=(Param("job", JOB_ID, "only this job's deployments"),
                Param("limit", {"type": "integer", "minimum": 1, "maximum": 100_000, "default": 100},
                      "at most this many"))),
     get("/v1/deployments/{deployment_id}", show_deployment, "Show a deployment", s.DEPLOYMENT, refusals=(404,)),

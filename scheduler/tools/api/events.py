@@ -19,7 +19,7 @@ from scheduler.model.errors import SpecError
 from scheduler.tools.api import schemas as s
 from scheduler.tools.api import sse
 from scheduler.tools.api.problems import Problem, unprocessable
-from scheduler.tools.api.route import OPERATOR, Call, Param, get, put
+from scheduler.tools.api.route import JOB_ID, NODE_NAME, OPERATOR, Call, Param, get, put
 from scheduler.tools.ui.live import valid_id
 
 POLL_S = 1.0
@@ -82,14 +82,15 @@ ROUTES = [
                                                   "when sent, wins"),
                Param("type", {"type": "array", "items": {"type": "string", "enum": list(EVENT_TYPES)}},
                      "only events of this type (repeat it for several)"),
-               Param("job", {"type": "array", "items": {"type": "string"}}, "only events about this job"),
-               Param("node", {"type": "array", "items": {"type": "string"}}, "only events naming this node")),
+               Param("job", {"type": "array", "items": JOB_ID}, "only events about this job"),
+               Param("node", {"type": "array", "items": NODE_NAME}, "only events naming this node")),
         description="`text/event-stream`: first `event: ready` (its `id:` the position the stream starts "
                     "after), then one `data:` line of JSON per event (docs/events.md) with its stream id as "
                     "`id:`. Reconnect with `Last-Event-ID` to go on exactly after the last one seen."),
     get("/v1/events/info", stream_info, "The event stream: entries, bound, memory, oldest and newest ids",
         s.STREAM_INFO),
     put("/v1/events/keep", keep_events, "Keep about this many events in the stream from now on", s.STREAM_INFO,
-        role=OPERATOR, body=s.obj({"entries": {"type": "integer", "minimum": 0}}, additionalProperties=False),
+        role=OPERATOR, body=s.obj({"entries": {"type": "integer", "minimum": 0, "maximum": 1_000_000_000}},
+                   additionalProperties=False),
         refusals=(422,)),
 ]

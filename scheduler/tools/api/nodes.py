@@ -1,47 +1,66 @@
-"""``/v1/nodes``: register, list, show, pause, drain, activate and remove nodes, and
-their history (``sched node``)."""
+"""``/v1/nodes``: register, list, show, pause, drain (as disruption budgets allow),
+activate and remove nodes, and their history (``sched node``)."""
 
 from __future__ import annotations
 
-from scheduler.model import make_node
-from scheduler.model.taints import parse_taint
+from scheduler.client.drains import DEFAULT_DEADLINE
+from scheduler.client.nodes import node_record
+from scheduler.model import job_schema, make_node
+from scheduler.model.errors import SpecError
+from scheduler.model.taints import EFFECTS, parse_taint
 from scheduler.tools.api import schemas as s
 from scheduler.tools.api.problems import unprocessable
-from scheduler.tools.api.route import OPERATOR, Answer, Call, delete, get, post, put
-from scheduler.tools.cli.node import node_record
+from scheduler.tools.api.route import BLOCKING, OPERATOR, Answer, Call, delete, get, post, put
 
-QUANTITY = {"type": ["string", "number"]}
-LABELS = {"type": ["object", "array"], "description": "{key: value}, or a list of key=value"}
-NODE_SPEC = s.named("NodeSpec", {
-    "type": "object", "additionalProperties": False, "required": ["cpu", "memory"],
-    "description": "What a node offers, as `sched node add` takes it.",
-    "properties": {"cpu": {**QUANTITY, "description": "cores: 4, 0.5 or 500m"},
-                   "memory": {**QUANTITY, "description": "8GiB, 512Mi or a number of bytes"},
-                   "gpu": QUANTITY, "resources": {"type": "object", "description": "other resources: {name: amount}"},
-                   "labels": LABELS, "engine_labels": LABELS, "os": s.STRING, "arch": s.STRING, "role": s.STRING,
-                   "plugins": s.array(s.STRING),
-                   "taints": {**s.array(s.STRING), "description": "KEY[=VALUE]:EFFECT; given, they replace the node's"}}})
+NODE_SPEC = s.named("NodeSpec", job_schema.NODE_SPEC)
+
+
+def node_from_body(name: str, body: dict):
+    """The node a ``PUT /v1/nodes/{name}`` body describes (a SpecError names what is
+    wrong)."""
+    fields = job_schema.NODE_SPEC["properties"]
+    unknown = sorted(set(body) - set(fields), key=str)
+    if unknown:
+        raise SpecError(f"node {name}: unknown field {unknown[0]!r}; the fields are {', '.join(fields)}.")
+    if not isinstance(body.get("resources") or {}, dict):
+        raise SpecError(f"node {name}: resources must be a mapping of resource names to amounts, like {{gpu: 1}}.")
+    extra = dict(body.get("resources") or {})
+    twice = sorted({"cpu", "memory", *(("gpu",) if body.get("gpu") is not None else ())} & set(extra))
+    if twice:
+        raise SpecError(f"node {name}: give {twice[0]} as its own field, not in resources.")
+    if body.get("gpu") is not None:
+        extra["gpu"] = body["gpu"]
+    return make_node(name, cpu=body.get("cpu"), memory=body.get("memory"), resources=extra,
+                     labels=body.get("labels"), engine_labels=body.get("engine_labels"), os=body.get("os", "linux"),
+                     arch=body.get("arch", "amd64"), role=body.get("role", "worker"),
+                     plugins=body.get("plugins") or [], taints=body.get("taints") or [])
+
+
+DRAIN_OPTIONS = s.obj({}, {
+    "deadline": {"type": ["string", "number", "null"], "default": DEFAULT_DEADLINE,
+                 "description": "after it (30m, 1h, or seconds; null: none), what is left is stopped whatever the "
+                                "budgets"},
+    "force": {**s.BOOLEAN, "default": False, "description": "stop every task at once, whatever the budgets"},
+    "detach": {**s.BOOLEAN, "default": True, "description": "answer at once (false: once the drain ends)"},
+    "wait": {"type": "number", "minimum": 0, "maximum": 300, "default": 30,
+             "description": "with detach false: seconds to wait at most"}}, additionalProperties=False)
 
 
 def list_nodes(call: Call):
-    return [node_record(n, n.tasks) for n in call.sched.nodes()]
+    draining = {d["node"]: d for d in call.sched.drains()}
+    return [node_record(n, n.tasks, draining.get(n.name)) for n in call.sched.nodes()]
 
 
 def show_node(call: Call):
     found = call.sched.node(call.path["name"])
-    return node_record(found, found.tasks)
+    last = call.sched.drain_status(found.name)
+    return node_record(found, found.tasks, last if last["state"] else None)
 
 
 def register_node(call: Call):
-    body, name = call.body, call.path["name"]
-    extra = dict(body.get("resources") or {})
-    if body.get("gpu") is not None:
-        extra["gpu"] = body["gpu"]
+    name = call.path["name"]
     with unprocessable():
-        node = make_node(name, cpu=body["cpu"], memory=body["memory"], resources=extra, labels=body.get("labels"),
-                         engine_labels=body.get("engine_labels"), os=body.get("os", "linux"),
-                         arch=body.get("arch", "amd64"), role=body.get("role", "worker"),
-                         plugins=body.get("plugins") or [], taints=body.get("taints") or [])
+        node = node_from_body(name, call.body)
     created = call.sched.put_node(node)
     found = call.sched.node(name)
     return Answer(201 if created else 200, {"created": created, "node": node_record(found, found.tasks)})
@@ -59,7 +78,20 @@ def untaint_node(call: Call):
 
 
 def drain_node(call: Call):
-    return call.sched.drain_report(call.path["name"])
+    body = call.body or {}
+    with unprocessable():
+        report = call.sched.drain_report(call.path["name"], deadline=body.get("deadline", DEFAULT_DEADLINE),
+                                         force=bool(body.get("force", False)))
+    if body.get("detach", True) or report["state"] != "draining":
+        return report
+    last = report
+    for last in call.sched.follow_drain(call.path["name"], timeout=float(body.get("wait", 30))):
+        pass
+    return {**report, **last, "stopped": report["stopped"], "replacements": report["replacements"]}
+
+
+def drain_status(call: Call):
+    return call.sched.drain_status(call.path["name"])
 
 
 def pause_node(call: Call):
@@ -81,21 +113,27 @@ def node_history(call: Call):
 
 
 ROUTES = [
-    get("/v1/nodes", list_nodes, "List nodes", s.array(s.NODE)),
+    get("/v1/nodes", list_nodes, "List nodes", s.array(s.NODE), blocking=True, query=BLOCKING),
     get("/v1/nodes/{name}", show_node, "Show a node", s.NODE, refusals=(404,)),
     put("/v1/nodes/{name}", register_node, "Register a node, or update it", s.NODE_REGISTERED, role=OPERATOR,
         body=NODE_SPEC, status=(200, 201), refusals=(422,),
         description="A node registered here has no agent: it stays ready until changed (`sched node add`). "
                     "201 when it is new, 200 when it was updated (what runs on it is kept)."),
     post("/v1/nodes/{name}/taint", taint_node, "Taint a node: only tasks that tolerate it go there", s.TAINT_CHANGE,
-         role=OPERATOR, body=s.obj({"taint": {**s.STRING, "description": "KEY[=VALUE]:EFFECT"}},
-                                   additionalProperties=False), refusals=(404, 422),
+         role=OPERATOR, body=s.obj({"taint": job_schema.TAINT}, additionalProperties=False), refusals=(404, 422),
          description="`sched node taint`: a taint of the same key and effect is replaced."),
     post("/v1/nodes/{name}/untaint", untaint_node, "Remove a node's taints of a key", s.TAINT_CHANGE, role=OPERATOR,
-         body=s.obj({"key": s.STRING}, {"effect": s.STRING}, additionalProperties=False), refusals=(404, 422),
+         body=s.obj({"key": s.STRING}, {"effect": {"enum": ["", *EFFECTS]}}, additionalProperties=False),
+         refusals=(404, 422),
          description="`sched node untaint`: of one effect only, when it is given."),
-    post("/v1/nodes/{name}/drain", drain_node, "Drain a node: move its tasks elsewhere", s.DRAIN_REPORT,
-         role=OPERATOR, refusals=(404,)),
+    post("/v1/nodes/{name}/drain", drain_node, "Drain a node: move its tasks elsewhere as their budgets allow",
+         s.DRAIN_REPORT, role=OPERATOR, refusals=(404, 422), body_required=False, body=DRAIN_OPTIONS, lasting=True,
+         description="`sched node drain`: the node takes no new task; tasks of jobs without a disruption_budget "
+                     "are stopped at once and replaced elsewhere, the others as their budgets allow, moved by the "
+                     "workers (state `draining` and `message` say what it waits for; GET the drain to follow "
+                     "it). `detach: false` answers once the drain ends, or after `wait` seconds."),
+    get("/v1/nodes/{name}/drain", drain_status, "A node's drain: in progress, or how the last one ended",
+        s.DRAIN, refusals=(404,)),
     post("/v1/nodes/{name}/pause", pause_node, "Pause a node: no new tasks there", s.AVAILABILITY_CHANGE,
          role=OPERATOR, refusals=(404,)),
     post("/v1/nodes/{name}/activate", activate_node, "Activate a node again", s.AVAILABILITY_CHANGE,

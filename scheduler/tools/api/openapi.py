@@ -8,10 +8,17 @@ from http import HTTPStatus
 
 from scheduler.tools.api import schemas
 from scheduler.tools.api.route import GZIP_TYPE, LINES_TYPES, NAMESPACE, PATH_PARAMS, Route
+from scheduler.tools.ui.inputs import MAX_TEXT
 
 VERSION = "1"
 PROBLEM_CONTENT = {"application/problem+json": {"schema": schemas.PROBLEM}}
 EVERY_ROUTE_PROBLEMS = (400, 401, 403, 429, 503)
+ANSWER_HEADERS = {
+    "X-Sched-Index": {"description": "the namespace's index as of the answer: send it back as ?index= to wait for "
+                                     "the next change (a blocking query)", "schema": {"type": "integer"}},
+    "X-Sched-Next-Token": {"description": "the next page's next_token; none after the last page",
+                           "schema": {"type": "string"}},
+}
 NOUN_OF = {"token": "tokens", "quota": "quotas", "openapi.json": "meta", "memory": "config"}
 
 
@@ -37,7 +44,8 @@ def operation(route: Route) -> dict:
     parameters = [{"name": name, "in": "path", "required": True, "schema": PATH_PARAMS[name][0],
                    "description": PATH_PARAMS[name][1]} for name in route.path_params]
     for param in ((NAMESPACE,) if route.needs_namespace else ()) + route.query:
-        entry = {"name": param.name, "in": "query", "required": param.required, "schema": param.schema,
+        schema = param.schema if param is NAMESPACE else _text_bounds(param.schema)
+        entry = {"name": param.name, "in": "query", "required": param.required, "schema": schema,
                  "description": param.description}
         if param.schema.get("type") == "array":
             entry.update(style="form", explode=True)
@@ -48,6 +56,12 @@ def operation(route: Route) -> dict:
         success = {route.media: {"schema": route.answer}}
     responses = {str(status): {"description": HTTPStatus(status).phrase, "content": success}
                  for status in route.status}
+    headers = {name: ANSWER_HEADERS[name] for name in route.answer_headers}
+    if route.blocking:
+        headers["X-Sched-Index"] = ANSWER_HEADERS["X-Sched-Index"]
+    if headers:
+        for status in route.status:
+            responses[str(status)]["headers"] = headers
     for status in sorted({*EVERY_ROUTE_PROBLEMS, *route.refusals,
                           *((413, 415, 422) if route.body is not None or route.upload else ())}):
         responses[str(status)] = {"description": HTTPStatus(status).phrase, "content": PROBLEM_CONTENT}
@@ -65,12 +79,22 @@ def operation(route: Route) -> dict:
     if route.body is not None:
         content = {"application/json": {"schema": route.body}}
         if route.texts:
-            content["application/yaml"] = {"schema": {"type": "string"}}
-            content["application/x-ndjson"] = {"schema": {"type": "string"}}
-        op["requestBody"] = {"required": True, "content": content}
+            content["application/yaml"] = {"schema": {"type": "string", "format": "binary"}}
+            content["application/x-ndjson"] = {"schema": {"type": "string", "format": "binary"}}
+        op["requestBody"] = {"required": route.body_required, "content": content}
     return op
 
 
 def tag(route: Route) -> str:
     word = route.path.split("/")[2]
     return NOUN_OF.get(word, word)
+
+
+def _text_bounds(schema: dict) -> dict:
+    """A query parameter's schema with the bounds every text parameter has: not empty, at
+    most ``MAX_TEXT`` characters (each item of a repeated one)."""
+    if schema.get("type") == "array":
+        return {**schema, "items": _text_bounds(schema["items"])}
+    if schema.get("type") == "string" and "enum" not in schema:
+        return {"minLength": 1, "maxLength": MAX_TEXT, **schema}
+    return schema

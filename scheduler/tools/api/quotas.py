@@ -4,18 +4,20 @@ every namespace's, takes a token of every namespace."""
 
 from __future__ import annotations
 
+from scheduler.model import job_schema
 from scheduler.tools.api import schemas as s
-from scheduler.tools.api.problems import unprocessable
+from scheduler.tools.api.problems import Problem, unprocessable
 from scheduler.tools.api.route import OPERATOR, Call, get, put, delete
 
-QUANTITY = {"type": ["string", "number"]}
 QUOTA_LIMITS = s.named("QuotaLimits", {
     "type": "object", "additionalProperties": False,
     "description": "Limits to set; those not given are left as they are.",
-    "properties": {"cpu": {**QUANTITY, "description": "cores: 100 or 500m"},
-                   "memory": {**QUANTITY, "description": "200GiB, or bytes"},
-                   "tasks": {"type": "integer", "description": "live tasks"},
-                   "resources": {"type": "object", "description": "other resources: {name: amount}"}}})
+    "properties": {"cpu": {"anyOf": [*job_schema.CPU["anyOf"], {"type": "null"}], "description": "cores: 100 or 500m"},
+                   "memory": {"anyOf": [*job_schema.MEMORY["anyOf"], {"type": "null"}],
+                              "description": "200GiB, or bytes"},
+                   "tasks": {"type": ["integer", "null"], "minimum": 0, "maximum": 1_000_000_000,
+                             "description": "live tasks"},
+                   "resources": job_schema.nullable(job_schema.OTHER_RESOURCES)}})
 
 
 def show_quota(call: Call):
@@ -24,6 +26,8 @@ def show_quota(call: Call):
 
 def set_quota(call: Call):
     body = call.body
+    if isinstance(body.get("resources"), dict) and {"cpu", "memory"} & set(body["resources"]):
+        raise Problem(422, "give cpu and memory as their own fields, not in resources.")
     with unprocessable():
         return call.sched.set_quota(cpu=body.get("cpu"), memory=body.get("memory"), tasks=body.get("tasks"),
                                      resources=body.get("resources"))

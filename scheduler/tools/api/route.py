@@ -23,8 +23,9 @@ import difflib
 import os
 import re
 import tempfile
+import time
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable
 
@@ -37,6 +38,7 @@ from starlette.responses import StreamingResponse
 
 from scheduler.client import Client
 from scheduler.model.errors import SpecError
+from scheduler.model import job_schema, names
 from scheduler.model.names import check_tenant
 from scheduler.state.api_tokens import ROLES
 from scheduler.tools.api import problems, schemas, sse
@@ -75,26 +77,51 @@ def _tenant(value: str) -> str:
         raise inputs.BadInput(str(exc)) from None
 
 
+def _pool(value: str) -> str:
+    from scheduler.model.pools import check_pool_name
+
+    try:
+        return check_pool_name(value)
+    except SpecError as exc:
+        raise inputs.BadInput(str(exc)) from None
+
+
+def _move_id(value: str) -> str:
+    plan, dash, index = value.partition("-")
+    if not (dash and plan.isdigit() and index.isdigit() and len(value) <= 24):
+        raise inputs.BadInput(f"move id {value[:40]!r} is not valid; a move id is <plan>-<index>, e.g. 3-1.")
+    return value
+
+
+ID = f"(?:{job_schema.JOB_ID}|{job_schema.CHILD_ID})"
+JOB_ID = {"type": "string", "pattern": f"^{ID}$", "maxLength": inputs.MAX_TEXT}
+NODE_NAME = {"type": "string", "pattern": f"^{names._NODE_NAME_RE.pattern}$", "maxLength": inputs.MAX_TEXT}
 # Path parameters, by name: schema, description, and the check of their text.
 PATH_PARAMS: dict[str, tuple[dict, str, Callable[[str], str]]] = {
-    "name": ({"type": "string"}, "a node's name", inputs.node_name),
-    "job_id": ({"type": "string"}, "a job's id", inputs.job_id),
-    "task_id": ({"type": "string", "pattern": r"^.+\.[0-9]+$"}, "a task's id: <job id>.<index>", inputs.task_id),
-    "deployment_id": ({"type": "string", "pattern": r"^.+@[1-9][0-9]*$"}, "a deployment's id: <job id>@<version>",
-                      inputs.deployment_id),
-    "tenant": ({"type": "string"}, "a tenant's name", _tenant),
+    "name": ({"type": "string", "pattern": f"^{names._NODE_NAME_RE.pattern}$"}, "a node's name", inputs.node_name),
+    "job_id": ({"type": "string", "pattern": f"^{ID}$"}, "a job's id", inputs.job_id),
+    "task_id": ({"type": "string", "pattern": f"^{ID}\\.[0-9]{{1,9}}$"}, "a task's id: <job id>.<index>",
+                inputs.task_id),
+    "deployment_id": ({"type": "string", "pattern": f"^{ID}@[1-9][0-9]{{0,8}}$"},
+                      "a deployment's id: <job id>@<version>", inputs.deployment_id),
+    "tenant": ({"type": "string", "pattern": f"^{names._TENANT_RE.pattern}$"}, "a tenant's name", _tenant),
+    "move_id": ({"type": "string", "pattern": r"^[1-9][0-9]{0,11}-[1-9][0-9]{0,3}$"}, "a move's id: <plan>-<index>",
+                _move_id),
+    "pool": ({"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"}, "a pool's name", _pool),
 }
-NAMESPACE = Param("namespace", {"type": "string"},
+NAMESPACE = Param("namespace", {"type": "string", "pattern": f"^(?:{names._NAMESPACE_RE.pattern})?$"},
                   "The namespace to act in; by default the token's own (for a token of every namespace, or without "
                   "tokens, the server's).")
 
 
 @dataclass(frozen=True)
 class Answer:
-    """A success with another status than the route's first (201 for a new job)."""
+    """A success with another status than the route's first (201 for a new job), or with
+    headers (``X-Sched-Next-Token``)."""
 
     status: int
     body: Any
+    headers: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -117,6 +144,7 @@ class Route:
     role: str = VIEWER
     query: tuple[Param, ...] = ()
     body: dict | None = None  # the JSON Schema of the request's body (None: it takes none)
+    body_required: bool = True  # False: a request may send none (every field is optional)
     texts: bool = False  # the body may also be YAML text or JSON lines
     status: tuple[int, ...] = (200,)
     refusals: tuple[int, ...] = ()  # 404, 409, 422 beyond what every route may answer
@@ -126,6 +154,8 @@ class Route:
     lasting: bool = False  # may take long (a wait): run in the streams' threads, not the requests'
     media: str = "application/json"  # the media type of a success's body
     upload: int = 0  # takes a file (JSON lines, or gzip of them) of at most this many bytes, once decompressed
+    blocking: bool = False  # takes Nomad's blocking query (?index=N&wait=30s) and answers X-Sched-Index
+    answer_headers: tuple[str, ...] = ()  # headers a success may carry, beyond X-Sched-Index
 
     @property
     def operation_id(self) -> str:
@@ -202,7 +232,7 @@ def _check_value(param: Param, raw: str, schema: dict):
         raise Problem(400, f"the query parameter {name} is too long (at most {inputs.MAX_TEXT} characters).")
     if kind == "integer":
         low, high = schema.get("minimum", 0), schema.get("maximum")
-        if not re.fullmatch(r"-?[0-9]{1,12}", raw) or int(raw) < low or (high is not None and int(raw) > high):
+        if not re.fullmatch(r"-?[0-9]{1,19}", raw) or int(raw) < low or (high is not None and int(raw) > high):
             bound = f"from {low} to {high}" if high is not None else f"of {low} or more"
             raise Problem(400, f"the query parameter {name} must be a whole number {bound}.")
         return int(raw)
@@ -231,6 +261,8 @@ def _check_value(param: Param, raw: str, schema: dict):
                            f"{_did_you_mean(raw, schema['enum'])}.")
     if not raw:
         raise Problem(400, f"the query parameter {name} is empty.")
+    if "pattern" in schema and not re.search(schema["pattern"], raw):
+        raise Problem(400, f"the query parameter {name} {raw[:60]!r} is not valid: {param.description}.")
     return raw
 
 
@@ -250,11 +282,42 @@ def body_fields(schema: dict, body) -> None:
     for name in schema.get("required", ()):
         if name not in body:
             raise Problem(422, f"the field {name} is missing.")
-    for name, value in body.items():
-        kinds = properties.get(name, {}).get("type")
+    for name, value in list(body.items()):
+        schema = properties.get(name, {})
+        kinds = schema.get("type")
         if kinds is not None and not any(_is(value, kind) for kind in ([kinds] if isinstance(kinds, str) else kinds)):
             wanted = " or ".join(_KIND_WORDS[k] for k in ([kinds] if isinstance(kinds, str) else kinds))
             raise Problem(422, f"the field {name} must be {wanted}.")
+        if kinds is not None and "integer" in _kinds(kinds) and "number" not in _kinds(kinds) \
+                and isinstance(value, float):
+            body[name] = value = int(value)  # 2.0 is the whole number 2, as JSON Schema reads it
+        _within(name, schema, value)
+
+
+def _within(name: str, schema: dict, value) -> None:
+    """A field's value against its schema's bounds and pattern (422 naming the field);
+    of ``anyOf`` schemas, the one of the value's type."""
+    for member in schema.get("anyOf", ()):
+        if "type" in member and any(_is(value, kind) for kind in _kinds(member["type"])):
+            schema = member
+            break
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        low = schema.get("minimum", schema.get("exclusiveMinimum"))
+        high = schema.get("maximum")
+        if (low is not None and (value < low or ("exclusiveMinimum" in schema and value == low))) \
+                or (high is not None and value > high):
+            what = "a whole number" if schema.get("type") == "integer" else "a number"
+            bound = (f"from {low} to {high}" if high is not None else f"of {low} or more") \
+                if "exclusiveMinimum" not in schema else f"above {low}" + (f" and at most {high}" if high else "")
+            raise Problem(422, f"{name} must be {what} {bound}.")
+    if "enum" in schema and value not in schema["enum"]:
+        raise Problem(422, f"{name} must be one of {', '.join(map(str, schema['enum'])) or 'nothing'}.")
+    if isinstance(value, str) and "pattern" in schema and not re.search(schema["pattern"], value):
+        raise Problem(422, f"{name} {value[:60]!r} is not valid: {schema.get('description', 'see its pattern')}.")
+
+
+def _kinds(kinds) -> list[str]:
+    return [kinds] if isinstance(kinds, str) else list(kinds)
 
 
 _KIND_WORDS = {"string": "text", "integer": "a whole number", "number": "a number", "boolean": "true or false",
@@ -263,7 +326,8 @@ _KIND_WORDS = {"string": "text", "integer": "a whole number", "number": "a numbe
 
 def _is(value, kind: str) -> bool:
     if kind == "integer":
-        return isinstance(value, int) and not isinstance(value, bool)
+        return not isinstance(value, bool) and (isinstance(value, int)
+                                                or isinstance(value, float) and value.is_integer())
     if kind == "number":
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     return isinstance(value, {"string": str, "boolean": bool, "object": dict, "array": list,
@@ -278,6 +342,8 @@ def _did_you_mean(word: str, choices) -> str:
 async def read_body(route: Route, request: Request):
     """The body: parsed JSON, or text for a route that takes YAML or JSON lines."""
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if not kind and not route.body_required and request.headers.get("content-length", "0") == "0":
+        kind = JSON_TYPES[0]  # no body at all, where every field is optional
     if kind not in JSON_TYPES and not (route.texts and kind in TEXT_TYPES):
         takes = "application/json" + (", application/yaml or application/x-ndjson" if route.texts else "")
         raise Problem(415, f"send the body as {takes} (Content-Type).")
@@ -290,13 +356,15 @@ async def read_body(route: Route, request: Request):
         try:
             return bytes(raw).decode("utf-8")
         except UnicodeDecodeError:
-            raise Problem(400, "the request body is not UTF-8 text.") from None
+            raise Problem(422, "the request body is not UTF-8 text.") from None
     try:
         body = orjson.loads(raw or b"null")
     except orjson.JSONDecodeError as exc:
         raise Problem(400, f"the request body is not valid JSON ({str(exc).split(':')[0]}).") from None
-    if body is None and route.body is not None:
-        body = {} if schemas.resolve(route.body).get("type") == "object" else None
+    if not raw and route.body is not None and not route.body_required:
+        body = {}  # a POST without a body, where every field is optional
+    elif schemas.resolve(route.body or {}).get("type") == "object" and not isinstance(body, dict):
+        raise Problem(422, "the request body must be a JSON object.")
     body_fields(schemas.resolve(route.body or {}), body)
     return body
 
@@ -323,7 +391,7 @@ async def read_upload(route: Route, request: Request) -> Path:
                         data, chunk = chunk, b""
                     else:
                         if inflate.eof:
-                            raise Problem(400, "the request body goes on after the end of its gzip stream.")
+                            raise Problem(422, "the request body goes on after the end of its gzip stream.")
                         data = inflate.decompress(chunk, route.upload + 1 - size)
                         chunk = inflate.unconsumed_tail
                     size += len(data)
@@ -333,10 +401,10 @@ async def read_upload(route: Route, request: Request) -> Path:
                                            f"{' once decompressed' if inflate else ''}.")
                     out.write(data)
         if inflate is not None and not inflate.eof:
-            raise Problem(400, "the request body ends before the end of its gzip stream.")
+            raise Problem(422, "the request body ends before the end of its gzip stream.")
     except zlib.error:
         os.unlink(name)
-        raise Problem(400, "the request body is not gzip, as its Content-Type or Content-Encoding says.") from None
+        raise Problem(422, "the request body is not gzip, as its Content-Type or Content-Encoding says.") from None
     except BaseException:
         os.unlink(name)
         raise
@@ -371,7 +439,7 @@ def _result(route: Route, outcome, request: Request):
     if isinstance(outcome, sse.Stream):
         return sse.response(request, outcome.source, outcome.ready)
     if isinstance(outcome, Answer):
-        return JSON(outcome.body, status_code=outcome.status)
+        return JSON(outcome.body, status_code=outcome.status, headers=outcome.headers)
     if isinstance(outcome, File):
         headers = {"content-disposition": f'attachment; filename="{outcome.filename}"'}
         if outcome.encoding:
@@ -395,14 +463,26 @@ def endpoint(route: Route):
         access, namespace = _admit(route, request)
         if isinstance(body, Problem):  # the body was read first, but the token is answered for first
             raise body
-        return route.run(_call(route, request, access, namespace, body))
+        call = _call(route, request, access, namespace, body)
+        if route.blocking:
+            return _blocking_run(route, call)
+        return route.run(call)
 
     async def serve(request: Request):
         try:
             if route.upload:
                 outcome = await _run_upload(route, request)
-            elif route.lasting:
-                outcome = await anyio.to_thread.run_sync(admitted_run, request, limiter=sse.limiter(request.app))
+            elif route.lasting or (route.blocking and "index" in request.query_params):
+                body = None
+                if route.body is not None:  # (a lasting route's body is small: a drain's options)
+                    if not _small(request):
+                        await run_in_threadpool(_admit, route, request)  # the token first, for a larger one
+                    try:
+                        body = await read_body(route, request)
+                    except Problem as problem:
+                        body = problem
+                outcome = await anyio.to_thread.run_sync(admitted_run, request, body,
+                                                         limiter=sse.limiter(request.app))
             elif route.body is None:
                 outcome = await run_in_threadpool(admitted_run, request)
             elif _small(request):  # read before the token is checked: one thread hop, not two
@@ -433,3 +513,49 @@ async def _run_upload(route: Route, request: Request):
         return await anyio.to_thread.run_sync(route.run, call, limiter=sse.limiter(request.app))
     finally:
         call.body.unlink(missing_ok=True)
+
+
+# ----------------------------------------------------------------------------- blocking queries
+MAX_BLOCK_S = 300
+BLOCK_STEP_S = 1.0  # one XREAD BLOCK of a blocking query waits this long at most
+INDEX = Param("index", {"type": "integer", "minimum": 0, "maximum": 2**63 - 1},
+              "a blocking query (Nomad's): answer once the namespace's index (X-Sched-Index) is past this one, or "
+              "after wait")
+WAIT = Param("wait", {"type": "string", "pattern": r"^[0-9]{1,6}(?:ms|s|m)?$", "default": "5m"},
+             f"how long a blocking query waits at most: 30s, 2m, 500ms (seconds without a unit); at most "
+             f"{MAX_BLOCK_S} s")
+BLOCKING = (INDEX, WAIT)
+_SEQ_BITS = 20  # an index is a stream id <ms>-<seq> as one number: ms << 20 | seq
+
+
+def stream_index(entry_id: str) -> int:
+    ms, _, seq = entry_id.partition("-")
+    return int(ms) << _SEQ_BITS | min(int(seq or 0), (1 << _SEQ_BITS) - 1)
+
+
+def _wait_s(text: str) -> float:
+    number = re.match(r"[0-9]+", text).group()
+    unit = text[len(number):] or "s"
+    return min(MAX_BLOCK_S, int(number) * {"ms": 0.001, "s": 1, "m": 60}[unit])
+
+
+def _blocking_run(route: Route, call: Call):
+    """``route.run`` after the namespace's index (its event stream's newest id) has moved
+    past ``?index=`` or ``?wait=`` has passed; the answer carries ``X-Sched-Index``, read
+    before the state it answers (so a change after it is never missed by the next query).
+    A namespace that keeps no stream has no index to wait on: it answers at once."""
+    stream = call.sched.store.stream
+    index = stream_index(stream.last_id())
+    wanted = call.query.get("index")
+    if wanted is not None and index <= wanted and stream.maxlen() > 0:
+        after = f"{wanted >> _SEQ_BITS}-{wanted & ((1 << _SEQ_BITS) - 1)}"
+        deadline = time.monotonic() + _wait_s(call.query["wait"])
+        while (left := deadline - time.monotonic()) > 0:  # a second at a time: within the client's read timeout
+            entries, _ = stream.read(after, count=1, block_ms=max(1, int(1000 * min(left, BLOCK_STEP_S))))
+            if entries:
+                index = stream_index(stream.last_id())
+                break
+    outcome = route.run(call)
+    if isinstance(outcome, Answer):
+        return Answer(outcome.status, outcome.body, {**outcome.headers, "x-sched-index": str(index)})
+    return Answer(route.status[0], outcome, {"x-sched-index": str(index)})

@@ -8,7 +8,7 @@ schema lists the fields every answer has (``required``) and lets more through.
 
 from __future__ import annotations
 
-from scheduler.model import TASK_STATES
+from scheduler.model import TASK_STATES, job_schema
 
 NAMED: dict[str, dict] = {}  # name -> schema: the document's components
 
@@ -56,7 +56,10 @@ NODE = named("Node", obj({
     "status": STRING, "tasks": INTEGER,
     "platform": obj({"os": STRING, "arch": STRING}), "role": STRING, "plugins": array(STRING),
     "taints": array(STRING)},
-    description="A node, as `sched node ls --json` prints it."))
+    {"slots": nullable(INTEGER),
+     "drain": {"type": "object", "description": "its drain in progress (`sched node show`: or how the last "
+                                                "one ended)"}},
+    description="A node, as `sched node ls --json` prints it (`slots`: its agent's task slots, null without one)."))
 TAINT_CHANGE = named("TaintChange", obj(
     {"node": STRING, "before": STRING, "after": STRING},
     description="A node's taints before and after a taint or untaint, as text (`key=value:Effect ...`)."))
@@ -64,15 +67,38 @@ NODE_REGISTERED = named("NodeRegistered", obj({"created": BOOLEAN, "node": NODE}
 AVAILABILITY_CHANGE = named("AvailabilityChange", obj(
     {"node": STRING, "before": STRING, "availability": STRING},
     description="A node paused or activated: its availability before and now."))
+DRAIN_FIELDS = {
+    "node": STRING, "state": {"type": "string", "enum": ["", "draining", "complete", "cancelled"]},
+    "message": {"type": "string", "description": "what it waits for, or how it ended"},
+    "started_at": MS, "deadline_at": {**MS, "description": "after it the rest is stopped whatever the budgets (0: none)"},
+    "force": BOOLEAN, "stopped_count": INTEGER, "moved": INTEGER, "left": INTEGER, "ended_at": MS}
+DRAIN = named("Drain", obj(DRAIN_FIELDS, description="A node's drain: in progress, or how the last one ended "
+                                                     "(state \"\" when the node was never drained)."))
 DRAIN_REPORT = named("DrainReport", obj(
-    {"node": STRING, "before": STRING, "stopped": array(STRING), "replacements": array(STRING)},
-    description="A drain: the tasks stopped on the node and their replacements, queued as pending."))
+    {"node": STRING, "before": STRING, "stopped": array(STRING), "replacements": array(STRING), **DRAIN_FIELDS},
+    description="A drain: the tasks stopped on the node now and their replacements, queued as pending, and the "
+                "drain as it stands (state draining while tasks wait on their jobs' disruption budgets)."))
 NODE_REMOVED = named("NodeRemoved", obj({"name": STRING, "removed": BOOLEAN}))
 HISTORY_ENTRY = named("HistoryEntry", obj(
     {"ts": MS, "action": STRING, "by": STRING, "details": ANY_OBJECT},
     description="Who did what, and when (the audit trail)."))
 
+# ----------------------------------------------------------------------------- budgets
+BUDGET = named("Budget", obj({
+    "job": STRING, "budget": {"type": "string", "description": "max_unavailable 1, min_available 75%, ..."},
+    "expected": INTEGER, "healthy": INTEGER, "desired_healthy": INTEGER,
+    "allowed": {"type": "integer", "description": "disruptions the budget allows now"},
+    "unavailable": INTEGER, "max_unavailable": {"type": "integer", "description": "expected less desired_healthy"},
+    "disrupted": {"type": "object", "additionalProperties": {"type": "integer"},
+                  "description": "task id -> when its disruption was counted (ms), until a count sees it end"},
+    "evictions": INTEGER, "counted_at": MS},
+    description="A job's disruption budget as last counted (`sched budget show --json`)."))
+EVICTION = named("Eviction", obj(
+    {"task": STRING, "job": STRING, "evicted": BOOLEAN, "verdict": STRING, "replacement": STRING,
+     "waiting": STRING}, description="What an eviction did: the task stopped, and its replacement."))
+
 # ----------------------------------------------------------------------------- jobs
+JOB_SPEC = named("JobSpec", job_schema.JOB_SPEC)
 CHANGES = named("Changes", obj(
     {"action": STRING, "fields": array(obj({"field": STRING}, {"old": {}, "new": {}}))},
     {"from_version": nullable(INTEGER), "to_version": nullable(INTEGER), "stop": array(STRING), "start": INTEGER,
@@ -87,14 +113,14 @@ JOB_SUMMARY = named("JobSummary", obj(
      "status": STRING, "tasks": {"type": "object", "additionalProperties": INTEGER}},
     description="A job with its task counts by state (`sched job ls --json`)."))
 JOB = named("Job", obj(
-    {"id": STRING, "version": INTEGER, "status": STRING, "created": MS, "spec": ANY_OBJECT,
+    {"id": STRING, "version": INTEGER, "status": STRING, "created": MS, "spec": JOB_SPEC,
      "history": array(HISTORY_ENTRY)},
     {"finished_at": MS, "remove_at": nullable(MS)},
     description="A job's spec and status, and who did what to it (`sched job show --json`); a finished job's "
                 "finished_at, and remove_at: when retention removes it."))
 JOB_VERSION = named("JobVersion", obj(
     {"version": INTEGER, "current": BOOLEAN, "stable": BOOLEAN, "deployment": nullable(STRING),
-     "deployment_state": nullable(STRING), "changes": array(ANY_OBJECT), "spec": ANY_OBJECT},
+     "deployment_state": nullable(STRING), "changes": array(ANY_OBJECT), "spec": JOB_SPEC},
     description="One version of a job (`sched job history --json`)."))
 PLAN = named("Plan", obj(
     {"job": STRING, "placements": array(obj({"task": STRING, "node": STRING})),
@@ -144,6 +170,17 @@ QUEUES = named("Queues", obj({"active": INTEGER, "backoff": INTEGER, "unschedula
 QUOTA = named("Quota", obj({"namespace": STRING, "quota": COUNTS, "used": COUNTS},
                           description="A namespace's quota (tasks counted as `tasks`) and what its live tasks hold."))
 QUOTA_REMOVED = named("QuotaRemoved", obj({"namespace": STRING, "removed": BOOLEAN}))
+POOL = named("Pool", obj({
+    "name": STRING, "capacity": COUNTS, "labels": {"type": "object"}, "engine_labels": {"type": "object"},
+    "taints": array(STRING), "os": STRING, "arch": STRING, "role": STRING, "plugins": array(STRING),
+    "cost": NUMBER, "min_nodes": INTEGER, "max_nodes": nullable(INTEGER), "priority": INTEGER},
+    {"nodes": INTEGER, "created": BOOLEAN}, description="A pool, as `sched pool ls --json` prints it."))
+POOL_REMOVED = named("PoolRemoved", obj({"name": STRING, "removed": BOOLEAN}))
+CAPACITY = named("Capacity", obj(
+    {"nodes": INTEGER, "pending": INTEGER, "live": INTEGER, "pools": array(STRING)},
+    {"scale_up": ANY_OBJECT, "scale_down": ANY_OBJECT, "decision": ANY_OBJECT, "digest": STRING,
+     "recorded_at": MS},
+    description="A capacity answer, as `sched capacity --json` prints it (docs/cli.md)."))
 TENANT = named("Tenant", obj({"name": STRING, "weight": NUMBER, "used": COUNTS, "dominant_share": NUMBER}))
 TENANT_REMOVED = named("TenantRemoved", obj({"name": STRING, "removed": BOOLEAN}))
 STREAM_INFO = named("StreamInfo", obj(
@@ -154,8 +191,9 @@ TOKEN_SELF = named("TokenSelf", obj({"name": nullable(STRING), "namespace": STRI
                                     description="The token a request carries (name null without tokens)."))
 
 # ----------------------------------------------------------------------------- settings, retention, layout, snapshots
-SETTING = named("Setting", obj({"value": NUMBER, "default": BOOLEAN},
-                               description="A setting's value (seconds, or a count), and whether it is the default."))
+SETTING = named("Setting", obj({"value": {"type": ["number", "string"]}, "default": BOOLEAN},
+                               description="A setting's value (seconds, a count, or a name: rebalance_strategy), "
+                                           "and whether it is the default."))
 SETTINGS = named("Settings", {"type": "object", "additionalProperties": SETTING,
                               "required": ["task_retention", "ended_tasks_per_job", "job_retention", "stream_maxlen"],
                               "description": "The namespace's settings, by name (`sched config set --json`)."})

@@ -3,10 +3,10 @@ is, and what it printed (``sched task``)."""
 
 from __future__ import annotations
 
+from scheduler.client.tasks import task_record
 from scheduler.model import TASK_STATES
 from scheduler.tools.api import schemas as s
-from scheduler.tools.api.route import Call, Param, get
-from scheduler.tools.cli.task import task_record
+from scheduler.tools.api.route import BLOCKING, JOB_ID, NODE_NAME, Call, Param, get
 
 
 def list_tasks(call: Call):
@@ -28,9 +28,9 @@ def task_logs(call: Call):
 
 ROUTES = [
     get("/v1/tasks", list_tasks, "List tasks", s.array(s.TASK), refusals=(404,),
-        query=(Param("job", {"type": "string"}, "only this job's tasks"),
+        query=(Param("job", JOB_ID, "only this job's tasks"),
                Param("state", {"type": "string", "enum": list(TASK_STATES)}, "only tasks in this state"),
-               Param("node", {"type": "string"}, "only tasks on this node"))),
+               Param("node", NODE_NAME, "only tasks on this node"), *BLOCKING), blocking=True),
     get("/v1/tasks/{task_id}", show_task, "Show a task", s.TASK, refusals=(404,)),
     get("/v1/tasks/{task_id}/explain", explain_task, "Why a task is where it is", s.EXPLANATION, refusals=(404,)),
     get("/v1/tasks/{task_id}/logs", task_logs, "What a task printed", s.LOGS, refusals=(404,)),

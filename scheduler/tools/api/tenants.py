@@ -24,6 +24,7 @@ def remove_tenant(call: Call):
 ROUTES = [
     get("/v1/tenants", list_tenants, "Each tenant's weight, usage and dominant share", s.array(s.TENANT)),
     put("/v1/tenants/{tenant}", set_tenant, "Set a tenant's weight", s.TENANT, role=OPERATOR,
-        body=s.obj({"weight": s.NUMBER}, additionalProperties=False), refusals=(422,)),
+        body=s.obj({"weight": {"type": "number", "exclusiveMinimum": 0, "maximum": 1_000_000}},
+                   additionalProperties=False), refusals=(422,)),
     delete("/v1/tenants/{tenant}", remove_tenant, "Remove a tenant's weight", s.TENANT_REMOVED, role=OPERATOR),
 ]

@@ -4,9 +4,10 @@ One click group; global options pick the Redis and the namespace, and the connec
 made only when a command needs it. Every listing takes ``--json`` and then prints only
 JSON on stdout. Errors a user can cause print one sentence and exit 2.
 
-Each command, or group of subcommands, lives in the module of its name (``sched node``
-in ``node.py``; ``sched ui`` in ``scheduler/tools/ui/command.py``); ``common.py`` holds
-what they share. A command's module is imported only when that command runs (or help
+Each command, or group of subcommands, lives in the module of its noun (``sched node``
+in ``nodes.py``, ``sched job`` in ``jobs.py``, ``sched upgrade`` in ``layout.py``: the
+names of the Python API's and the HTTP API's modules; ``sched api`` and ``sched ui`` in
+``api.py`` and ``ui.py``, above the servers they start); ``common.py`` holds what they share. A command's module is imported only when that command runs (or help
 lists it): ``sched worker`` does not load the dashboard's web stack or the tables' renderer,
 and every process start pays only for what it uses.
 """
@@ -23,12 +24,18 @@ from scheduler.client import Client
 from scheduler.model import SchedError
 from scheduler.state.acl import is_refusal
 from scheduler.state.app import App, default_namespace
-# Command name -> the module that defines it (as an attribute of the same name).
-COMMANDS = {name: f"scheduler.tools.cli.{name}" for name in (
-    "acl", "node", "job", "task", "queue", "quota", "tenant", "events", "worker", "audit", "agent", "server", "demo",
-    "bench", "deployment", "token", "snapshot", "config", "gc", "upgrade", "simulate")}
-COMMANDS["ui"] = "scheduler.tools.ui.command"
-COMMANDS["api"] = "scheduler.tools.api.command"
+# Command name -> the module that defines it (as an attribute of the same name). A noun's
+# module is named as the Python API's (scheduler/client/) and the HTTP API's are.
+COMMANDS = {name: f"scheduler.tools.cli.{module}" for name, module in (
+    ("node", "nodes"), ("job", "jobs"), ("task", "tasks"), ("deployment", "deployments"), ("queue", "queues"),
+    ("quota", "quotas"), ("tenant", "tenants"), ("events", "events"), ("config", "config"), ("gc", "gc"),
+    ("upgrade", "layout"), ("snapshot", "snapshots"), ("acl", "users"), ("token", "tokens"), ("worker", "workers"),
+    ("agent", "agent"), ("audit", "audit"), ("server", "server"), ("demo", "demo"), ("bench", "bench"),
+    ("simulate", "simulate"), ("budget", "budgets"), ("rebalance", "rebalance"), ("pool", "pools"),
+    ("capacity", "capacity"))}
+COMMANDS["ui"] = "scheduler.tools.cli.ui"
+COMMANDS["api"] = "scheduler.tools.cli.api"
+COMMANDS["version"] = "scheduler.tools.cli.version"
 
 _PATH = "sched.command_path"  # ctx.meta: the subcommands named, for a refusal's sentence
 
@@ -52,8 +59,8 @@ class SchedGroup(click.Group):
             click.echo(f"Error: {exc}", err=True)
             ctx.exit(exc.exit_code)
         except click.UsageError as exc:  # one sentence, like our own errors
-            message = exc.format_message().rstrip(".")
-            click.echo(f"Error: {message}.", err=True)
+            message = " ".join(exc.format_message().split())  # click's did-you-mean comes on a line of its own
+            click.echo(f"Error: {message if message.endswith(('.', '?', '!')) else message + '.'}", err=True)
             ctx.exit(2)
         except redis.ResponseError as exc:  # NOPERM: the Redis user's role does not allow it
             if not is_refusal(exc) or not isinstance(ctx.obj, Client):
@@ -87,6 +94,8 @@ class SchedGroup(click.Group):
 @click.option("--on-missing-replicas", type=click.Choice(["write", "refuse"]), envvar="SCHED_ON_MISSING_REPLICAS",
               default=None, help="When the master has fewer replicas than --wait-replicas: write on without waiting "
                                  "(default) or refuse writes (also SCHED_ON_MISSING_REPLICAS).")
+@click.version_option(package_name="redis-sched", prog_name="sched", message="%(prog)s %(version)s",
+                      help="Print sched's version and exit (`sched version` says more).")
 @click.pass_context
 def main(ctx, redis_url, namespace, wait_replicas, on_missing_replicas):
     """A Redis-backed cluster scheduler.

@@ -10,7 +10,7 @@ from scheduler.control.processes import process
 from scheduler.state.app import App
 from scheduler.tools import logs
 from scheduler.tools.cli.common import pass_app, run_options
-from scheduler.tools.cli.node import node_from_options, node_options
+from scheduler.tools.cli.nodes import node_from_options, node_options
 
 
 @click.command()
@@ -20,8 +20,9 @@ from scheduler.tools.cli.node import node_from_options, node_options
               show_default=True, help="Seconds between heartbeats; the TTL is 3 of them. A node whose heartbeat "
                                       "lapsed for a TTL of answering Redis time is down; runs whose agent has gone a "
                                       "TTL without renewing it are frozen (or as their job's disconnect says).")
-@click.option("--slots", type=click.IntRange(1, 64), default=2, show_default=True,
-              help="Tasks this agent runs at the same time (RQ worker processes).")
+@click.option("--slots", type=click.IntRange(1, 64), default=None, show_default="one per core of --cpu, 2 to 64",
+              help="Tasks this agent runs at the same time (RQ worker processes); the scheduler places no more "
+                   "live tasks on the node.")
 @click.option("--rq-url", envvar="SCHED_RQ_URL", default=None, metavar="URL",
               help="The execution Redis RQ runs on (plain or Sentinel; also SCHED_RQ_URL). Default: the "
                    "scheduler's Redis, which must then not be a cluster (RQ cannot run on one).")

@@ -55,6 +55,16 @@ def _task_ids(store, incomplete: str) -> list[str]:
     return [task for j in jobs for task in store.job_task_ids(j)]
 
 
+def _launchers(kind: str):
+    """Jobs with a ``kind`` block: those ``job launch`` (periodic) or ``job dispatch``
+    (parameterized) take. Only the ids that match what is typed are read, MOST at most."""
+    def read(store, incomplete: str) -> list[str]:
+        return store.launcher_ids([j for j in store.job_ids() if j.startswith(incomplete)][:MOST], kind)
+    return read
+
+
 job_ids = _offered(lambda store, incomplete: store.job_ids())
+periodic_job_ids = _offered(_launchers("periodic"))
+parameterized_job_ids = _offered(_launchers("parameterized"))
 node_names = _offered(lambda store, incomplete: store.node_names())
 task_ids = _offered(_task_ids)

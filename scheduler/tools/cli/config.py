@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import click
 
+from scheduler.model.moves import HELP as REBALANCE_HELP
 from scheduler.model.retention import HELP, format_duration
 from scheduler.tools.cli.common import json_option, pass_app
 from scheduler.tools.render import print_json, print_table
@@ -33,18 +34,20 @@ def memory_lines(memory: dict) -> list[str]:
 
 @click.group()
 def config():
-    """The namespace's settings: how long ended work is kept, and how many events.
+    """The namespace's settings: how long ended work is kept, how many events, rebalancing.
 
     \b
     sched config show
     sched config set job_retention 6h
+    sched config set rebalance_interval 10m
     sched config set task_retention 30m ended_tasks_per_job 20
     sched config unset job_retention
     """
 
 
 def _value(name: str, value) -> str:
-    return format_duration(value) if name.endswith("_retention") else str(value)
+    durations = ("rebalance_interval", "rebalance_deadline")
+    return format_duration(value) if name.endswith("_retention") or name in durations else str(value)
 
 
 @config.command("show")
@@ -58,7 +61,7 @@ def config_show(app, as_json):
         return print_json({"namespace": app.namespace, "settings": settings, "memory": memory})
     print_table(["SETTING", "VALUE", "", "MEANING"],
                 [[name, _value(name, s["value"]), "(default)" if s["default"] else "",
-                  HELP.get(name, _STREAM_HELP)] for name, s in settings.items()])
+                  {**HELP, **REBALANCE_HELP}.get(name, _STREAM_HELP)] for name, s in settings.items()])
     click.echo()
     for line in memory_lines(memory):
         click.echo(line)
@@ -76,9 +79,13 @@ def config_set(app, pairs, as_json):
     ended_tasks_per_job  how many ended tasks of a job that still runs are kept (100)
     job_retention        how long a finished job is kept, unless it has ttl_after_finished (24h)
     stream_maxlen        events kept in the stream (100000)
+    rebalance_interval   how often the workers rebalance on their own (0: never, the default)
+    rebalance_strategy   what they rebalance with: spread or pack (spread)
+    rebalance_deadline   how long a move waits for its new task to run healthy (5m)
     """
     if len(pairs) % 2:
-        raise click.UsageError(f"give each setting a value: {' '.join(pairs)} has {len(pairs)} words")
+        raise click.UsageError(f"setting {pairs[-1]} has no value; give each setting one, as in "
+                               f"`sched config set {pairs[-1]} VALUE`")
     settings = app.set_config(**dict(zip(pairs[::2], pairs[1::2])))
     if as_json:
         return print_json(settings)

@@ -28,8 +28,17 @@ def describe(event: dict) -> str:
     words = [str(kind), str(event.get(subject, ""))]
     words += [str(event[v]) for v in _VERB if v in event]
     skip = {"type", "ts", subject, *_VERB, *(("job",) if kind == "task" else ())}
-    words += [f"{k}={v if v != '' else '-'}" for k, v in event.items() if k not in skip]
+    words += [f"{k}={_field(k, v)}" for k, v in event.items() if k not in skip]
     return " ".join(words)
+
+
+def _field(name: str, value) -> str:
+    """A field's value for people: an instant (``remove_at``, ``finished_at``: ms) as a time."""
+    if value == "":
+        return "-"
+    if name.endswith("_at") and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return _time(value).replace(" ", "T")
+    return str(value)
 
 
 def _time(ts) -> str:

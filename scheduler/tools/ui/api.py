@@ -49,7 +49,7 @@ def task_record(task: Task) -> dict:
             "retries": task.retries, "pin": task.pin or None, "nominated_node": task.nominated_node or None,
             "message": task.message, "allocated": task.allocated, "ports": list(task.ports),
             "created_ms": task.created_ms, "assigned_ms": task.assigned_ms, "started_ms": task.started_ms,
-            "ended_ms": task.ended_ms, "health": task.health or None, "health_ms": task.health_ms,
+            "ended_ms": task.ended_ms, "health": task.current_health or None, "health_ms": task.health_ms,
             "health_check": task.health_check}
 
 
@@ -172,6 +172,8 @@ async def set_availability(request):
     availability = inputs.availability(body.get("availability"))
     result = await run_in_threadpool(data.set_availability, app, name, availability, _actor())
     moved = f" ({len(result['moved'])} task(s) moved elsewhere)" if availability == "drain" else ""
+    if result.get("waiting"):
+        moved += f"; the drain goes on, {result['waiting']}"
     return _done(request, body, result, f"node {name}: {result['before']} -> {availability}{moved}.")
 
 

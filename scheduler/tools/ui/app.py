@@ -17,7 +17,7 @@ from starlette.staticfiles import StaticFiles
 
 from scheduler.model.errors import NotFound, RedisUnavailable, SpecError
 from scheduler.state.app import App
-from scheduler.tools.ui import activity, api, charts, data, events, live, metrics, pages
+from scheduler.tools.ui import activity, api, capacity, charts, data, events, live, metrics, pages
 from scheduler.tools.ui.auth import Auth, AuthSettings, Sessions, signed_in, signin, signout
 from scheduler.tools.ui.inputs import BadInput
 from scheduler.tools.ui.security import Security
@@ -32,6 +32,7 @@ ROUTES = [
     Route("/jobs/{job_id:job}", pages.job, name="job"),
     Route("/tasks/{task_id:task}", pages.task, name="task"),
     Route("/activity", activity.page, name="activity"),
+    Route("/capacity", capacity.page, name="capacity"),
     Route("/api/namespaces", api.namespaces),
     Route("/api/overview", api.overview),
     Route("/api/nodes", api.nodes),
@@ -47,6 +48,7 @@ ROUTES = [
     Route("/api/tasks/{task_id:task}", api.task),
     Route("/api/events", events.stream),
     Route("/api/activity", activity.api_rows),
+    Route("/api/capacity", capacity.api),
     Route("/api/series", charts.api_series),
     Route("/metrics", metrics.endpoint),
     Mount("/static", StaticFiles(packages=[("scheduler.tools.ui", "static")]), name="static"),

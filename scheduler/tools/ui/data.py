@@ -19,8 +19,10 @@ from functools import lru_cache
 import orjson
 
 from scheduler.control.rule_view import rules_now
-from scheduler.client import Client, explain_message, job_status
-from scheduler.control import changes, reconcile, schedule
+from scheduler.client import Client
+from scheduler.client.jobs import job_status
+from scheduler.client.tasks import explain_message
+from scheduler.control import changes, reconcile, schedule, starting
 from scheduler.control.outcomes import Outcomes
 from scheduler.model import ASSIGNED, DRAIN, PAUSE, PENDING, RUNNING, TASK_STATES, Node, NotFound, SpecError, Task
 from scheduler.model.quantities import parse_resources
@@ -207,6 +209,9 @@ def task(app: App, task_id: str) -> TaskView:
     # The last attempt's explanation matters only while the task is still pending (as in `sched task explain`).
     explanation = orjson.loads(found.explanation) if found.explanation and found.state == PENDING else None
     view.message = explain_message(found, explanation)
+    waits = starting.not_started(app.store, found)  # placed, but kept from starting
+    if waits is not None:
+        view.message = waits[1]
     if explanation:
         view.nodes_evaluated = int(explanation.get("nodes_evaluated", 0))
         view.reasons = dict(sorted(explanation.get("reasons", {}).items(), key=lambda item: (-item[1], item[0])))
@@ -318,14 +323,17 @@ def _task_order(task_id: str):
 # ----------------------------------------------------------------------------- writes
 def set_availability(app: App, name: str, availability: str, actor: str | None = None) -> dict:
     """Pause, drain or activate a node (as `sched node pause/drain/activate`); a drain
-    also moves its tasks elsewhere. NotFound if there is no such node."""
+    also moves its tasks elsewhere, as their budgets allow (``waiting``: what it waits
+    for, while the workers move the rest). NotFound if there is no such node."""
     client = Client(app=app, actor=actor)
+    waiting = ""
     if availability == DRAIN:
         report = client.drain_report(name)
         before, moved = report["before"], report["replacements"]
+        waiting = report["message"] if report["state"] == "draining" else ""
     else:
         before, moved = (client.pause(name) if availability == PAUSE else client.activate(name)), []
-    return {"node": name, "before": before, "availability": availability, "moved": moved}
+    return {"node": name, "before": before, "availability": availability, "moved": moved, "waiting": waiting}
 
 
 def scale(app: App, job_id: str, replicas: int, actor: str | None = None) -> dict:

@@ -13,6 +13,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
+from scheduler.client import Client
 from scheduler.model import AVAILABILITIES, TASK_STATES
 from scheduler.model.states import DOWN, READY
 from scheduler.state.app import App
@@ -50,6 +51,15 @@ class ClusterCollector:
         limit = GaugeMetricFamily("sched_redis_maxmemory_bytes", "Redis maxmemory (0: no limit).", labels=ns)
         each = GaugeMetricFamily("sched_bytes_per", "Bytes one live task, job (its tasks apart) or node of the "
                                  "namespace takes in Redis, averaged over a sample.", labels=ns + ["kind"])
+        drains = GaugeMetricFamily("sched_drains", "Nodes whose drain is in progress.", labels=ns)
+        budget = {name: GaugeMetricFamily(f"sched_budget_{name}", help_text, labels=ns + ["job"])
+                  for name, help_text in (("expected", "Tasks a job with a disruption budget should have."),
+                                          ("healthy", "Its healthy running tasks, as last counted, less the "
+                                                      "disruptions since."),
+                                          ("desired_healthy", "The healthy tasks its budget keeps."),
+                                          ("disruptions_allowed", "The disruptions its budget allows now."))}
+        evictions = CounterMetricFamily("sched_budget_evictions", "Evictions its budget granted (drains, sched "
+                                        "task evict, the API).", labels=ns + ["job"])
         counters = {name: CounterMetricFamily(f"sched_cluster_{name}", help_text, labels=ns)
                     for name, help_text in (("placements", "Placements committed by all workers (stats hash)."),
                                             ("commit_refusals", "Placements refused at commit, all workers."),
@@ -78,6 +88,12 @@ class ClusterCollector:
                     by_state[state] = by_state.get(state, 0) + 1
             for state, count in by_state.items():
                 tasks.add_metric([namespace, state], count)
+            drains.add_metric([namespace], len(store.draining_nodes()))
+            for record in Client(app=app).budgets():
+                for name, field in (("expected", "expected"), ("healthy", "healthy"),
+                                    ("desired_healthy", "desired_healthy"), ("disruptions_allowed", "allowed")):
+                    budget[name].add_metric([namespace, record["job"]], record[field])
+                evictions.add_metric([namespace, record["job"]], record["evictions"])
             stats = store.stats()
             for name, key in (("placements", "placed"), ("commit_refusals", "refused"), ("batches", "batches")):
                 counters[name].add_metric([namespace], stats.get(key, 0))
@@ -90,7 +106,7 @@ class ClusterCollector:
             for kind in ("live_task", "job", "node"):
                 each.add_metric([namespace, kind], memory[f"bytes_per_{kind}"])
         yield from (queue, nodes, availability, capacity, allocated, tasks, jobs, *counters.values(), used, limit,
-                    each)
+                    each, drains, *budget.values(), evictions)
 
 
 def registry(app: App) -> CollectorRegistry:

@@ -1,79 +1,66 @@
-"""Running the dashboard and the HTTP API with uvicorn: in the foreground (``sched ui``,
-``sched api``) or on a thread (tests and ``scripts/dashboard_screenshot.py``)."""
+"""Running the dashboard, the HTTP API, or both (``scheduler/tools/web.py`` puts them on one
+server) with uvicorn: the server, which ends the event streams as it stops, the Host
+headers it admits, and the proxies whose forwarded headers it believes."""
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
-
+import anyio.to_thread
 import uvicorn
 
-from scheduler.state.app import App
 from scheduler.tools.ui import events
-from scheduler.tools.ui.app import create_app
-from scheduler.tools.ui.auth import AuthSettings
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost")
 GRACE_S = 2.0  # how long stopping waits for requests in progress (event streams are ended at once)
+REQUEST_THREADS = 32  # requests running their work at once in one process; more wait their turn
 
 
 class Server(uvicorn.Server):
     """uvicorn's server, ending the dashboard's event streams as it begins to stop: they
     would otherwise hold the graceful shutdown until its timeout."""
 
-    def __init__(self, web, **options):
-        super().__init__(uvicorn.Config(web, log_level="warning", timeout_graceful_shutdown=GRACE_S, **options))
+    def __init__(self, web, forwarded_allow_ips: str = "", **options):
+        # X-Forwarded-For and -Proto are believed only from the proxies named (none by
+        # default: uvicorn's own default trusts 127.0.0.1, so any local process could
+        # claim any address and walk around the API's lockout of an address).
+        super().__init__(uvicorn.Config(web, log_level="warning", timeout_graceful_shutdown=GRACE_S,
+                                        proxy_headers=bool(forwarded_allow_ips),
+                                        forwarded_allow_ips=forwarded_allow_ips or None, **options))
         self.web = web
+
+    async def startup(self, sockets=None) -> None:
+        # The threads requests run their Redis calls in: the connections a process opens
+        # to Redis stay within these and the event streams' (scheduler/tools/api/sse.py).
+        anyio.to_thread.current_default_thread_limiter().total_tokens = REQUEST_THREADS
+        await super().startup(sockets)
 
     async def shutdown(self, sockets=None) -> None:
         events.end_streams(self.web)
         await super().shutdown(sockets)
 
 
-def build(app: App, host: str, auth: AuthSettings | None = None, api_auth: bool = True, dashboard: bool = True):
-    """The ASGI app for serving on ``host``: the dashboard with the HTTP API under
-    ``/v1/`` (or, without ``dashboard``, the API alone). On loopback, the Host header
-    must name loopback too, so that a page of another site cannot reach it by DNS
-    rebinding. ``auth``: the dashboard's sign-in and metrics token (see auth.py);
-    ``api_auth``: whether the API takes tokens (see scheduler/tools/api/access.py)."""
-    from scheduler.tools.api.app import WithDashboard, create_api
-
-    hosts = list(LOOPBACK_NAMES) if host in LOOPBACK_NAMES else None
-    if not dashboard:
-        return create_api(app, auth=api_auth, allowed_hosts=hosts)
-    web = create_app(app, allowed_hosts=hosts, auth=auth)
-    return WithDashboard(create_api(app, auth=api_auth, allowed_hosts=hosts, streams=web.state.streams), web)
+def allowed_hosts(host: str) -> list[str] | None:
+    """The Host headers admitted when serving on ``host``: on loopback, only the loopback
+    names, so that a page of another site cannot reach it by DNS rebinding; else any."""
+    return list(LOOPBACK_NAMES) if host in LOOPBACK_NAMES else None
 
 
-def serve(app: App, host: str, port: int, auth: AuthSettings | None = None, **options) -> None:
-    """Serve in the foreground until SIGINT or SIGTERM (``options``: :func:`build`'s)."""
-    Server(build(app, host, auth, **options), host=host, port=port).run()
+def run(web, host: str, port: int, forwarded_allow_ips: str = "") -> None:
+    """Serve ``web`` in the foreground until SIGINT or SIGTERM."""
+    Server(web, forwarded_allow_ips, host=host, port=port).run()
 
 
-class Background:
-    """The dashboard on a free loopback port, on a thread: ``with Background(app) as url:``
-    (``options``: :func:`build`'s)."""
+def check_forwarded_allow_ips(text: str) -> str:
+    """``--forwarded-allow-ips``: addresses or networks, comma-separated, or ``*``."""
+    import ipaddress
 
-    def __init__(self, app: App, host: str = "127.0.0.1", auth: AuthSettings | None = None, **options):
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind((host, 0))
-        self.url = f"http://{host}:{self.sock.getsockname()[1]}"
-        self.server = Server(build(app, host, auth, **options), lifespan="off")
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True,
-                                       name="sched-ui")
+    from scheduler.model.errors import SpecError
 
-    def __enter__(self) -> str:
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            if time.monotonic() > deadline or not self.thread.is_alive():
-                raise RuntimeError("the dashboard server did not start")
-            time.sleep(0.02)
-        return self.url
-
-    def __exit__(self, *exc) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
-        self.sock.close()
+    for part in (p.strip() for p in text.split(",")):
+        if part == "*":
+            continue
+        try:
+            ipaddress.ip_network(part, strict=False)
+        except ValueError:
+            raise SpecError(f"--forwarded-allow-ips {part!r} is not an address or network; give addresses such as "
+                            f"10.0.0.5,10.1.0.0/16 (the proxies in front of the server), or *.") from None
+    return text

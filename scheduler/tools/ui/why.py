@@ -17,7 +17,7 @@ import orjson
 
 from scheduler.engine.domains import DomainCounts
 from scheduler.engine.fit import over_quota
-from scheduler.engine.placement import explain
+from scheduler.engine.explanations import explain
 from scheduler.engine.verdicts import NodeVerdict, needs, verdicts
 from scheduler.model import PENDING, JobSpec, Node, Task
 from scheduler.model.placement_rules import Rules

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import click
 
+from scheduler.client.nodes import node_record
 from scheduler.model import SpecError, make_node
 from scheduler.model.taints import EFFECTS, parse_taint
 from scheduler.tools.cli import complete
 from scheduler.tools.cli.common import all_namespaces_option, cells, json_option, pass_app
+from scheduler.tools.cli.drains import drain, drain_line
 from scheduler.tools.render import history_text, print_json, print_table, usage
 
 
@@ -68,31 +70,53 @@ def node_add(app, name, **options):
     click.echo(f"node {name} {'added' if created else 'updated'}")
 
 
-def node_record(n, tasks: int) -> dict:
-    return {"name": n.name, "capacity": n.capacity, "allocated": {r: n.allocated.get(r, 0) for r in n.capacity},
-            "labels": n.labels, "availability": n.availability, "status": n.status, "tasks": tasks,
-            "platform": {"os": n.os, "arch": n.arch}, "role": n.role, "plugins": sorted(n.plugins),
-            "taints": [str(t) for t in n.taints]}
-
-
 @node.command("ls")
 @all_namespaces_option
 @json_option
 @pass_app
 def node_ls(app, every, as_json):
-    """List nodes with their capacity, allocation and task count.
+    """List nodes with their capacity, allocation and live tasks (TASKS 3/4: 3 of an agent's 4 task slots).
 
     In --json, cpu is in millicores, memory in bytes, other resources in units.
     """
-    records = [{**node_record(n, n.tasks), **({"namespace": ns} if every else {})}
-               for ns, client in cells(app, every) for n in client.nodes()]
+    records = []
+    for ns, client in cells(app, every):
+        draining = {d["node"]: d for d in client.drains()}
+        records += [{**node_record(n, n.tasks, draining.get(n.name)), **({"namespace": ns} if every else {})}
+                    for n in client.nodes()]
     if as_json:
         return print_json(records)
-    rows = [[*([r["namespace"]] if every else []), r["name"], r["status"], r["availability"], r["tasks"],
+    shown = any("drain" in r for r in records)  # a column only while some drain is in progress
+    rows = [[*([r["namespace"]] if every else []), r["name"], r["status"], r["availability"],
+             f"{r['tasks']}/{r['slots']}" if r["slots"] else r["tasks"],
              usage(r["capacity"], r["allocated"]),
-             ",".join(f"{k}={v}" for k, v in sorted(r["labels"].items())), ",".join(r["taints"])] for r in records]
+             ",".join(f"{k}={v}" for k, v in sorted(r["labels"].items())), ",".join(r["taints"]),
+             *([r["drain"]["message"] if "drain" in r else ""] if shown else [])] for r in records]
     print_table([*(["NAMESPACE"] if every else []), "NAME", "STATUS", "AVAILABILITY", "TASKS", "ALLOCATED/CAPACITY",
-                 "LABELS", "TAINTS"], rows)
+                 "LABELS", "TAINTS", *(["DRAIN"] if shown else [])], rows)
+
+
+@node.command("show")
+@click.argument("name", shell_complete=complete.node_names)
+@json_option
+@pass_app
+def node_show(app, name, as_json):
+    """A node: status, availability, capacity and allocation, labels, taints, and its
+    drain (in progress: what it waits for; else how the last one ended)."""
+    n = app.node(name)
+    last = app.drain_status(name)
+    record = node_record(n, n.tasks, last if last["state"] else None)
+    if as_json:
+        return print_json(record)
+    lines = [f"name: {n.name}", f"status: {n.status}", f"availability: {n.availability}", f"tasks: {n.tasks}",
+             f"allocated/capacity: {usage(record['capacity'], record['allocated'])}",
+             f"labels: {','.join(f'{k}={v}' for k, v in sorted(n.labels.items())) or '-'}",
+             f"taints: {','.join(record['taints']) or '-'}"]
+    if last["state"] == "draining":
+        lines.append(drain_line(last))
+    elif last["state"]:
+        lines.append(f"last drain: {last['state']}: {last['message']}")
+    click.echo("\n".join(lines))
 
 
 @node.command("history")
@@ -113,30 +137,23 @@ def _availability_command(name: str, value: str, doc: str):
     @click.argument("node_name", metavar="NAME", shell_complete=complete.node_names)
     @pass_app
     def command(app, node_name):
-        if value == "drain":
-            report = app.drain_report(node_name)
-            stopped, queued = len(report["stopped"]), len(report["replacements"])
-            if report["before"] == "drain" and not stopped:
-                click.echo(f"node {node_name} is already drained")
-            else:
-                click.echo(f"node {node_name} drained: {stopped} task(s) stopped; "
-                           f"{queued} replacement(s) queued")
+        before = app.pause(node_name) if value == "pause" else app.activate(node_name)
+        if before == value:
+            click.echo(f"node {node_name} is already {'paused' if value == 'pause' else value}")
         else:
-            before = app.pause(node_name) if value == "pause" else app.activate(node_name)
-            if before == value:
-                click.echo(f"node {node_name} is already {'paused' if value == 'pause' else value}")
-            else:
-                click.echo(f"node {node_name}: {before} -> {value}")
+            click.echo(f"node {node_name}: {before} -> {value}")
     return command
 
 
-_availability_command("drain", "drain", "Stop placing tasks on a node and move its tasks elsewhere.")
-_availability_command("pause", "pause", "Stop placing new tasks on a node; what runs there stays.")
-_availability_command("activate", "active", "Let the scheduler place tasks on a node again.")
+node.add_command(drain, "drain")
+_availability_command("pause", "pause", "Stop placing new tasks on a node; what runs there stays (a drain in "
+                                        "progress is cancelled).")
+_availability_command("activate", "active", "Let the scheduler place tasks on a node again (a drain in progress is "
+                                            "cancelled).")
 
 
 @node.command("taint")
-@click.argument("name")
+@click.argument("name", shell_complete=complete.node_names)
 @click.argument("taint", metavar="KEY[=VALUE]:EFFECT")
 @json_option
 @pass_app
@@ -158,7 +175,7 @@ def node_taint(app, name, taint, as_json):
 
 
 @node.command("untaint")
-@click.argument("name")
+@click.argument("name", shell_complete=complete.node_names)
 @click.argument("key", metavar="KEY[:EFFECT]")
 @json_option
 @pass_app

@@ -20,8 +20,11 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
                                                "reach it may drain, pause, scale and stop.")
 @click.option("--metrics-token", envvar="SCHED_METRICS_TOKEN", default=None, metavar="TOKEN",
               help="/metrics then needs 'Authorization: Bearer TOKEN' (also SCHED_METRICS_TOKEN).")
+@click.option("--forwarded-allow-ips", default="", metavar="IPS",
+              help="Believe X-Forwarded-For and X-Forwarded-Proto only from these proxies (addresses or networks, "
+                   "comma-separated, or *); by default from none.")
 @click.pass_context
-def ui(ctx, host, port, no_auth, metrics_token):
+def ui(ctx, host, port, no_auth, metrics_token, forwarded_allow_ips):
     """Serve a live web dashboard: nodes, jobs, tasks and queues, updated as events arrive.
 
     Pages take ?ns=NAME to show another namespace of the same Redis. Drain, pause,
@@ -33,11 +36,14 @@ def ui(ctx, host, port, no_auth, metrics_token):
     if ctx.invoked_subcommand is not None:
         return
     from scheduler.tools.ui.auth import AuthSettings
-    from scheduler.tools.ui.server import serve
+    from scheduler.tools.ui.server import check_forwarded_allow_ips
+    from scheduler.tools.web import serve
 
     client = ctx.find_object(Client)
     app = client.app
     app.store.ping()  # connect (or start the embedded Redis) first: a Redis that cannot be reached stops here
+    if forwarded_allow_ips:
+        check_forwarded_allow_ips(forwarded_allow_ips)
     if metrics_token is not None and not metrics_token.strip():
         raise SpecError("--metrics-token is empty; give a token, or leave the option out.")
     sign_in = not no_auth and client.dashboard_users().any()
@@ -49,7 +55,8 @@ def ui(ctx, host, port, no_auth, metrics_token):
     api_auth = not (no_auth and host in LOOPBACK)
     click.echo(f"sched ui: http://{shown}:{port}/?ns={app.keys.namespace} (Redis {app.display_url}; {how}); "
                f"HTTP API under /v1/ ({'tokens required' if api_auth else 'no tokens'}); Ctrl-C stops it")
-    serve(app, host, port, AuthSettings(sign_in=sign_in, metrics_token=metrics_token), api_auth=api_auth)
+    serve(app, host, port, AuthSettings(sign_in=sign_in, metrics_token=metrics_token), api_auth=api_auth,
+          forwarded_allow_ips=forwarded_allow_ips)
 
 
 ui.add_command(user)

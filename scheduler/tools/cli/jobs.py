@@ -7,7 +7,7 @@ import click
 from scheduler.model.spec_text import load_specs
 from scheduler.control import changes
 from scheduler.model import SpecError
-from scheduler.model.parameterized import MAX_PAYLOAD_BYTES
+from scheduler.model.parameterized import MAX_PAYLOAD_BYTES, oversized_payload
 from scheduler.model.quantities import parse_memory
 from scheduler.tools.cli import complete
 from scheduler.tools.cli.common import json_option, pass_app
@@ -141,7 +141,8 @@ def job_ls(app, as_json):
     if any("next_launch" in r for r in records):  # periodic jobs: when each launches next
         headers.append("NEXT LAUNCH")
         for row, r in zip(rows, records):
-            row.append(r.get("next_launch") or ("suspended" if "next_launch" in r else ""))
+            row.append(r.get("next_launch") or ("" if "next_launch" not in r else
+                                                "suspended" if r.get("suspended") else "none"))
     print_table(headers, rows)
 
 
@@ -254,7 +255,7 @@ def job_stop(app, job_id):
 
 
 @job.command("launch")
-@click.argument("job_id", metavar="ID", shell_complete=complete.job_ids)
+@click.argument("job_id", metavar="ID", shell_complete=complete.periodic_job_ids)
 @json_option
 @pass_app
 def job_launch(app, job_id, as_json):
@@ -268,7 +269,7 @@ def job_launch(app, job_id, as_json):
 
 
 @job.command("suspend")
-@click.argument("job_id", metavar="ID", shell_complete=complete.job_ids)
+@click.argument("job_id", metavar="ID", shell_complete=complete.periodic_job_ids)
 @json_option
 @pass_app
 def job_suspend(app, job_id, as_json):
@@ -277,11 +278,13 @@ def job_suspend(app, job_id, as_json):
     result = app.suspend(job_id)
     if as_json:
         return print_json(result)
+    if not result["changed"]:
+        return click.echo(f"job {job_id} is already suspended: no tick is launched until `sched job resume {job_id}`")
     click.echo(f"job {job_id} suspended: no tick is launched until `sched job resume {job_id}`")
 
 
 @job.command("resume")
-@click.argument("job_id", metavar="ID", shell_complete=complete.job_ids)
+@click.argument("job_id", metavar="ID", shell_complete=complete.periodic_job_ids)
 @json_option
 @pass_app
 def job_resume(app, job_id, as_json):
@@ -290,11 +293,13 @@ def job_resume(app, job_id, as_json):
     result = app.resume(job_id)
     if as_json:
         return print_json(result)
-    click.echo(f"job {job_id} resumed: next launch {result['next_launch'] or 'none (its schedule has ended)'}")
+    nxt = result["next_launch"] or "none (its schedule has ended)"
+    click.echo(f"job {job_id} resumed: next launch {nxt}" if result["changed"]
+               else f"job {job_id} is not suspended: next launch {nxt}")
 
 
 @job.command("dispatch")
-@click.argument("job_id", metavar="ID", shell_complete=complete.job_ids)
+@click.argument("job_id", metavar="ID", shell_complete=complete.parameterized_job_ids)
 @click.option("--meta", "metas", multiple=True, metavar="KEY=VALUE",
               help="A meta value the job takes (repeat for each); its commands see SCHED_META_<KEY>.")
 @click.option("--payload", type=click.File("rb"), default=None, metavar="FILE|-",
@@ -320,6 +325,11 @@ def job_dispatch(app, job_id, metas, payload, token, as_json):
     data = None
     if payload is not None:
         data = payload.read(MAX_PAYLOAD_BYTES + 1)
+        if len(data) > MAX_PAYLOAD_BYTES:  # count the rest without keeping it: the sentence gives the whole size
+            size = len(data)
+            while chunk := payload.read(1 << 16):
+                size += len(chunk)
+            raise oversized_payload(job_id, size)
     result = app.dispatch(job_id, meta, data, token)
     if as_json:
         return print_json(result)

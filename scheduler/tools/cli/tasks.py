@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import click
 
-from scheduler.model import TASK_STATES, Task
+from scheduler.client.tasks import task_record
+from scheduler.model import TASK_STATES
 from scheduler.tools.cli import complete
+from scheduler.tools.cli.budgets import budget_words
 from scheduler.tools.cli.common import json_option, pass_app
 from scheduler.tools.render import print_json, print_table
 
@@ -13,11 +15,6 @@ from scheduler.tools.render import print_json, print_table
 @click.group()
 def task():
     """List tasks and explain why one is pending."""
-
-
-def task_record(t: Task) -> dict:
-    return {"id": t.id, "job": t.job, "state": t.state, "node": t.node or None, "priority": t.priority,
-            "attempts": t.attempts, "version": t.version, "health": t.health or None}
 
 
 @task.command("ls")
@@ -56,7 +53,30 @@ def task_explain(app, task_id, as_json):
         click.echo(f"gang {gang['job']} ({size})" + ("; it waits whole with its gang" if gang["waits"] else ""))
     if record.get("tenant"):
         click.echo(f"tenant {record['tenant']}")
+    if record.get("budget"):
+        click.echo(budget_words(record["budget"]))
     click.echo(record["message"])
+
+
+@task.command("evict")
+@click.argument("task_id", metavar="ID", shell_complete=complete.task_ids)
+@click.option("--reason", default="evicted by hand", show_default=True, help="Said in the task's end and the event.")
+@json_option
+@pass_app
+def task_evict(app, task_id, reason, as_json):
+    """Stop a task and queue its replacement, if its job's disruption budget allows one
+    more disruption now (kube's eviction API); else say what it waits for and exit 1."""
+    done = app.evict(task_id, reason)
+    if as_json:
+        print_json(done)
+    elif done["evicted"]:
+        click.echo(f"task {task_id} evicted; replacement {done['replacement'] or 'none'} queued")
+    elif done["verdict"] in ("gone", "elsewhere"):
+        click.echo(f"task {task_id} is not live on a node: nothing to evict")
+    else:
+        click.echo(f"task {task_id} not evicted: waiting on {done['waiting']}")
+    if not done["evicted"]:
+        raise SystemExit(1)
 
 
 @task.command("logs")
