@@ -168,7 +168,11 @@ def test_compaction_finds_the_fewest_nodes_of_the_inventorys_shape(simulator):
     found = compact(simulator.replay, trace, Settings(), max_wait_s=0)
     assert found["lower_bound"] == 4  # 14 cores at once, 4 a node
     assert found["nodes_needed"] == 4
-    assert [t["places"] for t in found["tries"] if t["nodes"] == 3] == [False]
+    # The bound is sound: the search starts there, and its first probe places.
+    assert [(t["nodes"], t["places"]) for t in found["tries"]] == [(4, True)]
+    assert found["tries"][0]["stopped_at_s"] == 0  # settled at once: every task placed as it arrived
+    three = simulator.replay(trace, Settings(nodes=3))
+    assert three["pending_at_end"] == 0 and three["longest_wait_s"] > 0  # 3 nodes: the last ones wait
     patient = compact(simulator.replay, trace, Settings(), max_wait_s=100)
     # Waiting up to 100 s: 2 nodes run 8 cores from 0 and the other 6 from 100; 1 node would
     # make the last wait 300 s.

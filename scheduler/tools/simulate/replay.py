@@ -70,6 +70,7 @@ class Settings:
     batch_size: int = 512
     until_s: float | None = None
     give_up_wait_s: float | None = None  # stop as soon as a task has waited longer (compaction's probes)
+    stop_when_settled: bool = False  # stop once every task has arrived and none waits (compaction's probes)
     seed: int = 0  # the placement's random tie-breaks: the same seed, the same replay
 
     def label(self) -> str:
@@ -120,6 +121,7 @@ class Replay:
         self.nodes: dict[str, Node] = {}
         self.drained: set[str] = set()
         self.gave_up = False
+        self.settled = False  # stopped once nothing could wait again (stop_when_settled)
         self.arrivals_ms: tuple[int, int] | None = None  # the first and last instants tasks arrived at
 
     def _nodes_and_events(self) -> tuple[list[Node], list[Event]]:
@@ -176,6 +178,13 @@ class Replay:
             self._sample(now)
             if self._waited_too_long(now):
                 self.gave_up = True
+                break
+            if self.settings.stop_when_settled and i == len(events) and not self.recorder.pending \
+                    and not any(counts.values()):
+                # No event of the trace is left, no task waits, none is queued or held: no
+                # task can wait from here on (only runs end), so whether the trace placed, and
+                # its longest wait, are known.
+                self.settled = True
                 break
             if progress is not None and time.perf_counter() - last_shown >= 1.0:
                 last_shown = time.perf_counter()
