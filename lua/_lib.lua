@@ -174,7 +174,8 @@ end
 
 
 -- End one task from wherever it is (finish.lua's step, shared with replace.lua). A pending
--- task leaves every queue and loses its lease; a live one gives back what it held
+-- task leaves every queue and loses its lease, and a preemptor gives back the room its
+-- nominated node holds for it (k.node is then that node's hash); a live one gives back what it held
 -- (release), and one that failed on its node is counted in faults:<job> in the same step
 -- ("<node>|<task>|<version>"), dropping the entries older than k.fault_window ms.
 -- k = {task=, node=, node_tasks=, tally_job=, tally_dom=, faults=, fault_window=, queues={the 5
@@ -185,7 +186,7 @@ end
 -- "elsewhere") and whether it freed room on a node.
 local function end_task(id, state, message, expected, k, events, now)
   local cur = redis.call('HMGET', k.task, 'state', 'node', 'alloc', 'ports', 'job', 'priority', 'tenant', 'version',
-    'domains')
+    'domains', 'nominated_node')
   local was, on = cur[1], cur[2] or ''
   if not was then return 'absent', false end
   if was ~= 'pending' and was ~= 'assigned' and was ~= 'running' then return 'terminal:' .. was, false end
@@ -194,6 +195,12 @@ local function end_task(id, state, message, expected, k, events, now)
   if was == 'pending' then
     for q = 1, #k.queues do redis.call('ZREM', k.queues[q], id) end
     redis.call('HDEL', k.leases, id)
+    if cur[10] and redis.call('HDEL', k.node, 'nom:' .. id) == 1 then
+      redis.call('HINCRBY', k.node, 'nominations', -1)
+      redis.call('HDEL', k.task, 'nominated_node')
+      redis.call('ZADD', k.changes, redis.call('INCR', k.seq), cur[10])
+      freed = true
+    end
   else
     release(id, on, cur[3], cur[4], cur[6], k, cur[7] or nil, cur[9] or nil)
     freed = true
@@ -206,6 +213,15 @@ local function end_task(id, state, message, expected, k, events, now)
   redis.call('ZADD', k.ended, int(now), id)
   emit(events, {'type', 'task', 'id', id, 'job', cur[5] or '', 'state', state, 'node', on}, now)
   return was, freed
+end
+
+
+-- Whether a task that ended is its slot's outcome, kept with its job by retention (scored
+-- inf in job:<id>:ended): a batch or sysbatch task that completed, or failed with no retry
+-- queued (retried: a task of the job replaces it). A batch job's outcomes are its results;
+-- a sysbatch job's say where it ran to its end, which it does once per node.
+local function slot_outcome(kind, state, retried)
+  return (kind == 'batch' or kind == 'sysbatch') and (state == 'completed' or (state == 'failed' and not retried))
 end
 
 

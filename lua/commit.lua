@@ -299,13 +299,10 @@ for r = 1, R do
   node_fields[#node_fields + 1] = 'cap:' .. names[r]
   node_fields[#node_fields + 1] = alloc_fields[r]
 end
-local more = #node_fields  -- then taints, and (with describe) what domains are made of
+local more = #node_fields  -- then taints, and (with describe) the fields its tasks are counted under
 node_fields[more + 1] = 'taints'
-if describe then
-  for _, f in ipairs({'hostname', 'role', 'os', 'arch', 'labels', 'engine_labels'}) do
-    node_fields[#node_fields + 1] = f
-  end
-end
+if describe then node_fields[more + 2] = 'domains' end
+local DESCRIPTION = {'hostname', 'role', 'os', 'arch', 'labels', 'engine_labels'}
 local function state(node)
   if node.status == nil then
     local st = redis.call('HMGET', node.key, unpack(node_fields))
@@ -320,7 +317,7 @@ local function state(node)
     end
     node.ports, node.placed = {}, {}
     node.taints = st[more + 1] or false
-    if describe then node.desc = {unpack(st, more + 2, more + 7)} end
+    if describe then node.domains = st[more + 2] or false end
   end
   return node
 end
@@ -384,27 +381,39 @@ end
 
 -- The node's attribute -> value (as scheduler/model/constraints.py reads them) and the
 -- tally:dom fields a task on it is counted under (scheduler/model/domains.py node_domains),
--- with their JSON for the task's domains field.
+-- with their JSON for the task's domains field: the node hash's own domains field, which
+-- every node write since it was kept carries; for a node written before, from its
+-- description.
 local function domains_of(node)
   if node.attrs == nil then
-    local d = node.desc
-    local hostname = (d[1] and d[1] ~= '') and d[1] or node.name
-    local arch = d[4] or 'amd64'
-    arch = ARCH[string.lower(arch)] or arch
-    local attrs = {['node.name'] = node.name, ['node.hostname'] = hostname, ['node.role'] = d[2] or 'worker',
-                   ['node.platform.os'] = d[3] or 'linux', ['node.platform.arch'] = arch}
-    local fields = {}
-    for _, f in ipairs({'node.name', 'node.hostname', 'node.role', 'node.platform.os', 'node.platform.arch'}) do
-      if attrs[f] ~= '' then fields[#fields + 1] = f .. '=' .. attrs[f] end
-    end
-    for prefix, text in pairs({['node.labels.'] = d[5], ['engine.labels.'] = d[6]}) do
-      for k, v in pairs(cjson.decode(text or '{}')) do
-        v = tostring(v)
-        attrs[prefix .. k] = v
-        if v ~= '' then fields[#fields + 1] = prefix .. k .. '=' .. v end
+    local attrs, fields, record = {}, nil, node.domains
+    if record then
+      fields = cjson.decode(record)
+      for _, field in ipairs(fields) do
+        local attribute, value = string.match(field, '^([^=]*)=(.*)$')
+        attrs[attribute] = value
       end
+    else
+      local d = redis.call('HMGET', node.key, unpack(DESCRIPTION))
+      local hostname = (d[1] and d[1] ~= '') and d[1] or node.name
+      local arch = d[4] or 'amd64'
+      arch = ARCH[string.lower(arch)] or arch
+      attrs = {['node.name'] = node.name, ['node.hostname'] = hostname, ['node.role'] = d[2] or 'worker',
+               ['node.platform.os'] = d[3] or 'linux', ['node.platform.arch'] = arch}
+      fields = {}
+      for _, f in ipairs({'node.name', 'node.hostname', 'node.role', 'node.platform.os', 'node.platform.arch'}) do
+        if attrs[f] ~= '' then fields[#fields + 1] = f .. '=' .. attrs[f] end
+      end
+      for prefix, text in pairs({['node.labels.'] = d[5], ['engine.labels.'] = d[6]}) do
+        for k, v in pairs(cjson.decode(text or '{}')) do
+          v = tostring(v)
+          attrs[prefix .. k] = v
+          if v ~= '' then fields[#fields + 1] = prefix .. k .. '=' .. v end
+        end
+      end
+      record = cjson.encode(fields)
     end
-    node.attrs, node.fields, node.record = attrs, fields, cjson.encode(fields)
+    node.attrs, node.fields, node.record = attrs, fields, record
   end
   return node.attrs
 end

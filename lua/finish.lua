@@ -3,14 +3,17 @@
 -- refused). A live task (assigned or running) gives back exactly what commit.lua took:
 -- the allocation and host ports recorded on the task, and its tallies. Freed resources
 -- are a cluster event: move_cycle catches up with the scheduling cycle.
--- A task already in a terminal state is left alone. (The step itself is end_task in
+-- A preemptor that ends while pending gives back the room its nominated node holds for
+-- it, a cluster event too. A task already in a terminal state is left alone. (The step itself is end_task in
 -- _lib.lua, which replace.lua shares.)
 --
 -- KEYS[1] q:active  KEYS[2] q:backoff  KEYS[3] q:unschedulable  KEYS[4] q:inflight
 -- KEYS[5] q:leases  KEYS[6] nodes:changes  KEYS[7] nodes:seq
 -- KEYS[8] q:cycle   KEYS[9] q:move_cycle  KEYS[10] tally:priority
 -- then 6 keys per task p (0-based), from b = 11:
---   task HASH, node HASH, node tasks SET, tally:job:<job> ZSET, for the node named in ARGV,
+--   task HASH, node HASH (of the node named in ARGV; for a pending task, of its nominated
+--   node, whose room held for it goes back), node tasks SET and tally:job:<job> ZSET (for
+--   the node named in ARGV),
 --   faults:<job> ZSET (written when a live task ends as failed), tally:dom:<job> HASH
 -- KEYS[#KEYS - 4] stream STREAM (the namespace's events), KEYS[#KEYS - 3] config HASH (stream_maxlen)
 -- KEYS[#KEYS - 2] usage HASH (namespace and tenant usage, see commit.lua)

@@ -4,7 +4,9 @@
 -- Nothing is removed unless, now: the job is as the caller read it (version, next_index,
 -- status), it is finished (settle in _lib.lua: none of its tasks open, and it is stopped
 -- or a batch job), each task named is counted as ended, no deployment of it is in
--- progress, nothing holds it (job:<id>:holds), and no submit is still queueing its tasks.
+-- progress, nothing holds it (job:<id>:holds), it is not listed as waiting for its
+-- dependencies (jobs:held: the upkeep has yet to let go of what it waited for, which its
+-- hold keeps), and no submit is still queueing its tasks.
 -- The final call also needs the tasks named to be all the job has left.
 --
 -- KEYS[1] deployments ZSET  KEYS[2] deployments:active ZSET  KEYS[3] jobs:filling ZSET
@@ -12,9 +14,12 @@
 -- then the job's own keys (Keys.job_keys), starting: job HASH, job:<id>:tasks ZSET,
 -- job:<id>:ended ZSET, job:<id>:deployments ZSET, job:<id>:holds SET
 -- then the keys that index jobs (Keys.job_indexes: SETs, ZSETs and HASHes of job ids),
--- starting: jobs, jobs:global, jobs:shares, jobs:filling, jobs:ended, jobs:finished, jobs:expiring
+-- starting: jobs, jobs:global, jobs:shares, jobs:filling, jobs:ended, jobs:finished, jobs:expiring,
+-- jobs:labels, jobs:anti, jobs:held
 -- then one deployment HASH per deployment of the job, then 3 keys per task: task HASH,
--- task output HASH, task attempts LIST
+-- task output HASH, task attempts LIST, then, for a launch of a periodic or parameterized
+-- job, its parent's job:<parent>:children ZSET and job:<parent>:tokens HASH (the final call
+-- takes the launch out of both: a token answers only while the child it made is kept)
 -- ARGV[1] events: channel, and the members every event carries (see events_to in _lib.lua)
 -- ARGV[2] job id  ARGV[3] the job as read ("<version>|<next_index>|<status>")
 -- ARGV[4] how many own keys  ARGV[5] how many index keys  ARGV[6] "1" for the final call
@@ -24,7 +29,7 @@
 -- Returns {"removed", n}, {"part", n}, or {why not, 0}: "changed" (the job is not as read,
 -- or has other tasks than named: read again), "open" (it is not finished), "settled" (it
 -- was not known finished until now: its retention starts now), "gone", "deploying",
--- "held", "filling".
+-- "held", "waiting", "filling".
 
 local now = now_ms()
 local events = events_to(ARGV[1], KEYS[4], KEYS[5])
@@ -40,6 +45,7 @@ local state = settle(j, g, nil, now, events)
 if state == 'finished' then return {'settled', 0} end  -- it finished only now: its retention starts now
 if state ~= 'kept' then return {state, 0} end
 if redis.call('SCARD', holds) > 0 then return {'held', 0} end
+if redis.call('ZSCORE', KEYS[5 + owned + 10], job_id) then return {'waiting', 0} end
 if redis.call('ZSCORE', KEYS[3], job_id) then return {'filling', 0} end
 local d = tonumber(ARGV[10])
 if redis.call('ZCARD', deployments) ~= d then return {'changed', 0} end
@@ -76,6 +82,14 @@ for i = 6 + owned, 5 + owned + indexed do
   if kind == 'set' then redis.call('SREM', KEYS[i], job_id)
   elseif kind == 'zset' then redis.call('ZREM', KEYS[i], job_id)
   elseif kind == 'hash' then redis.call('HDEL', KEYS[i], job_id) end
+end
+local parent = first_task_key + 3 * n
+if #KEYS > parent then  -- a launch: its parent's launches and tokens (at most DISPATCHES_KEPT) forget it
+  redis.call('ZREM', KEYS[parent], job_id)
+  local tokens = redis.call('HGETALL', KEYS[parent + 1])
+  for i = 1, #tokens, 2 do
+    if tokens[i + 1] == job_id then redis.call('HDEL', KEYS[parent + 1], tokens[i]) end
+  end
 end
 emit(events, {'type', 'job', 'id', job_id, 'event', 'removed', 'version', tonumber(cur[1]),
   'status', cur[5] or (cur[3] == 'stopped' and 'stopped' or 'complete'), 'finished_at', tonumber(cur[4] or now),

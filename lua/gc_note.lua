@@ -1,8 +1,8 @@
 -- gc_note.lua: count tasks that ended into their jobs (retention's bookkeeping), in one
 -- step per call. Each task taken from tasks:ended goes to its job's ended set, scored by
--- when it ended, or inf for a batch job's slot outcome (a task that completed, or failed
--- with no retry queued: the job's results stay with it; the failed ones are counted in the
--- job's failed_slots);
+-- when it ended, or inf for a batch or sysbatch job's slot outcome (slot_outcome in
+-- _lib.lua: a task that completed, or failed with no retry queued: they stay with the
+-- job; a batch job's failed ones are counted in its failed_slots);
 -- then each job is settled (settle in _lib.lua): finished, or waiting for its ended
 -- tasks to be old enough, or neither. A task another call counted already is skipped,
 -- so calls may overlap and be resent.
@@ -37,9 +37,11 @@ while a <= #ARGV do
       local state = cur[1]
       if spec and state and state ~= 'pending' and state ~= 'assigned' and state ~= 'running' then
         local score = at
-        if spec.type == 'batch' and (state == 'completed' or (state == 'failed' and not cur[2])) then
+        if slot_outcome(spec.type, state, cur[2]) then
           score = 'inf'  -- a slot's outcome: kept with its job
-          if state == 'failed' then redis.call('HINCRBY', j.job, 'failed_slots', 1) end  -- the finish's status
+          if state == 'failed' and spec.type == 'batch' then
+            redis.call('HINCRBY', j.job, 'failed_slots', 1)  -- the finish's status
+          end
         end
         redis.call('ZADD', j.ended, score, task_id)
         if tonumber(at) > last then last = tonumber(at) end

@@ -6,12 +6,13 @@
 -- Returns a flat list: per job, its version, status, created, spec, failure and suspended (nil when
 -- the field is not set; a job that does not exist has a nil spec), n, then its n task ids.
 
-local out = {}
+local out, n = {}, 0  -- n: the length of out, kept (# is a search each time)
 for i = 1, #KEYS, 2 do
   local fields = redis.call('HMGET', KEYS[i], 'version', 'status', 'created', 'spec', 'failure', 'suspended')
-  for j = 1, 6 do out[#out + 1] = fields[j] end
+  for j = 1, 6 do out[n + j] = fields[j] end
   local ids = redis.call('ZRANGE', KEYS[i + 1], 0, -1)
-  out[#out + 1] = #ids
-  for j = 1, #ids do out[#out + 1] = ids[j] end
+  out[n + 7] = #ids
+  for j = 1, #ids do out[n + 7 + j] = ids[j] end
+  n = n + 7 + #ids
 end
 return out

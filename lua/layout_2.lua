@@ -30,8 +30,7 @@ for a = 7, #ARGV, 3 do
   local cur = redis.call('HMGET', KEYS[b], 'state', 'ended_at', 'created')
   if cur[1] and cur[1] ~= 'pending' and cur[1] ~= 'assigned' and cur[1] ~= 'running' then
     local score = cur[2] or cur[3] or int(now)
-    -- a batch slot's outcome (as gc_note.lua): a task that completed, or failed with no retry
-    if spec.type == 'batch' and (cur[1] == 'completed' or (cur[1] == 'failed' and not retried)) then
+    if slot_outcome(spec.type, cur[1], retried) then  -- kept with the job, as gc_note.lua keeps it
       score = 'inf'
     end
     redis.call('ZADD', KEYS[8], score, id)

@@ -17,7 +17,8 @@
 -- KEYS[11] usage HASH  KEYS[12] job:<id> HASH  KEYS[13] job:<id>:tasks ZSET
 -- KEYS[14] q:seq  KEYS[15] q:wake  KEYS[16] stream STREAM  KEYS[17] config HASH (stream_maxlen)
 -- KEYS[18] q:waiting ZSET (a pending task ended here leaves it too)
--- then 6 keys per task p (0-based), from 19: task HASH, node HASH, node tasks SET, tally:job ZSET,
+-- then 6 keys per task p (0-based), from 19: task HASH, node HASH (as finish.lua's), node
+-- tasks SET, tally:job ZSET,
 -- faults:<job> ZSET (written when a live task ends as failed), tally:dom:<job> HASH
 -- then one task HASH per replacement asked for: <job>.<next_index + i>
 -- KEYS[#KEYS] tasks:ended ZSET (each task that ends is added, for retention)

@@ -34,6 +34,8 @@ COMPILED = (
     "scheduler.engine.pipeline",
     "scheduler.engine.filters",
     "scheduler.engine.fill",
+    "scheduler.engine.domains",
+    "scheduler.engine.rule_classes",
     "scheduler.state.node_cache",
     "scheduler.model.node",
 )

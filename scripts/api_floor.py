@@ -7,6 +7,7 @@ no wait), for one trivial route at a time:
   hop          the same after a hop to a worker thread and back (what every sched route pays)
   redis_sync   one GET of redis-py in a worker thread (sched's way: its Client is synchronous)
   redis_async  one GET of redis.asyncio on the event loop (the other way)
+  redis_loop   one GET on sched's own connection of the loop (state/loop_redis.py: the API's reads now)
 
 each with uvicorn's fast path (httptools, uvloop) and its pure-Python one (h11, asyncio),
 then Redis alone (redis-benchmark, GET, 50 clients).
@@ -30,7 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from api_load import Connection, cpu_seconds, free_port, percentile  # noqa: E402
 
-ROUTES = ("direct", "hop", "redis_sync", "redis_async")
+ROUTES = ("direct", "hop", "redis_sync", "redis_async", "redis_loop")
 
 
 def app(redis_url: str):
@@ -62,7 +63,15 @@ def app(redis_url: str):
         value = await clients["async"].get("floor")
         return Response(json.dumps(value).encode(), media_type="application/json")
 
-    return Starlette(routes=[Route(f"/{f.__name__}", f) for f in (direct, hop, redis_sync, redis_async)])
+    from scheduler.state.loop_redis import LoopRedis
+
+    loop_redis = LoopRedis.for_client(sync)
+
+    async def redis_loop(request):
+        [value] = await loop_redis.execute([("GET", "floor")])
+        return Response(json.dumps(value).encode(), media_type="application/json")
+
+    return Starlette(routes=[Route(f"/{f.__name__}", f) for f in (direct, hop, redis_sync, redis_async, redis_loop)])
 
 
 async def load(port: int, path: str, seconds: float, clients: int) -> tuple[float, float, float, int]:

@@ -5,13 +5,16 @@ its next request as soon as the last is answered, over its own keep-alive connec
 
     python scripts/api_load.py                      # its own redis-server and sched api
     python scripts/api_load.py --workers 2          # sched api --workers 2
+    python scripts/api_load.py --workers 1,2 --rounds 3   # 1 and 2 workers in turn, three times
     python scripts/api_load.py --url http://127.0.0.1:8710 --token sched_...   # a server of yours
 
 Prints requests/s, p50/p95/p99 and failures per route, and checks afterwards that every
 job the API acknowledged (201) is stored; `--json` prints the figures as JSON. The
 clients are a small HTTP/1.1 client on asyncio (one process), so that the load costs
-little of the CPU the server shares with it. docs/benchmarks.md, "The HTTP API under
-concurrent clients", has the figures and the machine.
+little of the CPU the server shares with it; what they cost is printed too, with the
+server's CPU per request and the machine's load average (other work on the machine
+slows a round more than it changes the CPU a request costs). docs/benchmarks.md, "The
+HTTP API under concurrent clients", has the figures and the machine.
 """
 
 from __future__ import annotations
@@ -127,13 +130,15 @@ def percentile(values: list[float], q: float) -> float:
 async def run_load(args, known: list[str]) -> tuple[dict, list[str], float]:
     samples: dict[str, list] = {name: [] for name, _ in args.mix}
     acknowledged: list[str] = []
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     stop_at = started + args.seconds
     await asyncio.gather(*(client(i, args, known, acknowledged, samples, stop_at) for i in range(args.clients)))
+    samples["_clients_cpu_s"] = time.process_time() - cpu  # what the load itself cost
     return samples, acknowledged, time.perf_counter() - started
 
 
 def report(samples: dict, elapsed: float) -> dict:
+    clients_cpu = samples.pop("_clients_cpu_s", None)
     routes = {}
     for name, rows in samples.items():
         ok = [t for t, status in rows if 200 <= status < 300]
@@ -145,6 +150,7 @@ def report(samples: dict, elapsed: float) -> dict:
     every = [t for rows in samples.values() for t, status in rows if 200 <= status < 300]
     total = sum(len(rows) for rows in samples.values())
     return {"requests": total, "per_s": round(total / elapsed, 1), "seconds": round(elapsed, 1),
+            "clients_cpu_us_per_request": None if clients_cpu is None else round(1e6 * clients_cpu / max(1, total)),
             "failures": sum(r["failures"] for r in routes.values()),
             "p50_ms": round(1000 * percentile(every, 0.50), 1), "p95_ms": round(1000 * percentile(every, 0.95), 1),
             "p99_ms": round(1000 * percentile(every, 0.99), 1), "routes": routes}
@@ -264,11 +270,68 @@ def mix(text: str) -> tuple[tuple[str, int], ...]:
     return tuple(pairs)
 
 
+def one_round(args, workers: int) -> dict:
+    """One round: a server of its own (unless --url), seeded, loaded, checked."""
+    own = OwnServer(workers) if not args.url else None
+    if own is not None:
+        own.__enter__()
+        args.url, args.token = own.url, own.token
+    try:
+        known = asyncio.run(seed(args, args.jobs, args.nodes))
+        cpu = cpu_seconds(own.processes[-1].pid) if own is not None else None
+        redis_cpu = cpu_seconds(own.processes[0].pid) if own is not None else None
+        load_before = os.getloadavg()[0]
+        samples, acknowledged, elapsed = asyncio.run(run_load(args, known))
+        figures = report(samples, elapsed)
+        figures["load_average"] = round((load_before + os.getloadavg()[0]) / 2, 1)
+        if own is not None:  # what the server spent, less sensitive to other work on the machine than the rate
+            cpu = cpu_seconds(own.processes[-1].pid) - cpu
+            redis_cpu = cpu_seconds(own.processes[0].pid) - redis_cpu
+            figures.update(server_cpu_s=round(cpu, 1),
+                           server_cpu_us_per_request=round(1e6 * cpu / max(1, figures["requests"])),
+                           redis_cpu_us_per_request=round(1e6 * redis_cpu / max(1, figures["requests"])))
+        lost = asyncio.run(missing(args, acknowledged))
+        figures.update(acknowledged=len(acknowledged), missing=len(lost), clients=args.clients,
+                       workers=workers if own is not None else None)
+    finally:
+        if own is not None:
+            own.__exit__(None, None, None)
+            args.url = args.token = None
+    return figures
+
+
+def print_round(figures: dict) -> None:
+    print(f"{figures['requests']} requests in {figures['seconds']} s"
+          + (f" ({figures['workers']} worker(s))" if figures.get("workers") else "")
+          + f": {figures['per_s']} requests/s, p50 {figures['p50_ms']} ms, p95 {figures['p95_ms']} ms, "
+          f"p99 {figures['p99_ms']} ms, {figures['failures']} failures; {figures['acknowledged']} jobs acknowledged, "
+          f"{figures['missing']} missing afterwards; load average {figures['load_average']}"
+          + (f"; the server's CPU: {figures['server_cpu_us_per_request']} µs a request, Redis's "
+             f"{figures['redis_cpu_us_per_request']}" if "server_cpu_s" in figures else "")
+          + f"; the clients' CPU: {figures['clients_cpu_us_per_request']} µs a request")
+    print(f"{'route':<10} {'req/s':>8} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'failures':>9}")
+    for name, row in figures["routes"].items():
+        print(f"{name:<10} {row['per_s']:>8} {row['p50_ms']:>8} {row['p95_ms']:>8} {row['p99_ms']:>8} "
+              f"{row['failures']:>9}")
+
+
+def workers_list(text: str) -> list[int]:
+    try:
+        counts = [int(part) for part in text.split(",")]
+    except ValueError:
+        counts = []
+    if not counts or any(count < 1 for count in counts):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of workers, or several separated by commas (1,2)")
+    return counts
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", help="a running sched api (default: start a redis-server and sched api)")
     parser.add_argument("--token", help="an operator's token of every namespace, for --url")
-    parser.add_argument("--workers", type=int, default=1, help="sched api --workers, for the server it starts")
+    parser.add_argument("--workers", type=workers_list, default=[1],
+                        help="sched api --workers, for the server it starts; several (1,2) are run in turn")
+    parser.add_argument("--rounds", type=int, default=1, help="how many times to run each --workers, in turn")
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--jobs", type=int, default=1000, help="one-task jobs submitted before the load")
@@ -276,43 +339,26 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--mix", type=mix, default=MIX, help="ROUTE=WEIGHT,... of " + ", ".join(ROUTES) +
                         " (default: get_job=35,get_page=35,post_job=20,get_nodes=10)")
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON (a list of rounds)")
     args = parser.parse_args()
     if args.url and not args.token:
         parser.error("--url needs --token")
-    own = OwnServer(args.workers) if not args.url else None
-    if own is not None:
-        own.__enter__()
-        args.url, args.token = own.url, own.token
-    try:
-        known = asyncio.run(seed(args, args.jobs, args.nodes))
-        cpu = cpu_seconds(own.processes[-1].pid) if own is not None else None
-        samples, acknowledged, elapsed = asyncio.run(run_load(args, known))
-        figures = report(samples, elapsed)
-        if own is not None:  # what the server spent, less sensitive to other work on the machine than the rate
-            cpu = cpu_seconds(own.processes[-1].pid) - cpu
-            figures.update(server_cpu_s=round(cpu, 1),
-                           server_cpu_us_per_request=round(1e6 * cpu / max(1, figures["requests"])))
-        lost = asyncio.run(missing(args, acknowledged))
-        figures.update(acknowledged=len(acknowledged), missing=len(lost), clients=args.clients,
-                       workers=args.workers if own is not None else None)
-    finally:
-        if own is not None:
-            own.__exit__(None, None, None)
+    rounds = []
+    for _ in range(args.rounds):
+        for workers in args.workers:
+            figures = one_round(args, workers)
+            rounds.append(figures)
+            if not args.json:
+                print_round(figures)
     if args.json:
-        print(json.dumps(figures))
-    else:
-        print(f"{figures['requests']} requests in {figures['seconds']} s: {figures['per_s']} requests/s, "
-              f"p50 {figures['p50_ms']} ms, p95 {figures['p95_ms']} ms, p99 {figures['p99_ms']} ms, "
-              f"{figures['failures']} failures; {figures['acknowledged']} jobs acknowledged, "
-              f"{figures['missing']} missing afterwards"
-              + (f"; the server's CPU: {figures['server_cpu_us_per_request']} µs a request"
-                 if "server_cpu_s" in figures else ""))
-        print(f"{'route':<10} {'req/s':>8} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'failures':>9}")
-        for name, row in figures["routes"].items():
-            print(f"{name:<10} {row['per_s']:>8} {row['p50_ms']:>8} {row['p95_ms']:>8} {row['p99_ms']:>8} "
-                  f"{row['failures']:>9}")
-    return 0 if figures["failures"] == 0 and figures["missing"] == 0 else 1
+        print(json.dumps(rounds if len(rounds) > 1 else rounds[0]))
+    elif len(rounds) > 1:
+        print("\nrounds, by workers: requests/s; p99 ms; the server's CPU µs a request (load average)")
+        for workers in args.workers:
+            mine = [f for f in rounds if f.get("workers") == workers]
+            print(f"  {workers}: " + "; ".join(f"{f['per_s']:.0f}/s p99 {f['p99_ms']} cpu "
+                                              f"{f.get('server_cpu_us_per_request')} ({f['load_average']})" for f in mine))
+    return 0 if all(f["failures"] == 0 and f["missing"] == 0 for f in rounds) else 1
 
 
 if __name__ == "__main__":

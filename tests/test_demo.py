@@ -129,7 +129,7 @@ def test_demo_runs_a_live_cluster_and_leaves_nothing_running(tmp_path_factory):
     env = _demo_env(home, scratch)
     try:
         # stdin not a terminal: the demo ends after its summary by itself.
-        demo = subprocess.Popen([SCHED, "demo", "--seconds", "3"], env=env, cwd=home, stdin=subprocess.DEVNULL,
+        demo = subprocess.Popen([SCHED, "demo", "--seconds", "6"], env=env, cwd=home, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
         arrived: list[tuple[float, str]] = []  # each line with when it came: read as the demo runs
         reader = threading.Thread(target=lambda: arrived.extend((time.monotonic(), line) for line in demo.stdout),

@@ -57,6 +57,32 @@ def test_retention_keeps_a_job_while_another_waits_for_it(app):
     assert app.client.smembers(app.keys.job_holds("extract")) == set()
 
 
+def test_a_waiting_job_stopped_and_removed_lets_go_of_what_it_waited_for(app):
+    """A job stopped while it waits is removed by retention only once the upkeep has let go
+    of its hold on what it waited for: that job is then removed in turn once it finishes,
+    instead of being kept for ever by a job that no longer exists."""
+    from scheduler.control.retention import collect
+    from scheduler.model.retention import Retention
+
+    client = Client(app=app)
+    client.add_node("n1", cpu=4, memory="4GiB")
+    client.submit({"id": "extract"})
+    client.submit({"id": "load", "type": "batch", "after": ["extract"]})
+    client.stop("load")
+
+    def gc(later_s: int) -> list[str]:
+        return collect(app.store, now_ms=app.store.now_ms() + later_s * 1000,
+                       retention=Retention(job_retention=0)).jobs_removed
+
+    assert gc(1) == []  # still listed as waiting: the upkeep has not let go of extract yet
+    run_worker_until_idle(app)
+    assert app.client.smembers(app.keys.job_holds("extract")) == set()
+    assert gc(61) == ["load"]  # kept ones are looked at again a minute later
+    client.stop("extract")
+    assert gc(62) == ["extract"]
+    assert app.client.keys(f"{app.keys.prefix}job:*") == []
+
+
 def test_a_failed_dependency_fails_its_dependants_down_the_chain(app):
     client = Client(app=app)
     client.add_node("n1", cpu=4, memory="4GiB")

@@ -110,3 +110,47 @@ def test_a_parameterized_job_keeps_its_newest_launches_and_forgets_the_tokens_of
     assert len(kept) == 2 and kept[0] == made[2]  # the two oldest went, the running newest stays
     assert app.client.exists(app.keys.job(made[0]), app.keys.job_tasks(made[1])) == 0
     assert client.store.dispatched("render", "t1") is None and client.store.dispatched("render", "t2") == made[2]
+
+
+@pytest.mark.parametrize("launcher", ["parameterized", "periodic"])
+def test_a_launch_with_labels_is_seen_by_other_jobs_selectors(app, launcher):
+    """A launch is a job like any other for placement rules: its labels are what other jobs'
+    selectors match (a required anti-affinity keeps web off the node where the launch of
+    db runs), and its own required anti-affinity keeps away the jobs it matches."""
+    from worker_harness import run_worker_until_idle
+
+    client = Client(app=app)
+    for name in ("n1", "n2"):
+        client.add_node(name, cpu=4, memory="8GiB")
+    block = {"parameterized": {}} if launcher == "parameterized" else {"periodic": {"cron": "0 0 1 1 *"}}
+    client.submit({"id": "db", "type": "batch", "labels": {"app": "db"}, "constraints": ["node.name==n1"],
+                   "job_anti_affinity": [{"match": {"app": "cache"}, "attribute": "node.hostname", "required": True}],
+                   **block})
+    child = (client.dispatch("db") if launcher == "parameterized" else client.launch("db"))
+    child = child["dispatched" if launcher == "parameterized" else "launched"]
+    run_worker_until_idle(app)
+    assert [t.node for t in client.tasks(job=child) if t.live] == ["n1"]
+    client.submit({"id": "web", "replicas": 2, "job_anti_affinity": [{"match": {"app": "db"},
+                                                                        "attribute": "node.hostname",
+                                                                        "required": True}]})
+    client.submit({"id": "cache", "replicas": 2, "labels": {"app": "cache"}})
+    run_worker_until_idle(app)
+    assert sorted(t.node for t in client.tasks(job="web") if t.live) == ["n2", "n2"]
+    assert sorted(t.node for t in client.tasks(job="cache") if t.live) == ["n2", "n2"]
+
+
+def test_a_launch_removed_by_retention_leaves_its_parent_and_its_token(app):
+    """Retention removes a finished dispatch (here at once: ttl_after_finished 0) with what its
+    parent keeps of it: the parent's launches no longer name it, and a dispatch with its token
+    makes a new child (the token answers only while the child it made is kept)."""
+    from scheduler.control.retention import collect
+
+    client = Client(app=app)
+    client.submit({**RENDER, "ttl_after_finished": 0})
+    first = client.dispatch("render", {"customer": "acme"}, idempotency_token="order-1")["dispatched"]
+    client.stop(first)
+    assert first in collect(app.store, now_ms=app.store.now_ms() + 1000).jobs_removed
+    assert client.store.children("render") == [] and client.store.dispatched("render", "order-1") is None
+    again = client.dispatch("render", {"customer": "acme"}, idempotency_token="order-1")
+    assert again["created"] is True and again["dispatched"] != first
+    assert client.job(again["dispatched"])["parent"] == "render"

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from scheduler.control import reconcile
+from scheduler.control import budgets, reconcile
 from scheduler.model import parse_job
 
 from agent_cluster import SCHED, cluster  # noqa: F401 (the fixture)
@@ -30,6 +30,9 @@ def test_a_drain_of_three_replicas_of_four_never_has_two_down(cluster, app, redi
     cluster.worker()
     reconcile.submit(app.store, parse_job(WEB))
     cluster.wait(lambda: healthy_count(app, "web", checked=True) == 4, "web to run healthy")
+    # The drain reads the budget as the worker's upkeep last counted it: wait for a count
+    # that saw all four healthy, so that the first step's words are known.
+    cluster.wait(lambda: budgets.status(app.store, "web")["healthy"] == 4, "the budget to count four healthy")
     on_n3 = [t for t in app.store.tasks(app.store.job_task_ids("web")) if t.live and t.node == "n3"]
     assert len(on_n3) == 3
     cluster.agent("n2", cpu="2", memory="1GiB", slots=4)  # where they go

@@ -218,6 +218,22 @@ def test_a_batch_jobs_results_stay_while_it_runs(client, app):
     assert [t.state for t in client.tasks(job="last")] == ["failed", "assigned"]
 
 
+def test_a_sysbatch_jobs_results_stay_so_it_runs_once_per_node(client, app):
+    """What ran to its end on a node is the sysbatch job's result there: retention keeps it,
+    whatever its age or count, so that a node change does not run the job there again."""
+    client.add_node("n2", cpu=8, memory="16GiB")
+    client.submit({"id": "sweep", "type": "sysbatch", "max_retries": 0})
+    client.run_workers(until_idle=True)
+    done_on_n1, failed_on_n2 = sorted(client.tasks(job="sweep"), key=lambda t: t.pin)
+    reconcile.task_ended(client.store, done_on_n1, True, "ok")
+    reconcile.task_ended(client.store, failed_on_n2, False, "exited with code 1")  # no retry left
+    assert collect(app.store, retention=Retention(task_retention=0, ended_tasks_per_job=0)).tasks_removed == 0
+    client.add_node("n3", cpu=8, memory="16GiB")
+    reconcile.reconcile_global(app.store)
+    tasks = sorted(client.tasks(job="sweep"), key=lambda t: t.pin)
+    assert [(t.pin, t.state) for t in tasks] == [("n1", "completed"), ("n2", "failed"), ("n3", "pending")]
+
+
 def test_a_deployments_failures_stay_while_it_rolls(client, app):
     update = {"max_parallel": 1, "min_healthy_time": 0, "healthy_deadline": 600, "max_failure_ratio": 1}
     client.submit({"id": "web", "replicas": 2, "restart_delay": 0, "update": update})

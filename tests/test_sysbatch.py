@@ -41,3 +41,21 @@ def test_sysbatch_takes_no_replicas_and_cannot_be_scaled(app):
     client.submit({"id": "s", "type": "sysbatch"})
     with pytest.raises(SpecError, match="job s is sysbatch: it runs one task per eligible node"):
         client.scale("s", 3)
+
+
+@pytest.mark.parametrize("block", [{"periodic": {"cron": "0 0 1 1 *"}}, {"parameterized": {}}])
+def test_a_periodic_or_parameterized_sysbatch_job_runs_no_task_itself(app, block):
+    """The launcher is reconciled with the global jobs when nodes change, yet gets no task of
+    its own: its launches run one per node."""
+    from scheduler.control import reconcile
+
+    client = Client(app=app)
+    client.add_node("n1", cpu=4, memory="8GiB")
+    client.submit({"id": "sweep", "type": "sysbatch", **block})
+    client.add_node("n2", cpu=4, memory="8GiB")
+    reconcile.reconcile_global(app.store)  # what a worker does when nodes change
+    assert client.tasks(job="sweep") == []
+    child = client.launch("sweep")["launched"] if "periodic" in block else client.dispatch("sweep")["dispatched"]
+    reconcile.reconcile_global(app.store)
+    assert sorted(t.pin for t in client.tasks(job=child)) == ["n1", "n2"]
+    assert client.tasks(job="sweep") == []

@@ -19,7 +19,9 @@ from scheduler.model.errors import NotFound
 from scheduler.model.quantities import CPU, MEMORY, decimal_memory
 from scheduler.model.spec_text import as_spec, from_template, read_specs
 from scheduler.state.history import Submitted
-from scheduler.state.job_pages import job_page
+from scheduler.state.job_pages import job_page_steps
+from scheduler.state.job_reads import read_job_steps
+from scheduler.state.read_steps import BLOCKING_CALLS, Batch, Steps, run
 from scheduler.state.jobs import parse_stored
 
 
@@ -163,7 +165,7 @@ class JobClient(ClientBase):
         self._record("stop", job=job_id, stopped=len(result["stopped"]))
         return result
 
-    def job(self, job_id: str) -> dict:
+    def job(self, job_id: str, history: bool = False) -> dict:
         """``{id, version, status, created, spec}``. ``status`` is ``running``, ``stopped``,
         ``complete`` for a batch job none of whose tasks is pending or live any more (and
         enough of them completed), or ``failed`` (some failed for good, its deadline passed
@@ -171,20 +173,38 @@ class JobClient(ClientBase):
         dependencies has ``waiting_for``; a periodic job ``next_launch`` (ISO 8601, UTC;
         None while suspended), ``suspended`` and its last ``launches``; a launch names its
         ``parent``. A finished job has ``finished_at`` and ``remove_at`` (ms): when it
-        finished, and when retention removes it."""
-        job = self.store.get_job(job_id)
-        fields = self.store.job_fields(job_id)
-        tasks = self.store.tasks(self.store.job_task_ids(job_id))
-        states = Counter(task.state for task in tasks)
-        record = {**job, "status": job_status({**job, "failure": fields.get("failure", "")}, states, tasks)}
-        record.update(schedule.details(self.store, job_id, fields))
-        return record
+        finished, and when retention removes it. With ``history``, also who did what to
+        it (``history``, :meth:`audit_trail`), read with the rest. Two round trips
+        (state/job_reads.py), and a few more for a launcher's launches and a held job's
+        dependencies."""
+        return self.job_with_index(job_id, history)[0]
+
+    def job_with_index(self, job_id: str, history: bool = False) -> tuple[dict, str]:
+        """:meth:`job`, and the id of the namespace's newest event as of it (read in the
+        same step): the events after it are the changes since."""
+        return run(self.store, self.job_steps(job_id, history))
+
+    def job_steps(self, job_id: str, history: bool = False) -> Steps:
+        """:meth:`job_with_index` as steps (state/read_steps.py), for a caller that runs them
+        on an event loop."""
+        view = yield from read_job_steps(self.store, job_id, history)
+        fields = view.fields
+        job = {"id": job_id, "version": int(fields["version"]), "status": fields.get("status", "running"),
+               "created": int(fields.get("created", 0)), "spec": view.spec}
+        states = Counter(view.task_states)
+        record = {**job, "status": job_status({**job, "failure": fields.get("failure", "")}, states, view.tasks)}
+        if schedule.details_read(fields):
+            yield BLOCKING_CALLS  # a launcher's launches, a held job's dependencies
+        record.update(schedule.details(self.store, job_id, fields, remove_at=lambda: view.remove_at))
+        if history:
+            record["history"] = view.history
+        return record, view.newest_event
 
     def jobs(self) -> list[dict]:
         """Every job with its task counts by state (the ``sched job ls --json`` records);
         a periodic job's record has ``next_launch`` (ISO 8601, UTC; None while suspended or
         when its schedule has ended) and ``suspended``."""
-        return self._job_records(self.store.job_summaries())  # a few round trips for every job together
+        return run(self.store, self._job_records(self.store.job_summaries_steps(self.store.job_ids())))
 
     def jobs_page(self, per_page: int = 100, next_token: str | None = None, prefix: str = "", keep=None,
                   budget: int = 10) -> tuple[list[dict], str | None]:
@@ -194,30 +214,55 @@ class JobClient(ClientBase):
         last). A page reads its own jobs only (state/job_pages.py); with ``keep``, at most
         ``budget`` pages' worth are looked at, so a page may hold fewer records and still
         have a next one, as Nomad's filtered pages do."""
+        return self.jobs_page_with_index(per_page, next_token, prefix, keep, budget)[:2]
+
+    def jobs_page_with_index(self, per_page: int = 100, next_token: str | None = None, prefix: str = "", keep=None,
+                             budget: int = 10) -> tuple[list[dict], str | None, str]:
+        """:meth:`jobs_page`, and the id of the namespace's newest event, read before the
+        page (in its first round trip)."""
+        return run(self.store, self.jobs_page_steps(per_page, next_token, prefix, keep, budget))
+
+    def jobs_page_steps(self, per_page: int = 100, next_token: str | None = None, prefix: str = "", keep=None,
+                        budget: int = 10) -> Steps:
+        """:meth:`jobs_page_with_index` as steps (state/read_steps.py)."""
         records: list[dict] = []
-        token = next_token
+        token, newest = next_token, None
         for _ in range(budget if keep is not None else 1):
-            page = job_page(self.store, per_page, token, prefix)
-            for record in self._job_records(page.jobs):
+            page = yield from job_page_steps(self.store, per_page, token, prefix)
+            newest = newest or page.newest_event
+            for record in (yield from self._job_records(page.jobs)):
                 if keep is None or keep(record):
                     if len(records) == per_page:
-                        return records, record["id"]
+                        return records, record["id"], newest
                     records.append(record)
             token = page.next_token
             if token is None:
                 break
-        return records, token
+        return records, token, newest or "0-0"
 
-    def _job_records(self, summaries) -> list[dict]:
+    def _job_records(self, summaries) -> Steps:
+        """The records of ``summaries`` (steps: periodic jobs' next launches are read)."""
+        if not isinstance(summaries, list):
+            summaries = yield from summaries
         records = []
-        launches = self.store.next_launches([job.id for job in summaries if "periodic" in job.spec])
-        for job in summaries:
-            counts = Counter(job.task_states)
-            spec = job.spec
-            record = {"id": job.id, "type": spec["type"], "priority": spec["priority"],
-                      "replicas": spec.get("replicas"), "version": job.version,
-                      "status": job_status({"status": job.status, "spec": spec, "failure": job.failure}, counts),
-                      "tasks": dict(counts)}
+        briefs = [job.brief for job in summaries]
+        periodic = [job.id for job, brief in zip(summaries, briefs) if "periodic" in brief]
+        launches = {}
+        if periodic:
+            batch = Batch()
+            batch.execute_command("ZMSCORE", self.store.keys.launchers, *periodic)
+            [scores] = yield batch
+            launches = {job_id: float(score) for job_id, score in zip(periodic, scores) if score is not None}
+        for job, brief in zip(summaries, briefs):
+            counts: dict[str, int] = {}
+            for state in job.task_states:
+                counts[state] = counts.get(state, 0) + 1
+            # job_status answers the stored status but for these (most jobs run, or wait, as stored)
+            ends = job.status == "running" and brief["type"] in RUN_TO_COMPLETION and TERMINAL_STATES.issuperset(counts)
+            status = job_status({"status": job.status, "spec": brief, "failure": job.failure}, counts) \
+                if job.failure or (ends and counts) else job.status
+            record = {"id": job.id, "type": brief["type"], "priority": brief["priority"],
+                      "replicas": brief["replicas"], "version": job.version, "status": status, "tasks": counts}
             if job.id in launches:
                 record["next_launch"] = schedule.iso(launches[job.id])
                 record["suspended"] = job.suspended
@@ -246,7 +291,7 @@ class JobClient(ClientBase):
                         break
 
 
-def job_status(job: dict, states: Counter, tasks: list[Task] | None = None) -> str:
+def job_status(job: dict, states: dict[str, int], tasks: list[Task] | None = None) -> str:
     """The stored status, except that a job failed with a reason (its deadline passed, a
     dependency could not hold) is ``failed``, and a running batch or sysbatch job whose
     tasks have all ended (none pending or live) is ``complete`` when at least
@@ -256,7 +301,7 @@ def job_status(job: dict, states: Counter, tasks: list[Task] | None = None) -> s
         return "failed"
     spec = job["spec"]
     if (job["status"] == "running" and spec["type"] in RUN_TO_COMPLETION and "periodic" not in spec
-            and "parameterized" not in spec and states and all(state in TERMINAL_STATES for state in states)):
+            and "parameterized" not in spec and states and TERMINAL_STATES.issuperset(states)):
         if spec["type"] == BATCH:
             return "complete" if states.get(COMPLETED, 0) >= spec.get("replicas", 1) else "failed"
         if tasks is not None:

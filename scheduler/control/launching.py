@@ -48,11 +48,18 @@ def launch(store: Store, parent: JobSpec, child: JobSpec, *, how: str, payload: 
         fields["payload"] = base64.b64encode(payload).decode()
     if at is not None:
         fields["tick"] = at
+    # Its labels and anti-affinity before any task of it can be placed, as a submit's
+    # (other jobs' selectors match a launch as any job).
+    indexed = create and bool(child.labels or any(t.required for t in child.job_anti_affinity))
+    if indexed:
+        store.index_job_rules(child)
     result = store.launch(parent.id, child.id, how=how, tick=tick, launches=launches, next_launch=next_launch,
                           token=token, shares=shares_value(child), per_node=child.per_node, held=bool(child.after),
                           skipped=skipped, by=by, create=create, fields=fields)
     if result.created:
         begin(store, child)
+    elif indexed and result.refused != "exists":  # no such job was made
+        store.forget_job_rules(child.id)
     return result
 
 

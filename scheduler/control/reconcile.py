@@ -543,6 +543,8 @@ def reconcile_global(store: Store, only: list[str] | None = None) -> dict:
             if job["status"] != RUNNING_JOB or kind not in PER_NODE_TYPES:
                 continue
             spec = store.job_spec(job_id)
+            if spec.launcher:  # a periodic or parameterized sysbatch job: its launches run, it does not
+                continue
             wanted = global_targets(spec, nodes.values())
             # A taint keeps new tasks off a node, but only a NoExecute taint ends a task that
             # runs there, after its toleration_seconds (scheduler/control/evictions.py), as

@@ -9,7 +9,7 @@ Run by every scheduler worker's upkeep (one worker at a time, under a short lock
 2. **Prune** the ended tasks of jobs that still run: those that ended more than
    ``task_retention`` ago, and the oldest beyond ``ended_tasks_per_job`` (the newest are
    kept), each with its output and attempts (``gc_prune.lua``). Kept, whatever their
-   age: a batch job's results (each slot's task that completed or
+   age: a batch or sysbatch job's results (each slot's task that completed or
    failed with no retry queued, removed with the job), a task whose
    replacement is still open, and, during a deployment, the tasks of the version it rolls
    out.

@@ -26,7 +26,7 @@ class DomainCounts:
     def add(self, job: str, node, sign: int = 1) -> None:
         """Count (or with ``sign`` -1 uncount) one task of ``job`` on ``node``."""
         fields = self.counts.setdefault(job, {})
-        for field in (*node_domains(node), TOTAL):
+        for field in fields_of(node):
             left = fields.get(field, 0) + sign
             if left:
                 fields[field] = left
@@ -35,3 +35,18 @@ class DomainCounts:
 
     def copy(self) -> DomainCounts:
         return DomainCounts(self.counts)
+
+
+_FIELDS: dict[int, tuple] = {}  # id of a node object -> (the object, its fields and TOTAL)
+
+
+def fields_of(node) -> tuple[str, ...]:
+    """``node_domains(node)`` and :data:`TOTAL`, made once per node object: a worker's copy
+    of a node changes in place only in what it holds (its description comes with a new
+    object), and a group of a counted job counts every placement."""
+    cached = _FIELDS.get(id(node))
+    if cached is None or cached[0] is not node:
+        if len(_FIELDS) > 65536:
+            _FIELDS.clear()
+        cached = _FIELDS[id(node)] = (node, (*node_domains(node), TOTAL))
+    return cached[1]

@@ -7,7 +7,7 @@ plan`` and the dashboard ask them of the nodes as they are."""
 from __future__ import annotations
 
 from collections import Counter
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -50,12 +50,21 @@ def explain_rules(pipeline: Pipeline, nodes: Sequence[Node], job_counts: Mapping
 
 
 def explain_table(table: NodeTable, pipeline: Pipeline, job_counts: Mapping[str, int],
-                  static_key: tuple) -> Explanation:
+                  static_key: tuple, then: Callable[[Node], str | None] | None = None) -> Explanation:
     """``pipeline.explain`` over the node table: the same counts, with the resource, static
     and slot filters answered from columns and the verdicts cached under ``static_key``;
-    nodes that are not usable or hold nominations are asked one by one."""
+    nodes that are not usable or hold nominations are asked one by one. ``then``: asked
+    of each node the pipeline passes (the domain rules: :func:`explain_rules`' counts)."""
     job = pipeline.job
     result = Explanation(nodes_evaluated=len(table.nodes))
+
+    def passed(node: Node) -> None:
+        reason = then(node) if then is not None else None
+        if reason is None:
+            result.available += 1
+        else:
+            result.add(reason)
+
     one_by_one = np.flatnonzero(~table.usable).tolist() + table.nominated().tolist()
     remaining = table.usable.copy()
     remaining[one_by_one] = False
@@ -86,19 +95,23 @@ def explain_table(table: NodeTable, pipeline: Pipeline, job_counts: Mapping[str,
             node = table.nodes[row]
             reason = misfit(node, {}, job.ports, job.max_per_node, count(node.name, 0), job.priority, job.id)
             if reason is None:
-                result.available += 1
+                passed(node)
             else:
                 result.add(reason)
-    else:
+    elif then is None:
         result.available += int(remaining.sum())
+    else:
+        for row in np.flatnonzero(remaining).tolist():
+            passed(table.nodes[row])
     for row in sorted(set(one_by_one)):
         node = table.nodes[row]
         reason = pipeline.check(node, job_counts.get(node.name, 0))
         if reason is None:
-            result.available += 1
+            passed(node)
         else:
             result.add(reason)
     return result
+
 
 
 def gang_waits_message(spec: JobSpec, need: int, why: str) -> str:

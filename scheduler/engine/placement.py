@@ -45,9 +45,10 @@ from typing import Mapping, Sequence
 import numpy as np
 import numpy.random  # noqa: F401  imported here, before worker processes fork, not lazily in each
 
-from scheduler.engine import rule_placement
+from scheduler.engine import rule_classes, rule_placement
 from scheduler.engine.domains import DomainCounts
-from scheduler.engine.explanations import explain, explain_rules, explain_table
+from scheduler.engine.explanations import explain, explain_table
+from scheduler.engine.rules import domain_misfit
 from scheduler.engine.fewest import FewestTasks
 from scheduler.engine.fill import Fill
 from scheduler.engine.filters import filter_pipeline
@@ -260,14 +261,17 @@ class Placer:
         _, passing = table.static(_static_key(job, tainted), pipeline.static_check)
         noise = self._np_random.random(len(table.nodes)) if own else self._noise(len(table.nodes))
         counts = domains if domains is not None else DomainCounts()
-        assignments = rule_placement.place(table, np.flatnonzero(passing), job, tasks, job_counts, not independent,
-                                           ctx, bad, rules, counts, noise)
+        args = (table, np.flatnonzero(passing), job, tasks, job_counts, not independent, ctx, bad, rules, counts, noise)
+        assignments = rule_classes.place(*args)  # by classes of alike nodes, where it can
+        if assignments is None:
+            assignments = rule_placement.place(*args)
         self._placed_with_noise += len(assignments)
         unplaced = tasks[len(assignments):]
         explanation = None
-        if unplaced:
-            explanation = (explain_rules(pipeline, nodes, job_counts, rules, counts) if rules is not None and rules.hard
-                           else pipeline.explain(nodes, job_counts))
+        if unplaced:  # the filters' counts from the table's columns, then each passing node's domain rules
+            hard = rules if rules is not None and rules.hard else None
+            explanation = explain_table(table, pipeline, job_counts, _static_key(job, tainted),
+                                        (lambda node: domain_misfit(node, hard, counts)) if hard is not None else None)
         return Placement(assignments, unplaced, explanation)
 
     def eligible_domains(self, nodes: Sequence[Node], job: JobSpec, attribute: str) -> list[str]:

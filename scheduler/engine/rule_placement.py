@@ -32,7 +32,7 @@ from typing import Sequence
 
 import numpy as np
 
-from scheduler.engine import affinity, job_affinity, topology_spread, distinct_property
+from scheduler.engine import job_affinity, topology_spread, distinct_property
 from scheduler.engine.domains import DomainCounts
 from scheduler.engine.fill import apply
 from scheduler.engine.fit import misfit
@@ -46,25 +46,98 @@ from scheduler.model.placement_rules import Rules
 WEIGHTS = {"strategy": 1, "affinity": 2, "taints": 3, "spread": 2, "jobs": 2}
 
 
-class _Domains:
+class DomainCodes:
     """One attribute's domain code per candidate row (-1 without the attribute), and the
     values by code."""
 
     def __init__(self, table, attribute: str, rows: np.ndarray):
         get = attribute_getter(attribute)
         codes, paths = table.groups(("domain", attribute), lambda node: (get(node),))
-        self.values = [path[0] for path in paths]
+        self.values, self.code_of, empty = _values_of(paths)
         codes = codes[rows]
-        empty = [code for code, value in enumerate(self.values) if value == ""]
-        self.has = codes != empty[0] if empty else np.ones(rows.size, dtype=bool)  # in a domain
+        self.has = codes != empty if empty is not None else np.ones(rows.size, dtype=bool)  # in a domain
         self.codes = codes  # the candidate rows' codes (the empty value's is ignored through has)
         self.attribute = attribute
-        self.code_of = {value: code for code, value in enumerate(self.values)}
 
     def counted(self, counts: DomainCounts, jobs) -> np.ndarray:
-        """The counted tasks of ``jobs`` in each domain, by code."""
-        attribute = self.attribute
-        return np.array([counts.of(jobs, f"{attribute}={value}") for value in self.values] or [0], dtype=np.int64)
+        """The counted tasks of ``jobs`` in each domain, by code (as ``counts.of`` gives each):
+        from the fields the jobs have, not from every value (a hostname has thousands)."""
+        out = np.zeros(max(len(self.values), 1), dtype=np.int64)
+        prefix = f"{self.attribute}="
+        size, code_of = len(prefix), self.code_of
+        for job in jobs:
+            for field, n in counts.counts.get(job, {}).items():
+                if field.startswith(prefix):
+                    code = code_of.get(field[size:])
+                    if code is not None:
+                        out[code] += n
+        return out
+
+
+_VALUES: dict[int, tuple] = {}  # id of a table's list of paths -> (that list, values, code by value, empty's code)
+
+
+def _values_of(paths: list) -> tuple[list[str], dict[str, int], int | None]:
+    """An attribute's values by code, codes by value and the empty value's code, made once
+    per list of paths the table keeps (per attribute and node description)."""
+    cached = _VALUES.get(id(paths))
+    if cached is None or cached[0] is not paths:
+        if len(_VALUES) > 256:
+            _VALUES.clear()
+        values = [path[0] for path in paths]
+        code_of = {value: code for code, value in enumerate(values)}
+        cached = _VALUES[id(paths)] = (paths, values, code_of, code_of.get(""))
+    return cached[1], cached[2], cached[3]
+
+
+def leaving_column(table, tolerations) -> np.ndarray:
+    """1 where a ``NoExecute`` taint would evict the task after its ``toleration_seconds``
+    (per node, cached by the table; worked out once per set of taints)."""
+    return table.column(("evicts", tolerations), _by_taints(lambda node: float(evicts(node, tolerations))))
+
+
+def prefer_column(table, tolerations) -> np.ndarray:
+    """The untolerated ``PreferNoSchedule`` taints of each node."""
+    return table.column(("prefer", tolerations), _by_taints(lambda node: float(discouraged(node, tolerations))))
+
+
+def affinity_column(table, affinities) -> np.ndarray:
+    """Each node's soft affinity score (Nomad's, -100..100: ``affinity.score`` for every
+    node), from the value each affinity's attribute has on it: the values are coded once
+    per attribute and node description (shared by every affinity on that attribute), and
+    each affinity is tested once per value."""
+    key = tuple((a.constraint.text, a.weight) for a in affinities)
+    cached = _AFFINITY.get(key)
+    if cached is not None and cached[0] is table and cached[1] == table.epoch:
+        return cached[2]
+    total = sum(abs(a.weight) for a in affinities)
+    matched = np.zeros(len(table.nodes), dtype=np.int64)  # the weights each node matches, summed
+    for a in affinities:
+        get, test = a.constraint.get, a.constraint.test
+        codes, paths = table.groups(("value", a.constraint.key), lambda node, get=get: (get(node),))
+        weights = np.array([a.weight if test(path[0]) else 0 for path in paths] or [0], dtype=np.int64)
+        matched += weights[codes]
+    column = 100.0 * matched / total if total else matched.astype(np.float64)
+    if len(_AFFINITY) > 64:
+        _AFFINITY.clear()
+    _AFFINITY[key] = (table, table.epoch, column)
+    return column
+
+
+_AFFINITY: dict[tuple, tuple] = {}  # affinities -> (table, its epoch then, the column), while no description changes
+
+
+def _by_taints(value):
+    """``value(node)``, asked once per set of taints (what it depends on)."""
+    known: dict[tuple, float] = {}
+
+    def of(node) -> float:
+        found = known.get(node.taints)
+        if found is None:
+            found = known[node.taints] = value(node)
+        return found
+
+    return of
 
 
 def place(table, rows: np.ndarray, job: JobSpec, task_ids: Sequence[str], job_counts: dict[str, int], counted: bool,
@@ -88,13 +161,13 @@ def place(table, rows: np.ndarray, job: JobSpec, task_ids: Sequence[str], job_co
     faulty = np.array([node.name in bad for node in nodes], dtype=np.float64) if bad else None
     leaving = None
     if job.tolerations:
-        leaving = table.column(("evicts", job.tolerations), lambda node: float(evicts(node, job.tolerations)))[rows]
+        leaving = leaving_column(table, job.tolerations)[rows]
         if not leaving.any():
             leaving = None
     counts = counts if counts is not None else DomainCounts()
     tie = noise[rows] * 0.5 if noise.size else np.zeros(rows.size)
     binpack = job.strategy == BINPACK
-    fit = _Fit(table, rows, job) if binpack else None
+    fit = Fit(table, rows, job) if binpack else None
 
     # Preference levels: each row's group, and the job's tasks per group (over every row).
     levels = []
@@ -120,18 +193,17 @@ def place(table, rows: np.ndarray, job: JobSpec, task_ids: Sequence[str], job_co
     # Scores that do not change while placing, cached per node description.
     static_score = None
     if job.affinities:
-        key = ("affinity", tuple((a.constraint.text, a.weight) for a in job.affinities))
-        static_score = WEIGHTS["affinity"] * table.column(key, lambda node: affinity.score(node, job.affinities))[rows]
-    prefer = table.column(("prefer", job.tolerations), lambda node: float(discouraged(node, job.tolerations)))[rows]
+        static_score = WEIGHTS["affinity"] * affinity_column(table, job.affinities)[rows]
+    prefer = prefer_column(table, job.tolerations)[rows]
     if not prefer.any():
         prefer = None
 
     # Domain rules: each attribute's codes, each rule's counted tasks by domain.
-    domains: dict[str, _Domains] = {}
+    domains: dict[str, DomainCodes] = {}
 
-    def domain(attribute: str) -> _Domains:
+    def domain(attribute: str) -> DomainCodes:
         if attribute not in domains:
-            domains[attribute] = _Domains(table, attribute, rows)
+            domains[attribute] = DomainCodes(table, attribute, rows)
         return domains[attribute]
 
     own = job.id
@@ -241,7 +313,7 @@ def place(table, rows: np.ndarray, job: JobSpec, task_ids: Sequence[str], job_co
     return assignments
 
 
-class _Fit:
+class Fit:
     """Nomad's ScoreFit (the binpack scorer) of the candidate rows, kept as they fill."""
 
     def __init__(self, table, rows: np.ndarray, job: JobSpec):
@@ -265,6 +337,47 @@ class _Fit:
     def placed(self, i: int) -> None:
         for _, used, need in self.parts:
             used[i] += need
+
+
+class KeptFit:
+    """Each candidate row's bin-packing score (Nomad's ScoreFit, as :class:`Fit`
+    gives it over every row), kept as rows fill. A row's new score is the one any row with
+    the same free fractions has (the loop works them out for all rows at once, so equal
+    fractions give equal scores), else worked out alone."""
+
+    def __init__(self, table, rows: np.ndarray, job: JobSpec):
+        self.fit = Fit(table, rows, job)
+        self.fractions = [_fractions(capacity, used, need) for capacity, used, need in self.fit.parts]
+        self.scores: np.ndarray = self.fit.scores()
+        self.known: dict[tuple[float, ...], float] = {}
+
+    def placed(self, i: int) -> float:
+        """Row ``i`` took a task: its new score."""
+        self.fit.placed(i)
+        values = tuple([float(_fractions(capacity[i:i + 1], used[i:i + 1], need)[0])
+                        for capacity, used, need in self.fit.parts])
+        found = self.known.get(values)
+        if found is None:
+            same = np.ones(self.scores.size, dtype=bool)
+            for fractions, value in zip(self.fractions, values):
+                same &= fractions == value
+            rows = np.flatnonzero(same)
+            if rows.size:
+                found = float(self.scores[rows[0]])
+            else:  # the loop's formula, for this row alone
+                parts = [np.array([value]) for value in values]
+                while len(parts) < 2:
+                    parts.append(np.zeros(1))
+                found = float(((20 - np.power(10.0, parts[0]) - np.power(10.0, parts[1])) * (MAX_NODE_SCORE / 18))[0])
+            self.known[values] = found
+        return found
+
+
+def _fractions(capacity: np.ndarray, used: np.ndarray, need: float) -> np.ndarray:
+    """What ``Fit.scores`` raises 10 to: each row's free fraction after the task."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        fraction = np.where(capacity > 0, 1 - (used + need) / capacity, 0.0)
+    return np.clip(fraction, 0.0, 1.0)
 
 
 def _lowest(mask: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -292,6 +405,6 @@ def domain_values(table, attribute: str, mask: np.ndarray) -> list[str]:
     """The values of ``attribute`` on the rows of ``mask`` (its eligible domains)."""
     get = attribute_getter(attribute)
     codes, paths = table.groups(("domain", attribute), lambda node: (get(node),))
-    present = np.unique(codes[mask]).tolist() if mask.any() else []
+    present = np.flatnonzero(np.bincount(codes[mask])).tolist() if mask.any() else []
     return sorted(value for value in (paths[code][0] for code in present) if value != "")
 

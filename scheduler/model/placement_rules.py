@@ -81,7 +81,7 @@ class Rules:
 
     def jobs(self) -> set[str]:
         """Every job whose counts the rules read."""
-        out = {self.job} if self.counted or self.distinct else set()
+        out = {self.job} if self.distinct else set()  # a job's own counts only where a rule reads them
         for rule in (*self.spreads, *self.affinity, *self.anti, *self.soft):
             out.update(rule.jobs)
         return out

@@ -4,7 +4,8 @@
 Ended tasks of a job that still runs are kept for ``task_retention`` after they ended,
 and at most ``ended_tasks_per_job`` of them (the newest); a batch job's results (each slot's task that
 completed, or failed with no retry queued)
-are its results and stay with the job. A job that finished (stopped, or a batch job
+are its results and stay with the job, and so do a sysbatch job's (where it ran to its
+end, which it does once per node). A job that finished (stopped, or a batch job
 whose tasks have all ended) is removed with everything of it ``job_retention`` after it
 finished, or its own ``ttl_after_finished`` (Kubernetes' name and meaning: seconds after
 the job finished; 0 removes it as soon as the workers see it finished).

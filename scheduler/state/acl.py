@@ -38,7 +38,7 @@ from scheduler.model.errors import NotFound, SpecError
 from scheduler.model.names import check_namespace
 from scheduler.state.connection import client_for
 from scheduler.state.keys import Keys
-from scheduler.state.scripts import SCRIPT_NAMES, ClusterSafeScript, script_source
+from scheduler.state.scripts import READ_SCRIPTS, SCRIPT_NAMES, ClusterSafeScript, script_source
 
 ROLES = ("viewer", "submitter", "worker", "agent")
 NAMESPACE_REGISTRY = "sched:namespaces"
@@ -69,11 +69,11 @@ _READS = ("get", "exists", "hget", "hgetall", "hmget", "hkeys", "hlen", "smember
 # them and queues global jobs' tasks with the scripts a submit uses) but the admin's:
 # dump_page.lua, which reads a namespace whole for a snapshot.
 _ADMIN_SCRIPTS = ("dump_page",)
-# Scripts that only read (a page of jobs and their tasks' states, for job ls and the HTTP
-# API's lists): a viewer may call them, and Redis checks each read they run as any other.
-_READ_SCRIPTS = ("job_page", "task_states")
+# The scripts that only read (scripts.READ_SCRIPTS: a job's record, a page of jobs and
+# their tasks' states) every role calls with EVALSHA_RO (below): Redis checks each read
+# they run as any other.
 _ROLE_SCRIPTS = {
-    "viewer": _READ_SCRIPTS,
+    "viewer": (),
     "submitter": tuple(name for name in SCRIPT_NAMES if name not in _ADMIN_SCRIPTS),
     "worker": tuple(name for name in SCRIPT_NAMES if name not in _ADMIN_SCRIPTS),
     "agent": ("node_put", "node_set", "start", "task_health", "finish", "replace", "history", "output"),
@@ -94,10 +94,15 @@ def script_shas(role: str) -> list[str]:
     return sorted(hashlib.sha1(script_source(name).encode()).hexdigest() for name in _ROLE_SCRIPTS[role])
 
 
+def read_script_shas() -> list[str]:
+    """The SHA1 of each script that only reads (every role may call it with EVALSHA_RO)."""
+    return sorted(hashlib.sha1(script_source(name).encode()).hexdigest() for name in READ_SCRIPTS)
+
+
 def scripts_digest(role: str) -> str:
     """A short name for the scripts a user of ``role`` is set up for, kept in its record:
     a user set up by another version of sched names other SHA1s (``sched acl sync``)."""
-    return hashlib.sha256(" ".join(script_shas(role)).encode()).hexdigest()[:16] if _ROLE_SCRIPTS[role] else ""
+    return hashlib.sha256(" ".join([*script_shas(role), "ro", *read_script_shas()]).encode()).hexdigest()[:16]
 
 
 # Per role, beyond the reads and its scripts' commands. WAIT follows durable script calls
@@ -166,13 +171,13 @@ def rules(name: str, namespace: str, role: str, password_sha256: str) -> list[st
     of the role (also each command its scripts run, which Redis checks as any other), and
     the selectors say where the role may write."""
     prefix = f"sched:{{{namespace}}}:"
-    commands = set(_CONNECTION) | set(_READS) | set(_ROLE_COMMANDS[role])
-    if role != "viewer":  # a viewer's scripts only read: what they run is in _READS
-        commands |= _script_commands(_ROLE_SCRIPTS[role])
+    commands = set(_CONNECTION) | set(_READS) | set(_ROLE_COMMANDS[role]) | _script_commands(_ROLE_SCRIPTS[role])
     out = ["reset", "on", f"#{password_sha256}", "resetchannels", f"&{prefix}*", f"%R~{record_key(name)}",
            f"%R~{prefix}*", *(f"+{command}" for command in sorted(commands))]
+    # The scripts that only read (a job's record, a page of jobs), with EVALSHA_RO, which
+    # names its keys for reading only: a viewer's too.
+    out.append(_selector([f"%R~{prefix}*"], [*(f"evalsha_ro|{sha}" for sha in read_script_shas()), *_SCRIPT_CALLS]))
     if role == "viewer":
-        out.append(_selector([f"~{prefix}*"], [*(f"evalsha|{sha}" for sha in script_shas(role)), *_SCRIPT_CALLS]))
         return out
     if role == "agent":
         out.append(_selector([f"~{prefix}{pattern}" for pattern in _AGENT_WRITES], sorted(commands - set(_CONNECTION))))

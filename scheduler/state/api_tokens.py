@@ -11,6 +11,9 @@
 ``sched:api:failed:<address>``   STRING requests from an address refused for a missing
                                        or wrong token, with the TTL of the window they
                                        count in
+``sched:api:revoked``            CHANNEL the SHA-256 of each token revoked, for the API
+                                       servers that keep tokens they checked
+                                       (checked_tokens.py)
 
 The token itself is kept nowhere: it is 32 random bytes, shown once when made, and only
 its SHA-256 is stored (a random secret of that length needs no slow hash). A token that
@@ -34,6 +37,7 @@ from scheduler.state.failed_attempts import FailedAttempts
 TOKENS = "sched:api:tokens"
 TOKEN_PREFIX = "sched:api:token:"
 FAILED_PREFIX = "sched:api:failed:"
+REVOKED_CHANNEL = "sched:api:revoked"
 EVERY_NAMESPACE = "*"
 ROLES = ("viewer", "submitter", "operator")  # each may do what the ones before it may
 TOKEN_PREFIX_TEXT = "sched_"  # what every token starts with, so that a leaked one is recognised
@@ -115,6 +119,7 @@ class ApiTokens:
             raise NotFound(f"there is no token named {name}; sched token ls lists them.")
         record = orjson.loads(raw)
         self.client.delete(TOKEN_PREFIX + record["sha256"])  # first: it stops working now
+        self.client.publish(REVOKED_CHANNEL, record["sha256"])  # servers that kept it checked forget it
         self.client.hdel(TOKENS, name)
         return {key: record.get(key) for key in ("name", "namespace", "role", "created", "expires")}
 

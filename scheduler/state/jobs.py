@@ -26,6 +26,7 @@ from scheduler.model.names import is_job_id
 from scheduler.state.hashes import hgetall_many
 from scheduler.state.history import HISTORY_KEEP, Record, record_args
 from scheduler.state.namespace import NamespaceStore
+from scheduler.state.read_steps import Batch, Steps, run
 
 ENQUEUE_CHUNK = 500  # tasks per enqueue.lua call: each call takes a few ms (docs/reliability.md)
 # Jobs per enqueue_many.lua call. Redis keeps every write of a script call for the AOF
@@ -35,6 +36,7 @@ ENQUEUE_CHUNK = 500  # tasks per enqueue.lua call: each call takes a few ms (doc
 BULK_JOBS = 100
 _PIPELINED = 4  # enqueue_many.lua calls per round trip
 SUMMARY_CHUNK = 500  # jobs per job_page.lua call (and tasks per task_states.lua call, twice that)
+_READS_PER_ROUND_TRIP = 8  # such calls sent at once (a page of 1000 jobs: two; every job: a few MB a reply)
 
 
 def shares_value(spec: JobSpec) -> str:
@@ -76,16 +78,47 @@ def _text_after_id(spec: JobSpec) -> str:
     return text[len(head):]
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class JobSummary:
     id: str
     version: int
     status: str
     created_ms: int
-    spec: dict
+    spec_text: str  # as stored (normalised JSON)
     task_states: list[str]
     failure: str = ""  # why it ended as failed (its deadline passed, a dependency could not hold)
     suspended: bool = False  # a periodic job that launches no tick until resumed
+
+    @property
+    def spec(self) -> dict:
+        """The spec, parsed (a new dict each time)."""
+        return orjson.loads(self.spec_text)
+
+    @property
+    def brief(self) -> dict:
+        """What a list of jobs reads of the spec (:func:`spec_brief`)."""
+        return spec_brief(self.spec_text)
+
+
+def spec_brief(text: str) -> dict:
+    """The fields of a stored spec that a job's list record and its status read: ``type``,
+    ``priority``, ``replicas``, and ``periodic`` and ``parameterized`` when the spec has
+    them. Jobs made from one template differ only in their id, so this is worked out once
+    per template (the text after the id) and shared: the dict must not be changed."""
+    head, comma, rest = text.partition('",')
+    # Shared only when the id's JSON text is the id itself (no escape, no quote: what
+    # follows it is then the rest of the spec, whatever the id).
+    shared = comma and head.startswith('{"id":"') and "\\" not in head and '"' not in head[7:]
+    brief = _briefs.get(rest) if shared else None
+    if brief is None:
+        spec = orjson.loads(text)
+        brief = {"type": spec["type"], "priority": spec["priority"], "replicas": spec.get("replicas"),
+                 **{kind: True for kind in ("periodic", "parameterized") if kind in spec}}
+        if shared:
+            if len(_briefs) >= _TEMPLATES_KEPT:
+                _briefs.clear()
+            _briefs[rest] = brief
+    return brief
 
 
 class JobStore(NamespaceStore):
@@ -184,31 +217,60 @@ class JobStore(NamespaceStore):
 
     def job_summaries(self, ids: list[str] | None = None) -> list[JobSummary]:
         """Every job (or those of ``ids`` that exist, in that order) with the state of each
-        of its tasks: ``job_page.lua`` then ``task_states.lua``, each a call per chunk of
-        jobs or tasks (one round trip each for a page)."""
+        of its tasks: ``job_page.lua`` calls of a chunk of jobs each, then
+        :meth:`task_states` (a page of jobs: two round trips)."""
+        return run(self, self.job_summaries_steps(self.job_ids() if ids is None else ids))
+
+    def job_summaries_steps(self, ids: list[str]) -> Steps:
+        """:meth:`job_summaries` of ``ids`` as steps (state/read_steps.py)."""
         k = self.keys
-        ids = self.job_ids() if ids is None else ids
-        found, task_ids = [], []
-        for start in range(0, len(ids), SUMMARY_CHUNK):  # one job_page.lua call per chunk: a few ms at most
-            chunk = ids[start:start + SUMMARY_CHUNK]
-            reply = self.scripts.job_page(keys=[key for job_id in chunk for key in (k.job(job_id),
-                                                                                   k.job_tasks(job_id))], args=[])
+        chunks = [ids[start:start + SUMMARY_CHUNK] for start in range(0, len(ids), SUMMARY_CHUNK)]
+        replies = []
+        for start in range(0, len(chunks), _READS_PER_ROUND_TRIP):
+            batch = Batch()
+            for chunk in chunks[start:start + _READS_PER_ROUND_TRIP]:
+                self.scripts.queue(batch, "job_page", [key for job_id in chunk for key in (k.job(job_id),
+                                                                                            k.job_tasks(job_id))],
+                                   [], read_only=True)
+            replies += yield batch
+        found, counts, task_ids = [], [], []
+        for chunk, reply in zip(chunks, replies):
             at = 0
             for job_id in chunk:
                 version, status, created, spec, failure, suspended, n = reply[at:at + 7]
-                ids_of_job = reply[at + 7:at + 7 + n]
                 at += 7 + n
                 if spec is None:
                     continue  # removed between the two reads
-                found.append(JobSummary(job_id, int(version or 0), status or "running", int(created or 0),
-                                        orjson.loads(spec), [], failure or "", suspended == "1"))
-                task_ids.append(ids_of_job)
-        keys = [k.task(task_id) for ids_of_job in task_ids for task_id in ids_of_job]
-        states = iter([state for start in range(0, len(keys), SUMMARY_CHUNK * 2)
-                       for state in self.scripts.task_states(keys=keys[start:start + SUMMARY_CHUNK * 2], args=[])])
-        for summary, ids_of_job in zip(found, task_ids):
-            summary.task_states = [state for _ in ids_of_job if (state := next(states)) is not None]
+                found.append(JobSummary(job_id, int(version or 0), status or "running", int(created or 0), spec, [],
+                                        failure or "", suspended == "1"))
+                counts.append(n)
+                task_ids += reply[at - n:at]
+        states = yield from self.task_states_steps(task_ids)
+        at = 0
+        for summary, n in zip(found, counts):
+            if n == 1:  # most jobs: one task
+                summary.task_states = [] if states[at] is None else [states[at]]
+            else:
+                summary.task_states = [state for state in states[at:at + n] if state is not None]
+            at += n
         return found
+
+    def task_states(self, task_ids: list[str]) -> list[str | None]:
+        """The state of each task (None: no such task), in order: ``task_states.lua`` calls
+        of ``2 * SUMMARY_CHUNK`` tasks each (a page's in one round trip)."""
+        return run(self, self.task_states_steps(task_ids))
+
+    def task_states_steps(self, task_ids: list[str]) -> Steps:
+        """:meth:`task_states` as steps (state/read_steps.py)."""
+        task, size = self.keys.task, 2 * SUMMARY_CHUNK
+        calls = [[task(task_id) for task_id in task_ids[start:start + size]] for start in range(0, len(task_ids), size)]
+        states: list[str | None] = []
+        for start in range(0, len(calls), _READS_PER_ROUND_TRIP):
+            batch = Batch()
+            for keys in calls[start:start + _READS_PER_ROUND_TRIP]:
+                self.scripts.queue(batch, "task_states", keys, [], read_only=True)
+            states += [state for reply in (yield batch) for state in reply]
+        return states
 
     # Writing jobs and creating their tasks.
     def mark_job(self, spec: JobSpec) -> None:
@@ -505,3 +567,4 @@ def parse_stored(raw: str) -> JobSpec:
 
 _TEMPLATES_KEPT = 1024
 _templates: dict[str, JobSpec] = {}  # stored text after the id -> a spec parsed from it
+_briefs: dict[str, dict] = {}  # stored text after the id -> its spec_brief

@@ -187,7 +187,7 @@ class Keys:
 
     def job_tasks(self, job_id: str) -> str:
         """ZSET task id -> its index in the job (scale down stops the newest first)."""
-        return self._key("job", job_id, "tasks")
+        return f"{self.prefix}job:{job_id}:tasks"
 
     def job_history(self, job_id: str) -> str:
         """LIST of who submitted, scaled, stopped or reverted the job, oldest first (history.lua)."""
@@ -288,8 +288,8 @@ class Keys:
         return self._key("tasks", "ended")
 
     def job_ended(self, job_id: str) -> str:
-        """ZSET task id -> when it ended (ms; ``inf`` for a batch job's slot outcome,
-        kept with its job): the job's ended tasks, as counted by the upkeep."""
+        """ZSET task id -> when it ended (ms; ``inf`` for a batch or sysbatch job's slot
+        outcome, kept with its job): the job's ended tasks, as counted by the upkeep."""
         return self._key("job", job_id, "ended")
 
     def job_holds(self, job_id: str) -> str:
@@ -335,7 +335,7 @@ class Keys:
     def job_indexes(self) -> list[str]:
         """Every key of the namespace that holds job ids as members (SET, ZSET) or fields
         (HASH): the job's id is taken out of each when it is removed. A feature that keeps
-        a new index of jobs adds it here."""
+        a new index of jobs adds it here; the first ten are in this order for gc_job.lua."""
         return [self.jobs, self.global_jobs, self.job_shares, self.filling, self.jobs_ended, self.jobs_finished,
                 self.jobs_expiring, self.job_labels, self.job_anti, self.held, self.deadlines, self.launchers,
                 self.jobs_by_id, self.budgets]

@@ -15,17 +15,19 @@ from functools import lru_cache
 import orjson
 
 from scheduler.model import ACTIVE, AVAILABILITIES, DOWN, READY, Node, check_node_name
+from scheduler.model.domains import node_domains
 from scheduler.model.errors import NotFound, SpecError
 from scheduler.model.taints import NO_EXECUTE, Taint, taints_from_text, taints_text
-from scheduler.state.hashes import hgetall_many
+from scheduler.state.hashes import CHUNK as HASHES_PER_ROUND_TRIP, hgetall_many
 from scheduler.state.namespace import NamespaceStore
 from scheduler.state.nominations import parse_nomination
+from scheduler.state.read_steps import Batch, Steps, as_hash, newest_id, run
 
 _DESCRIPTION = ("hostname", "role", "os", "arch")
 
 
 _PLAIN = frozenset(("name", "availability", "status", "tasks", *_DESCRIPTION, "labels", "engine_labels", "plugins",
-                    "taints", "slots"))
+                    "taints", "slots", "domains"))
 
 
 def node_from_hash(fields: dict[str, str]) -> Node:
@@ -87,7 +89,9 @@ def node_fields(node: Node) -> list[str]:
     for name in _DESCRIPTION:
         out += [name, getattr(node, name)]
     out += ["labels", orjson.dumps(node.labels).decode(), "engine_labels", orjson.dumps(node.engine_labels).decode(),
-            "plugins", orjson.dumps(sorted(node.plugins)).decode()]
+            "plugins", orjson.dumps(sorted(node.plugins)).decode(),
+            # what a counted job's task placed there is counted under (commit.lua reads it whole)
+            "domains", orjson.dumps(node_domains(node)).decode()]
     if node.taints:
         out += ["taints", taints_text(node.taints)]
     if node.slots:
@@ -163,6 +167,36 @@ class NodeStore(NamespaceStore):
         names = self.node_names() if names is None else names
         replies = hgetall_many(self.client, [self.keys.node(name) for name in names])
         return [node_from_hash(fields) for fields in replies if fields]
+
+    def nodes_since(self, seq: int | None) -> tuple[int, str, list[Node] | None, int]:
+        """The nodes' change sequence (``nodes:seq``, which every change of a node moves:
+        node_cache.py), the namespace's newest event id and how many drains are in
+        progress, read first, in one round trip; and every node, read after them, unless
+        the sequence is ``seq`` (None: no node changed since a copy read at ``seq``)."""
+        return run(self, self.nodes_since_steps(seq))
+
+    def nodes_since_steps(self, seq: int | None) -> Steps:
+        """:meth:`nodes_since` as steps (state/read_steps.py)."""
+        k = self.keys
+        batch = Batch()
+        batch.execute_command("XREVRANGE", k.stream, "+", "-", "COUNT", 1)
+        batch.execute_command("GET", k.node_seq)
+        batch.execute_command("HLEN", k.drains)
+        newest, now, draining = yield batch
+        now = int(now or 0)
+        if now == seq:
+            return now, newest_id(newest), None, int(draining)
+        batch = Batch()
+        batch.execute_command("SMEMBERS", k.nodes)
+        [names] = yield batch
+        nodes = []
+        names = sorted(names)
+        for start in range(0, len(names), HASHES_PER_ROUND_TRIP):
+            batch = Batch()
+            for name in names[start:start + HASHES_PER_ROUND_TRIP]:
+                batch.execute_command("HGETALL", k.node(name))
+            nodes += [node_from_hash(as_hash(reply)) for reply in (yield batch) if reply]
+        return now, newest_id(newest), nodes, int(draining)
 
     def _set_node(self, name: str, field: str, value: str) -> str:
         k = self.keys

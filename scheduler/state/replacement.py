@@ -52,7 +52,8 @@ def end_and_replace(store: Store, job_id: str, read: str, next_index: int, *, ve
     wanted = 0
     for task, successor in ends:
         node = task.node if task.live else ""
-        keys += [k.task(task.id), k.node(node), k.node_tasks(node), k.tally_job(task.job), k.faults(task.job),
+        held = node or task.nominated_node  # a pending preemptor's nomination goes with it
+        keys += [k.task(task.id), k.node(held), k.node_tasks(node), k.tally_job(task.job), k.faults(task.job),
                  k.tally_dom(task.job)]
         args += [task.id, state, message, node]
         args += ["", "", ""] if successor is None else [successor.retries, successor.pin,

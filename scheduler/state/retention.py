@@ -24,6 +24,18 @@ class JobRead:
     state: str
     deployments: list[str]
     tasks: list[str]
+    parent: str = ""  # a launch's periodic or parameterized job, which keeps its id
+
+
+def removal_ms(own, finished, job_retention) -> int | None:
+    """When a finished job is to be removed (ms), from its ``jobs:expiring`` score
+    (``own``), its ``jobs:finished`` score and the ``job_retention`` setting as stored (each
+    None when absent); None for a job that is not finished."""
+    if own is not None:
+        return int(float(own))
+    if finished is None:
+        return None
+    return int(float(finished) + Retention.from_config({"job_retention": job_retention or ""}).job_retention * 1000)
 
 
 class RetentionStore(NamespaceStore):
@@ -174,11 +186,7 @@ class RetentionStore(NamespaceStore):
             pipe.zscore(k.jobs_finished, job_id)
             pipe.hget(k.config, "job_retention")
             own, finished, setting = pipe.execute()
-        if own is not None:
-            return int(own)
-        if finished is None:
-            return None
-        return int(finished + Retention.from_config({"job_retention": setting or ""}).job_retention * 1000)
+        return removal_ms(own, finished, setting)
 
     def read_jobs(self, job_ids: list[str]) -> list[JobRead]:
         """What :meth:`remove_job` needs of each job, in one round trip (a job that is gone
@@ -186,31 +194,34 @@ class RetentionStore(NamespaceStore):
         k = self.keys
         with self.client.pipeline(transaction=False) as pipe:
             for job_id in job_ids:
-                pipe.hmget(k.job(job_id), "version", "next_index", "status")
+                pipe.hmget(k.job(job_id), "version", "next_index", "status", "parent")
                 pipe.zrange(k.job_deployments(job_id), 0, -1)
                 pipe.zrange(k.job_tasks(job_id), 0, -1)
             replies = pipe.execute()
         found = []
         for i, job_id in enumerate(job_ids):
-            (version, next_index, status), deployments, tasks = replies[3 * i:3 * i + 3]
+            (version, next_index, status, parent), deployments, tasks = replies[3 * i:3 * i + 3]
             if version is not None:
-                found.append(JobRead(job_id, f"{version}|{next_index or ''}|{status or ''}", deployments, tasks))
+                found.append(JobRead(job_id, f"{version}|{next_index or ''}|{status or ''}", deployments, tasks,
+                                     parent or ""))
         return found
 
     def remove_job(self, job: JobRead, retention: Retention) -> tuple[str, int]:
         """``gc_job.lua``, as many calls as the job's tasks need (``CALL_TASKS`` each, the
-        job itself with the last): remove a finished job with every key of it. Returns
+        job itself with the last): remove a finished job with every key of it, and a
+        launch's id from its parent's launches and idempotency tokens. Returns
         ("removed", tasks removed with it) or why it was kept (gc_job.lua's words)."""
         k = self.keys
         own, indexes = k.job_keys(job.id), k.job_indexes
         fixed = [k.deployments, k.active_deployments, k.filling, k.stream, k.config, *own, *indexes,
                  *(k.deployment(d) for d in job.deployments)]
+        parent = [k.job_children(job.parent), k.dispatch_tokens(job.parent)] if job.parent else []
         removed = 0
         tasks = job.tasks
         while True:
             chunk, tasks = tasks[:CALL_TASKS], tasks[CALL_TASKS:]
             final = not tasks
-            keys = [*fixed, *(key for t in chunk for key in k.task_keys(t))]
+            keys = [*fixed, *(key for t in chunk for key in k.task_keys(t)), *parent]
             args = [self.events_arg, job.id, job.state, len(own), len(indexes), int(final),
                     retention.ended_tasks_per_job, int(retention.job_retention * 1000), removed,
                     len(job.deployments), *job.deployments, *chunk]

@@ -40,7 +40,7 @@ SCRIPT_NAMES = ("enqueue", "enqueue_many", "claim", "reclaim", "fail", "move", "
                 "snapshot", "deployment_open", "deployment_set", "task_health", "history",
                 "replace", "unhold", "launch", "dump_page", "series", "gc_note", "gc_prune", "gc_job", "layout_2",
                 "output", "node_taint", "job_rules", "job_page", "task_states", "evict", "budget_count",
-                "budget_note", "drain_set", "move_open", "move_set", "pool_put", "capacity")
+                "budget_note", "drain_set", "move_open", "move_set", "pool_put", "capacity", "job_read")
 
 
 @cache
@@ -51,8 +51,11 @@ def script_source(name: str) -> str:
         encoding="utf-8")
 
 
+# Scripts that only read and every role may call, with EVALSHA_RO (Redis refuses them any
+# write, and runs them while writes are paused): a job's record, a page of jobs.
+READ_SCRIPTS = ("job_page", "task_states", "job_read")
 # Scripts that set_guard never holds back: those that only read, and the layout upgrade's own.
-UNGUARDED = ("claimed", "tallies", "snapshot", "dump_page", "layout_2", "job_page", "task_states")
+UNGUARDED = ("claimed", "tallies", "snapshot", "dump_page", "layout_2", *READ_SCRIPTS)
 
 # Scripts whose calls must not be resent blindly after a timeout or a lost connection (the
 # first may have run): they are called on a client that never retries, and their wrappers

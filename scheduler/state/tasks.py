@@ -58,8 +58,9 @@ class TaskStore(NamespaceStore):
         args = [self.events_arg, FAULT_WINDOW_MS]
         for task in tasks:
             node = task.node if task.live else ""
-            keys += [k.task(task.id), k.node(node), k.node_tasks(node), k.tally_job(task.job), k.faults(task.job),
-                 k.tally_dom(task.job)]
+            held = node or task.nominated_node  # a pending preemptor's nomination goes with it
+            keys += [k.task(task.id), k.node(held), k.node_tasks(node), k.tally_job(task.job), k.faults(task.job),
+                     k.tally_dom(task.job)]
             args += [task.id, state, message, node]
         keys += [k.stream, k.config, k.usage, k.ended, k.waiting]
         return self.scripts.finish(keys=keys, args=[*args, self.scripts.now_arg()]) if tasks else []

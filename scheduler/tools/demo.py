@@ -197,7 +197,7 @@ def run_demo(app: App, seconds: float = 12.0, console: Console | None = None, st
                 # Slots for every task the demo places on a node (its tasks are light), so
                 # that what waits, waits for the resources it asks for.
                 _sched(app, "agent", name, "--cpu", cpu, "--memory", memory, "--label", f"zone={zone}",
-                       "--heartbeat", "0.5", "--slots", "8"),
+                       "--heartbeat", "0.5", "--slots", "5"),
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_child_env(app), process_group=0))
         workers.start()
         deadline = time.monotonic() + 20

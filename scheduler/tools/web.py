@@ -55,7 +55,7 @@ def serve_workers(app: App, host: str, port: int, workers: int, forwarded_allow_
         if pid == 0:  # a worker: redis-py opens its own connections after a fork
             code = 0
             try:
-                Server(build(app, host, **options), forwarded_allow_ips).run(sockets=[sock])
+                Server(build(app, host, **options), forwarded_allow_ips, serving_process=True).run(sockets=[sock])
             except BaseException:  # noqa: BLE001 - a worker reports through its exit code
                 code = 1
             os._exit(code)

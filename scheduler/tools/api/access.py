@@ -3,7 +3,9 @@ namespace (or of every one) and one role.
 
 Every request but ``GET /v1/openapi.json`` carries ``Authorization: Bearer <token>``;
 the token's SHA-256 is looked up in Redis (:mod:`scheduler.state.api_tokens`), in one
-round trip with the count of the address's refusals. A request without a live token gets
+round trip with the count of the address's refusals, and what was found is kept a few
+seconds for the next requests of the same token and address
+(:mod:`scheduler.state.checked_tokens`: a revocation ends it at once). A request without a live token gets
 **401**; an address that sent :data:`MAX_FAILED` such requests in
 :data:`FAILED_WINDOW_S` gets **429** (with ``Retry-After``) whatever its token, until the
 window ends. A live token asking for another namespace than its
@@ -29,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scheduler.state.api_tokens import EVERY_NAMESPACE, ROLES, ApiTokens
+from scheduler.state.checked_tokens import CheckedTokens
 from scheduler.tools.api.problems import Problem
 
 MAX_FAILED = 20  # requests with a missing or wrong token per address and window
@@ -56,18 +59,36 @@ class Access:
 OPEN = Access(None, EVERY_NAMESPACE, ROLES[-1])
 
 
+def _bearer(authorization: str | None) -> str:
+    """The token of ``Authorization: Bearer <token>`` ("" for none)."""
+    scheme, _, token = (authorization or "").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""
+
+
 class Guard:
     """Admits requests (blocking: it reads Redis, so call it in a thread)."""
 
     def __init__(self, client, auth: bool):
         self.tokens = ApiTokens(client)
+        self.checked = CheckedTokens(client)
         self.auth = auth
+
+    def kept(self, authorization: str | None, address: str) -> Access | None:
+        """Without blocking (on the event loop): the access of a token this process has
+        kept, else None (then :meth:`admit`, in a thread)."""
+        if not self.auth:
+            return OPEN
+        token = _bearer(authorization)
+        record = self.checked.peek(token, address) if token else None
+        return None if record is None else Access(record["name"], record["namespace"], record["role"])
 
     def admit(self, authorization: str | None, address: str) -> Access:
         if not self.auth:
             return OPEN
-        scheme, _, token = (authorization or "").partition(" ")
-        token = token.strip() if scheme.lower() == "bearer" else ""
+        token = _bearer(authorization)
+        record = self.checked.get(token, address) if token else None
+        if record is not None:
+            return Access(record["name"], record["namespace"], record["role"])
         failed, record = self.tokens.admit(token or None, address)
         if failed >= MAX_FAILED:
             wait = max(1, self.tokens.failures().retry_after_s(address))
@@ -78,6 +99,7 @@ class Guard:
             said = "a token is required" if not authorization else "the token is not valid (revoked, expired or mistyped)"
             raise Problem(401, f"{said}: send Authorization: Bearer <token> (sched token create makes one).",
                           headers={"www-authenticate": "Bearer"})
+        self.checked.keep(token, address, record)
         return Access(record["name"], record["namespace"], record["role"])
 
     @staticmethod

@@ -10,10 +10,11 @@ from scheduler.client import WaitTimeout
 from scheduler.client.tasks import task_record
 from scheduler.model import MAX_REPLICAS, TASK_STATES, job_schema
 from scheduler.model.parameterized import MAX_META_VALUE, MAX_PAYLOAD_BYTES as MAX_PAYLOAD
+from scheduler.state.read_steps import BLOCKING_CALLS
 from scheduler.tools.api import filters
 from scheduler.tools.api import schemas as s
 from scheduler.tools.api.problems import Problem, unprocessable
-from scheduler.tools.api.route import BLOCKING, JOB_ID, SUBMITTER, Answer, Call, Param, get, post
+from scheduler.tools.api.route import BLOCKING, JOB_ID, SUBMITTER, Answer, Call, Param, get, indexed, post
 
 MAX_WAIT_S = 300
 BASE64 = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
@@ -31,14 +32,16 @@ MAX_PER_PAGE = 1000
 def list_jobs(call: Call):
     q = call.query
     if q["per_page"] is None and q["next_token"] is None and not q["filter"] and not q["prefix"]:
-        return call.sched.jobs()  # every job, as `sched job ls --json`
+        yield BLOCKING_CALLS
+        return indexed(call, call.sched.jobs)  # every job, as `sched job ls --json`
     keep = filters.parse(q["filter"], JOB_FIELDS)
     prefix = max(q["prefix"] or "", keep.prefix, key=len)
     if not prefix.startswith(min(q["prefix"] or "", keep.prefix, key=len)):
-        return []  # two prefixes no id has both of
-    records, token = call.sched.jobs_page(q["per_page"] or 100, q["next_token"], prefix,
-                                          keep.test if q["filter"] else None)
-    return Answer(200, records, {"x-sched-next-token": token} if token else {})
+        yield BLOCKING_CALLS
+        return indexed(call, list)  # two prefixes no id has both of
+    records, token, newest = yield from call.sched.jobs_page_steps(q["per_page"] or 100, q["next_token"], prefix,
+                                                                   keep.test if q["filter"] else None)
+    return Answer(200, records, {"x-sched-next-token": token} if token else {}, newest)
 
 
 def submit_jobs(call: Call):
@@ -62,8 +65,8 @@ def plan_job(call: Call):
 
 
 def show_job(call: Call):
-    job_id = call.path["job_id"]
-    return {**call.sched.job(job_id), "history": call.sched.audit_trail(job=job_id)}
+    record, newest = yield from call.sched.job_steps(call.path["job_id"], history=True)
+    return Answer(200, record, newest_event=newest)
 
 
 def job_history(call: Call):

@@ -10,6 +10,7 @@ from scheduler.tools.api.route import Call, get
 def token_self(call: Call):
     access = call.access
     return {"name": access.name, "namespace": access.namespace, "role": access.role}
+    yield  # no read: a generator, served on the event loop for a kept token (route.py)
 
 
 ROUTES = [

@@ -3,11 +3,16 @@ activate and remove nodes, and their history (``sched node``)."""
 
 from __future__ import annotations
 
+import weakref
+
+import orjson
+
 from scheduler.client.drains import DEFAULT_DEADLINE
 from scheduler.client.nodes import node_record
 from scheduler.model import job_schema, make_node
 from scheduler.model.errors import SpecError
 from scheduler.model.taints import EFFECTS, parse_taint
+from scheduler.state.read_steps import BLOCKING_CALLS
 from scheduler.tools.api import schemas as s
 from scheduler.tools.api.problems import unprocessable
 from scheduler.tools.api.route import BLOCKING, OPERATOR, Answer, Call, delete, get, post, put
@@ -46,9 +51,23 @@ DRAIN_OPTIONS = s.obj({}, {
              "description": "with detach false: seconds to wait at most"}}, additionalProperties=False)
 
 
+_LISTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # namespace's App -> (nodes:seq, nodes, JSON)
+
+
 def list_nodes(call: Call):
-    draining = {d["node"]: d for d in call.sched.drains()}
-    return [node_record(n, n.tasks, draining.get(n.name)) for n in call.sched.nodes()]
+    """Every node, from a copy kept per namespace with its JSON, sent again while no node
+    has changed since (their change sequence, as the workers' copies read it): one small
+    round trip while nothing changes. A drain in progress is read as it is, each time."""
+    seq, nodes, body = _LISTS.get(call.sched.app, (None, None, None))
+    now, newest, fresh, draining = yield from call.sched.store.nodes_since_steps(seq)
+    if fresh is not None:
+        nodes, body = fresh, orjson.Fragment(orjson.dumps([node_record(n, n.tasks) for n in fresh]))
+        _LISTS[call.sched.app] = (now, nodes, body)
+    if draining:
+        yield BLOCKING_CALLS
+        drains = {d["node"]: d for d in call.sched.drains()}
+        body = [node_record(n, n.tasks, drains.get(n.name)) for n in nodes]
+    return Answer(200, body, newest_event=newest)
 
 
 def show_node(call: Call):

@@ -19,7 +19,10 @@ before ``run`` sees its path).
 
 from __future__ import annotations
 
+import asyncio
 import difflib
+import functools
+import inspect
 import os
 import re
 import tempfile
@@ -31,7 +34,6 @@ from typing import IO, Any, Callable
 
 import anyio
 import orjson
-from starlette.concurrency import run_in_threadpool
 from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
@@ -40,6 +42,7 @@ from scheduler.client import Client
 from scheduler.model.errors import SpecError
 from scheduler.model import job_schema, names
 from scheduler.model.names import check_tenant
+from scheduler.state import read_steps
 from scheduler.state.api_tokens import ROLES
 from scheduler.tools.api import problems, schemas, sse
 from scheduler.tools.api.access import Access, Guard
@@ -117,11 +120,14 @@ NAMESPACE = Param("namespace", {"type": "string", "pattern": f"^(?:{names._NAMES
 @dataclass(frozen=True)
 class Answer:
     """A success with another status than the route's first (201 for a new job), or with
-    headers (``X-Sched-Next-Token``)."""
+    headers (``X-Sched-Next-Token``); a blocking route's with ``newest_event``, the id of
+    the namespace's newest event as of the state it answers (read with it, or before it):
+    its ``X-Sched-Index``."""
 
     status: int
     body: Any
     headers: dict = field(default_factory=dict)
+    newest_event: str | None = None
 
 
 @dataclass(frozen=True)
@@ -417,14 +423,19 @@ def _admit(route: Route, request: Request) -> tuple[Access, str]:
     guard: Guard = request.app.state.guard
     address = (request.scope.get("client") or ("",))[0]
     access = guard.admit(request.headers.get("authorization"), address)
+    return access, _namespace(route, request, access)
+
+
+def _namespace(route: Route, request: Request, access: Access) -> str:
+    """The namespace the request acts in, once its access may (403 otherwise)."""
     base = request.app.state.sched
     asked = request.query_params.get("namespace") if route.needs_namespace else None
     if asked is None or asked == "":
         namespace = access.namespace if access.namespace != "*" else base.keys.namespace
     else:
         namespace = inputs.namespace(asked, base.keys.namespace)
-    guard.allow(access, namespace, route.role, route.every_namespace, route.doing)
-    return access, namespace
+    request.app.state.guard.allow(access, namespace, route.role, route.every_namespace, route.doing)
+    return namespace
 
 
 def _call(route: Route, request: Request, access: Access, namespace: str, body) -> Call:
@@ -456,8 +467,49 @@ def _small(request: Request) -> bool:
     return length.isdigit() and int(length) <= SMALL_BODY
 
 
+async def in_thread(request: Request, work: Callable, *args):
+    """``work(*args)`` in one of the process's request threads (``app.state.threads``, a
+    bounded pool: its threads' Redis connections are the process's), the loop free
+    meanwhile. A plain executor: anyio's worker threads cost three times as much CPU a
+    hop (benchmarks.md, The HTTP API under concurrent clients)."""
+    return await asyncio.get_running_loop().run_in_executor(request.app.state.threads,
+                                                            functools.partial(work, *args))
+
+
+def run(route: Route, call: Call):
+    """What ``route.run`` answers, on a thread: its reads, for a route that writes them as
+    steps (a generator function, state/read_steps.py), sent with the Store's client."""
+    if inspect.isgeneratorfunction(route.run):
+        return read_steps.run(call.sched.store, route.run(call))
+    return route.run(call)
+
+
+_THREAD = object()  # what _on_loop answers for a request it leaves to a request thread
+
+
+async def _on_loop(route: Route, request: Request):
+    """A read served on the event loop, without a thread: a route whose reads are steps,
+    for a token the process has kept (access.py) and a Redis the loop can reach
+    (state/loop_redis.py). Anything else, or a read that needs blocking calls, answers
+    _THREAD: the request is then served on a thread as any other."""
+    connection = request.app.state.loop_redis
+    if connection is None:
+        return _THREAD
+    access = request.app.state.guard.kept(request.headers.get("authorization"),
+                                          (request.scope.get("client") or ("",))[0])
+    if access is None:
+        return _THREAD
+    call = _call(route, request, access, _namespace(route, request, access), None)
+    try:
+        outcome = await read_steps.run_on_loop(connection, route.run(call))
+    except read_steps.NeedsThread:
+        return _THREAD
+    return _indexed(route, outcome) if route.blocking else outcome
+
+
 def endpoint(route: Route):
     """The Starlette endpoint serving ``route``."""
+    steps = inspect.isgeneratorfunction(route.run)
 
     def admitted_run(request: Request, body=None):
         access, namespace = _admit(route, request)
@@ -466,7 +518,7 @@ def endpoint(route: Route):
         call = _call(route, request, access, namespace, body)
         if route.blocking:
             return _blocking_run(route, call)
-        return route.run(call)
+        return run(route, call)
 
     async def serve(request: Request):
         try:
@@ -484,17 +536,19 @@ def endpoint(route: Route):
                 outcome = await anyio.to_thread.run_sync(admitted_run, request, body,
                                                          limiter=sse.limiter(request.app))
             elif route.body is None:
-                outcome = await run_in_threadpool(admitted_run, request)
+                outcome = await _on_loop(route, request) if steps else _THREAD
+                if outcome is _THREAD:
+                    outcome = await in_thread(request, admitted_run, request)
             elif _small(request):  # read before the token is checked: one thread hop, not two
                 try:
                     body = await read_body(route, request)
                 except Problem as problem:
                     body = problem
-                outcome = await run_in_threadpool(admitted_run, request, body)
+                outcome = await in_thread(request, admitted_run, request, body)
             else:
-                access, namespace = await run_in_threadpool(_admit, route, request)
+                access, namespace = await in_thread(request, _admit, route, request)
                 call = _call(route, request, access, namespace, await read_body(route, request))
-                outcome = await run_in_threadpool(route.run, call)
+                outcome = await in_thread(request, run, route, call)
             return _result(route, outcome, request)
         except Exception as exc:  # noqa: BLE001 - problem_of raises again what it does not know
             return problems.response(problems.problem_of(exc), request.url.path)
@@ -506,11 +560,11 @@ def endpoint(route: Route):
 async def _run_upload(route: Route, request: Request):
     """A route that takes a file: the token first, then the body into a temporary file,
     then ``run`` (in the streams' threads: it may take long), the file removed after."""
-    access, namespace = await run_in_threadpool(_admit, route, request)
+    access, namespace = await in_thread(request, _admit, route, request)
     call = _call(route, request, access, namespace, None)
     call.body = await read_upload(route, request)
     try:
-        return await anyio.to_thread.run_sync(route.run, call, limiter=sse.limiter(request.app))
+        return await anyio.to_thread.run_sync(run, route, call, limiter=sse.limiter(request.app))
     finally:
         call.body.unlink(missing_ok=True)
 
@@ -541,21 +595,32 @@ def _wait_s(text: str) -> float:
 
 def _blocking_run(route: Route, call: Call):
     """``route.run`` after the namespace's index (its event stream's newest id) has moved
-    past ``?index=`` or ``?wait=`` has passed; the answer carries ``X-Sched-Index``, read
-    before the state it answers (so a change after it is never missed by the next query).
-    A namespace that keeps no stream has no index to wait on: it answers at once."""
-    stream = call.sched.store.stream
-    index = stream_index(stream.last_id())
+    past ``?index=`` or ``?wait=`` has passed; the answer carries ``X-Sched-Index``, which
+    the route read with the state it answers or before it (:func:`indexed`), so a change
+    after it is never missed by the next query. A namespace that keeps no stream has no
+    index to wait on: it answers at once."""
     wanted = call.query.get("index")
-    if wanted is not None and index <= wanted and stream.maxlen() > 0:
+    stream = call.sched.store.stream
+    if wanted is not None and stream_index(stream.last_id()) <= wanted and stream.maxlen() > 0:
         after = f"{wanted >> _SEQ_BITS}-{wanted & ((1 << _SEQ_BITS) - 1)}"
         deadline = time.monotonic() + _wait_s(call.query["wait"])
         while (left := deadline - time.monotonic()) > 0:  # a second at a time: within the client's read timeout
             entries, _ = stream.read(after, count=1, block_ms=max(1, int(1000 * min(left, BLOCK_STEP_S))))
             if entries:
-                index = stream_index(stream.last_id())
                 break
-    outcome = route.run(call)
-    if isinstance(outcome, Answer):
-        return Answer(outcome.status, outcome.body, {**outcome.headers, "x-sched-index": str(index)})
-    return Answer(route.status[0], outcome, {"x-sched-index": str(index)})
+    return _indexed(route, run(route, call))
+
+
+def _indexed(route: Route, outcome) -> Answer:
+    """A blocking route's answer with its ``X-Sched-Index``."""
+    if not isinstance(outcome, Answer) or outcome.newest_event is None:
+        raise TypeError(f"{route.doing} is a blocking route: it answers with the index it read (indexed())")
+    return Answer(outcome.status, outcome.body, {**outcome.headers, "x-sched-index": str(stream_index(
+        outcome.newest_event))})
+
+
+def indexed(call: Call, read: Callable[[], Any], status: int = 200) -> Answer:
+    """A blocking route's answer: what ``read()`` gives, with the namespace's newest event
+    id read just before it (for routes whose reads cannot take it in their own)."""
+    newest = call.sched.store.stream.last_id()
+    return Answer(status, read(), newest_event=newest)

@@ -6,12 +6,13 @@ from __future__ import annotations
 from scheduler.client.tasks import task_record
 from scheduler.model import TASK_STATES
 from scheduler.tools.api import schemas as s
-from scheduler.tools.api.route import BLOCKING, JOB_ID, NODE_NAME, Call, Param, get
+from scheduler.tools.api.route import BLOCKING, JOB_ID, NODE_NAME, Call, Param, get, indexed
 
 
 def list_tasks(call: Call):
     q = call.query
-    return [task_record(t) for t in call.sched.tasks(job=q["job"], state=q["state"], node=q["node"])]
+    return indexed(call, lambda: [task_record(t) for t in call.sched.tasks(job=q["job"], state=q["state"],
+                                                                          node=q["node"])])
 
 
 def show_task(call: Call):

@@ -1,0 +1,219 @@
+"""Re-run the figures of docs/benchmarks.md and write its table of today's figures.
+
+    .venv/bin/python scripts/benchmarks.py                 # every figure, 3 runs each
+    .venv/bin/python scripts/benchmarks.py --runs 5 --only default,rules
+    .venv/bin/python scripts/benchmarks.py --write docs/benchmarks.md
+
+Each figure is a command a user can type (shown beside it in the table), run ``--runs``
+times, one after another; a figure's value is the median of its runs, with their range.
+Everything runs on this checkout's ``.venv`` and starts its own ``redis-server`` (as
+``sched bench`` and ``sched simulate`` do), so nothing else on the machine is touched.
+``--write FILE`` replaces the part of FILE between the markers ``<!-- figures:start -->``
+and ``<!-- figures:end -->`` with the table, headed by the commit, the date and the
+machine; without it the table is printed. ``--json`` prints every run's numbers instead.
+Figures marked long (the simulator's day on 10,000 nodes) run with ``--long`` only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV = ROOT / ".venv" / "bin"
+START, END = "<!-- figures:start -->", "<!-- figures:end -->"
+
+
+@dataclass
+class Figure:
+    """One row: what it measures, the command shown, how to run it once, and how to read
+    the numbers of one run (name -> value) from what the run printed."""
+
+    name: str
+    what: str
+    shown: str
+    argv: Callable[[Path], list[str]]
+    read: Callable[[dict], dict[str, float]]
+    columns: list[tuple[str, str]]  # (number's name, how the table says it)
+    setup: Callable[[Path], None] | None = None
+    long: bool = False
+    wall: bool = False  # the run's wall time is one of its numbers (``wall_s``)
+    runs: list[dict[str, float]] = field(default_factory=list)
+
+
+def sched(*words: str) -> list[str]:
+    return [str(VENV / "sched"), *words]
+
+
+def python(script: str, *words: str) -> list[str]:
+    return [str(VENV / "python"), str(ROOT / "scripts" / script), *words]
+
+
+def _bench(report: dict) -> dict[str, float]:
+    return {"placements_per_s": report["placements_per_s"],
+            "redis_us": report["redis_cpu_us_per_placement"],
+            "worker_us": report["worker_loop_cpu_us_per_placement"]}
+
+
+def _rules(report: dict) -> dict[str, float]:
+    plain = report["plain"]
+    return {"placements_per_s": report["placements_per_s"], "plain_per_s": plain["placements_per_s"],
+            "rules_to_plain": report["rules_to_plain"],
+            "redis_ratio": report["redis_cpu_us_per_placement"] / plain["redis_cpu_us_per_placement"]}
+
+
+def _rate(report: dict) -> dict[str, float]:
+    return {"achieved": report["placements_per_s"], "p50_ms": report["p50_ms"], "p99_ms": report["p99_ms"]}
+
+
+def _replay(report: dict) -> dict[str, float]:
+    return {"tasks_per_wall_s": report["tasks_per_wall_s"], "wall_s": report["wall_s"]}
+
+
+def _generate(kind: str, tasks: int, nodes: int, seed: int, name: str) -> Callable[[Path], None]:
+    def make(folder: Path) -> None:
+        trace = folder / name
+        if not trace.exists():
+            with open(trace, "wb") as out:
+                subprocess.run(sched("simulate", "generate", "--kind", kind, "--tasks", str(tasks), "--nodes",
+                                     str(nodes), "--seed", str(seed)), stdout=out, check=True)
+    return make
+
+
+FIGURES = [
+    Figure("default", "default: 5,000 nodes, 100 jobs x 100 tasks, 2 workers", "sched bench --json",
+           lambda d: sched("bench", "--json"), _bench,
+           [("placements_per_s", "placements/s"), ("redis_us", "Redis µs/placement"),
+            ("worker_us", "worker µs/placement")]),
+    Figure("distinct", "every task its own job (no batching)", "sched bench --distinct --json",
+           lambda d: sched("bench", "--distinct", "--json"), _bench,
+           [("placements_per_s", "placements/s"), ("redis_us", "Redis µs/placement")]),
+    Figure("rules", "placement rules beside the plain default, in one run", "sched bench --rules --json",
+           lambda d: sched("bench", "--rules", "--json"), _rules,
+           [("placements_per_s", "placements/s with rules"), ("plain_per_s", "plain"),
+            ("rules_to_plain", "rules_to_plain"), ("redis_ratio", "Redis per placement, rules / plain")]),
+    Figure("rate1000", "steady 1,000 tasks/s, one-task jobs", "sched bench --rate 1000 --json",
+           lambda d: sched("bench", "--rate", "1000", "--json"), _rate,
+           [("achieved", "achieved/s"), ("p50_ms", "p50 ms"), ("p99_ms", "p99 ms")]),
+    Figure("rate5000", "steady 5,000 tasks/s, one-task jobs", "sched bench --rate 5000 --duration 8 --json",
+           lambda d: sched("bench", "--rate", "5000", "--duration", "8", "--json"), _rate,
+           [("achieved", "achieved/s"), ("p99_ms", "p99 ms")]),
+    Figure("swarmkit", "SwarmKit's benchmark shape: 1,000 nodes, 10,000 one-task jobs, from the command's start",
+           "python scripts/one_task_services.py",
+           lambda d: python("one_task_services.py"), lambda r: {"placements_per_s": r["placements_per_s"]},
+           [("placements_per_s", "placements/s")]),
+    Figure("replay20k", "simulator: a 20,000-task batch trace on 200 nodes",
+           "sched simulate generate --kind batch --tasks 20000 --nodes 200 --seed 1 > b20k.jsonl; "
+           "sched simulate b20k.jsonl --json",
+           lambda d: sched("simulate", str(d / "b20k.jsonl"), "--json"), _replay,
+           [("tasks_per_wall_s", "tasks/wall s"), ("wall_s", "wall s")],
+           setup=_generate("batch", 20000, 200, 1, "b20k.jsonl")),
+    Figure("compact20k", "simulator: the fewest nodes for that trace (--compact)",
+           "sched simulate b20k.jsonl --compact --json",
+           lambda d: sched("simulate", str(d / "b20k.jsonl"), "--compact", "--json"),
+           lambda r: {"nodes_needed": r["compact"]["nodes_needed"]},
+           [("nodes_needed", "nodes needed"), ("wall_s", "wall s")],
+           setup=_generate("batch", 20000, 200, 1, "b20k.jsonl"), wall=True),
+    Figure("day10k", "simulator: a day of 850,000 tasks on 10,000 nodes",
+           "sched simulate generate --kind batch --tasks 850000 --nodes 10000 --seed 5 --span 86400 > day.jsonl; "
+           "sched simulate day.jsonl --json",
+           lambda d: sched("simulate", str(d / "day.jsonl"), "--json"), _replay,
+           [("tasks_per_wall_s", "tasks/wall s"), ("wall_s", "wall s")],
+           setup=_generate("batch", 850000, 10000, 5, "day.jsonl"), long=True),
+]
+
+
+def run_once(figure: Figure, folder: Path) -> dict[str, float]:
+    started = time.monotonic()
+    done = subprocess.run(figure.argv(folder), capture_output=True, text=True, cwd=folder)
+    wall = time.monotonic() - started
+    if done.returncode != 0:
+        raise SystemExit(f"benchmarks: {figure.name} failed (exit {done.returncode}): "
+                         f"{(done.stderr or done.stdout).strip().splitlines()[-1:]}")
+    numbers = figure.read(json.loads(done.stdout.strip().splitlines()[-1] if figure.name == "swarmkit"
+                                     else done.stdout))
+    return {**numbers, "wall_s": round(wall, 1)} if figure.wall else numbers
+
+
+def cell(values: list[float]) -> str:
+    """The median, and the range when there is more than one run."""
+    def text(v: float) -> str:
+        return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.2f}".rstrip("0").rstrip(".")
+    middle = text(statistics.median(values))
+    return middle if len(values) == 1 else f"**{middle}** ({text(min(values))}–{text(max(values))})"
+
+
+def machine() -> str:
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor() or "?")
+    memory = next((int(line.split()[1]) // (1024 * 1024) for line in Path("/proc/meminfo").read_text().splitlines()
+                   if line.startswith("MemTotal")), 0)
+    redis = subprocess.run(["redis-server", "--version"], capture_output=True, text=True).stdout.split()
+    version = next((w.split("=", 1)[1] for w in redis if w.startswith("v=")), "?")
+    return (f"{os.cpu_count()} vCPUs ({cpu}), {memory} GiB; Python {platform.python_version()}, "
+            f"redis-server {version}")
+
+
+def table(figures: list[Figure], runs: int) -> str:
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                            cwd=ROOT).stdout.strip()
+    lines = [f"Measured at {commit} on {date.today().isoformat()} by `scripts/benchmarks.py` "
+             f"({runs} runs each, one after another: the median, with the range), on {machine()}.", "",
+             "| figure | command | numbers |", "| --- | --- | --- |"]
+    for figure in figures:
+        numbers = "; ".join(f"{label} {cell([run[name] for run in figure.runs])}" for name, label in figure.columns
+                            if all(run.get(name) is not None for run in figure.runs))
+        lines.append(f"| {figure.what} | `{figure.shown}` | {numbers} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--only", default="", help="Comma-separated figure names: " +
+                        ", ".join(f.name for f in FIGURES))
+    parser.add_argument("--long", action="store_true", help="Also the figures marked long.")
+    parser.add_argument("--write", type=Path, default=None, metavar="FILE")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    wanted = set(filter(None, args.only.split(",")))
+    unknown = wanted - {f.name for f in FIGURES}
+    if unknown:
+        parser.error(f"no figure named {', '.join(sorted(unknown))}")
+    chosen = [f for f in FIGURES if (f.name in wanted if wanted else (args.long or not f.long))]
+    with tempfile.TemporaryDirectory(prefix="sched-benchmarks-") as scratch:
+        folder = Path(scratch)
+        for figure in chosen:
+            if figure.setup is not None:
+                figure.setup(folder)
+            for i in range(args.runs):
+                figure.runs.append(run_once(figure, folder))
+                print(f"benchmarks: {figure.name} run {i + 1}/{args.runs}: {figure.runs[-1]}", file=sys.stderr)
+    if args.json:
+        print(json.dumps({f.name: f.runs for f in chosen}, indent=2))
+        return
+    text = table(chosen, args.runs)
+    if args.write is None:
+        print(text)
+        return
+    document = args.write.read_text()
+    if START not in document or END not in document:
+        raise SystemExit(f"benchmarks: {args.write} has no {START} ... {END} markers")
+    head, rest = document.split(START, 1)
+    _, tail = rest.split(END, 1)
+    args.write.write_text(f"{head}{START}\n{text}\n{END}{tail}")
+
+
+if __name__ == "__main__":
+    main()
