@@ -132,8 +132,8 @@ def _machine(text: str | None):
               help="A setting to run side by side (repeatable): strategy=binpack, percentage-of-nodes=50, "
                    "nodes=200, seed=1, or several joined by commas. The first run is the options as given.")
 @click.option("--compact", is_flag=True,
-              help="Also find, by bisection, the fewest nodes of the inventory's shape that place the trace "
-                   "(nothing left pending, no wait over --max-wait), against the lower bound for that wait.")
+              help="Also find the fewest nodes of the inventory's shape that place the trace (nothing left pending, "
+                   "no wait over --max-wait), searched up from the lower bound for that wait, against it.")
 @click.option("--max-wait", type=click.FloatRange(min=0), default=60.0, show_default=True, metavar="SECONDS",
               help="With --compact: the longest any task may wait.")
 @click.option("--tick", type=click.FloatRange(min=0.001), default=1.0, show_default=True, metavar="SECONDS",
