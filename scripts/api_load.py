@@ -13,7 +13,7 @@ job the API acknowledged (201) is stored; `--json` prints the figures as JSON. T
 clients are a small HTTP/1.1 client on asyncio (one process), so that the load costs
 little of the CPU the server shares with it; what they cost is printed too, with the
 server's CPU per request and the machine's load average (other work on the machine
-slows a round more than it changes the CPU a request costs). docs/benchmarks.md, "The
+slows a round more than it changes the CPU a request costs). docs/benchmarks-history.md, "The
 HTTP API under concurrent clients", has the figures and the machine.
 """
 

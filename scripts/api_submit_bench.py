@@ -1,4 +1,4 @@
-"""Submits per second over the HTTP API beside ``Client.submit``, in one run (docs/benchmarks.md).
+"""Submits per second over the HTTP API beside ``Client.submit``, in one run (docs/benchmarks-history.md).
 
     python scripts/api_submit_bench.py [--jobs N] [--rounds R]
 

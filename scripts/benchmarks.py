@@ -49,6 +49,7 @@ class Figure:
     setup: Callable[[Path], None] | None = None
     long: bool = False
     wall: bool = False  # the run's wall time is one of its numbers (``wall_s``)
+    most_runs: int | None = None  # a long figure runs at most this many times
     runs: list[dict[str, float]] = field(default_factory=list)
 
 
@@ -79,6 +80,16 @@ def _rate(report: dict) -> dict[str, float]:
 
 def _replay(report: dict) -> dict[str, float]:
     return {"tasks_per_wall_s": report["tasks_per_wall_s"], "wall_s": report["wall_s"]}
+
+
+def _api(report: dict) -> dict[str, float]:
+    return {"per_s": report["per_s"], "p50_ms": report["p50_ms"], "p99_ms": report["p99_ms"],
+            "failures": report["failures"], "missing": report["missing"]}
+
+
+def _rebalance(report: dict) -> dict[str, float]:
+    return {"moves": report["moves_done"], "skew_after": max(report["skew_after"].values()),
+            "over_budget": report["samples_over_budget"], "seconds": report["seconds"]}
 
 
 def _generate(kind: str, tasks: int, nodes: int, seed: int, name: str) -> Callable[[Path], None]:
@@ -122,8 +133,8 @@ FIGURES = [
     Figure("compact20k", "simulator: the fewest nodes for that trace (--compact)",
            "sched simulate b20k.jsonl --compact --json",
            lambda d: sched("simulate", str(d / "b20k.jsonl"), "--compact", "--json"),
-           lambda r: {"nodes_needed": r["compact"]["nodes_needed"]},
-           [("nodes_needed", "nodes needed"), ("wall_s", "wall s")],
+           lambda r: {"nodes_needed": r["nodes_needed"], "lower_bound": r["lower_bound"]},
+           [("nodes_needed", "nodes needed"), ("lower_bound", "lower bound"), ("wall_s", "wall s")],
            setup=_generate("batch", 20000, 200, 1, "b20k.jsonl"), wall=True),
     Figure("day10k", "simulator: a day of 850,000 tasks on 10,000 nodes",
            "sched simulate generate --kind batch --tasks 850000 --nodes 10000 --seed 5 --span 86400 > day.jsonl; "
@@ -131,6 +142,32 @@ FIGURES = [
            lambda d: sched("simulate", str(d / "day.jsonl"), "--json"), _replay,
            [("tasks_per_wall_s", "tasks/wall s"), ("wall_s", "wall s")],
            setup=_generate("batch", 850000, 10000, 5, "day.jsonl"), long=True),
+    Figure("api50", "HTTP API: 50 clients with no wait (GET a job, GET a page of jobs, POST a job, GET nodes)",
+           "python scripts/api_load.py --workers 2 --json",
+           lambda d: python("api_load.py", "--workers", "2", "--json"), _api,
+           [("per_s", "requests/s"), ("p50_ms", "p50 ms"), ("p99_ms", "p99 ms"), ("failures", "failures"),
+            ("missing", "acknowledged jobs missing")]),
+    Figure("rebalance12", "rebalance: 12 nodes, 3 new and empty, services crowded on the old ones, under budgets",
+           "python scripts/rebalance_bench.py measure --json",
+           lambda d: python("rebalance_bench.py", "measure", "--json"), _rebalance,
+           [("moves", "moves"), ("skew_after", "largest skew after"), ("over_budget", "samples over a budget"),
+            ("seconds", "seconds to the last move")]),
+    Figure("rebalance_plan", "rebalance plan (--dry-run) on 1,000 nodes and 10,000 tasks",
+           "python scripts/rebalance_bench.py plan --repeat 3 --json",
+           lambda d: python("rebalance_bench.py", "plan", "--repeat", "3", "--json"),
+           lambda r: {"plan_s": r["plan_s"]["median"], "moves": r["moves"]},
+           [("plan_s", "seconds"), ("moves", "moves")]),
+    Figure("capacity", "capacity answer on 1,000 nodes and 10,000 tasks, 200 pending, 3 pools",
+           "python scripts/capacity_bench.py speed --runs 3",
+           lambda d: python("capacity_bench.py", "speed", "--runs", "3"),
+           lambda r: {"answer_s": r["answer_median_s"]}, [("answer_s", "seconds")]),
+    Figure("capacity_compact", "capacity scale-down at the end of a 2,000-task batch trace, against --compact",
+           "python scripts/capacity_bench.py agreement",
+           lambda d: python("capacity_bench.py", "agreement"),
+           lambda r: {"kept": r["capacity_nodes_kept"], "needed": r["nodes_needed"],
+                      "difference": 100 * r["difference"], "compact_s": r["compact_s"]},
+           [("kept", "nodes kept by capacity"), ("needed", "nodes needed by --compact"),
+            ("difference", "difference %"), ("compact_s", "--compact seconds")], most_runs=1),
 ]
 
 
@@ -141,8 +178,11 @@ def run_once(figure: Figure, folder: Path) -> dict[str, float]:
     if done.returncode != 0:
         raise SystemExit(f"benchmarks: {figure.name} failed (exit {done.returncode}): "
                          f"{(done.stderr or done.stdout).strip().splitlines()[-1:]}")
-    numbers = figure.read(json.loads(done.stdout.strip().splitlines()[-1] if figure.name == "swarmkit"
-                                     else done.stdout))
+    try:
+        printed = json.loads(done.stdout)
+    except json.JSONDecodeError:  # a script that prints lines before its JSON line
+        printed = json.loads(done.stdout.strip().splitlines()[-1])
+    numbers = figure.read(printed)
     return {**numbers, "wall_s": round(wall, 1)} if figure.wall else numbers
 
 
@@ -169,12 +209,15 @@ def table(figures: list[Figure], runs: int) -> str:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                             cwd=ROOT).stdout.strip()
     lines = [f"Measured at {commit} on {date.today().isoformat()} by `scripts/benchmarks.py` "
-             f"({runs} runs each, one after another: the median, with the range), on {machine()}.", "",
+             + (f"({runs} runs each unless a row says one run, one after another: the median, with the range), "
+                if runs > 1 else "(one run each), ")
+             + f"on {machine()}, load average {os.getloadavg()[0]:.1f} at the end.", "",
              "| figure | command | numbers |", "| --- | --- | --- |"]
     for figure in figures:
         numbers = "; ".join(f"{label} {cell([run[name] for run in figure.runs])}" for name, label in figure.columns
                             if all(run.get(name) is not None for run in figure.runs))
-        lines.append(f"| {figure.what} | `{figure.shown}` | {numbers} |")
+        once = " (one run)" if len(figure.runs) == 1 and runs > 1 else ""
+        lines.append(f"| {figure.what}{once} | `{figure.shown}` | {numbers} |")
     return "\n".join(lines)
 
 
@@ -197,9 +240,10 @@ def main() -> None:
         for figure in chosen:
             if figure.setup is not None:
                 figure.setup(folder)
-            for i in range(args.runs):
+            runs = min(args.runs, figure.most_runs or args.runs)
+            for i in range(runs):
                 figure.runs.append(run_once(figure, folder))
-                print(f"benchmarks: {figure.name} run {i + 1}/{args.runs}: {figure.runs[-1]}", file=sys.stderr)
+                print(f"benchmarks: {figure.name} run {i + 1}/{runs}: {figure.runs[-1]}", file=sys.stderr)
     if args.json:
         print(json.dumps({f.name: f.runs for f in chosen}, indent=2))
         return

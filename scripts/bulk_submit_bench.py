@@ -1,4 +1,4 @@
-"""Time one bulk submission of one-task jobs against a fresh redis-server (docs/benchmarks.md).
+"""Time one bulk submission of one-task jobs against a fresh redis-server (docs/benchmarks-history.md).
 
     python scripts/bulk_submit_bench.py FORM JOBS [--pythonpath DIR]
 

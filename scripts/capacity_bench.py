@@ -1,4 +1,4 @@
-"""Measure sched capacity (docs/benchmarks.md, "Capacity"):
+"""Measure sched capacity (docs/benchmarks-history.md, "Capacity"):
 
 1. ``speed``: a capacity answer on N nodes (1,000) holding T live tasks (10,000), with a
    few hundred tasks pending and three pools, on a private redis-server; the answer's

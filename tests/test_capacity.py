@@ -131,6 +131,28 @@ def test_emptiest_nodes_go_first_their_tasks_fitting_elsewhere_and_the_savings_a
     assert all(r["pool"] == "std" for r in down["remove"])
 
 
+def test_the_smallest_machines_first_when_that_removes_more(api):
+    """Emptiest first would take the big node away (its task fits on a small one), and then
+    the other small node's task fits nowhere: one node. The small nodes first, their tasks
+    end on the big one: two nodes, and that answer is the one given."""
+    api.add_node("big", cpu=8, memory="16GiB")
+    api.submit({"id": "one", "replicas": 1, "resources": {"cpu": 1}})
+    place(api)
+    api.pause("big")
+    for name in ("s1", "s2"):
+        api.add_node(name, cpu=2, memory="16GiB")
+    api.submit({"id": "two", "replicas": 2, "resources": {"cpu": 0.75}})
+    place(api)
+    api.activate("big")
+    assert {t.node for t in api.tasks(job="two")} == {"s1", "s2"}
+    down = api.capacity()["scale_down"]
+    assert down["order"] == "smallest"
+    assert {r["node"] for r in down["remove"]} == {"s1", "s2"}
+    last = down["remove"][-1]
+    assert last["node"] == "s2" and {m["to"] for m in last["moves"]} == {"big"}  # s1's task went by s2
+    assert [k["node"] for k in down["kept"]] == ["big"]
+
+
 def test_required_anti_affinity_keeps_the_nodes_its_tasks_cannot_leave(api):
     for name in ("n1", "n2", "n3"):
         api.add_node(name, cpu=4, memory="8GiB")

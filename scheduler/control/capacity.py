@@ -6,7 +6,8 @@ The reading (the shared copy of the cluster, ``cluster_read.py``, and the pendin
 scale-up (``scale_up.py``) places the pending tasks on one, with new nodes of the pools;
 the scale-down (``scale_down.py``) first places the pending tasks that fit on the nodes
 there are (room pending work is about to take is not room to remove), then takes nodes
-away one at a time on the other. Nothing is written to Redis here: recording the answer,
+away one at a time on the other, once in each of its orders (a copy each), keeping the
+answer that saves more. Nothing is written to Redis here: recording the answer,
 the hooks that act on it and their cooldowns are ``capacity_hooks.py``.
 """
 
@@ -21,7 +22,7 @@ from scheduler.control import cluster_read
 from scheduler.control.capacity_budgets import allowance_of
 from scheduler.control.capacity_copy import CapacityCopy
 from scheduler.control.cluster_read import Copy
-from scheduler.control.scale_down import THRESHOLD, scale_down
+from scheduler.control.scale_down import ORDERS, THRESHOLD, better, scale_down
 from scheduler.control.scale_up import ScaleUp, groups_of, place_groups
 from scheduler.engine.expanders import DEFAULT, parse_chain
 from scheduler.model.errors import SpecError
@@ -67,10 +68,14 @@ def answer_on(read: Copy, pending: PendingWork, pools: list[Pool], options: Capa
     if options.scale_up:  # on a copy of its own: the scale-down may place on the one read
         out["scale_up"] = ScaleUp(CapacityCopy(read, pending), pools, options.expander).run(pending.tasks)
     if options.scale_down:
-        copy = CapacityCopy(read, pending, fresh=False)
-        place_groups(copy, groups_of(copy, pending.tasks))  # room pending work is about to take is not spare
-        out["scale_down"] = scale_down(copy, pools, options.threshold,
-                                       allowance(read) if allowance is not None else None, options.max_remove)
+        allowed = allowance(read) if allowance is not None else None
+        last = list(ORDERS)[-1]
+        for order in ORDERS:  # each order on a copy of its own; the last one uses the read itself
+            copy = CapacityCopy(read, pending, fresh=order != last)
+            place_groups(copy, groups_of(copy, pending.tasks))  # room pending work is about to take is not spare
+            found = scale_down(copy, pools, options.threshold, allowed, options.max_remove, order)
+            if "scale_down" not in out or better(found, out["scale_down"]):
+                out["scale_down"] = found
     return out
 
 

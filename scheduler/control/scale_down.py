@@ -5,7 +5,11 @@ On a :class:`~scheduler.control.capacity_copy.CapacityCopy` of the cluster:
 1. Candidates are the ready, active nodes whose utilisation is below the threshold
    (0.5 by default, the autoscaler's ``--scale-down-utilization-threshold``): the larger
    of the cpu and memory that tasks hold over the node's capacity, or, on a node with
-   GPUs, the GPUs' (as the autoscaler counts GPU nodes). Emptiest first, then by name.
+   GPUs, the GPUs' (as the autoscaler counts GPU nodes). They are tried in one of two
+   orders (``ORDERS``): the emptiest first, or the smallest machine first (the emptiest
+   within a size), which leaves the room of the larger ones to the tasks moved; the
+   caller tries both, each on a copy of its own, and keeps the answer that saves more
+   (:func:`better`).
 2. One node at a time, the node is taken out of the copy and its tasks are placed on the
    rest of the copy with the real engine, every hard rule held (constraints, taints,
    spreads, anti-affinity, host ports, ``max_per_node``): the nodes already taken away
@@ -46,17 +50,34 @@ def utilisation(node: Node) -> float:
     return max(share("cpu"), share("memory"))
 
 
+def _size(node: Node) -> tuple:
+    return tuple(node.capacity.get(resource, 0) for resource in ("gpu", "cpu", "memory"))
+
+
+ORDERS = {  # name -> the order candidates are tried in, given (utilisation, node)
+    "emptiest": lambda used, node: (used, node.name),
+    "smallest": lambda used, node: (_size(node), used, node.name),
+}
+
+
+def better(one: dict, other: dict) -> bool:
+    """Whether answer ``one`` beats ``other``: it saves more, then removes more nodes."""
+    return (one["savings"], one["nodes"]) > (other["savings"], other["nodes"])
+
+
 def scale_down(copy: CapacityCopy, pools: list[Pool], threshold: float = THRESHOLD,
-               allowance: dict[str, int] | None = None, limit: int | None = None) -> dict:
-    """Which nodes can go now, one at a time on ``copy`` (which keeps them gone).
-    ``allowance``: job -> voluntary disruptions its budget allows now (jobs not named: no
-    limit). ``limit``: at most this many nodes."""
+               allowance: dict[str, int] | None = None, limit: int | None = None,
+               order: str = "emptiest") -> dict:
+    """Which nodes can go now, one at a time on ``copy`` (which keeps them gone), tried in
+    ``order`` (a name of ``ORDERS``). ``allowance``: job -> voluntary disruptions its
+    budget allows now (jobs not named: no limit). ``limit``: at most this many nodes."""
     allowance = dict(allowance or {})
     pools = sorted(pools, key=lambda p: p.name)
     belongs = {node.name: pool_of(node, pools) for node in copy.nodes}
     left_in_pool = Counter(pool.name for pool in belongs.values() if pool is not None)
-    candidates = sorted(((utilisation(node), node.name) for node in copy.usable()))
-    considered = [(u, name) for u, name in candidates if u < threshold]
+    rank = ORDERS[order]
+    candidates = sorted(((utilisation(node), node) for node in copy.usable()), key=lambda pair: rank(*pair))
+    considered = [(u, node.name) for u, node in candidates if u < threshold]
     remove, kept = [], []
     for used, name in considered:
         if limit is not None and len(remove) >= limit:
@@ -87,7 +108,7 @@ def scale_down(copy: CapacityCopy, pools: list[Pool], threshold: float = THRESHO
                        "cost": pool.cost if pool is not None else 0.0, "utilisation": round(used, 4),
                        "tasks": len(moving), "moves": moves})
     unpriced = [r["node"] for r in remove if r["pool"] is None]
-    return {"threshold": threshold, "candidates": len(considered), "remove": remove, "kept": kept,
+    return {"threshold": threshold, "order": order, "candidates": len(considered), "remove": remove, "kept": kept,
             "nodes": len(remove), "savings": round(sum(r["cost"] for r in remove), 6), "unpriced": unpriced}
 
 

@@ -32,7 +32,7 @@ ENQUEUE_CHUNK = 500  # tasks per enqueue.lua call: each call takes a few ms (doc
 # Jobs per enqueue_many.lua call. Redis keeps every write of a script call for the AOF
 # until the call ends; at 500 one-task jobs (about 5,000 writes) that outgrows the CPU's
 # caches, and the same jobs cost Redis about a quarter more CPU than in calls of 100
-# (the same instructions: benchmarks.md).
+# (the same instructions: benchmarks-history.md).
 BULK_JOBS = 100
 _PIPELINED = 4  # enqueue_many.lua calls per round trip
 SUMMARY_CHUNK = 500  # jobs per job_page.lua call (and tasks per task_states.lua call, twice that)

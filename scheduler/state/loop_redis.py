@@ -2,7 +2,7 @@
 client talks to (a unix socket or TCP), on which the reads of every request are written
 as they come and their replies, read by hiredis, handed back in order. No thread to hop
 to, no pool or lock to take: a round trip costs the loop a few microseconds, where a
-redis-py call from a request thread costs tens (benchmarks.md, The HTTP API under
+redis-py call from a request thread costs tens (benchmarks-history.md, The HTTP API under
 concurrent clients).
 
 It serves the API's reads that fit (state/read_steps.py) and nothing else: whatever it

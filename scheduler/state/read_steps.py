@@ -3,7 +3,7 @@ trip's commands (a :class:`Batch`) and is sent their replies, in order, then ret
 it read. :func:`run` sends them from the caller's thread with the Store's client (a raw
 pipeline, state/raw_pipeline.py: redis-py's on a Redis Cluster); :func:`run_on_loop` on
 the event loop (state/loop_redis.py), with no thread to hop to: a busy API server's reads
-of a job, a page of jobs and the nodes (benchmarks.md, The HTTP API under concurrent
+of a job, a page of jobs and the nodes (benchmarks-history.md, The HTTP API under concurrent
 clients).
 
 A read that goes on with blocking calls of the Store (a rare case: a page that finds the

@@ -35,7 +35,7 @@ ROUTES = [route for noun in NOUNS for route in noun.ROUTES]
 DOCUMENT = orjson.dumps(openapi.document(ROUTES))
 # Requests doing their work at once in one process (more wait their turn), and so its
 # Redis connections besides the event streams'. More threads only contend for the one
-# interpreter lock: 32 cost a page of jobs a third more CPU than 8 (benchmarks.md).
+# interpreter lock: 32 cost a page of jobs a third more CPU than 8 (benchmarks-history.md).
 REQUEST_THREADS = 8
 OPENAPI_PATH = "/v1/openapi.json"
 

@@ -471,7 +471,7 @@ async def in_thread(request: Request, work: Callable, *args):
     """``work(*args)`` in one of the process's request threads (``app.state.threads``, a
     bounded pool: its threads' Redis connections are the process's), the loop free
     meanwhile. A plain executor: anyio's worker threads cost three times as much CPU a
-    hop (benchmarks.md, The HTTP API under concurrent clients)."""
+    hop (benchmarks-history.md, The HTTP API under concurrent clients)."""
     return await asyncio.get_running_loop().run_in_executor(request.app.state.threads,
                                                             functools.partial(work, *args))
 

@@ -18,7 +18,7 @@ REQUEST_THREADS = 32  # requests running their work at once in one process; more
 # short-lived lists and dicts, none in a cycle, and fifty such requests at once keep enough
 # of them alive that the default thresholds (700, 10, 10) walk them, and every object
 # the process made at start, again and again: a quarter of the API's CPU under fifty
-# clients (benchmarks.md). What was made before serving is frozen out of the collections,
+# clients (benchmarks-history.md). What was made before serving is frozen out of the collections,
 # and they run less often (dead cycles still wait for at most one young collection).
 COLLECTOR_THRESHOLDS = (50_000, 50, 50)
 
