@@ -473,7 +473,7 @@ def tasks_ended(store: Store, tasks: list[Task], succeeded: bool, message: str) 
         by_job.setdefault(task.job, []).append(task)
     out: dict[str, dict] = {}
     plain: set[str] = set()
-    for (job_id, group), fields in zip(by_job.items(), store.jobs_fields(list(by_job))):
+    for (job_id, group), fields in zip(by_job.items(), store.job_hashes(list(by_job))):
         spec = parse_stored(fields["spec"]) if fields.get("spec") else None
         if spec is None or _just_ends(fields, [(t, _replaces(spec, t, succeeded)) for t in group]):
             plain.update(t.id for t in group)

@@ -140,7 +140,7 @@ class JobStore(NamespaceStore):
         """The job's hash as stored (empty when there is no such job)."""
         return self.client.hgetall(self.keys.job(job_id))
 
-    def jobs_fields(self, job_ids: list[str]) -> list[dict[str, str]]:
+    def job_hashes(self, job_ids: list[str]) -> list[dict[str, str]]:
         """:meth:`job_fields` of each job, in one round trip."""
         return hgetall_many(self.client, [self.keys.job(job_id) for job_id in job_ids])
 
