@@ -341,6 +341,25 @@ def test_a_seed_replays_a_run():
     assert len({str(run(seed)) for seed in range(5)}) > 1
 
 
+def test_a_task_that_fits_nowhere_is_explained_without_ranking_and_leaves_the_same_tie_breaks(monkeypatch):
+    # A job no node can take fails at once instead of ranking every node; what is placed
+    # after it is what ranking every node would have left.
+    def run(shortcut):
+        nodes = [node(f"n{i}", cpu=2) for i in range(30)]
+        placer, counts, seen = Placer(PlacementOptions(seed=3)), {}, []
+        if not shortcut:
+            monkeypatch.setattr(placer, "_nowhere", lambda *args: None)
+        for b in range(4):
+            big = place(nodes, job(id="big", resources={"cpu": 4}), 2, placer=placer, prefix=f"x{b}-")
+            seen.append((big.assignments, big.explanation.message()))
+            seen.append(place(nodes, job(), 3, counts, placer=placer, prefix=f"b{b}-").assignments)
+        return seen
+
+    shortcut = run(True)
+    assert shortcut[0] == ([], "0/30 nodes available: 30 insufficient cpu.")
+    assert shortcut == run(False)
+
+
 def test_ties_are_broken_at_random_among_the_best():
     chosen = Counter(place([node(n) for n in "abcd"], job(), 1, seed=seed).assignments[0][1] for seed in range(200))
     assert set(chosen) == set("abcd") and min(chosen.values()) >= 25

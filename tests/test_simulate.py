@@ -168,7 +168,11 @@ def test_compaction_finds_the_fewest_nodes_of_the_inventorys_shape(simulator):
     found = compact(simulator.replay, trace, Settings(), max_wait_s=0)
     assert found["lower_bound"] == 4  # 14 cores at once, 4 a node
     assert found["nodes_needed"] == 4
-    assert [t["places"] for t in found["tries"] if t["nodes"] == 3] == [False]
+    # The bound is sound: the search starts there, and its first probe places.
+    assert [(t["nodes"], t["places"]) for t in found["tries"]] == [(4, True)]
+    assert found["tries"][0]["stopped_at_s"] == 0  # settled at once: every task placed as it arrived
+    three = simulator.replay(trace, Settings(nodes=3))
+    assert three["pending_at_end"] == 0 and three["longest_wait_s"] > 0  # 3 nodes: the last ones wait
     patient = compact(simulator.replay, trace, Settings(), max_wait_s=100)
     # Waiting up to 100 s: 2 nodes run 8 cores from 0 and the other 6 from 100; 1 node would
     # make the last wait 300 s.
@@ -254,6 +258,26 @@ def test_generated_traces_follow_the_seed_the_kind_and_the_machine_mix():
     service = [r for r in generate("service", 3000, 400, seed=7) if r["kind"] == "task"]
     assert sum(r["count"] for r in service if r.get("type") == "service") > \
         sum(r["count"] for r in tasks if r.get("type") == "service")
+
+
+def test_a_generated_trace_spread_over_a_day_keeps_its_jobs_and_stretches_their_arrivals():
+    made = CliRunner().invoke(main, ["simulate", "generate", "--kind", "batch", "--tasks", "3000", "--nodes", "40",
+                                     "--seed", "5", "--span", "86400"])
+    assert made.exit_code == 0, made.output
+    day = [json.loads(line) for line in made.output.splitlines()]
+    plain = list(generate("batch", 3000, 40, seed=5))
+    same = ("kind", "job", "count", "resources", "priority", "tenant")
+    assert [{k: r.get(k) for k in same} for r in day] == [{k: r.get(k) for k in same} for r in plain]
+    times = [r["time"] for r in day if r["kind"] == "task"]
+    plain_times = [r["time"] for r in plain if r["kind"] == "task"]
+    assert times == sorted(times) and 0.8 * 86_400 < times[-1] < 1.2 * 86_400  # Poisson: about the span
+    stretch = times[-1] / plain_times[-1]
+    assert all(abs(t - p * stretch) <= 0.001 * (stretch + 1) for t, p in zip(times, plain_times))  # the draws, scaled
+    services = [r for r in day if r.get("type") == "service"]
+    assert services and all(r["time"] + r["duration"] >= 86_400 - 0.1 for r in services)  # to the window's end
+    refused = CliRunner().invoke(main, ["simulate", "generate", "--kind", "batch", "--tasks", "10", "--nodes", "2",
+                                        "--span", "0"])
+    assert refused.exit_code == 2 and "--span" in refused.output
 
 
 def test_the_command_replays_compares_and_writes_the_page(tmp_path):

@@ -41,6 +41,7 @@ from scheduler.state.app import App
 from scheduler.state.commit import Planned, commit
 from scheduler.state.node_cache import NodeCache
 from scheduler.state.series import SAMPLE_EVERY_MS
+from scheduler.state.upkeep import Upkeep
 from scheduler.state.jobs import parse_stored
 from scheduler.state.history import Record
 from scheduler.state.memory import MEMORY_ERRORS
@@ -153,36 +154,57 @@ class SchedulerWorker:
     def maintain(self, force: bool = False) -> None:
         """Queue upkeep, deployments, drains, moves and periodic launches about every 100 ms;
         node health, global jobs, disruption budgets, dependencies, deadlines and the
-        workers' own rebalance about every second."""
+        workers' own rebalance about every second. Which parts have anything to look at is
+        read first (``Store.upkeep``, with the queue's own look); the others are skipped."""
         now = time.monotonic()
-        if force or now - self._last_maintain >= self.config.maintain_every_s:
+        quick = force or now - self._last_maintain >= self.config.maintain_every_s
+        health = force or now - self._last_health >= self.config.health_every_s
+        store = self.app.store
+        if quick:
             self._last_maintain = now
-            self.app.queue.maintain()
-            deployer.advance_all(self.app.store)
-            for report in drains.advance_all(self.app.store):
-                metrics.DRAINED.inc(len(report["stopped"]))
-            rebalancing.advance(self.app.store, self.name)
-            periodic.launch_due(self.app.store, self._outcomes)
-        if force or now - self._last_health >= self.config.health_every_s:
+            _, replies = self.app.queue.maintain_with(store.queue_upkeep)
+            due = store.read_upkeep(replies)
+            if due.deployments:
+                deployer.advance_all(store)
+            if due.drains:
+                for report in drains.advance_all(store):
+                    metrics.DRAINED.inc(len(report["stopped"]))
+            if due.moves:
+                rebalancing.advance(store, self.name)
+            if due.launches:
+                periodic.launch_due(store, self._outcomes)
+        if health:
             self._last_health = now
-            for name in heartbeat.check(self.app.store, self._watch):
-                metrics.NODES_DOWN.inc()
-                log.warning("%s: node %s marked down: its heartbeat lapsed; its tasks are replaced",
-                            self.name, name, extra={"fields": {"node": name}})
-            for task_id in evictions.enforce(self.app.store):
-                log.warning("%s: task %s evicted by a NoExecute taint", self.name, task_id)
-            for job_id in reconcile.complete_fills(self.app.store):
-                log.warning("%s: job %s: its submit stopped part way; the rest of its tasks are queued", self.name,
-                            job_id, extra={"fields": {"job": job_id}})
-            epoch = self.app.store.node_epoch()
-            if epoch != self._seen_epoch:
-                self._seen_epoch = epoch
-                reconcile.reconcile_global(self.app.store)
-            budgets.count_due(self.app.store)
-            dependencies.release(self.app.store, self._outcomes)
-            deadlines.expire(self.app.store, self._outcomes)
-            rebalancing.now_and_then(self.app.store, self.name)
-            self._retention()
+            if not quick:
+                due = store.upkeep()
+            if due.agents:
+                for name in heartbeat.check(store, self._watch):
+                    metrics.NODES_DOWN.inc()
+                    log.warning("%s: node %s marked down: its heartbeat lapsed; its tasks are replaced",
+                                self.name, name, extra={"fields": {"node": name}})
+            else:  # no heartbeat to watch: the grace of the first agent starts with its first check
+                self._watch.last_ok_ms = None
+            if due.noexecute:
+                for task_id in evictions.enforce(store):
+                    log.warning("%s: task %s evicted by a NoExecute taint", self.name, task_id)
+            if due.filling:
+                for job_id in reconcile.complete_fills(store):
+                    log.warning("%s: job %s: its submit stopped part way; the rest of its tasks are queued",
+                                self.name, job_id, extra={"fields": {"job": job_id}})
+            if due.node_epoch != self._seen_epoch:
+                self._seen_epoch = due.node_epoch
+                reconcile.reconcile_global(store)
+            if due.budgets:
+                budgets.count_due(store)
+            if due.held:
+                dependencies.release(store, self._outcomes)
+            if due.deadlines:
+                deadlines.expire(store, self._outcomes)
+            if due.moves or due.moves_ended or due.rebalance_interval > 0:
+                rebalancing.now_and_then(store, self.name)
+            else:  # no move in progress, none to remove, no rebalance of the workers' own
+                metrics.MOVES_IN_PROGRESS.set(0)
+            self._retention(due)
         if now - self._last_sample >= SAMPLE_EVERY_MS / 1000 and self._sampling:
             self._last_sample = now
             self._sample()
@@ -199,13 +221,16 @@ class SchedulerWorker:
             self._sampling = False
             log.warning("%s: no samples for the dashboard's charts: %s", self.name, exc)
 
-    def _retention(self) -> None:
-        """Remove ended work whose time has come (one bounded pass, if no other worker is
-        making one), and watch Redis's memory."""
+    def _retention(self, due: Upkeep) -> None:
+        """Remove ended work whose time has come (one bounded pass, if there is any and no
+        other worker is making one), and watch Redis's memory."""
         clock, store = self.app.clock, self.app.store
         # On a virtual clock (a replay) its time says what is due, and each pass is whole:
         # what is removed when then follows the trace, not the speed of the machine.
-        done = retention.upkeep(store, None, clock()) if clock is not None else retention.upkeep(store)
+        done = None
+        if due.retention_due(clock() if clock is not None else None):
+            done = retention.upkeep(store, None, clock(), due.retention) if clock is not None \
+                else retention.upkeep(store, retention=due.retention)
         if done is not None and (done.jobs_removed or done.tasks_removed):
             metrics.GC_JOBS_REMOVED.inc(len(done.jobs_removed))
             metrics.GC_TASKS_REMOVED.inc(done.tasks_removed + done.job_tasks_removed)

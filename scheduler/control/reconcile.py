@@ -344,17 +344,18 @@ def replace_tasks(store: Store, tasks: list[Task], state: str, message: str) -> 
 
 
 def _end_with_successors(store: Store, job_id: str, tasks: list[Task], state: str, message: str, successor,
-                         restart_delay: bool = False, attempts: int = 10) -> dict[str, tuple[str, str]]:
+                         restart_delay: bool = False, attempts: int = 10,
+                         fields: dict[str, str] | None = None) -> dict[str, tuple[str, str]]:
     """End ``tasks`` (of one job) in ``state`` and, while the job runs, queue
     ``successor(spec, task)`` (a :class:`Successor`, or None for no replacement) for each
     live one, in one step, after the spec's ``restart_delay`` if asked. Returns task id ->
     (what its end reported, its replacement's id or ""). Read again and sent again if the
-    job changes meanwhile."""
+    job changes meanwhile; ``fields``: the job's hash, read already."""
     for _ in range(attempts):
-        fields = store.job_fields(job_id)
+        fields = store.job_fields(job_id) if fields is None else fields
         spec = parse_stored(fields["spec"]) if fields.get("spec") else None
         ends = [(task, successor(spec, task)) for task in tasks] if spec is not None else []
-        if fields.get("status", RUNNING_JOB) != RUNNING_JOB or not any(s for _, s in ends):
+        if _just_ends(fields, ends):
             return {task.id: (result, "") for task, result in zip(tasks, store.finish(tasks, state, message))}
         delays = [s.delay_ms for _, s in ends if s and s.delay_ms is not None]
         delay_ms = max(delays) if delays else int(spec.restart_delay * 1000) if restart_delay else 0
@@ -363,9 +364,14 @@ def _end_with_successors(store: Store, job_id: str, tasks: list[Task], state: st
                                ends=ends, state=state, message=message)
         if done is not None:
             return {task.id: pair for task, pair in zip(tasks, zip(done.results, done.successors))}
-        tasks = store.tasks([t.id for t in tasks])  # the job changed: read both again
+        tasks, fields = store.tasks([t.id for t in tasks]), None  # the job changed: read both again
     raise RedisUnavailable(f"job {job_id} kept changing while {len(tasks)} of its tasks were being ended; "
                            f"try again.")
+
+
+def _just_ends(fields: dict[str, str], ends: list[tuple[Task, object]]) -> bool:
+    """Whether the tasks only end: their job no longer runs, or none of them is replaced."""
+    return fields.get("status", RUNNING_JOB) != RUNNING_JOB or not any(s for _, s in ends)
 
 
 def drain_node(store: Store, name: str) -> list[str]:
@@ -454,6 +460,40 @@ def task_ended(store: Store, task: Task, succeeded: bool, message: str, lost: bo
     if result not in LIVE_STATES:
         return {"state": result, "replacement": []}  # stopped, lost or replaced meanwhile
     return {"state": state, "replacement": [replacement] if replacement else []}
+
+
+def tasks_ended(store: Store, tasks: list[Task], succeeded: bool, message: str) -> dict[str, dict]:
+    """:func:`task_ended` for many tasks that ended alike (their runs completed, or
+    failed), each as that call would end it, in a few round trips rather than two per
+    task: the jobs' hashes are read together, and the tasks that only end (nothing
+    replaces them) end in one ``finish`` call, in the order given. Returns task id -> what
+    :func:`task_ended` returns."""
+    by_job: dict[str, list[Task]] = {}
+    for task in tasks:
+        by_job.setdefault(task.job, []).append(task)
+    out: dict[str, dict] = {}
+    plain: set[str] = set()
+    for (job_id, group), fields in zip(by_job.items(), store.job_hashes(list(by_job))):
+        spec = parse_stored(fields["spec"]) if fields.get("spec") else None
+        if spec is None or _just_ends(fields, [(t, _replaces(spec, t, succeeded)) for t in group]):
+            plain.update(t.id for t in group)
+            continue
+        for task in group:  # replaced: as task_ended does it, a task at a time
+            out[task.id] = task_ended(store, task, succeeded, message)
+    ending = [task for task in tasks if task.id in plain]
+    state = COMPLETED if succeeded else FAILED
+    for task, result in zip(ending, store.finish(ending, state, message) if ending else []):
+        out[task.id] = {"state": state if result in LIVE_STATES else result, "replacement": []}
+    return out
+
+
+def _replaces(spec: JobSpec, ended: Task, succeeded: bool) -> bool:
+    """Whether :func:`task_ended` would queue a task to replace ``ended``: a global task
+    off its node never; else a completed one unless its job runs to completion, and a
+    failed one (its reschedule policy decides how often: that call asks it)."""
+    if spec.per_node and not ended.pin:
+        return False
+    return not succeeded or spec.type not in RUN_TO_COMPLETION
 
 
 def next_attempt(policy, ended: Task, pin: str, now_ms) -> Successor | None:

@@ -93,6 +93,8 @@ def collect(store: Store, *, dry_run: bool = False, budget_s: float | None = Non
         counted, finished = store.count_ends(ids, settings)
         out.counted += counted
         out.finished += finished
+        if len(ids) < CALL_TASKS:  # that was all (ends since are the next pass's)
+            break
     if dry_run:
         out.uncounted = store.retention_counts()["uncounted_ends"]
     _prune(store, settings, now, out, spent)
@@ -139,10 +141,12 @@ def _remove_jobs(store: Store, settings: Retention, now: int, out: Collected, sp
     retention_ms = int(settings.job_retention * 1000)
     seen: set[str] = set()
     while not spent():
-        due = [j for j in store.due_jobs(now - retention_ms, now, JOBS_PER_ROUND) if j not in seen]
+        found = store.due_jobs(now - retention_ms, now, JOBS_PER_ROUND)
+        due = [j for j in found if j not in seen]
         if not due:
             return
         seen.update(due)
+        last = len(found) < JOBS_PER_ROUND  # that was all: none is left to look for once these are done
         for job in store.read_jobs(due):
             if out.dry_run:
                 out.jobs_removed.append(job.id)
@@ -158,14 +162,17 @@ def _remove_jobs(store: Store, settings: Retention, now: int, out: Collected, sp
                 store.postpone_job(job.id, now - retention_ms + AGAIN_MS, now + AGAIN_MS)
             if spent():
                 return
+        if last:
+            return
 
 
-def upkeep(store: Store, budget_s: float | None = 0.2, now_ms: int | None = None) -> Collected | None:
+def upkeep(store: Store, budget_s: float | None = 0.2, now_ms: int | None = None,
+           retention: Retention | None = None) -> Collected | None:
     """A worker's share: one pass of at most ``budget_s`` (None: whole), unless another
-    worker is doing one now (None); ``now_ms`` as in :func:`collect`."""
+    worker is doing one now (None); ``now_ms`` and ``retention`` as in :func:`collect`."""
     if not store.take_lock(LOCK, LOCK_MS):
         return None
     try:
-        return collect(store, budget_s=budget_s, now_ms=now_ms)
+        return collect(store, budget_s=budget_s, now_ms=now_ms, retention=retention)
     finally:
         store.release_lock(LOCK)

@@ -193,6 +193,10 @@ class Placer:
             order = [*nodes[start:], *nodes[:start]]
         path_of = _path_getter(job)
         vector = limit is None and self.options.vector_min_nodes is not None and total >= self.options.vector_min_nodes
+        if not vector and limit is None and not pipeline.static and not job.preferences:
+            nowhere = self._nowhere(nodes, pipeline, job_counts)
+            if nowhere is not None:
+                return Placement([], tasks, nowhere)
         if vector:
             leaves, counts = self._candidates(nodes, len(tasks), pipeline, batch, path_of, ctx)
         else:
@@ -302,6 +306,23 @@ class Placer:
         else:
             self._facts.move_to_end(key)
         return facts
+
+    def _nowhere(self, nodes: Sequence[Node], pipeline: Pipeline, job_counts: Mapping[str, int]) -> Explanation | None:
+        """For a whole scan of the common case (every node eligible, one group): the
+        explanation when not one node can take one task, else None (looking stops at the
+        first node that can), without ranking every node and settling the heap. The random
+        tie-breaks the scan would have drawn are drawn, so what follows is placed as it
+        would have been."""
+        job = pipeline.job
+        needs, ports, max_per_node, priority, job_id, count = (job.resources, job.ports, job.max_per_node,
+                                                               job.priority, job.id, job_counts.get)
+        for node in nodes:
+            if misfit(node, needs, ports, max_per_node, count(node.name, 0), priority, job_id) is None:
+                return None
+        # One random() per node, as _scan's tight case draws: each takes two 32-bit words of
+        # the generator, so 64 bits a node move it on exactly as far, in one call.
+        self._random.getrandbits(64 * len(nodes))
+        return pipeline.explain(nodes, job_counts)
 
     def _scan(self, order: Sequence[Node], limit: int | None, pipeline: Pipeline,
               facts: dict[str, list], batch: Fill, path_of) -> tuple[dict[tuple, list], int]:

@@ -136,6 +136,16 @@ def _give_back(node: Node, victim: Victim) -> None:
     node.tasks += 1  # and its task slot
 
 
+def _take_away(node: Node, victim: Victim) -> None:
+    """:func:`_give_back` undone: ``node`` as it was with ``victim`` gone."""
+    allocated = node.allocated
+    for resource, amount in victim.resources.items():
+        allocated[resource] = allocated.get(resource, 0) - amount
+    for port in victim.ports:
+        node.ports.pop(port, None)
+    node.tasks -= 1
+
+
 def holding(node: Node, job: str, task_id: str = "") -> Node:
     """``node`` with the room nominated for other tasks of ``job`` counted as allocated
     (and ``task_id``'s own nomination dropped): what is left for one more task of the job."""
@@ -178,19 +188,22 @@ def victims_on(node: Node, job: JobSpec, candidates, job_on_node: int, margin: i
     pool = eligible(candidates, job.priority, margin)
     if not pool:
         return None
-    room = _without(node, pool)
+    room = _without(node, pool)  # a copy of its own: given back and taken away again in place below
     hard = rules is not None and rules.hard
     counts = domains or DomainCounts()
+    resources, ports, max_per_node, priority, job_id = job.resources, job.ports, job.max_per_node, job.priority, job.id
 
-    def fits(gone) -> bool:
-        if misfit(room, job.resources, job.ports, job.max_per_node, job_on_node, job.priority, job.id) is not None:
+    def fits(kept: set[str]) -> bool:
+        """Whether the task fits with every victim gone but those ``kept``."""
+        if misfit(room, resources, ports, max_per_node, job_on_node, priority, job_id) is not None:
             return False
-        return not hard or domain_misfit(room, rules, _uncounted(counts, gone)) is None
+        return not hard or domain_misfit(room, rules, _uncounted(counts, [v for v in pool if v.task_id not in kept])) \
+            is None
 
-    if not fits(pool):
+    kept: set[str] = set()
+    if not fits(kept):
         return None
     victims: list[Victim] = []
-    kept = set()
     # Most important first: the highest priority, then (kube) the one started first;
     # those beyond their budgets before the others.
     order = sorted(pool, key=lambda v: (-v.priority, v.started_ms, v.task_id))
@@ -200,8 +213,8 @@ def victims_on(node: Node, job: JobSpec, candidates, job_on_node: int, margin: i
     for victim in order:
         _give_back(room, victim)
         kept.add(victim.task_id)
-        if not fits([v for v in pool if v.task_id not in kept]):
-            room = _without(room, [victim])
+        if not fits(kept):
+            _take_away(room, victim)
             kept.discard(victim.task_id)
             victims.append(victim)
     return tuple(victims) if victims else None

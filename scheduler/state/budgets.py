@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from scheduler.model import Task
+from scheduler.state.hashes import hmget_many
 from scheduler.state.namespace import NamespaceStore
 
 # The gate's verdicts (evict.lua): the first three let the task go.
@@ -120,11 +121,9 @@ class BudgetStore(NamespaceStore):
         jobs = list(dict.fromkeys(jobs))
         if not jobs:
             return {}
-        with self.client.pipeline(transaction=False) as pipe:
-            for job in jobs:
-                pipe.hmget(self.keys.budget(job), "healthy", "desired")
-            rows = pipe.execute()
-        return {job: (int(h), int(d)) for job, (h, d) in zip(jobs, rows) if h is not None and d is not None}
+        rows = hmget_many(self.client, [self.keys.budget(job) for job in jobs], ("healthy", "desired"))
+        return {job: (int(row["healthy"]), int(row["desired"])) for job, row in zip(jobs, rows)
+                if "healthy" in row and "desired" in row}
 
     def task_health_states(self, task_ids: list[str]) -> list[tuple[str, str, str]]:
         """(id, state, health) of each of ``task_ids`` that exists: what a count reads."""

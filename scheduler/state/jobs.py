@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import itertools
 import queue
 import threading
 import time
@@ -22,6 +23,7 @@ from redis.exceptions import NoScriptError
 from scheduler.model import JobSpec, check_job_id, parse_job
 from scheduler.model.errors import NotFound, RedisUnavailable
 from scheduler.model.names import is_job_id
+from scheduler.state.hashes import hgetall_many
 from scheduler.state.history import HISTORY_KEEP, Record, record_args
 from scheduler.state.namespace import NamespaceStore
 from scheduler.state.read_steps import Batch, Steps, run
@@ -137,6 +139,10 @@ class JobStore(NamespaceStore):
     def job_fields(self, job_id: str) -> dict[str, str]:
         """The job's hash as stored (empty when there is no such job)."""
         return self.client.hgetall(self.keys.job(job_id))
+
+    def job_hashes(self, job_ids: list[str]) -> list[dict[str, str]]:
+        """:meth:`job_fields` of each job, in one round trip."""
+        return hgetall_many(self.client, [self.keys.job(job_id) for job_id in job_ids])
 
     def set_failure(self, job_id: str, reason: str) -> None:
         """Record why the job ended as failed (its deadline passed, a dependency could not
@@ -416,7 +422,8 @@ class JobStore(NamespaceStore):
         way). Every job must have ``replicas`` <= ``ENQUEUE_CHUNK`` and not be global.
 
         The calls go from a sender thread, ``_PIPELINED`` per round trip (so that Redis has
-        the next call at hand when one ends), while the next ones are laid out here. Each
+        the next call at hand when one ends), while the next ones are laid out here; jobs
+        that fit in one round trip are sent from here, with no thread. Each
         call is idempotent, so a round trip is resent (``attempts`` times) after a timeout
         or a lost connection (a resent call reports the jobs it had created as existing);
         if one fails for good, none after it is sent."""
@@ -450,22 +457,30 @@ class JobStore(NamespaceStore):
                 except BaseException as exc:  # noqa: BLE001 (handed to the caller below)
                     failure.append(exc)
 
-        sender = threading.Thread(target=send, name="enqueue_many", daemon=True)
-        sender.start()
-        try:
-            calls = []
-            for call in self._enqueue_many_calls(jobs, by):
-                calls.append(call)
-                if len(calls) == _PIPELINED:
-                    if failure:
-                        break
-                    work.put(calls)
-                    calls = []
-            if calls and not failure:
-                work.put(calls)
-        finally:
+        laid_out = self._enqueue_many_calls(jobs, by)
+        first = list(itertools.islice(laid_out, _PIPELINED + 1))
+        if len(first) <= _PIPELINED:  # one round trip: no sender to hand it to
+            if first:
+                work.put(first)
             work.put(None)
-            sender.join()
+            send()
+        else:
+            sender = threading.Thread(target=send, name="enqueue_many", daemon=True)
+            sender.start()
+            try:
+                calls = first[:_PIPELINED]
+                for call in itertools.chain(first[_PIPELINED:], laid_out):
+                    if len(calls) == _PIPELINED:
+                        if failure:
+                            break
+                        work.put(calls)
+                        calls = []
+                    calls.append(call)
+                if calls and not failure:
+                    work.put(calls)
+            finally:
+                work.put(None)
+                sender.join()
         if failure:
             raise failure[0]
         return [flag == 1 for reply in replies for flag in reply[1]]

@@ -197,28 +197,62 @@ class SchedulingQueue:
     def maintain(self) -> dict[str, int]:
         """The periodic work any worker does: expired leases, due backoffs, cluster events
         since it last looked, and the leftover flush. Safe to run from many workers at once.
-        What is due is read in two round trips (the time, then one pipeline); only what
-        there is to move costs a script call."""
-        k = self.keys
-        now = time_ms(self.client.time())  # apart: a cluster pipeline carries only commands with keys
-        queue_now = int(self.clock()) if self.clock is not None else now
+        What is due is read in one round trip (on a cluster, whose pipelines carry only
+        commands with keys, the time is read apart first), and what it is in one more, only
+        when there is any; only what there is to move costs a script call."""
+        return self.maintain_with(None)[0]
+
+    def maintain_with(self, also=None) -> tuple[dict[str, int], list]:
+        """:meth:`maintain`, with what ``also(pipe)`` queues read in its first round trip
+        (those replies come second)."""
+        k, one = self.keys, self.on_one_server
+        now = 0 if one else time_ms(self.client.time())
         with self.client.pipeline(transaction=False) as pipe:
-            pipe.zrangebyscore(k.inflight, "-inf", now, start=0, num=RECLAIM_LIMIT)  # as reclaim_expired
-            pipe.zrangebyscore(k.backoff, "-inf", queue_now, start=0, num=FLUSH_LIMIT)  # as flush_backoff
+            if one:
+                pipe.time()
+            for key in (k.inflight, k.backoff, k.unschedulable):
+                pipe.zrange(key, 0, 0, withscores=True)  # the first to expire, end, or be flushed
             pipe.get(k.move_cycle)  # two GETs: a cluster pipeline refuses MGET
             pipe.get(k.moved_cycle)
-            latest = queue_now - self.config.unschedulable_ms
-            pipe.zrangebyscore(k.unschedulable, "-inf", latest)
-            expired, due, move_cycle, moved_cycle, leftover = pipe.execute()
+            if also is not None:
+                also(pipe)
+            replies = pipe.execute()
+        if one:
+            now = time_ms(replies.pop(0))
+        first_lease, first_backoff, oldest, move_cycle, moved_cycle, *more = replies
+        queue_now = int(self.clock()) if self.clock is not None else now
+        latest = queue_now - self.config.unschedulable_ms
+        expiring = bool(first_lease) and first_lease[0][1] <= now
+        ending = bool(first_backoff) and first_backoff[0][1] <= queue_now
+        event = move_cycle != moved_cycle
+        flushing = not event and bool(oldest) and oldest[0][1] <= latest
+        expired, due, unschedulable = [], [], []
+        if expiring or ending or event or flushing:
+            with self.client.pipeline(transaction=False) as pipe:
+                if expiring:
+                    pipe.zrangebyscore(k.inflight, "-inf", now, start=0, num=RECLAIM_LIMIT)  # as reclaim_expired
+                if ending:
+                    pipe.zrangebyscore(k.backoff, "-inf", queue_now, start=0, num=FLUSH_LIMIT)  # as flush_backoff
+                if event:
+                    # Record first: an event during the move changes move_cycle again and is seen next time.
+                    pipe.set(k.moved_cycle, move_cycle or 0)
+                    pipe.zrange(k.unschedulable, 0, -1)  # every one goes back (as move_all_to_active)
+                elif flushing:
+                    pipe.zrangebyscore(k.unschedulable, "-inf", latest)
+                read = iter(pipe.execute())
+            expired = next(read) if expiring else []
+            due = next(read) if ending else []
+            if event:
+                next(read)
+            unschedulable = next(read) if event or flushing else []
         done = {"reclaimed": len(self._reclaim("", expired)) if expired else 0,
                 "from_backoff": self._move(k.backoff, "backoff", due, 0)[0] if due else 0}
-        if move_cycle != moved_cycle:
-            # Record first: an event during the move changes move_cycle again and is seen next time.
-            self.client.set(k.moved_cycle, move_cycle or 0)
-            done["after_event"] = sum(self.move_all_to_active())
-            leftover = []  # every unschedulable task has just been moved
-        done["leftover"] = sum(self._move(k.unschedulable, "unschedulable", leftover, latest)) if leftover else 0
-        return done
+        if event:
+            done["after_event"] = sum(self._move(k.unschedulable, "unschedulable", unschedulable, 2**53))
+            unschedulable = []  # every unschedulable task has just been moved
+        done["leftover"] = sum(self._move(k.unschedulable, "unschedulable", unschedulable, latest)) \
+            if unschedulable else 0
+        return done, more
 
     def wait_for_work(self, timeout_s: float, others: Sequence[SchedulingQueue] = ()) -> bool:
         """Wait up to ``timeout_s`` for a script to make tasks claimable (a token on
@@ -250,21 +284,25 @@ class SchedulingQueue:
         """When the next waiting task is due back in the active queue without a cluster
         event (the first backoff to end, or the oldest unschedulable task's leftover flush),
         by the queue's clock; None when neither queue holds a task."""
-        k = self.keys
-        with self.client.pipeline(transaction=False) as pipe:
-            pipe.zrange(k.backoff, 0, 0, withscores=True)
-            pipe.zrange(k.unschedulable, 0, 0, withscores=True)
-            backoff, unschedulable = pipe.execute()
-        due = [int(backoff[0][1])] if backoff else []
-        if unschedulable:
-            due.append(int(unschedulable[0][1]) + self.config.unschedulable_ms)
-        return min(due) if due else None
+        return self.outlook()[1]
 
     def counts(self) -> dict[str, int]:
+        return self.outlook()[0]
+
+    def outlook(self, also=None) -> tuple[dict[str, int], int | None, list]:
+        """:meth:`counts` and :meth:`next_due_ms` in one round trip, with what ``also(pipe)``
+        queues on the same pipeline (its replies come third)."""
         k = self.keys
         with self.client.pipeline(transaction=False) as pipe:
             for key in (k.active, k.backoff, k.unschedulable, k.inflight, k.waiting):
                 pipe.zcard(key)
-            active, backoff, unschedulable, inflight, waiting = pipe.execute()
-        return {"active": active, "backoff": backoff, "unschedulable": unschedulable, "inflight": inflight,
-                "waiting": waiting}
+            pipe.zrange(k.backoff, 0, 0, withscores=True)
+            pipe.zrange(k.unschedulable, 0, 0, withscores=True)
+            if also is not None:
+                also(pipe)
+            active, backoff, unschedulable, inflight, waiting, first_backoff, oldest, *more = pipe.execute()
+        due = [int(first_backoff[0][1])] if first_backoff else []
+        if oldest:
+            due.append(int(oldest[0][1]) + self.config.unschedulable_ms)
+        return ({"active": active, "backoff": backoff, "unschedulable": unschedulable, "inflight": inflight,
+                 "waiting": waiting}, min(due) if due else None, more)

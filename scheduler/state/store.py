@@ -10,7 +10,8 @@ version of the namespace's key layout), ``memory.py`` (Redis memory as the names
 ``snapshots.py`` (the namespace read whole and written back), ``series.py`` (samples
 over time for the dashboard), ``rules.py`` (job labels and the counts placement rules
 read), ``cluster.py`` (the whole cluster read at once, for a copy to plan on),
-``moves.py`` (sched rebalance's moves), all
+``moves.py`` (sched rebalance's moves), ``upkeep.py`` (what the workers' upkeep has to look
+at), all
 built on ``namespace.py`` (the client, keys and scripts, and what is namespace-wide).
 :class:`Store` brings them together, so callers hold one object. Every change that must
 be atomic with the queue or the tallies goes through a Lua script, whose one Python
@@ -41,9 +42,11 @@ from scheduler.state.series import SeriesStore
 from scheduler.state.snapshots import SnapshotStore
 from scheduler.state.tallies import TallyStore
 from scheduler.state.tasks import TaskStore
+from scheduler.state.upkeep import UpkeepStore
 
 
 class Store(NodeStore, JobStore, TaskStore, NominationStore, TallyStore, QuotaStore, DeploymentStore,
             HistoryStore, HoldStore, LaunchStore, SnapshotStore, SeriesStore, RetentionStore, LayoutStore,
-            MemoryStore, RuleStore, BudgetStore, DrainStore, ClusterStore, MoveStore, PoolStore, CapacityStore):
+            MemoryStore, RuleStore, BudgetStore, DrainStore, ClusterStore, MoveStore, PoolStore, CapacityStore,
+            UpkeepStore):
     """``Store(client, keys, scripts)``: every noun's reads and writes of one namespace."""

@@ -123,7 +123,16 @@ class EventStream:
     def read(self, after: str, count: int = BATCH, block_ms: int | None = None) -> tuple[list[Entry], str]:
         """Up to ``count`` entries after ``after``, oldest first, and the id to read after
         next; with ``block_ms``, waiting that long for one when there is none."""
-        parsed = _parsed(_read_reply(self.client.xread({self.keys.stream: after}, count=count, block=block_ms)))
+        return self.read_reply(self.client.xread({self.keys.stream: after}, count=count, block=block_ms), after)
+
+    def queue_read(self, pipe, after: str, count: int = BATCH) -> None:
+        """:meth:`read` queued on a pipeline (no wait); its reply goes to :meth:`read_reply`."""
+        pipe.xread({self.keys.stream: after}, count=count)
+
+    @staticmethod
+    def read_reply(reply, after: str) -> tuple[list[Entry], str]:
+        """What :meth:`read` returns, from an ``XREAD`` reply of a read after ``after``."""
+        parsed = _parsed(_read_reply(reply))
         return [(i, e) for i, e in parsed if e is not None], parsed[-1][0] if parsed else after
 
     def newest(self, count: int, before: str = "+") -> list[Entry]:

@@ -132,8 +132,8 @@ def _machine(text: str | None):
               help="A setting to run side by side (repeatable): strategy=binpack, percentage-of-nodes=50, "
                    "nodes=200, seed=1, or several joined by commas. The first run is the options as given.")
 @click.option("--compact", is_flag=True,
-              help="Also find, by bisection, the fewest nodes of the inventory's shape that place the trace "
-                   "(nothing left pending, no wait over --max-wait), against the lower bound for that wait.")
+              help="Also find the fewest nodes of the inventory's shape that place the trace (nothing left pending, "
+                   "no wait over --max-wait), searched up from the lower bound for that wait, against it.")
 @click.option("--max-wait", type=click.FloatRange(min=0), default=60.0, show_default=True, metavar="SECONDS",
               help="With --compact: the longest any task may wait.")
 @click.option("--tick", type=click.FloatRange(min=0.001), default=1.0, show_default=True, metavar="SECONDS",
@@ -234,13 +234,16 @@ def _print_summary(reports: list[dict]) -> None:
 @click.option("--nodes", type=click.IntRange(1, 1_000_000), required=True,
               help="Nodes, in the machine mix of Google's 2011 trace.")
 @click.option("--seed", type=int, default=0, show_default=True, help="The same seed gives the same trace.")
-def generate(kind, tasks, nodes, seed):
+@click.option("--span", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
+              help="Spread the arrivals over this many seconds (e.g. 86400: a day) instead of the window that "
+                   "offers 75% of the cluster's cpu.")
+def generate(kind, tasks, nodes, seed, span):
     """Print a synthetic trace (JSON lines) drawn from published distributions (docs/simulate.md)."""
     from scheduler.tools.simulate.generate import generate as make
     from scheduler.tools.simulate.trace import dump_event
 
     out = sys.stdout
-    for record in make(kind, tasks, nodes, seed):
+    for record in make(kind, tasks, nodes, seed, span_s=span):
         out.write(dump_event(record) + "\n")
 
 

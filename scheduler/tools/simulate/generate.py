@@ -76,12 +76,17 @@ def _tasks_per_job(rng: random.Random) -> int:
     return 1 if rng.random() < 0.7 else int(_pareto(rng, 2.0, 1.2, 200.0))
 
 
-def generate(kind: str, tasks: int, nodes: int, seed: int = 0) -> Iterator[dict]:
-    """The events of a synthetic trace: ``nodes`` nodes at time 0, then ``tasks`` tasks."""
+def generate(kind: str, tasks: int, nodes: int, seed: int = 0, span_s: float | None = None) -> Iterator[dict]:
+    """The events of a synthetic trace: ``nodes`` nodes at time 0, then ``tasks`` tasks.
+    ``span_s`` sets the arrival window's length instead of the load: the same jobs arrive
+    at the same rate relative to each other, spread over that many seconds (a light load
+    when it is longer than the window that offers ``LOAD``)."""
     if kind not in KINDS:
         raise SpecError(f"kind {kind!r} is not one of {', '.join(KINDS)}.")
     if tasks < 1 or nodes < 1:
         raise SpecError("a synthetic trace needs at least one task and one node.")
+    if span_s is not None and not span_s > 0:
+        raise SpecError(f"the arrival window is a positive number of seconds, not {span_s!r}.")
     rng = random.Random(seed)
     capacity_cpu = 0.0
     for i in range(nodes):
@@ -106,6 +111,8 @@ def generate(kind: str, tasks: int, nodes: int, seed: int = 0) -> Iterator[dict]
     room = max(LOAD * capacity_cpu - services / 2, LOAD * capacity_cpu / 4)
     span = batch_work / room if batch_work else 3_600.0
     rate = len(jobs) / span
+    if span_s is not None:  # the same draws, the arrival times scaled to that window
+        rate, span = len(jobs) / span_s, span_s
     at = 0.0
     for number, (service, count, cpu, memory, seconds, tenant) in enumerate(jobs):
         record = {"kind": "task", "time": round(at, 3), "job": f"{'s' if service else 'b'}-{number:06d}",

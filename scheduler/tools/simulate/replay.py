@@ -41,6 +41,7 @@ from scheduler.tools.simulate.trace import DRAIN, NODE, NODE_DOWN, NODE_UP, QUOT
 
 EPOCH_MS = 1_700_000_000_000  # virtual time 0: a plausible Redis time, so stamps read like real ones
 STREAM_KEEP = 2_000_000  # the replay reads the stream after every step; this bounds it in between
+STREAM_READ = 10_000  # entries per read of it
 REASON_SAMPLE = 50  # waiting tasks whose explanation is read at a sample
 LEASE_MS = 3_600_000  # a claim's lease in a replay: an hour of real time
 
@@ -69,6 +70,7 @@ class Settings:
     batch_size: int = 512
     until_s: float | None = None
     give_up_wait_s: float | None = None  # stop as soon as a task has waited longer (compaction's probes)
+    stop_when_settled: bool = False  # stop once every task has arrived and none waits (compaction's probes)
     seed: int = 0  # the placement's random tie-breaks: the same seed, the same replay
 
     def label(self) -> str:
@@ -119,6 +121,7 @@ class Replay:
         self.nodes: dict[str, Node] = {}
         self.drained: set[str] = set()
         self.gave_up = False
+        self.settled = False  # stopped once nothing could wait again (stop_when_settled)
         self.arrivals_ms: tuple[int, int] | None = None  # the first and last instants tasks arrived at
 
     def _nodes_and_events(self) -> tuple[list[Node], list[Event]]:
@@ -166,14 +169,22 @@ class Replay:
             self._end_due(now)
             if arrivals:
                 self._arrive(arrivals, now)
-            self._read_stream()
             self.worker.maintain(force=True)
-            while self.worker.step():
-                self._read_stream()
-            self._read_stream()
+            while True:  # as many steps as find work: until one claims nothing, or nothing waits to be claimed
+                claimed = self.worker.step()
+                counts, due = self._look()
+                if not claimed or not counts["active"]:
+                    break
             self._sample(now)
             if self._waited_too_long(now):
                 self.gave_up = True
+                break
+            if self.settings.stop_when_settled and i == len(events) and not self.recorder.pending \
+                    and not any(counts.values()):
+                # No event of the trace is left, no task waits, none is queued or held: no
+                # task can wait from here on (only runs end), so whether the trace placed, and
+                # its longest wait, are known.
+                self.settled = True
                 break
             if progress is not None and time.perf_counter() - last_shown >= 1.0:
                 last_shown = time.perf_counter()
@@ -181,11 +192,8 @@ class Replay:
             upcoming = [self._round(events[i].time_ms)] if i < len(events) else []
             if self.ends:
                 upcoming.append(self._round(self.ends[0][0]))
-            counts = self.app.queue.counts()
-            if upcoming or counts["active"] or counts["backoff"] or counts["inflight"]:
-                due = self.app.queue.next_due_ms()
-                if due is not None:
-                    upcoming.append(self._round(due - EPOCH_MS))
+            if (upcoming or counts["active"] or counts["backoff"] or counts["inflight"]) and due is not None:
+                upcoming.append(self._round(due - EPOCH_MS))
             if not upcoming or (until is not None and now >= until):
                 break
             now = max(min(upcoming), now + self.tick_ms)
@@ -285,9 +293,9 @@ class Replay:
             self.recorder.created(task_id, spec, EPOCH_MS + now)
 
     def _end_due(self, now: int) -> None:
-        """End the tasks whose run is over, as their agents would report it: a batch task
-        completes (``reconcile.task_ended``); a service task is stopped, with no replacement
-        (the trace ended it)."""
+        """End the tasks whose run is over, as their agents would report them: a batch task
+        completes (``reconcile.tasks_ended``, the instant's together); a service task is
+        stopped, with no replacement (the trace ended it)."""
         due: list[str] = []
         while self.ends and self.ends[0][0] <= now:
             _, task_id = heapq.heappop(self.ends)
@@ -298,29 +306,32 @@ class Replay:
         for task_id in due:
             self.ending.discard(task_id)
             self.recorder.ended(task_id, COMPLETED)
-        tasks = self.store.tasks(due)
-        stop = []
-        for task in tasks:
-            if not task.live:
-                continue
-            if self.recorder.spec_of[task.id].type == BATCH:
-                reconcile.task_ended(self.store, task, True, "its run in the trace ended")
-            else:
-                stop.append(task)
+        completed, stop = [], []
+        for task in self.store.tasks(due):
+            if task.live:
+                (completed if self.recorder.spec_of[task.id].type == BATCH else stop).append(task)
+        if completed:
+            reconcile.tasks_ended(self.store, completed, True, "its run in the trace ended")
         if stop:
             self.store.finish(stop, STOPPED, "its run in the trace ended")
 
     # What the scheduler did.
-    def _read_stream(self) -> None:
+    def _look(self) -> tuple[dict[str, int], int | None]:
+        """Read what the scheduler did since the last look (the namespace's event stream)
+        and, in the same round trip, what waits in the queue: its counts and when the next
+        waiting task is due back (``SchedulingQueue.outlook``)."""
+        stream = self.store.stream
+        counts, due, (reply,) = self.app.queue.outlook(lambda pipe: stream.queue_read(pipe, self.after, STREAM_READ))
+        entries, self.after = stream.read_reply(reply, self.after)
         while True:
-            entries, self.after = self.store.stream.read(self.after, count=10_000)
             for _, event in entries:
                 if event.get("type") == "task":
                     self._task_event(event)
                 elif event.get("type") == "job" and event.get("event") == "removed":
                     self._removed(event.get("id", ""))
-            if len(entries) < 10_000:
-                return
+            if len(entries) < STREAM_READ:
+                return counts, due
+            entries, self.after = stream.read(self.after, count=STREAM_READ)
 
     def _task_event(self, event: dict) -> None:
         task_id, state = event.get("id", ""), event.get("state")

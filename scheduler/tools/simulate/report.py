@@ -21,6 +21,7 @@ def summarise(replay: Replay) -> dict:
     return {
         "settings": replay.settings.label(),
         "gave_up": replay.gave_up,
+        "settled": replay.settled,
         "source": trace.source,
         "nodes": len(replay.nodes),
         "tasks": recorder.tasks,
