@@ -92,6 +92,19 @@ def _rebalance(report: dict) -> dict[str, float]:
             "over_budget": report["samples_over_budget"], "seconds": report["seconds"]}
 
 
+def _packing(report: dict) -> dict[str, float]:
+    binpack, spread = report["binpack"], report["spread"]
+    return {"at_optimum": binpack["at_optimum"], "traces": binpack["traces"], "median_pct": binpack["median_pct"],
+            "max_pct": binpack["max_pct"], "spread_at_optimum": spread["at_optimum"]}
+
+
+def _strategies(report: dict) -> dict[str, float]:
+    binpack, spread = report["runs"]
+    return {"binpack": binpack["nodes_needed"], "spread": spread["nodes_needed"],
+            "lower_bound": binpack["lower_bound"],
+            "over_bound_pct": round(100 * (binpack["nodes_needed"] / binpack["lower_bound"] - 1), 1)}
+
+
 def _generate(kind: str, tasks: int, nodes: int, seed: int, name: str) -> Callable[[Path], None]:
     def make(folder: Path) -> None:
         trace = folder / name
@@ -135,7 +148,22 @@ FIGURES = [
            lambda d: sched("simulate", str(d / "b20k.jsonl"), "--compact", "--json"),
            lambda r: {"nodes_needed": r["nodes_needed"], "lower_bound": r["lower_bound"]},
            [("nodes_needed", "nodes needed"), ("lower_bound", "lower bound"), ("wall_s", "wall s")],
-           setup=_generate("batch", 20000, 200, 1, "b20k.jsonl"), wall=True),
+           setup=_generate("batch", 20000, 200, 1, "b20k.jsonl"), wall=True, most_runs=1),
+    Figure("packing_static", "binpack against CP-SAT's exact optimum on 45 static traces (60-250 tasks)",
+           "python scripts/packing_quality.py", lambda d: python("packing_quality.py"), _packing,
+           [("at_optimum", "traces at the optimum"), ("traces", "of"), ("median_pct", "median % over"),
+            ("max_pct", "most % over"), ("spread_at_optimum", "spread at the optimum")], most_runs=1),
+    *(Figure(f"compact_{kind}_{wait}", f"fewest nodes against the lower bound: a 5,000-task {kind} trace on 100 "
+             f"nodes, waits up to {wait} s", f"sched simulate generate --kind {kind} --tasks 5000 --nodes 100 "
+             f"--seed {seed} > {kind}.jsonl; sched simulate {kind}.jsonl --strategy binpack --compare "
+             f"strategy=spread --compact --max-wait {wait} --json",
+             lambda d, kind=kind, wait=wait: sched("simulate", str(d / f"{kind}.jsonl"), "--strategy", "binpack",
+                                                  "--compare", "strategy=spread", "--compact", "--max-wait",
+                                                  str(wait), "--json"),
+             _strategies, [("binpack", "binpack"), ("spread", "spread"), ("lower_bound", "lower bound"),
+                           ("over_bound_pct", "binpack % over the bound")],
+             setup=_generate(kind, 5000, 100, seed, f"{kind}.jsonl"), most_runs=1)
+      for kind, seed in (("batch", 11), ("service", 12)) for wait in (0, 60)),
     Figure("day10k", "simulator: a day of 850,000 tasks on 10,000 nodes",
            "sched simulate generate --kind batch --tasks 850000 --nodes 10000 --seed 5 --span 86400 > day.jsonl; "
            "sched simulate day.jsonl --json",
