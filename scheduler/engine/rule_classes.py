@@ -34,8 +34,8 @@ from scheduler.engine import job_affinity
 from scheduler.engine.domains import DomainCounts
 from scheduler.engine.fill import apply
 from scheduler.engine.fit import misfit
-from scheduler.engine.rule_placement import (WEIGHTS, DomainCodes, KeptFit, affinity_column, leaving_column,
-                                             prefer_column)
+from scheduler.engine.rule_placement import (WEIGHTS, DomainCodes, DomainLookup, KeptFit, affinity_column,
+                                             leaving_column, prefer_column, static_columns)
 from scheduler.engine.scoring import Context
 from scheduler.model import BINPACK, JobSpec
 from scheduler.model.constraints import attribute_getter
@@ -196,19 +196,8 @@ def place(table, rows: np.ndarray, job: JobSpec, task_ids: Sequence[str], job_co
                 faulty[rows == row] = 1.0
         if not faulty.any():
             faulty = None
-    static_score: np.ndarray | None = None
-    if job.affinities:
-        static_score = WEIGHTS["affinity"] * affinity_column(table, job.affinities)[rows]
-    prefer: np.ndarray | None = prefer_column(table, job.tolerations)[rows]
-    if prefer is not None and not prefer.any():
-        prefer = None
-
-    domains: dict[str, DomainCodes] = {}
-
-    def domain(attribute: str) -> DomainCodes:
-        if attribute not in domains:
-            domains[attribute] = DomainCodes(table, attribute, rows)
-        return domains[attribute]
+    static_score, prefer = static_columns(table, job, rows)
+    domain = DomainLookup(table, rows)
 
     own = job.id
     keyed: set[str] = set()  # attributes whose domain is part of a row's class

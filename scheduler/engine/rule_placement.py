@@ -46,6 +46,28 @@ from scheduler.model.placement_rules import Rules
 WEIGHTS = {"strategy": 1, "affinity": 2, "taints": 3, "spread": 2, "jobs": 2}
 
 
+def static_columns(table, job: JobSpec, rows: np.ndarray) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """The job's scores over ``rows`` that do not change while it places (each cached per
+    node description): its soft node affinities, and the taints it would rather avoid;
+    None where nothing counts."""
+    static_score = WEIGHTS["affinity"] * affinity_column(table, job.affinities)[rows] if job.affinities else None
+    prefer = prefer_column(table, job.tolerations)[rows]
+    return static_score, (prefer if prefer.any() else None)
+
+
+class DomainLookup:
+    """Each attribute's :class:`DomainCodes` over ``rows``, made when first asked for."""
+
+    def __init__(self, table, rows: np.ndarray):
+        self.table, self.rows = table, rows
+        self.made: dict[str, DomainCodes] = {}
+
+    def __call__(self, attribute: str) -> DomainCodes:
+        if attribute not in self.made:
+            self.made[attribute] = DomainCodes(self.table, attribute, self.rows)
+        return self.made[attribute]
+
+
 class DomainCodes:
     """One attribute's domain code per candidate row (-1 without the attribute), and the
     values by code."""
@@ -190,21 +212,9 @@ def place(table, rows: np.ndarray, job: JobSpec, task_ids: Sequence[str], job_co
                 share = np.array([named.get(path[-1], rest) for path in by_code], dtype=np.float64)
             levels.append((codes[rows], per_group, share))
 
-    # Scores that do not change while placing, cached per node description.
-    static_score = None
-    if job.affinities:
-        static_score = WEIGHTS["affinity"] * affinity_column(table, job.affinities)[rows]
-    prefer = prefer_column(table, job.tolerations)[rows]
-    if not prefer.any():
-        prefer = None
-
+    static_score, prefer = static_columns(table, job, rows)
     # Domain rules: each attribute's codes, each rule's counted tasks by domain.
-    domains: dict[str, DomainCodes] = {}
-
-    def domain(attribute: str) -> DomainCodes:
-        if attribute not in domains:
-            domains[attribute] = DomainCodes(table, attribute, rows)
-        return domains[attribute]
+    domain = DomainLookup(table, rows)
 
     own = job.id
     tracked = []  # (its domains, its counts by code) of every rule counting the job's own tasks
