@@ -14,13 +14,13 @@ import math
 
 import orjson
 
-from scheduler.model.errors import RedisUnavailable, SpecError
+from scheduler.model.errors import NotFound, RedisUnavailable, SpecError
 from scheduler.model.names import parent_of
 from scheduler.model.periodic import check_fires
 from scheduler.model.taints import untolerated
 from scheduler.model import (ACTIVE, ASSIGNED, BATCH, COMPLETED, DRAIN, FAILED, LIVE_STATES, LOST, PENDING,
                              PER_NODE_TYPES, PREEMPTED, READY, RUN_TO_COMPLETION, RUNNING, STOPPED, SYSBATCH, JobSpec,
-                             Task, parse_job)
+                             Node, Task, parse_job)
 from scheduler.control import changes, deadlines, dependencies
 from scheduler.state.deployments import deployment_id
 from scheduler.state.history import Submitted
@@ -324,23 +324,44 @@ def replace(store: Store, tasks: list[Task], state: str, message: str) -> dict:
     return replace_tasks(store, tasks, state, message)[1]
 
 
-def replace_tasks(store: Store, tasks: list[Task], state: str, message: str) -> tuple[list[str], dict]:
+def replace_tasks(store: Store, tasks: list[Task], state: str, message: str,
+                  put_back: bool = False) -> tuple[list[str], dict]:
     """(ids of the tasks this ended, job -> ids of their replacements). Each job's tasks
-    end together with their replacements' queueing (one step: ``end_and_replace``)."""
+    end together with their replacements' queueing (one step: ``end_and_replace``).
+    A global or sysbatch job's task gets none (its node is drained, lost...), unless
+    ``put_back`` (an eviction by hand) and its node still wants it: then it gets its task
+    back there, as kube's DaemonSet puts back an evicted pod."""
     by_job: dict[str, list[Task]] = {}
     for task in tasks:
         by_job.setdefault(task.job, []).append(task)
+    nodes = _nodes(store, {t.pin for t in tasks if t.pin}) if put_back else []
+
+    def successor(spec: JobSpec, task: Task) -> Successor | None:
+        if not spec.per_node:
+            return Successor(retries=retries_after(task, state))
+        if task.pin and task.pin in global_targets(spec, nodes):
+            return Successor(retries=retries_after(task, state), pin=task.pin)
+        return None
+
     stopped: list[str] = []
     replaced: dict[str, list[str]] = {}
     for job_id, group in by_job.items():
-        ended = _end_with_successors(store, job_id, group, state, message,
-                                     lambda spec, task: None if spec.per_node else
-                                     Successor(retries=retries_after(task, state)))
+        ended = _end_with_successors(store, job_id, group, state, message, successor)
         stopped += [task_id for task_id, (result, _) in ended.items() if result in LIVE_STATES]
         successors = [successor for _, successor in ended.values() if successor]
         if successors:
             replaced[job_id] = successors
     return stopped, replaced
+
+
+def _nodes(store: Store, names: set[str]) -> list[Node]:
+    out = []
+    for name in sorted(names):
+        try:
+            out.append(store.get_node(name))
+        except NotFound:  # removed: it wants nothing
+            pass
+    return out
 
 
 def _end_with_successors(store: Store, job_id: str, tasks: list[Task], state: str, message: str, successor,
