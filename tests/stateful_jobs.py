@@ -49,7 +49,9 @@ def job_spec(draw, job_id: str, nodes: list[str], jobs: list[str]) -> dict:
                   "resources": {"cpu": draw(st.sampled_from(["0", "250m", "500m", "1", "2"]))}}
     if kind == "periodic":
         spec["type"] = draw(st.sampled_from(["batch", "sysbatch"]))
-        spec["periodic"] = {"cron": "0 0 1 1 *", "overlap": draw(st.sampled_from(["allow", "forbid", "replace"]))}
+        cron = draw(st.sampled_from(["0 0 1 1 *", "0 0 1 1 *", "* * * * *"]))  # yearly, or every minute
+        spec["periodic"] = {"cron": cron,
+                            "overlap": draw(st.sampled_from(["allow", "forbid", "replace"]))}
     elif kind == "parameterized":
         spec["type"] = "batch"
         spec["parameterized"] = {"payload": "optional"}
