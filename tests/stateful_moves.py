@@ -127,8 +127,10 @@ def scale_down_problems(store, ledger, answer: dict) -> list[str]:
             if to in gone or target is None or target.status != "ready" or target.availability != "active":
                 problems.append(f"capacity moves {task_id} from {name} to {to}: removed before it, or not a ready, "
                                 f"active node")
-            if task_id in where:
+            if task_id in where:  # placed as its job's current version (a drained task's replacement is)
                 where[task_id] = to
+                job = task_id.rpartition(".")[0]
+                spec_of[task_id] = ledger.spec(job, int(store.job_fields(job)["version"]))
                 if task_id not in moved:
                     moved.add(task_id)
                     moved_of[task_id.rpartition(".")[0]] += 1

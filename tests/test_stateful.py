@@ -17,8 +17,10 @@ jobs, dependencies, retention, launches) and then every batch it finds. The step
   ``toleration_seconds``, ports, ``max_per_node``, ``parallelism``, priorities; periodic
   jobs ticking yearly or every minute), submit again as a new version, scale, stop,
   launch a periodic job, suspend or resume it, dispatch a parameterized one;
-- ``sched rebalance`` (a random strategy, ``--max-moves``, ``--job``; a dry run at times),
-  its moves carried out by the worker's upkeep (``rebalance_deadline`` 5 minutes or 20 s);
+- ``sched rebalance`` (a random strategy, ``--max-moves``, ``--job``; a dry run at times;
+  at times just after an agent's node joined), its moves carried out by the worker's
+  upkeep (``rebalance_deadline`` 5 minutes or 20 s); among the first jobs, a service
+  that runs wherever there is room, so that there are tasks to move;
   ``sched task evict`` of a random live task; ``sched capacity`` (a random threshold and
   ``max_remove``);
 - agents start what is placed on their nodes (up to their slots) and report tasks' ends;
@@ -87,7 +89,7 @@ from workers.scheduler_worker import SchedulerWorker
 
 from budget_ledger import EVICT_REASON
 from placement_ledger import Ledger, meets, tolerance
-from stateful_jobs import job_spec
+from stateful_jobs import job_spec, plain_service
 from stateful_leftovers import leftovers
 from stateful_moves import changed, moving_extra, scale_down_problems, snapshot
 
@@ -187,7 +189,10 @@ class Cluster(RuleBasedStateMachine):
 
     @initialize(target=jobs, data=st.data())
     def first_jobs(self, data):
-        return multiple(*(self._submit(data) for _ in range(2)))
+        """Two random jobs, and a service that runs wherever there is room (tasks to move)."""
+        service = data.draw(plain_service(self._name("j")))
+        self.client.submit(service)
+        return multiple(*(self._submit(data) for _ in range(2)), service["id"])
 
     def _add(self, name: str, cpu: int, labels: dict, agent_slots: int = 0) -> str:
         node = make_node(name, cpu=cpu, memory="8GiB", labels=labels)
@@ -329,14 +334,17 @@ class Cluster(RuleBasedStateMachine):
             self.suspended[job] = {child for child, _ in self.store.children(job)}
 
     # Moves, evictions, capacity.
-    @rule(strategy=st.sampled_from(["spread", "spread", "pack", "job-spread", "node-taints", "topology-spread",
-                                    "duplicates"]),
-          max_moves=st.sampled_from([None, 1, 3]), dry_run=st.sampled_from([False, False, True]), data=st.data())
+    @rule(strategy=st.sampled_from(["spread", "spread", "pack", "pack", "job-spread", "node-taints",
+                                    "topology-spread", "duplicates"]),
+          max_moves=st.sampled_from([None, 1, 3]), dry_run=st.sampled_from([False, False, True]),
+          grown=st.sampled_from([None, None, *ZONES]), target=nodes, data=st.data())
     @then_workers
-    def rebalance(self, strategy, max_moves, dry_run, data):
+    def rebalance(self, strategy, max_moves, dry_run, grown, data):
         """``sched rebalance``: moves planned and applied (the workers' upkeep carries them
         out, make before break, through the budgets' gate), of every service or one; a dry
-        run writes nothing."""
+        run writes nothing. At times an agent's node joined just before (in ``grown``'s
+        zone), the reason to rebalance."""
+        added = self._add(self._name("n"), 4, {"zone": grown}, agent_slots=3) if grown else None
         services = sorted(j for j in self.store.job_ids() if self.store.job_spec(j).raw["type"] == "service")
         job = data.draw(st.sampled_from([None, None, *services]))
         before = snapshot(self.app) if dry_run else None
@@ -344,6 +352,7 @@ class Cluster(RuleBasedStateMachine):
         if dry_run:
             assert not changed(before, snapshot(self.app)), changed(before, snapshot(self.app))
         moves = done["moves"]
+        self.done.update({f"rebalance held: {why}": n for why, n in done["held"].items()})
         assert len(moves) <= (max_moves or MAX_MOVES) and all(job in (None, m["job"]) for m in moves), moves
         for move in moves:  # a running task of a service, moved to another node; nothing stopped yet
             task = self.store.get_task(move["task"])
@@ -352,6 +361,7 @@ class Cluster(RuleBasedStateMachine):
         if not dry_run:
             assert len(done["applied"]["moves"]) == len(moves), done["applied"]
             self.done["moves"] += len(moves)
+        return added or multiple()
 
     @rule(data=st.data())
     @then_workers
