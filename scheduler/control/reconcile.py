@@ -292,7 +292,9 @@ def scale(store: Store, job_id: str, replicas: int) -> dict:
 
     Scaling down stops the surplus first and writes the new count afterwards, so the
     job's open tasks never exceed the count it is written with (a replacement is queued
-    in the same step as the end of the task it replaces, so it never adds to the count)."""
+    in the same step as the end of the task it replaces, so it never adds to the count).
+    A task moving and its move's new task (``sched rebalance``, make before break) are
+    one replica: the move stops one of them; stopping the task moving stops both."""
     job = store.get_job(job_id)
     if job["spec"]["type"] in PER_NODE_TYPES:
         raise SpecError(f"job {job_id} is {job['spec']['type']}: it runs one task per eligible node and cannot be "
@@ -307,14 +309,24 @@ def scale(store: Store, job_id: str, replicas: int) -> dict:
     stopped: list[str] = []
     for _ in range(SCALE_ROUNDS):
         _fields, tasks = job_snapshot(store, job_id)
-        current = sorted((t for t in tasks if not t.terminal), key=lambda t: t.index)
+        pairs = _moving(store, job_id, {t.id for t in tasks if not t.terminal})
+        current = sorted((t for t in tasks if not t.terminal and t.id not in pairs.values()), key=lambda t: t.index)
         if len(current) <= replicas:
             break
         surplus = sorted(current, key=lambda t: (t.state != PENDING, -t.index))[: len(current) - replicas]
-        ended = store.finish_ids([t.id for t in surplus], STOPPED, f"scaled down to {replicas}")
+        ids = [t.id for t in surplus] + [pairs[t.id] for t in surplus if t.id in pairs]
+        ended = store.finish_ids(ids, STOPPED, f"scaled down to {replicas}")
         stopped += [task_id for task_id, was in ended.items() if was in (PENDING, *LIVE_STATES)]
     added = add_tasks(store, job_id, max(0, replicas - len(current)), new_spec)
     return {"id": job_id, "replicas": replicas, "added": added, "stopped": stopped}
+
+
+def _moving(store: Store, job_id: str, open_ids: set[str]) -> dict[str, str]:
+    """Open task of ``job_id`` in a move in progress -> the move's open new task."""
+    moving = store.moving_tasks()
+    ids = sorted({move_id for task_id, move_id in moving.items() if task_id in open_ids})
+    return {move["task"]: move["new_task"] for move in store.moves_list(ids) if move.get("job") == job_id
+            and move["task"] in open_ids and move.get("new_task") in open_ids}
 
 
 def replace(store: Store, tasks: list[Task], state: str, message: str) -> dict:
