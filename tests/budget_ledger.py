@@ -1,8 +1,13 @@
 """Every voluntary disruption checked against its job's disruption budget: fed the event
 stream in order by ``placement_ledger.Ledger``.
 
-A drain that evicts a task through the gate ends it with the message ``node <name>
-drained`` (a drain past its deadline, or forced, adds why, and passes no gate). The job's
+Every voluntary disruption that asks the gate is told by the message it ends its task
+with (:func:`gated`): a drain's ``node <name> drained`` (a drain past its deadline, or
+forced, adds why, and passes no gate); a move's stop of its old task, ``moved to <node>
+(move <id>)``, and of the task its job queued in place of an old task that ended
+meanwhile when it already ran (``move <id>'s new task ... took ...'s place``; one not
+running yet is stopped without asking); and ``sched task evict`` with the machine's
+reason, ``EVICT_REASON``. The job's
 tasks are known from the events before it: its open ones (pending or live), its running
 ones, which are its healthy ones (the machine's jobs have no health check), and its
 replicas (the job's events say them). The budget's arithmetic is written again here
@@ -20,12 +25,27 @@ moment of the last ``STALE_MS`` (a count then), less the grants since, allowed i
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+import re
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 
 from scheduler.model.errors import NotFound
 
 STALE_MS = 10_000  # the oldest count the gate judges on (scheduler/control/budgets.py STALE_MS)
+EVICT_REASON = "evicted by hand"  # what the machine's `sched task evict` says
+MOVED = re.compile(r"moved to \S+ \(move \d+-\d+\)")
+SURPLUS = re.compile(r"move \d+-\d+'s new task \S+ took \S+'s place")
+
+
+def gated(message: str, node: str, running: bool) -> str | None:
+    """Which voluntary disruption through the gate ended a task so (None: none did)."""
+    if message == f"node {node} drained":
+        return "drain"
+    if MOVED.fullmatch(message) or (running and SURPLUS.fullmatch(message)):
+        return "move"
+    if message == EVICT_REASON:
+        return "evict"
+    return None
 
 
 def desired(budget: dict, expected: int) -> int:
@@ -57,7 +77,7 @@ class Budgets:
         self.replicas: dict[str, int] = {}
         self.grants: dict[str, int] = defaultdict(int)
         self.moments: dict[str, list[Moment]] = defaultdict(list)
-        self.checked = 0
+        self.checked: Counter = Counter()  # disruptions judged, by what made them
 
     def see_job(self, event: dict) -> None:
         if "replicas" in event:
@@ -76,8 +96,10 @@ class Budgets:
             self.running[task_id] = job
         elif state in ("completed", "failed", "stopped", "lost", "preempted") and task_id in self.open:
             problems = []
-            if task is not None and state == "stopped" and task.message == f"node {event.get('node')} drained":
-                problems = self.grant(task_id, job, at)
+            kind = gated(task.message, event.get("node"), task_id in self.running) \
+                if task is not None and state == "stopped" else None
+            if kind is not None:
+                problems = self.grant(task_id, job, at, kind)
                 self.grants[job] += 1
             self.open.pop(task_id, None)
             self.running.pop(task_id, None)
@@ -97,7 +119,7 @@ class Budgets:
         if len(old) > 1:  # the last one before the window stays: a count may have seen it
             del moments[:old[-1]]
 
-    def grant(self, task_id: str, job: str, at: int) -> list[str]:
+    def grant(self, task_id: str, job: str, at: int, kind: str = "drain") -> list[str]:
         try:
             spec = self.store.job_spec(job).raw
         except NotFound:
@@ -105,7 +127,7 @@ class Budgets:
         budget = spec.get("disruption_budget")
         if not budget:
             return []  # nothing protects it
-        self.checked += 1
+        self.checked[kind] += 1
         healthy_task = task_id in self.running
         seen = [m for m in self.moments[job] if m.at >= at - STALE_MS] or self.moments[job][-1:]
         before = [m for m in self.moments[job] if m.at < at - STALE_MS][-1:]
@@ -115,6 +137,6 @@ class Budgets:
             if healthy - keep >= 1 or (not healthy_task and healthy >= keep):
                 return []
         now = self.moments[job][-1]
-        return [f"{task_id} evicted by a drain from job {job} (budget {budget}) although no count of the last "
+        return [f"{task_id} evicted by a {kind} from job {job} (budget {budget}) although no count of the last "
                 f"{STALE_MS} ms allowed it: now {now.healthy} healthy of {now.open} open, replicas {now.replicas}, "
                 f"{self.grants[job]} grants so far"]

@@ -49,7 +49,9 @@ def job_spec(draw, job_id: str, nodes: list[str], jobs: list[str]) -> dict:
                   "resources": {"cpu": draw(st.sampled_from(["0", "250m", "500m", "1", "2"]))}}
     if kind == "periodic":
         spec["type"] = draw(st.sampled_from(["batch", "sysbatch"]))
-        spec["periodic"] = {"cron": "0 0 1 1 *", "overlap": draw(st.sampled_from(["allow", "forbid", "replace"]))}
+        cron = draw(st.sampled_from(["0 0 1 1 *", "0 0 1 1 *", "* * * * *"]))  # yearly, or every minute
+        spec["periodic"] = {"cron": cron,
+                            "overlap": draw(st.sampled_from(["allow", "forbid", "replace"]))}
     elif kind == "parameterized":
         spec["type"] = "batch"
         spec["parameterized"] = {"payload": "optional"}
@@ -99,3 +101,18 @@ def job_spec(draw, job_id: str, nodes: list[str], jobs: list[str]) -> dict:
     if draw(st.integers(0, 2)) == 0:
         spec["ttl_after_finished"] = draw(st.sampled_from([0, 30]))
     return {k: v for k, v in spec.items() if v not in ([], None)}
+
+
+@st.composite
+def plain_service(draw, job_id: str) -> dict:
+    """A service that runs wherever there is room, so that rebalances have running tasks
+    to move: a few replicas, maybe a disruption budget and a spread over zones."""
+    spec: dict = {"id": job_id, "type": "service", "replicas": draw(st.integers(2, 4)),
+                  "resources": {"cpu": draw(st.sampled_from(["0", "250m"]))}, "labels": {"app": "web"}}
+    if draw(st.booleans()):
+        field = draw(st.sampled_from(["max_unavailable", "min_available"]))
+        spec["disruption_budget"] = {field: draw(st.sampled_from([0, 1, "50%"]))}
+    if draw(st.booleans()):
+        spec["topology_spread"] = [{"attribute": "node.labels.zone", "max_skew": 1,
+                                    "when_unsatisfiable": draw(st.sampled_from(["DoNotSchedule", "ScheduleAnyway"]))}]
+    return spec

@@ -66,6 +66,23 @@ def test_a_job_without_a_budget_is_never_held_back(app):
     assert live_ids(app, "free") == []
 
 
+@pytest.mark.parametrize("kind", ["global", "sysbatch"])
+def test_an_evicted_task_of_a_global_job_is_put_back_on_its_node(app, kind):
+    """As kube's DaemonSet puts back an evicted pod: its node still wants the task (a
+    drained node does not: the drain's eviction leaves it none)."""
+    add_nodes(app, ["n1", "n2"])
+    running_job(app, "agent", replicas=None, type=kind)
+    first = app.store.tasks(app.store.job_task_ids("agent"))[0]
+    evicted = budgets.evict_task(app.store, first.id, "moved by a test")
+    assert evicted.evicted and evicted.replacement, evicted
+    back = app.store.get_task(evicted.replacement)
+    assert back.pin == first.pin and back.state == "pending", back
+    app.store.set_availability("n2", "drain")
+    second = next(t for t in app.store.tasks(app.store.job_task_ids("agent")) if t.live and t.node == "n2")
+    evicted = budgets.evict_task(app.store, second.id, "node n2 drained")
+    assert evicted.evicted and not evicted.replacement, evicted
+
+
 @pytest.fixture
 def checked(app):
     add_nodes(app, ["n1", "n2", "n3"])

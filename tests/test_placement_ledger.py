@@ -13,6 +13,7 @@ from scheduler.control import reconcile
 from scheduler.model import make_node, parse_job
 from scheduler.model.taints import parse_taint
 
+from budget_ledger import EVICT_REASON
 from placement_ledger import Ledger
 
 
@@ -110,14 +111,29 @@ def test_an_eviction_before_its_toleration_seconds_is_reported(app, ledger):
                                                       ({"max_unavailable": 1}, 2, True),
                                                       ({"min_available": 2}, 1, True),
                                                       ({"max_unavailable": "50%"}, 1, False)])
-def test_a_drain_beyond_the_jobs_budget_is_reported(app, ledger, budget, evicted, reported):
+@pytest.mark.parametrize("kind, message", [("drain", "node n1 drained"), ("move", "moved to n2 (move 3-1)"),
+                                           ("evict", EVICT_REASON)])
+def test_a_disruption_beyond_the_jobs_budget_is_reported(app, ledger, budget, evicted, reported, kind, message):
     submit(app, id="web", replicas=2, disruption_budget=budget)
     for task_id in ("web.0", "web.1"):
         announce(app, task_id, "assigned", "n1")
         announce(app, task_id, "running", "n1")
     for task_id in ("web.0", "web.1")[:evicted]:
-        app.client.hset(app.keys.task(task_id), mapping={"state": "stopped", "message": "node n1 drained"})
+        app.client.hset(app.keys.task(task_id), mapping={"state": "stopped", "message": message})
         announce(app, task_id, "stopped", "n1")
     problems = ledger.take()
-    assert ledger.budgets.checked == evicted
-    assert (len(problems) == 1 and "evicted by a drain from job web" in problems[0]) if reported else not problems
+    assert ledger.budgets.checked == {kind: evicted}
+    assert (len(problems) == 1 and f"evicted by a {kind} from job web" in problems[0]) if reported else not problems
+
+
+def test_an_end_that_asked_no_gate_is_not_judged(app, ledger):
+    """A drain past its deadline, a scale-down, a move's surplus that was not running yet."""
+    submit(app, id="web", replicas=2, disruption_budget={"max_unavailable": 0})
+    announce(app, "web.0", "assigned", "n1")
+    announce(app, "web.0", "running", "n1")
+    announce(app, "web.1", "assigned", "n1")
+    for task_id, message in (("web.0", "node n1 drained (forced)"),
+                             ("web.1", "move 1-1's new task web.2 took web.0's place")):
+        app.client.hset(app.keys.task(task_id), mapping={"state": "stopped", "message": message})
+        announce(app, task_id, "stopped", "n1")
+    assert ledger.take() == [] and not ledger.budgets.checked

@@ -5,6 +5,7 @@ new constraint operators, with the examples kube's and Nomad's documentation giv
 from __future__ import annotations
 
 import orjson
+import pytest
 
 from scheduler.control import reconcile
 from scheduler.control.audit import audit
@@ -355,6 +356,28 @@ def test_soft_job_anti_affinity_goes_elsewhere_while_it_can():
         {"match": {"app": "batch"}, "attribute": "node.hostname", "weight": 80}]}
     assert place_alone(spec, nodes(), counts, index).assignments == [("web.0", "h2")]
     assert [n for _, n in place_alone({**spec, "replicas": 2}, nodes(), counts, index).assignments] == ["h2", "h1"]
+
+
+@pytest.mark.parametrize("min_domains, counts, placed", [
+    (2, {"a": 1, "b": 1, "c": 1}, True),  # three eligible domains, not one: c may hold one more
+    (1, {"a": 0, "b": 1, "c": 1}, False),  # a holds none: c may not hold two
+])
+def test_a_task_placed_on_its_pinned_node_alone_is_spread_over_every_eligible_domain(min_domains, counts, placed):
+    """A pinned task (a move's new task) is placed on its node alone; its hard spread's
+    global minimum is still taken over every eligible domain, as the explanation and the
+    commit take it, not over the one node's."""
+    from scheduler.engine.domains import DomainCounts
+    from scheduler.engine.placement import PlacementOptions, Placer
+    from scheduler.engine.rules import RuleIndex, resolve
+
+    nodes = [make_node(f"{zone}1", cpu=4, memory="8GiB", labels={"zone": zone}) for zone in "abc"]
+    job = parse_job({"id": "web", "topology_spread": [{"attribute": "node.labels.zone", "max_skew": 1,
+                                                       "min_domains": min_domains}]})
+    placer = Placer(PlacementOptions(seed=3))
+    rules = resolve(job, RuleIndex(), lambda attribute: placer.eligible_domains(nodes, job, attribute))
+    domains = DomainCounts({"web": {f"node.labels.zone={zone}": n for zone, n in counts.items()}})
+    result = placer.place([nodes[2]], job, ["web.9"], job_counts={}, rules=rules, domains=domains)
+    assert (result.assignments == [("web.9", "c1")]) == placed, result
 
 
 def RuleIndexOf(labels):

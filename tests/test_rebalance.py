@@ -178,6 +178,23 @@ def test_a_move_whose_target_is_paused_is_abandoned_at_once(app):
     assert per_node(app, "web") == {"n1": 3, "n2": 3, "n3": 0, "n4": 0}
 
 
+@pytest.mark.parametrize("change", [1, -1])
+def test_scaling_during_a_move_counts_the_task_moving_and_its_new_task_as_one_replica(app, change):
+    """Scaled while a move's new task runs beside the task it replaces: the move then
+    stops one of the two, and the service is left with the replicas asked for."""
+    runner = crowded(app, replicas=4, new=("n3",))
+    client = Client(app=app)
+    assert len(client.rebalance(max_moves=1)["moves"]) == 1
+    run_worker_until_idle(app)  # the new task is placed (and not started yet): five open tasks
+    assert sum(1 for t in app.store.tasks(app.store.job_task_ids("web")) if not t.terminal) == 5
+    client.scale("web", 4 + change)
+    drive(app, runner, lambda: ended(app), "the move to end")
+    run_worker_until_idle(app)
+    runner.step()
+    open_ = [t.id for t in app.store.tasks(app.store.job_task_ids("web")) if not t.terminal]
+    assert len(open_) == 4 + change, (open_, client.moves())
+
+
 def test_batch_tasks_are_never_moved(app, sched):
     add_nodes(app, ["n1"])
     submit(app, {"id": "crunch", "type": "batch", "replicas": 4, "resources": {"cpu": 0.5, "memory": "64MiB"}})

@@ -14,8 +14,15 @@ jobs, dependencies, retention, launches) and then every batch it finds. The step
 - jobs: submit with random rules and types (service, batch, global, sysbatch, periodic,
   parameterized, ``after`` dependencies, disruption budgets, constraints, ``distinct_property``,
   ``topology_spread``, job affinity and anti-affinity, tolerations with random
-  ``toleration_seconds``, ports, ``max_per_node``, ``parallelism``, priorities), submit
-  again as a new version, scale, stop, launch a periodic job, dispatch a parameterized one;
+  ``toleration_seconds``, ports, ``max_per_node``, ``parallelism``, priorities; periodic
+  jobs ticking yearly or every minute), submit again as a new version, scale, stop,
+  launch a periodic job, suspend or resume it, dispatch a parameterized one;
+- ``sched rebalance`` (a random strategy, ``--max-moves``, ``--job``; a dry run at times;
+  at times just after an agent's node joined), its moves carried out by the worker's
+  upkeep (``rebalance_deadline`` 5 minutes or 20 s); among the first jobs, a service
+  that runs wherever there is room, so that there are tasks to move;
+  ``sched task evict`` of a random live task; ``sched capacity`` (a random threshold and
+  ``max_remove``);
 - agents start what is placed on their nodes (up to their slots) and report tasks' ends;
 - worker passes; time moving on; retention passes; a worker restarted. In three examples
   of four the workers (and agents) are in the background: they make a round after every
@@ -25,13 +32,23 @@ jobs, dependencies, retention, launches) and then every batch it finds. The step
 After every step (the invariants): the audit holds (no overcommit, tallies equal tasks,
 every pending task in one queue...); every placement met every hard rule of its job on its
 node when it was committed, checked from the event stream by ``placement_ledger.py``
-(its own rules, not the engine's); no drain's eviction through the gate beyond the job's
-disruption budget (``budget_ledger.py``); no eviction by a NoExecute taint before the task's
+(its own rules, not the engine's); no voluntary disruption through the gate (a drain's
+eviction, a move's stop of its old task, ``task evict``) beyond the job's disruption
+budget (``budget_ledger.py``); no eviction by a NoExecute taint before the task's
 ``toleration_seconds``; after a worker pass, no task left on a node whose NoExecute taint
 should have evicted it; a task placed on an agent's node is started within a bound or
 ``task explain`` says why; an agent's node holds no more live tasks than its slots; no key
 of a removed job, task or node is left; and what a user expects: a running service has its
-replicas open, a stopped job none, a global job one task on each node it wants.
+replicas open (and one more for each move under way whose new task is open: make before
+break), a stopped job none, a global job one task on each node it wants, a suspended
+periodic job no launch but by hand. Of the steps themselves: a dry run of ``rebalance``
+and ``capacity`` write nothing (every key of the namespace and its value, before and
+after); a plan moves only running tasks of services, at most ``--max-moves``, of
+``--job``; an eviction either stops its task or leaves it live and says what it waits
+on; every node ``capacity`` says can go has each of its tasks moved to a ready, active
+node it does not remove before or with it, with room there (cpu, memory, slots, ports,
+as the answer leaves them), and no job moved beyond what its budget allows now
+(``stateful_moves.py``).
 
 The bounded run is in the default suite (a few seconds per example). The deep run, many
 more and longer sequences, is opt-in:
@@ -62,6 +79,7 @@ from scheduler.control.outcomes import Outcomes
 from scheduler.control.retention import collect
 from scheduler.control.worker_config import WorkerConfig
 from scheduler.engine.placement import PlacementOptions
+from scheduler.control.rebalance import MAX_MOVES
 from scheduler.model import DOWN, READY, make_node
 from scheduler.model.errors import NotFound, SchedError
 from scheduler.model.retention import Retention
@@ -69,9 +87,11 @@ from scheduler.state.app import App
 from scheduler.state.connection import time_ms
 from workers.scheduler_worker import SchedulerWorker
 
+from budget_ledger import EVICT_REASON
 from placement_ledger import Ledger, meets, tolerance
-from stateful_jobs import job_spec
+from stateful_jobs import job_spec, plain_service
 from stateful_leftovers import leftovers
+from stateful_moves import changed, moving_extra, scale_down_problems, snapshot
 
 START_BOUND_MS = 5_000  # a task placed on an agent's node is started within this, or explained
 ZONES, RACKS = ("a", "b", "c"), ("r1", "r2")
@@ -130,6 +150,8 @@ class Cluster(RuleBasedStateMachine):
         self.background = False
         self.count = 0
         self.agents: set[str] = set()  # nodes an agent runs (and has not left)
+        self.launched: set[str] = set()  # launches of periodic jobs made by hand
+        self.suspended: dict[str, set[str]] = {}  # periodic job suspended -> its launches then
         self.done: Counter = Counter()
 
     def _new_worker(self) -> SchedulerWorker:
@@ -138,7 +160,7 @@ class Cluster(RuleBasedStateMachine):
     def teardown(self):
         TOTALS.update(self.done)
         TOTALS.update({"examples": 1, "placements checked": self.ledger.placements,
-                       "drain evictions judged": self.ledger.budgets.checked,
+                       **{f"{kind} disruptions judged": n for kind, n in self.ledger.budgets.checked.items()},
                        "evictions checked": self.ledger.checked_evictions, "tasks": len(self.ledger.seen["tasks"]),
                        **{f"{what} removed": len(gone) for what, gone in self._removed().items()}})
         self.worker._committer.shutdown(wait=True)
@@ -149,11 +171,14 @@ class Cluster(RuleBasedStateMachine):
         self.count += 1
         return f"{prefix}{self.count}"
 
-    @initialize(background=st.sampled_from([True, True, True, False]))
-    def workers(self, background):
+    @initialize(background=st.sampled_from([True, True, True, False]), deadline=st.sampled_from([None, "20s"]))
+    def workers(self, background, deadline):
         """Workers (and agents) in the background make a round after every step; otherwise
-        only the steps that say so make one."""
+        only the steps that say so make one. A move waits for its new task to run for
+        ``rebalance_deadline``: 5 minutes, or 20 s."""
         self.background = background
+        if deadline:
+            self.client.set_config(rebalance_deadline=deadline)
 
     # Nodes.
     @initialize(target=nodes)
@@ -164,7 +189,10 @@ class Cluster(RuleBasedStateMachine):
 
     @initialize(target=jobs, data=st.data())
     def first_jobs(self, data):
-        return multiple(*(self._submit(data) for _ in range(2)))
+        """Two random jobs, and a service that runs wherever there is room (tasks to move)."""
+        service = data.draw(plain_service(self._name("j")))
+        self.client.submit(service)
+        return multiple(*(self._submit(data) for _ in range(2)), service["id"])
 
     def _add(self, name: str, cpu: int, labels: dict, agent_slots: int = 0) -> str:
         node = make_node(name, cpu=cpu, memory="8GiB", labels=labels)
@@ -284,9 +312,86 @@ class Cluster(RuleBasedStateMachine):
     @then_workers
     def launch(self, job):
         try:
-            return self.client.launch(job)["launched"]
+            launched = self.client.launch(job)["launched"]
         except SchedError:  # not periodic, stopped, removed, or forbid with a launch running
             return multiple()
+        self.launched.add(launched)
+        return launched
+
+    @rule(job=jobs, suspend=st.booleans())
+    @then_workers
+    def suspend(self, job, suspend):
+        """``sched job suspend`` or ``resume``: no tick of a suspended periodic job is launched."""
+        was = self.store.job_fields(job).get("suspended") == "1"
+        try:
+            done = self.client.suspend(job) if suspend else self.client.resume(job)
+        except SchedError as exc:  # not periodic, or removed: said in one sentence
+            assert one_sentence(exc), exc
+            return
+        assert done["suspended"] == suspend and done["changed"] == (was != suspend), done
+        assert (done["next_launch"] is None) == suspend, done  # (the machine's crons tick at least yearly)
+        if suspend and not was:
+            self.suspended[job] = {child for child, _ in self.store.children(job)}
+
+    # Moves, evictions, capacity.
+    @rule(strategy=st.sampled_from(["spread", "spread", "pack", "pack", "job-spread", "node-taints",
+                                    "topology-spread", "duplicates"]),
+          max_moves=st.sampled_from([None, 1, 3]), dry_run=st.sampled_from([False, False, True]),
+          grown=st.sampled_from([None, None, *ZONES]), target=nodes, data=st.data())
+    @then_workers
+    def rebalance(self, strategy, max_moves, dry_run, grown, data):
+        """``sched rebalance``: moves planned and applied (the workers' upkeep carries them
+        out, make before break, through the budgets' gate), of every service or one; a dry
+        run writes nothing. At times an agent's node joined just before (in ``grown``'s
+        zone), the reason to rebalance."""
+        added = self._add(self._name("n"), 4, {"zone": grown}, agent_slots=3) if grown else None
+        services = sorted(j for j in self.store.job_ids() if self.store.job_spec(j).raw["type"] == "service")
+        job = data.draw(st.sampled_from([None, None, *services]))
+        before = snapshot(self.app) if dry_run else None
+        done = self.client.rebalance(strategy, max_moves, job, dry_run=dry_run)
+        if dry_run:
+            assert not changed(before, snapshot(self.app)), changed(before, snapshot(self.app))
+        moves = done["moves"]
+        self.done.update({f"rebalance held: {why}": n for why, n in done["held"].items()})
+        assert len(moves) <= (max_moves or MAX_MOVES) and all(job in (None, m["job"]) for m in moves), moves
+        for move in moves:  # a running task of a service, moved to another node; nothing stopped yet
+            task = self.store.get_task(move["task"])
+            assert task.state == "running" and task.node == move["from"] != move["to"], (move, task)
+            assert self.store.job_spec(move["job"]).raw["type"] == "service", move
+        if not dry_run:
+            assert len(done["applied"]["moves"]) == len(moves), done["applied"]
+            self.done["moves"] += len(moves)
+        return added or multiple()
+
+    @rule(data=st.data())
+    @then_workers
+    def evict(self, data):
+        """``sched task evict`` of a live task: stopped and replaced if its job's budget
+        allows it now, else left as it was, saying what it waits on."""
+        live = sorted(t.id for t in self.store.tasks(self.store.all_task_ids()) if t.live)
+        if not live:
+            return
+        done = self.client.evict(data.draw(st.sampled_from(live)), EVICT_REASON)
+        task = self.store.get_task(done["task"])
+        if done["evicted"]:
+            assert task.state == "stopped" and task.message == EVICT_REASON, (done, task)
+            self.done["evicted"] += 1
+        else:
+            assert task.live and done["waiting"] and done["verdict"] == "refused", (done, task)
+
+    @rule(threshold=st.sampled_from([0.0, 0.5, 1.0]), max_remove=st.sampled_from([None, None, 1]))
+    def capacity(self, threshold, max_remove):
+        """``sched capacity``: an answer worked out on a copy, which writes nothing; each
+        node it says can go has room elsewhere for its tasks, within their budgets."""
+        self.done["capacity"] += 1
+        before = snapshot(self.app)
+        answer = self.client.capacity(threshold=threshold, max_remove=max_remove)
+        assert not changed(before, snapshot(self.app)), changed(before, snapshot(self.app))
+        removed = answer["scale_down"]["remove"]
+        assert max_remove is None or len(removed) <= max_remove, removed
+        problems = scale_down_problems(self.store, self.ledger, answer)
+        assert not problems, problems
+        self.done["nodes capacity removes"] += len(removed)
 
     @rule(target=jobs, job=jobs, token=st.sampled_from([None, "t1"]))
     @then_workers
@@ -333,6 +438,16 @@ class Cluster(RuleBasedStateMachine):
         assert not problems, problems
         self._global_jobs_cover_their_nodes()
         self._waiting_says_why()
+        self._suspended_jobs_launch_nothing()
+
+    def _suspended_jobs_launch_nothing(self):
+        """After a worker pass: a suspended periodic job launched nothing but by hand."""
+        for job in list(self.suspended):
+            if self.store.job_fields(job).get("suspended") != "1":  # resumed, a new version, or removed
+                del self.suspended[job]
+                continue
+            ticked = {child for child, _ in self.store.children(job)} - self.suspended[job] - self.launched
+            assert not ticked, f"suspended job {job} launched {sorted(ticked)}"
 
     def _waiting_says_why(self):
         """After a worker pass: a job still held by its dependencies waits for one that has
@@ -420,6 +535,9 @@ class Cluster(RuleBasedStateMachine):
 
     @invariant()
     def jobs_have_what_users_expect(self):
+        """A running service has its replicas open, one more for each move under way whose
+        new task is open (make before break); a stopped job none..."""
+        extra = moving_extra(self.store)
         for record in self.client.jobs():
             spec = self.store.get_job(record["id"])["spec"]
             open_ = sum(n for state, n in record["tasks"].items() if state in ("pending", "assigned", "running"))
@@ -428,8 +546,9 @@ class Cluster(RuleBasedStateMachine):
             elif "periodic" in spec or "parameterized" in spec:
                 assert open_ == 0, f"{record['id']} runs no task itself, has {record['tasks']}"
             elif spec["type"] == "service" and record["status"] == "running":
-                assert open_ == spec["replicas"], f"service {record['id']}: {record['tasks']}, " \
-                                                   f"replicas {spec['replicas']}"
+                assert spec["replicas"] <= open_ <= spec["replicas"] + extra[record["id"]], \
+                    f"service {record['id']}: {record['tasks']}, replicas {spec['replicas']}, " \
+                    f"{extra[record['id']]} new task(s) of moves open"
             elif spec["type"] == "batch":
                 assert open_ <= spec["replicas"], f"batch {record['id']}: {record['tasks']}"
 

@@ -206,7 +206,7 @@ def evict_task(store: Store, task_id: str, reason: str, *, node: str = "", repla
 
 def _end(store: Store, task: Task, reason: str, replace: bool, gate: Gate) -> Eviction:
     if replace:
-        stopped, replaced = reconcile.replace_tasks(store, [task], STOPPED, reason)
+        stopped, replaced = reconcile.replace_tasks(store, [task], STOPPED, reason, put_back=True)
         evicted, successor = task.id in stopped, (replaced.get(task.job) or [""])[0]
     else:
         evicted, successor = store.finish([task], STOPPED, reason)[0] in LIVE_STATES, ""

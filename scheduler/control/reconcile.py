@@ -14,13 +14,13 @@ import math
 
 import orjson
 
-from scheduler.model.errors import RedisUnavailable, SpecError
+from scheduler.model.errors import NotFound, RedisUnavailable, SpecError
 from scheduler.model.names import parent_of
 from scheduler.model.periodic import check_fires
 from scheduler.model.taints import untolerated
 from scheduler.model import (ACTIVE, ASSIGNED, BATCH, COMPLETED, DRAIN, FAILED, LIVE_STATES, LOST, PENDING,
                              PER_NODE_TYPES, PREEMPTED, READY, RUN_TO_COMPLETION, RUNNING, STOPPED, SYSBATCH, JobSpec,
-                             Task, parse_job)
+                             Node, Task, parse_job)
 from scheduler.control import changes, deadlines, dependencies
 from scheduler.state.deployments import deployment_id
 from scheduler.state.history import Submitted
@@ -292,7 +292,9 @@ def scale(store: Store, job_id: str, replicas: int) -> dict:
 
     Scaling down stops the surplus first and writes the new count afterwards, so the
     job's open tasks never exceed the count it is written with (a replacement is queued
-    in the same step as the end of the task it replaces, so it never adds to the count)."""
+    in the same step as the end of the task it replaces, so it never adds to the count).
+    A task moving and its move's new task (``sched rebalance``, make before break) are
+    one replica: the move stops one of them; stopping the task moving stops both."""
     job = store.get_job(job_id)
     if job["spec"]["type"] in PER_NODE_TYPES:
         raise SpecError(f"job {job_id} is {job['spec']['type']}: it runs one task per eligible node and cannot be "
@@ -307,14 +309,24 @@ def scale(store: Store, job_id: str, replicas: int) -> dict:
     stopped: list[str] = []
     for _ in range(SCALE_ROUNDS):
         _fields, tasks = job_snapshot(store, job_id)
-        current = sorted((t for t in tasks if not t.terminal), key=lambda t: t.index)
+        pairs = _moving(store, job_id, {t.id for t in tasks if not t.terminal})
+        current = sorted((t for t in tasks if not t.terminal and t.id not in pairs.values()), key=lambda t: t.index)
         if len(current) <= replicas:
             break
         surplus = sorted(current, key=lambda t: (t.state != PENDING, -t.index))[: len(current) - replicas]
-        ended = store.finish_ids([t.id for t in surplus], STOPPED, f"scaled down to {replicas}")
+        ids = [t.id for t in surplus] + [pairs[t.id] for t in surplus if t.id in pairs]
+        ended = store.finish_ids(ids, STOPPED, f"scaled down to {replicas}")
         stopped += [task_id for task_id, was in ended.items() if was in (PENDING, *LIVE_STATES)]
     added = add_tasks(store, job_id, max(0, replicas - len(current)), new_spec)
     return {"id": job_id, "replicas": replicas, "added": added, "stopped": stopped}
+
+
+def _moving(store: Store, job_id: str, open_ids: set[str]) -> dict[str, str]:
+    """Open task of ``job_id`` in a move in progress -> the move's open new task."""
+    moving = store.moving_tasks()
+    ids = sorted({move_id for task_id, move_id in moving.items() if task_id in open_ids})
+    return {move["task"]: move["new_task"] for move in store.moves_list(ids) if move.get("job") == job_id
+            and move["task"] in open_ids and move.get("new_task") in open_ids}
 
 
 def replace(store: Store, tasks: list[Task], state: str, message: str) -> dict:
@@ -324,23 +336,44 @@ def replace(store: Store, tasks: list[Task], state: str, message: str) -> dict:
     return replace_tasks(store, tasks, state, message)[1]
 
 
-def replace_tasks(store: Store, tasks: list[Task], state: str, message: str) -> tuple[list[str], dict]:
+def replace_tasks(store: Store, tasks: list[Task], state: str, message: str,
+                  put_back: bool = False) -> tuple[list[str], dict]:
     """(ids of the tasks this ended, job -> ids of their replacements). Each job's tasks
-    end together with their replacements' queueing (one step: ``end_and_replace``)."""
+    end together with their replacements' queueing (one step: ``end_and_replace``).
+    A global or sysbatch job's task gets none (its node is drained, lost...), unless
+    ``put_back`` (an eviction by hand) and its node still wants it: then it gets its task
+    back there, as kube's DaemonSet puts back an evicted pod."""
     by_job: dict[str, list[Task]] = {}
     for task in tasks:
         by_job.setdefault(task.job, []).append(task)
+    nodes = _nodes(store, {t.pin for t in tasks if t.pin}) if put_back else []
+
+    def successor(spec: JobSpec, task: Task) -> Successor | None:
+        if not spec.per_node:
+            return Successor(retries=retries_after(task, state))
+        if task.pin and task.pin in global_targets(spec, nodes):
+            return Successor(retries=retries_after(task, state), pin=task.pin)
+        return None
+
     stopped: list[str] = []
     replaced: dict[str, list[str]] = {}
     for job_id, group in by_job.items():
-        ended = _end_with_successors(store, job_id, group, state, message,
-                                     lambda spec, task: None if spec.per_node else
-                                     Successor(retries=retries_after(task, state)))
+        ended = _end_with_successors(store, job_id, group, state, message, successor)
         stopped += [task_id for task_id, (result, _) in ended.items() if result in LIVE_STATES]
         successors = [successor for _, successor in ended.values() if successor]
         if successors:
             replaced[job_id] = successors
     return stopped, replaced
+
+
+def _nodes(store: Store, names: set[str]) -> list[Node]:
+    out = []
+    for name in sorted(names):
+        try:
+            out.append(store.get_node(name))
+        except NotFound:  # removed: it wants nothing
+            pass
+    return out
 
 
 def _end_with_successors(store: Store, job_id: str, tasks: list[Task], state: str, message: str, successor,

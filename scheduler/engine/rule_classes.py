@@ -30,7 +30,7 @@ from typing import Sequence
 
 import numpy as np
 
-from scheduler.engine import job_affinity
+from scheduler.engine import job_affinity, topology_spread
 from scheduler.engine.domains import DomainCounts
 from scheduler.engine.fill import apply
 from scheduler.engine.fit import misfit
@@ -201,7 +201,7 @@ def place(table, rows: np.ndarray, job: JobSpec, task_ids: Sequence[str], job_co
 
     own = job.id
     keyed: set[str] = set()  # attributes whose domain is part of a row's class
-    hard: list[tuple[SpreadRule, DomainCodes, list[int], list[int]]] = []
+    hard: list[tuple[SpreadRule, DomainCodes, list[int], list[int], list[int]]] = []
     spreads: list[tuple[DomainCodes, list[int]]] = []  # ScheduleAnyway
     affinities: list[tuple[DomainCodes, list[int]]] = []
     soft: list[tuple[int, DomainCodes, list[int]]] = []
@@ -217,7 +217,9 @@ def place(table, rows: np.ndarray, job: JobSpec, task_ids: Sequence[str], job_co
                 eligible = [d.code_of[v] for v in spread.domains if v in d.code_of]
                 if len(eligible) > MAX_ELIGIBLE:
                     return None
-                hard.append((spread, d, in_domain, eligible))
+                # Eligible domains with no row here (a pinned node alone) still hold the minimum.
+                beyond = topology_spread.outside(spread, domain_counts, d.code_of)
+                hard.append((spread, d, in_domain, eligible, beyond))
             else:
                 spreads.append((d, in_domain))
             keyed.add(spread.attribute)
@@ -316,8 +318,8 @@ def place(table, rows: np.ndarray, job: JobSpec, task_ids: Sequence[str], job_co
     view.static = static_score[reps].tolist() if static_score is not None else None
     view.prefer = prefer[reps].tolist() if prefer is not None else None
     view.levels = levels
-    view.hard = [(spread, d.codes[reps].tolist(), d.has[reps].tolist(), in_domain, eligible)
-                 for spread, d, in_domain, eligible in hard]
+    view.hard = [(spread, d.codes[reps].tolist(), d.has[reps].tolist(), in_domain, eligible, beyond)
+                 for spread, d, in_domain, eligible, beyond in hard]
     view.affinities = [(d.codes[reps].tolist(), d.has[reps].tolist(), in_domain) for d, in_domain in affinities]
     view.spreads = [(d.codes[reps].tolist(), d.has[reps].tolist(), in_domain,
                      np.flatnonzero(np.bincount(d.codes)).tolist()) for d, in_domain in spreads]
@@ -405,7 +407,7 @@ class _Classes:
         self.static: list[float] | None = None
         self.prefer: list[float] | None = None
         self.levels: list[tuple[list[int], list[float], list[float] | None]] = []
-        self.hard: list[tuple[SpreadRule, list[int], list[bool], list[int], list[int]]] = []
+        self.hard: list[tuple[SpreadRule, list[int], list[bool], list[int], list[int], list[int]]] = []
         self.affinities: list[tuple[list[int], list[bool], list[int]]] = []
         self.spreads: list[tuple[list[int], list[bool], list[int], list[int]]] = []  # and the codes present
         self.soft: list[tuple[int, list[int], list[bool], list[int]]] = []
@@ -433,8 +435,9 @@ class _Classes:
         then the best normalised score, then the lowest key."""
         groups = self.groups
         kept = [c for c in range(self.count) if groups[c].live]
-        for spread, codes, has, in_domain, eligible in self.hard:
-            low = 0 if not eligible or len(eligible) < spread.min_domains else min([in_domain[e] for e in eligible])
+        for spread, codes, has, in_domain, eligible, beyond in self.hard:
+            lows = [in_domain[e] for e in eligible] + beyond
+            low = 0 if not lows or len(lows) < spread.min_domains else min(lows)
             most = spread.max_skew - int(spread.self_matches) + low
             kept = [c for c in kept if has[c] and in_domain[codes[c]] <= most]
         for codes, has, in_domain in self.affinities:

@@ -224,7 +224,11 @@ def place(table, rows: np.ndarray, job: JobSpec, task_ids: Sequence[str], job_co
             d = domain(spread.attribute)
             in_domain = d.counted(counts, spread.jobs)
             eligible = np.array([d.code_of[v] for v in spread.domains if v in d.code_of], dtype=np.int64)
-            (hard_spreads if spread.hard else soft_spreads).append((spread, d, in_domain, eligible))
+            if spread.hard:
+                beyond = topology_spread.outside(spread, counts, d.code_of)  # a pinned node alone: the rest
+                hard_spreads.append((spread, d, in_domain, eligible, beyond))
+            else:
+                soft_spreads.append((spread, d, in_domain, eligible))
             tracked.append((spread.jobs, d, in_domain))
         for rule in rules.distinct:
             d = domain(rule.attribute)
@@ -253,8 +257,8 @@ def place(table, rows: np.ndarray, job: JobSpec, task_ids: Sequence[str], job_co
     task = 0
     while task < len(task_ids):
         m = valid
-        for spread, d, in_domain, eligible in hard_spreads:
-            m = m & topology_spread.allowed(spread, d.codes, d.has, in_domain, eligible)
+        for spread, d, in_domain, eligible, beyond in hard_spreads:
+            m = m & topology_spread.allowed(spread, d.codes, d.has, in_domain, eligible, beyond)
         for rule, d, in_domain in distinct:
             m = m & distinct_property.allowed(rule, d.codes, d.has, in_domain)
         if affinities:

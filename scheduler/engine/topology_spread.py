@@ -36,11 +36,23 @@ def misfit(node, rule: SpreadRule, counts: DomainCounts, lowest: int | None = No
     return None
 
 
+def outside(rule: SpreadRule, counts: DomainCounts, code_of: dict) -> list[int]:
+    """The counted tasks of each eligible domain that has no row among the nodes placed on
+    (``code_of``: their domains' codes), as when a task is placed on its pinned or
+    nominated node alone: no placement of the call changes them, and the global minimum
+    is still taken over them."""
+    attribute, jobs = rule.attribute, rule.jobs
+    return [counts.of(jobs, f"{attribute}={value}") for value in rule.domains if value not in code_of]
+
+
 def allowed(rule: SpreadRule, codes: np.ndarray, has: np.ndarray, in_domain: np.ndarray,
-            eligible: np.ndarray) -> np.ndarray:
+            eligible: np.ndarray, beyond: list[int] | None = None) -> np.ndarray:
     """The rows a hard spread allows: their domain ``codes`` (``has``: in a domain at all),
-    the counted tasks per domain code (``in_domain``) and the eligible domains' codes."""
-    low = 0 if not eligible.size or eligible.size < rule.min_domains else int(in_domain[eligible].min())
+    the counted tasks per domain code (``in_domain``), the eligible domains' codes and the
+    counts of the eligible domains without a row (``beyond``, :func:`outside`)."""
+    beyond = beyond or []
+    lows = ([int(in_domain[eligible].min())] if eligible.size else []) + beyond
+    low = 0 if not lows or eligible.size + len(beyond) < rule.min_domains else min(lows)
     return has & (in_domain + int(rule.self_matches) - low <= rule.max_skew)[codes]
 
 
