@@ -12,11 +12,14 @@ Everything runs on this checkout's ``.venv`` and starts its own ``redis-server``
 and ``<!-- figures:end -->`` with the table, headed by the commit, the date and the
 machine; without it the table is printed. ``--json`` prints every run's numbers instead.
 Figures marked long (the simulator's day on 10,000 nodes) run with ``--long`` only.
+``--resume LOG`` takes the runs an earlier call printed to its standard error (saved in
+LOG) and runs only what it did not finish.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import platform
@@ -169,7 +172,7 @@ FIGURES = [
            "sched simulate day.jsonl --json",
            lambda d: sched("simulate", str(d / "day.jsonl"), "--json"), _replay,
            [("tasks_per_wall_s", "tasks/wall s"), ("wall_s", "wall s")],
-           setup=_generate("batch", 850000, 10000, 5, "day.jsonl"), long=True),
+           setup=_generate("batch", 850000, 10000, 5, "day.jsonl"), long=True, most_runs=1),
     Figure("api50", "HTTP API: 50 clients with no wait (GET a job, GET a page of jobs, POST a job, GET nodes)",
            "python scripts/api_load.py --workers 2 --json",
            lambda d: python("api_load.py", "--workers", "2", "--json"), _api,
@@ -249,6 +252,16 @@ def table(figures: list[Figure], runs: int) -> str:
     return "\n".join(lines)
 
 
+def logged(log: Path, figures: list[Figure]) -> None:
+    """The runs a call printed to ``log`` (``benchmarks: NAME run I/N: {...}``), into ``figures``."""
+    by_name = {figure.name: figure for figure in figures}
+    for line in log.read_text().splitlines():
+        head, _, numbers = line.partition(": {")
+        words = head.split()
+        if len(words) == 4 and words[0] == "benchmarks:" and words[2] == "run" and words[1] in by_name:
+            by_name[words[1]].runs.append(ast.literal_eval("{" + numbers))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
@@ -257,19 +270,25 @@ def main() -> None:
     parser.add_argument("--long", action="store_true", help="Also the figures marked long.")
     parser.add_argument("--write", type=Path, default=None, metavar="FILE")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--resume", type=Path, default=None, metavar="LOG",
+                        help="Take the runs an earlier call printed to LOG (its standard error) and run the rest.")
     args = parser.parse_args()
     wanted = set(filter(None, args.only.split(",")))
     unknown = wanted - {f.name for f in FIGURES}
     if unknown:
         parser.error(f"no figure named {', '.join(sorted(unknown))}")
     chosen = [f for f in FIGURES if (f.name in wanted if wanted else (args.long or not f.long))]
+    if args.resume is not None:
+        logged(args.resume, chosen)
     with tempfile.TemporaryDirectory(prefix="sched-benchmarks-") as scratch:
         folder = Path(scratch)
         for figure in chosen:
+            runs = min(args.runs, figure.most_runs or args.runs)
+            if len(figure.runs) >= runs:
+                continue
             if figure.setup is not None:
                 figure.setup(folder)
-            runs = min(args.runs, figure.most_runs or args.runs)
-            for i in range(runs):
+            for i in range(len(figure.runs), runs):
                 figure.runs.append(run_once(figure, folder))
                 print(f"benchmarks: {figure.name} run {i + 1}/{runs}: {figure.runs[-1]}", file=sys.stderr)
     if args.json:
