@@ -13,6 +13,8 @@ sentence before anything is written; a restore cut short is finished by running 
 from __future__ import annotations
 
 import gzip
+import os
+import stat
 import threading
 import time
 import uuid
@@ -244,6 +246,20 @@ def test_a_change_between_two_pages_makes_the_read_start_again(redis_url, monkey
     assert app.store.change_mark() != mark
     # Left alone, the same read is whole, and save says how many reads it took.
     assert Client(app=app).snapshot_save(Path("/dev/null"))["tries"] == 1
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)  # written into, not replaced by a file
+
+
+def test_a_snapshot_saved_to_a_pipe_is_written_into_it(app, tmp_path):
+    reconcile.submit(app.store, parse_job({"id": "web", "resources": {"cpu": "1"}}))
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    read: list[bytes] = []
+    reader = threading.Thread(target=lambda: read.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    summary = Client(app=app).snapshot_save(fifo)
+    reader.join(timeout=30)
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert summary["keys"] > 0 and read and read[0].count(b"\n") == summary["keys"] + 2  # header, keys, end
 
 
 def test_a_namespace_without_a_stream_is_read_with_writes_paused(redis_url, tmp_path):

@@ -212,6 +212,13 @@ def _write(target: str | Path | IO[bytes], header: Header, spool: IO[bytes], cou
         target.flush()
         return
     path = Path(target)
+    if path.exists() and not path.is_file():  # a device or a pipe (/dev/null, a FIFO): written, never replaced
+        try:
+            with _open(path, "wb") as out:
+                copy(out)
+        except OSError as exc:
+            raise SpecError(f"cannot write the snapshot to {path}: {exc.strerror or exc}.") from None
+        return
     try:
         handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".gz" if path.name.endswith(".gz") else "",
                                              dir=path.parent)
