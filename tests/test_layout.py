@@ -106,6 +106,9 @@ def test_upgrade_indexes_the_old_namespace_then_work_runs_on_it(old):
     assert old.upgrade()["steps"] == {}
 
     # Work runs on it: new jobs are placed and end, the old finished ones go, the live stay.
+    # (The fixture's jobs finished when it was made: a long job_retention keeps the workers'
+    # own retention from removing them first, whatever the day the test runs.)
+    old.set_config(job_retention=10 * 365 * 86_400)
     old.add_node("n3", cpu=4, memory="8GiB")
     old.submit({"id": "fresh", "type": "batch", "replicas": 2})
     old.run_workers(until_idle=True)
