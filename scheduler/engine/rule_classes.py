@@ -35,7 +35,8 @@ from scheduler.engine.domains import DomainCounts
 from scheduler.engine.fill import apply
 from scheduler.engine.fit import misfit
 from scheduler.engine.rule_placement import (WEIGHTS, DomainCodes, DomainLookup, KeptFit, affinity_column,
-                                             leaving_column, prefer_column, static_columns)
+                                             leaving_column, prefer_column, preference_levels,
+                                             static_columns)
 from scheduler.engine.scoring import Context
 from scheduler.model import BINPACK, JobSpec
 from scheduler.model.constraints import attribute_getter
@@ -290,26 +291,9 @@ def place(table, rows: np.ndarray, job: JobSpec, task_ids: Sequence[str], job_co
         groups.append(_Class(members, orders[members], key[members], job_on[members], chunk))
     reps = by_class[starts]  # one row of each class, for its values
 
-    levels: list[tuple[list[int], list[float], list[float] | None]] = []  # per preference depth
-    if job.preferences:
-        on_all = np.zeros(len(table.nodes), dtype=np.int64)
-        for name, on_node in job_counts.items():
-            row = table.rows.get(name)
-            if row is not None:
-                on_all[row] = on_node
-        level_getters = [p.get for p in job.preferences]
-        for depth, preference in enumerate(job.preferences, 1):
-            codes, by_code = table.groups(("level", *(p.spread for p in job.preferences[:depth])),
-                                          lambda node, d=depth: tuple(get(node) for get in level_getters[:d]))
-            per_group: list[float] = np.bincount(codes, weights=on_all, minlength=len(by_code)).astype(
-                np.float64).tolist()
-            share: list[float] | None = None
-            if preference.targets:
-                named = dict(preference.targets)
-                others = [code for code, path in enumerate(by_code) if path[-1] not in named]
-                rest = (100 - sum(named.values())) / len(others) if others else 0.0
-                share = np.array([named.get(path[-1], rest) for path in by_code], dtype=np.float64).tolist()
-            levels.append((codes[rows][reps].tolist(), per_group, share))
+    levels: list[tuple[list[int], list[float], list[float] | None]] = [  # per preference depth, per class
+        (codes[reps].tolist(), per_group.tolist(), share.tolist() if share is not None else None)
+        for codes, per_group, share in preference_levels(table, job, job_counts, rows)]
 
     # Each class's fixed values, from its representative row.
     view = _Classes(groups, reps)

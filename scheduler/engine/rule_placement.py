@@ -46,6 +46,33 @@ from scheduler.model.placement_rules import Rules
 WEIGHTS = {"strategy": 1, "affinity": 2, "taints": 3, "spread": 2, "jobs": 2}
 
 
+def preference_levels(table, job: JobSpec, job_counts: dict[str, int],
+                      rows: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
+    """Per preference depth: each of ``rows``' group, the job's tasks per group (over every
+    row of the table), and each group's share where the preference names targets."""
+    levels: list[tuple[np.ndarray, np.ndarray, np.ndarray | None]] = []
+    if not job.preferences:
+        return levels
+    on_all = np.zeros(len(table.nodes), dtype=np.int64)
+    for name, n in job_counts.items():
+        row = table.rows.get(name)
+        if row is not None:
+            on_all[row] = n
+    getters = [p.get for p in job.preferences]
+    for depth, preference in enumerate(job.preferences, 1):
+        codes, by_code = table.groups(("level", *(p.spread for p in job.preferences[:depth])),
+                                      lambda node, d=depth: tuple(get(node) for get in getters[:d]))
+        per_group = np.bincount(codes, weights=on_all, minlength=len(by_code)).astype(np.float64)
+        share = None
+        if preference.targets:
+            named = dict(preference.targets)
+            others = [code for code, path in enumerate(by_code) if path[-1] not in named]
+            rest = (100 - sum(named.values())) / len(others) if others else 0.0
+            share = np.array([named.get(path[-1], rest) for path in by_code], dtype=np.float64)
+        levels.append((codes[rows], per_group, share))
+    return levels
+
+
 def static_columns(table, job: JobSpec, rows: np.ndarray) -> tuple[np.ndarray | None, np.ndarray | None]:
     """The job's scores over ``rows`` that do not change while it places (each cached per
     node description): its soft node affinities, and the taints it would rather avoid;
@@ -191,26 +218,7 @@ def place(table, rows: np.ndarray, job: JobSpec, task_ids: Sequence[str], job_co
     binpack = job.strategy == BINPACK
     fit = Fit(table, rows, job) if binpack else None
 
-    # Preference levels: each row's group, and the job's tasks per group (over every row).
-    levels = []
-    if job.preferences:
-        on_all = np.zeros(len(table.nodes), dtype=np.int64)
-        for name, n in job_counts.items():
-            row = table.rows.get(name)
-            if row is not None:
-                on_all[row] = n
-        getters = [p.get for p in job.preferences]
-        for depth, preference in enumerate(job.preferences, 1):
-            codes, by_code = table.groups(("level", *(p.spread for p in job.preferences[:depth])),
-                                          lambda node, d=depth: tuple(get(node) for get in getters[:d]))
-            per_group = np.bincount(codes, weights=on_all, minlength=len(by_code)).astype(np.float64)
-            share = None
-            if preference.targets:
-                named = dict(preference.targets)
-                others = [code for code, path in enumerate(by_code) if path[-1] not in named]
-                rest = (100 - sum(named.values())) / len(others) if others else 0.0
-                share = np.array([named.get(path[-1], rest) for path in by_code], dtype=np.float64)
-            levels.append((codes[rows], per_group, share))
+    levels = preference_levels(table, job, job_counts, rows)
 
     static_score, prefer = static_columns(table, job, rows)
     # Domain rules: each attribute's codes, each rule's counted tasks by domain.
