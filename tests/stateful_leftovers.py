@@ -35,16 +35,22 @@ def _names(text: str, jobs: set[str], tasks: set[str], nodes: set[str]) -> list[
     return out
 
 
+def typed_keys(app) -> tuple[list[str], list[str]]:
+    """Every key of the namespace, sorted, and each one's type."""
+    client = app.client
+    keys = sorted(client.scan_iter(match=f"{app.keys.prefix}*", count=1000))
+    with client.pipeline(transaction=False) as pipe:
+        for key in keys:
+            pipe.type(key)
+        return keys, pipe.execute()
+
+
 def leftovers(app, jobs: set[str], tasks: set[str], nodes: set[str]) -> list[str]:
     """One line per key named after, or holding, a removed job, task or node."""
     if not (jobs or tasks or nodes):
         return []
     client, prefix = app.client, app.keys.prefix
-    keys = sorted(client.scan_iter(match=f"{prefix}*", count=1000))
-    with client.pipeline(transaction=False) as pipe:
-        for key in keys:
-            pipe.type(key)
-        types = pipe.execute()
+    keys, types = typed_keys(app)
     found = []
     readers = {"set": "smembers", "zset": "zrange", "hash": "hkeys"}
     collections = []

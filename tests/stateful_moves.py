@@ -24,6 +24,7 @@ from scheduler.model.errors import NotFound
 
 from budget_ledger import desired
 from placement_ledger import request
+from stateful_leftovers import typed_keys
 
 ACTIVE_STATES = ("queued", "starting", "placing", "stopping")
 
@@ -32,12 +33,8 @@ def snapshot(app) -> dict[str, object]:
     """Every key of the namespace and its whole value (read by type; not ``DUMP``, whose
     bytes change as Redis rehashes a hash it only read): two equal snapshots, nothing
     was written in between."""
-    client, prefix = app.client, app.keys.prefix
-    keys = sorted(client.scan_iter(match=f"{prefix}*", count=1000))
-    with client.pipeline(transaction=False) as pipe:
-        for key in keys:
-            pipe.type(key)
-        types = pipe.execute()
+    client = app.client
+    keys, types = typed_keys(app)
     readers = {"string": lambda p, k: p.get(k), "hash": lambda p, k: p.hgetall(k),
                "set": lambda p, k: p.smembers(k), "zset": lambda p, k: p.zrange(k, 0, -1, withscores=True),
                "list": lambda p, k: p.lrange(k, 0, -1), "stream": lambda p, k: p.xrange(k)}
